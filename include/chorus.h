@@ -1,0 +1,303 @@
+/*
+ * chorus.h — the public interface of chorus, a collective communication library for
+ * data-parallel training.
+ *
+ * Every rank of an MPI job calls chorus_init(), then submits named tensors from its training
+ * loop. A background thread per rank negotiates with the other ranks which tensors are ready
+ * everywhere, and runs the collectives (allreduce, broadcast, allgather) in one order that every
+ * rank agrees on. Submission is asynchronous: a submit call returns a handle at once, and the
+ * caller tests or waits on it. Blocking wrappers submit and wait in one call.
+ *
+ * Rules that hold for the whole interface:
+ * - Every function returns a chorus_status (or a value that is a status when negative). When a
+ *   call fails before a handle exists, chorus_last_error() on the same thread says why.
+ * - A submit call that returns CHORUS_OK hands out exactly one handle, which completes exactly
+ *   once (successfully or with an error). A submit call that fails hands out no handle.
+ * - The caller owns tensor buffers. Between submit and completion chorus may read the input and
+ *   write the output; the caller must not touch them in that time.
+ * - Any thread may submit, test, wait and free handles. Only chorus's background thread calls
+ *   MPI or NCCL on chorus's own duplicate of the communicator.
+ */
+#ifndef CHORUS_H
+#define CHORUS_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(CHORUS_BUILDING_LIBRARY)
+#define CHORUS_API __attribute__((visibility("default")))
+#else
+#define CHORUS_API
+#endif
+
+#define CHORUS_VERSION_MAJOR 0
+#define CHORUS_VERSION_MINOR 1
+#define CHORUS_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes. CHORUS_OK is 0, CHORUS_IN_PROGRESS is 1, every error is negative.
+ * X(name, value, description)
+ */
+#define CHORUS_STATUS_TABLE(X)                                                                   \
+    X(CHORUS_OK, 0, "success")                                                                   \
+    X(CHORUS_IN_PROGRESS, 1, "the operation has not completed yet")                              \
+    X(CHORUS_ERR_INVALID_ARGUMENT, -1, "an argument is invalid")                                 \
+    X(CHORUS_ERR_NOT_INITIALIZED, -2, "chorus is not initialized (call chorus_init first)")      \
+    X(CHORUS_ERR_ALREADY_INITIALIZED, -3, "chorus is already initialized")                       \
+    X(CHORUS_ERR_BAD_PARAMETER, -4, "a CHORUS_* parameter has a malformed or unknown value")     \
+    X(CHORUS_ERR_MPI, -5, "an MPI call failed")                                                  \
+    X(CHORUS_ERR_MISMATCH, -6, "ranks submitted the same tensor name with different arguments") \
+    X(CHORUS_ERR_DUPLICATE_NAME, -7, "a tensor of this name is already in flight on this rank")  \
+    X(CHORUS_ERR_SHUTDOWN, -8, "chorus shut down before the operation completed")                \
+    X(CHORUS_ERR_STALLED, -9, "some ranks never submitted this tensor")                          \
+    X(CHORUS_ERR_NOT_SUPPORTED, -10, "the operation is not supported in this build or setup")    \
+    X(CHORUS_ERR_OUT_OF_MEMORY, -11, "memory could not be allocated")                            \
+    X(CHORUS_ERR_GPU, -12, "a CUDA or NCCL call failed")                                         \
+    X(CHORUS_ERR_PROTOCOL, -13, "a negotiation message was malformed")                           \
+    X(CHORUS_ERR_INTERNAL, -14, "internal error in chorus")
+
+typedef enum chorus_status {
+#define CHORUS_STATUS_ENUM_ENTRY(name, value, description) name = value,
+    CHORUS_STATUS_TABLE(CHORUS_STATUS_ENUM_ENTRY)
+#undef CHORUS_STATUS_ENUM_ENTRY
+} chorus_status;
+
+/* The status's enumerator name ("CHORUS_ERR_MISMATCH"). A static string; never NULL, also for
+ * values outside the table ("CHORUS_STATUS_UNKNOWN"). Any thread, any time. */
+CHORUS_API const char *chorus_status_name(chorus_status status);
+
+/* One sentence describing the status. A static string; never NULL. Any thread, any time. */
+CHORUS_API const char *chorus_status_description(chorus_status status);
+
+/* Why the last failed chorus call on the calling thread failed, naming the tensor and ranks where
+ * they are known. The string belongs to the calling thread and stays valid until its next chorus
+ * call. Empty when no call has failed. */
+CHORUS_API const char *chorus_last_error(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tensors.
+ */
+typedef enum chorus_dtype {
+    CHORUS_UINT8 = 0,
+    CHORUS_INT8 = 1,
+    CHORUS_INT32 = 2,
+    CHORUS_INT64 = 3,
+    CHORUS_FLOAT16 = 4,  /* IEEE 754 binary16, stored as uint16_t */
+    CHORUS_BFLOAT16 = 5, /* the upper 16 bits of a float32, stored as uint16_t */
+    CHORUS_FLOAT32 = 6,
+    CHORUS_FLOAT64 = 7,
+} chorus_dtype;
+#define CHORUS_DTYPE_COUNT 8
+
+/* Reduction operators of allreduce. Integer sums and products wrap around (two's complement).
+ * AVERAGE divides the sum by the number of contributing ranks; for integer dtypes the quotient is
+ * rounded to the nearest integer. */
+typedef enum chorus_op {
+    CHORUS_SUM = 0,
+    CHORUS_AVERAGE = 1,
+    CHORUS_MIN = 2,
+    CHORUS_MAX = 3,
+    CHORUS_PRODUCT = 4,
+} chorus_op;
+#define CHORUS_OP_COUNT 5
+
+#define CHORUS_MAX_DIMS 8
+/* A device index of CHORUS_DEVICE_HOST means host memory; 0, 1, ... are CUDA devices. */
+#define CHORUS_DEVICE_HOST (-1)
+
+/* A tensor descriptor: where the data is and what shape it has. The caller owns `data`.
+ * A tensor with ndims == 0 is a scalar (one element). A dimension may be 0 (no elements). */
+typedef struct chorus_tensor {
+    void *data;
+    chorus_dtype dtype;
+    size_t ndims;
+    int64_t shape[CHORUS_MAX_DIMS];
+    int device;
+} chorus_tensor;
+
+/* Size in bytes of one element of `dtype`; 0 for an unknown dtype. */
+CHORUS_API size_t chorus_dtype_size(chorus_dtype dtype);
+/* "float32", "bfloat16", ...; "unknown" for values outside the enum. */
+CHORUS_API const char *chorus_dtype_name(chorus_dtype dtype);
+/* "sum", "average", ...; "unknown" for values outside the enum. */
+CHORUS_API const char *chorus_op_name(chorus_op op);
+/* Number of elements of a tensor (the product of its shape; 1 for a scalar). */
+CHORUS_API size_t chorus_tensor_count(const chorus_tensor *tensor);
+
+/* ---------------------------------------------------------------------------------------------
+ * Lifecycle.
+ */
+typedef struct chorus_init_options {
+    size_t struct_size; /* sizeof(chorus_init_options), for compatibility across versions */
+    /* Parameter settings that take precedence over the environment, as "NAME=VALUE" pairs
+     * separated by ';' (for example "CHORUS_FUSION_THRESHOLD=64M;CHORUS_LOG_LEVEL=debug").
+     * NULL for none. */
+    const char *parameters;
+} chorus_init_options;
+
+#define CHORUS_INIT_OPTIONS_INIT {.struct_size = sizeof(chorus_init_options), .parameters = NULL}
+
+/* Initializes chorus on MPI_COMM_WORLD and starts the background thread. `options` may be NULL
+ * for defaults. If MPI is not initialized, chorus initializes it (asking for
+ * MPI_THREAD_MULTIPLE) and finalizes it in chorus_shutdown. If the application initialized MPI,
+ * it must have done so with MPI_THREAD_MULTIPLE, else init fails with CHORUS_ERR_MPI and says so.
+ * Collective over the communicator: every rank must call it. A malformed parameter on any rank
+ * fails init on every rank with CHORUS_ERR_BAD_PARAMETER naming the variable and the value.
+ * Call from one thread. Returns CHORUS_OK, CHORUS_ERR_ALREADY_INITIALIZED,
+ * CHORUS_ERR_BAD_PARAMETER, CHORUS_ERR_MPI or CHORUS_ERR_OUT_OF_MEMORY. */
+CHORUS_API chorus_status chorus_init(const chorus_init_options *options);
+
+/* Like chorus_init, on a communicator the application gives (for example a subset of ranks).
+ * MPI must already be initialized with MPI_THREAD_MULTIPLE. chorus duplicates `comm`; the
+ * application keeps ownership of it. Only the ranks of `comm` call it. */
+CHORUS_API chorus_status chorus_init_comm(MPI_Comm comm, const chorus_init_options *options);
+
+/* Stops the background thread and frees chorus's resources. Every handle still pending, on this
+ * rank and on every other rank, completes with CHORUS_ERR_SHUTDOWN; later submits on other ranks
+ * fail with CHORUS_ERR_SHUTDOWN. Ranks may call it at different times. Handles stay valid until
+ * freed. Call from one thread. Returns CHORUS_OK or CHORUS_ERR_NOT_INITIALIZED. */
+CHORUS_API chorus_status chorus_shutdown(void);
+
+/* true between a successful chorus_init and chorus_shutdown. Any thread. */
+CHORUS_API bool chorus_is_initialized(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Topology. Each returns the value (>= 0), or CHORUS_ERR_NOT_INITIALIZED (< 0). Any thread.
+ */
+CHORUS_API int chorus_rank(void);        /* this rank in chorus's communicator */
+CHORUS_API int chorus_size(void);        /* number of ranks */
+CHORUS_API int chorus_local_rank(void);  /* this rank among the ranks on its host */
+CHORUS_API int chorus_local_size(void);  /* number of ranks on this host */
+CHORUS_API int chorus_cross_rank(void);  /* index of this rank's host, 0 .. cross_size - 1 */
+CHORUS_API int chorus_cross_size(void);  /* number of hosts */
+
+/* What this rank may run on, found with hwloc from its CPU binding. */
+typedef struct chorus_topology {
+    size_t struct_size;
+    int rank, size, local_rank, local_size, cross_rank, cross_size;
+    size_t cores;      /* physical cores this rank may run on */
+    size_t pus;        /* hardware threads (processing units) this rank may run on */
+    size_t numa_nodes; /* NUMA nodes those cores belong to */
+    bool homogeneous;  /* every host runs the same number of ranks */
+} chorus_topology;
+
+#define CHORUS_TOPOLOGY_INIT {.struct_size = sizeof(chorus_topology)}
+
+/* Fills `topology` (whose struct_size the caller sets). Returns CHORUS_OK,
+ * CHORUS_ERR_NOT_INITIALIZED or CHORUS_ERR_INVALID_ARGUMENT. Any thread. */
+CHORUS_API chorus_status chorus_get_topology(chorus_topology *topology);
+
+/* ---------------------------------------------------------------------------------------------
+ * Collectives. A submit call validates its arguments, enqueues the operation and returns a
+ * handle; the background thread runs it once every rank has submitted the same name.
+ * Names identify an operation across ranks: every rank submits the same name with the same
+ * collective, dtype, shape (allgather: all but the first dimension), op, root and scale factors.
+ * A disagreement completes the handle on every rank with CHORUS_ERR_MISMATCH and a message that
+ * names the tensor, what differs and which ranks sent which value. A name may be reused once its
+ * handle has completed. Submitting a name already in flight on this rank fails with
+ * CHORUS_ERR_DUPLICATE_NAME.
+ */
+typedef struct chorus_handle chorus_handle;
+
+typedef enum chorus_collective {
+    CHORUS_ALLREDUCE = 0,
+    CHORUS_BROADCAST = 1,
+    CHORUS_ALLGATHER = 2,
+} chorus_collective;
+#define CHORUS_COLLECTIVE_COUNT 3
+
+/* "allreduce", "broadcast", "allgather"; "unknown" otherwise. */
+CHORUS_API const char *chorus_collective_name(chorus_collective collective);
+
+/* Everything that describes one operation; the one checked entry for all collectives. */
+typedef struct chorus_op_args {
+    size_t struct_size;
+    chorus_collective collective;
+    const char *name;     /* copied; at most 1023 bytes */
+    chorus_tensor input;  /* allreduce: contribution; broadcast: data (root) / shape; allgather:
+                             this rank's rows */
+    void *output;         /* allreduce, broadcast: result buffer of the input's size, or NULL to
+                             write the result into input.data (in place). allgather: unused. */
+    chorus_op op;         /* allreduce only */
+    int root;             /* broadcast only */
+    double prescale_factor;  /* allreduce: inputs are multiplied by it before the reduction */
+    double postscale_factor; /* allreduce: the result is multiplied by it */
+} chorus_op_args;
+
+#define CHORUS_OP_ARGS_INIT                                                                      \
+    {.struct_size = sizeof(chorus_op_args), .collective = CHORUS_ALLREDUCE, .name = NULL,        \
+     .output = NULL, .op = CHORUS_SUM, .root = 0, .prescale_factor = 1.0,                        \
+     .postscale_factor = 1.0}
+
+/* Submits one operation. On CHORUS_OK, *handle receives a new handle. Returns CHORUS_OK,
+ * CHORUS_ERR_NOT_INITIALIZED, CHORUS_ERR_INVALID_ARGUMENT, CHORUS_ERR_DUPLICATE_NAME,
+ * CHORUS_ERR_SHUTDOWN, CHORUS_ERR_NOT_SUPPORTED (GPU tensor without GPU support), or the fatal
+ * error that stopped the background thread. Any thread. */
+CHORUS_API chorus_status chorus_submit(const chorus_op_args *args, chorus_handle **handle);
+
+/* Submits `count` allreduces that are negotiated and completed as one: the single handle
+ * completes when all of them have. Each args[i] must be an allreduce with its own name. */
+CHORUS_API chorus_status chorus_submit_group(const chorus_op_args *args, size_t count,
+                                             chorus_handle **handle);
+
+/* Shorthands for chorus_submit. `output` NULL means in place. */
+CHORUS_API chorus_status chorus_allreduce_async(const char *name, const chorus_tensor *input,
+                                                void *output, chorus_op op,
+                                                chorus_handle **handle);
+CHORUS_API chorus_status chorus_broadcast_async(const char *name, const chorus_tensor *tensor,
+                                                int root, chorus_handle **handle);
+CHORUS_API chorus_status chorus_allgather_async(const char *name, const chorus_tensor *input,
+                                                chorus_handle **handle);
+
+/* Blocking forms: submit, wait, free the handle. The error message, if any, is then in
+ * chorus_last_error(). chorus_allgather copies the gathered tensor's descriptor to *output;
+ * its data is allocated with malloc and belongs to the caller (free() it). */
+CHORUS_API chorus_status chorus_allreduce(const char *name, const chorus_tensor *input,
+                                          void *output, chorus_op op);
+CHORUS_API chorus_status chorus_broadcast(const char *name, const chorus_tensor *tensor, int root);
+CHORUS_API chorus_status chorus_allgather(const char *name, const chorus_tensor *input,
+                                          chorus_tensor *output);
+
+/* A rank that has run out of data joins: until every rank has joined, the collectives of the
+ * other ranks go on, with this rank contributing zeros to allreduces (an average divides by the
+ * ranks that contributed). Blocks until every rank has joined. Returns CHORUS_OK or an error. */
+CHORUS_API chorus_status chorus_join(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Handles.
+ */
+
+/* CHORUS_IN_PROGRESS while running, then the final status. Never blocks. Any thread. */
+CHORUS_API chorus_status chorus_test(const chorus_handle *handle);
+
+/* Blocks until the handle completes; returns its final status. Any thread; several threads may
+ * wait on one handle. */
+CHORUS_API chorus_status chorus_wait(chorus_handle *handle);
+
+/* The handle's error message ("" on success or while in progress). Valid until the handle is
+ * freed. */
+CHORUS_API const char *chorus_handle_error(const chorus_handle *handle);
+
+/* For a completed allgather: the gathered tensor. Its data belongs to the handle and is freed
+ * with it. Returns CHORUS_OK, CHORUS_IN_PROGRESS, CHORUS_ERR_INVALID_ARGUMENT (not an
+ * allgather) or the operation's error. */
+CHORUS_API chorus_status chorus_handle_output(const chorus_handle *handle, chorus_tensor *output);
+
+/* Like chorus_handle_output, but moves the data to the caller, who must free() it. */
+CHORUS_API chorus_status chorus_handle_take_output(chorus_handle *handle, chorus_tensor *output);
+
+/* Releases the handle. Freeing a handle that is still in progress is allowed: chorus frees it when
+ * the operation completes, and the buffers must stay untouched until then. NULL is ignored. */
+CHORUS_API void chorus_handle_free(chorus_handle *handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CHORUS_H */

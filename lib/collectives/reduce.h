@@ -1,0 +1,29 @@
+/*
+ * reduce.h — elementwise kernels of the collectives: combine two buffers with a reduction
+ * operator, scale by a factor, fill with an operator's identity. float16 and bfloat16 are
+ * combined in float32 and rounded once per combination (round to nearest even).
+ */
+#ifndef CHORUS_REDUCE_H
+#define CHORUS_REDUCE_H
+
+#include "../core/common.h"
+
+/* accumulator[i] = accumulator[i] (op) operand[i] for i < count. AVERAGE combines as SUM; the
+ * division is a separate scale step. The two buffers must not overlap. */
+void reduce_into(void *restrict accumulator, const void *restrict operand, size_t count,
+                 chorus_dtype dtype, chorus_op op);
+
+/* buffer[i] *= factor. Integers are scaled in double and rounded to the nearest integer
+ * (halfway away from zero), then wrapped to the dtype. */
+void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor);
+
+/* Fills with the identity of `op` (0 for sum/average, 1 for product, the largest value for min,
+ * the smallest for max), so that a rank without data leaves a reduction unchanged. */
+void fill_identity(void *buffer, size_t count, chorus_dtype dtype, chorus_op op);
+
+float half_to_float(uint16_t half);
+uint16_t float_to_half(float value);
+float bfloat16_to_float(uint16_t bfloat);
+uint16_t float_to_bfloat16(float value);
+
+#endif

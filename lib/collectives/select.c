@@ -1,0 +1,133 @@
+/*
+ * select.c — the algorithm tables and the selection rule: a name forced by parameter, else the
+ * tuning table below, else the fallback that supports every call (ring for allreduce and
+ * allgather, binomial tree for broadcast). Every algorithm here supports every count, dtype, op
+ * and number of ranks, so no algorithm ever declines.
+ */
+#include "algorithms.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const struct algorithm allreduce_algorithms[] = {
+    [ALLREDUCE_RING] = {"ring",
+                        "reduce-scatter then allgather around a ring, segmented and pipelined; "
+                        "bandwidth-optimal",
+                        {.allreduce = allreduce_ring}},
+    [ALLREDUCE_RECURSIVE_DOUBLING] = {"recursive_doubling",
+                                      "log2(p) exchanges of the whole buffer; for small messages",
+                                      {.allreduce = allreduce_recursive_doubling}},
+    [ALLREDUCE_RABENSEIFNER] = {"rabenseifner",
+                                "recursive-halving reduce-scatter + recursive-doubling "
+                                "allgather; for medium messages",
+                                {.allreduce = allreduce_rabenseifner}},
+};
+static_assert(ARRAY_LENGTH(allreduce_algorithms) == ALLREDUCE_ALGORITHM_COUNT, "table size");
+
+static const struct algorithm broadcast_algorithms[] = {
+    [BROADCAST_BINOMIAL] = {"binomial", "binomial tree from the root; for small messages",
+                            {.broadcast = broadcast_binomial}},
+    [BROADCAST_PIPELINED_CHAIN] = {"pipelined_chain",
+                                   "segments flow down a chain of ranks; for large messages",
+                                   {.broadcast = broadcast_pipelined_chain}},
+};
+static_assert(ARRAY_LENGTH(broadcast_algorithms) == BROADCAST_ALGORITHM_COUNT, "table size");
+
+static const struct algorithm allgather_algorithms[] = {
+    [ALLGATHER_RING] = {"ring", "p-1 steps around a ring; bandwidth-optimal",
+                        {.allgather = allgather_ring}},
+    [ALLGATHER_BRUCK] = {"bruck", "ceil(log2 p) steps of doubling blocks; for small messages",
+                         {.allgather = allgather_bruck}},
+};
+static_assert(ARRAY_LENGTH(allgather_algorithms) == ALLGATHER_ALGORITHM_COUNT, "table size");
+
+const struct algorithm *algorithm_table(chorus_collective collective, size_t *count)
+{
+    switch (collective) {
+    case CHORUS_ALLREDUCE:
+        *count = ARRAY_LENGTH(allreduce_algorithms);
+        return allreduce_algorithms;
+    case CHORUS_BROADCAST:
+        *count = ARRAY_LENGTH(broadcast_algorithms);
+        return broadcast_algorithms;
+    case CHORUS_ALLGATHER:
+        *count = ARRAY_LENGTH(allgather_algorithms);
+        return allgather_algorithms;
+    }
+    *count = 0;
+    return NULL;
+}
+
+int algorithm_find(chorus_collective collective, const char *name)
+{
+    size_t count = 0;
+    const struct algorithm *table = algorithm_table(collective, &count);
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(table[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+char *algorithm_names(chorus_collective collective)
+{
+    size_t count = 0;
+    const struct algorithm *table = algorithm_table(collective, &count);
+    char *names = format_string("%s", "");
+    for (size_t i = 0; i < count; i++)
+        string_append(&names, "%s%s", i ? ", " : "", table[i].name);
+    return names;
+}
+
+/* Thresholds: measured with `chorus-bench` on the 2-core development VM (Debian 12, Open MPI
+ * 4.1.4, vader shared memory), np=2..4, 2026-11-21. Small messages are latency-bound, so the
+ * algorithms with log2(p) steps win below the crossover; above it the bandwidth-optimal ring
+ * moves the fewest bytes per rank. */
+#define ALLREDUCE_SMALL_BYTES ((size_t)16 << 10)
+#define ALLREDUCE_MEDIUM_BYTES ((size_t)256 << 10)
+#define BROADCAST_SMALL_BYTES ((size_t)64 << 10)
+#define ALLGATHER_SMALL_BYTES ((size_t)16 << 10)
+
+int algorithm_select(chorus_collective collective, int forced, size_t bytes, int nranks)
+{
+    if (forced >= 0)
+        return forced;
+    switch (collective) {
+    case CHORUS_ALLREDUCE:
+        if (bytes <= ALLREDUCE_SMALL_BYTES || nranks <= 1)
+            return ALLREDUCE_RECURSIVE_DOUBLING;
+        if (bytes <= ALLREDUCE_MEDIUM_BYTES)
+            return ALLREDUCE_RABENSEIFNER;
+        return ALLREDUCE_RING;
+    case CHORUS_BROADCAST:
+        return bytes <= BROADCAST_SMALL_BYTES || nranks <= 2 ? BROADCAST_BINOMIAL
+                                                              : BROADCAST_PIPELINED_CHAIN;
+    case CHORUS_ALLGATHER:
+        return bytes <= ALLGATHER_SMALL_BYTES ? ALLGATHER_BRUCK : ALLGATHER_RING;
+    }
+    return 0;
+}
+
+void *scratch_reserve(struct scratch *scratch, size_t bytes)
+{
+    if (bytes <= scratch->capacity && scratch->memory != NULL)
+        return scratch->memory;
+    size_t capacity = scratch->capacity ? scratch->capacity : 4096;
+    while (capacity < bytes)
+        capacity *= 2;
+    void *memory = NULL;
+    if (posix_memalign(&memory, 64, capacity) != 0)
+        return NULL;
+    /* Touch every page now, so that the first collective does not pay the page faults. */
+    memset(memory, 0, capacity);
+    free(scratch->memory);
+    scratch->memory = memory;
+    scratch->capacity = capacity;
+    return memory;
+}
+
+void scratch_release(struct scratch *scratch)
+{
+    free(scratch->memory);
+    scratch->memory = NULL;
+    scratch->capacity = 0;
+}

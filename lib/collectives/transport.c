@@ -1,0 +1,19 @@
+/*
+ * transport.c — helpers shared by every transport, written against its interface.
+ */
+#include "transport.h"
+
+chorus_status transport_sendrecv(struct transport *transport, const void *send_buffer,
+                                 size_t send_bytes, int destination, void *recv_buffer,
+                                 size_t recv_bytes, int source, int tag)
+{
+    struct transport_request requests[2];
+    chorus_status status =
+        transport_irecv(transport, recv_buffer, recv_bytes, source, tag, &requests[0]);
+    if (status != CHORUS_OK)
+        return status;
+    status = transport_isend(transport, send_buffer, send_bytes, destination, tag, &requests[1]);
+    if (status != CHORUS_OK)
+        return status;
+    return transport_waitall(transport, 2, requests);
+}

@@ -1,0 +1,73 @@
+/*
+ * transport.h — the point-to-point interface that every collective algorithm is written
+ * against: nonblocking send and receive of bytes between ranks, and waiting for them. Two
+ * implementations exist: over chorus's MPI communicator (transport_mpi.c) and over threads of
+ * one process (transport_threads.c), which lets unit tests run every algorithm for 1-5 ranks
+ * without mpirun.
+ */
+#ifndef CHORUS_TRANSPORT_H
+#define CHORUS_TRANSPORT_H
+
+#include "../core/common.h"
+
+/* One outstanding send or receive. The implementation keeps what it needs in `slots`. */
+struct transport_request {
+    void *slots[4];
+};
+
+struct transport;
+
+struct transport_ops {
+    chorus_status (*isend)(struct transport *transport, const void *buffer, size_t bytes,
+                           int peer, int tag, struct transport_request *request);
+    chorus_status (*irecv)(struct transport *transport, void *buffer, size_t bytes, int peer,
+                           int tag, struct transport_request *request);
+    /* Completes every request in `requests`. */
+    chorus_status (*waitall)(struct transport *transport, size_t count,
+                             struct transport_request *requests);
+};
+
+struct transport {
+    const struct transport_ops *ops;
+    int rank;
+    int nranks;
+    void *context;
+    char error[512]; /* the reason of the last failure */
+};
+
+static inline chorus_status transport_isend(struct transport *transport, const void *buffer,
+                                            size_t bytes, int peer, int tag,
+                                            struct transport_request *request)
+{
+    return transport->ops->isend(transport, buffer, bytes, peer, tag, request);
+}
+
+static inline chorus_status transport_irecv(struct transport *transport, void *buffer,
+                                            size_t bytes, int peer, int tag,
+                                            struct transport_request *request)
+{
+    return transport->ops->irecv(transport, buffer, bytes, peer, tag, request);
+}
+
+static inline chorus_status transport_waitall(struct transport *transport, size_t count,
+                                              struct transport_request *requests)
+{
+    return transport->ops->waitall(transport, count, requests);
+}
+
+/* Sends `send_bytes` to `destination` while receiving `recv_bytes` from `source`. */
+chorus_status transport_sendrecv(struct transport *transport, const void *send_buffer,
+                                 size_t send_bytes, int destination, void *recv_buffer,
+                                 size_t recv_bytes, int source, int tag);
+
+/* The MPI transport over `comm` (an MPI_Comm passed as a pointer to keep MPI types out of
+ * this header's users). */
+void transport_mpi_init(struct transport *transport, const void *mpi_comm);
+
+/* The thread transport: `nranks` endpoints in one process, one per thread. */
+struct thread_fabric;
+struct thread_fabric *thread_fabric_create(int nranks);
+void thread_fabric_destroy(struct thread_fabric *fabric);
+void transport_threads_init(struct transport *transport, struct thread_fabric *fabric, int rank);
+
+#endif

@@ -1,0 +1,396 @@
+/*
+ * execute.c — see execute.h. A fused batch of allreduces is packed into the fusion buffer
+ * (with the prescale factor applied), reduced in place by one collective, and unpacked (with
+ * the postscale factor and the average's division). A batch of one tensor skips the copies and
+ * works in the output buffer itself.
+ */
+#include "execute.h"
+
+#include "../collectives/reduce.h"
+#include "../core/log.h"
+#include "../fusion/fusion_plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t request_elements(const struct wire_request *request)
+{
+    size_t count = 1;
+    for (size_t i = 0; i < request->ndims; i++)
+        count *= (size_t)request->shape[i];
+    return count;
+}
+
+static double output_factor(const struct wire_response *response)
+{
+    double factor = response->request.postscale;
+    if (response->request.op == CHORUS_AVERAGE && response->contributors > 0)
+        factor /= (double)response->contributors;
+    return factor;
+}
+
+static chorus_status run_allreduce(struct executor *executor, void *buffer, size_t count,
+                                   chorus_dtype dtype, chorus_op op, char *error,
+                                   size_t error_size)
+{
+    int forced = executor->forced_algorithm[CHORUS_ALLREDUCE];
+    size_t bytes = count * chorus_dtype_size(dtype);
+    int chosen = algorithm_select(CHORUS_ALLREDUCE, forced, bytes, executor->nranks);
+    size_t table_size = 0;
+    const struct algorithm *table = algorithm_table(CHORUS_ALLREDUCE, &table_size);
+    struct allreduce_args args = {
+        .transport = &executor->transport,
+        .scratch = &executor->scratch,
+        .buffer = buffer,
+        .count = count,
+        .dtype = dtype,
+        .op = op == CHORUS_AVERAGE ? CHORUS_SUM : op,
+    };
+    chorus_status status = table[chosen].run.allreduce(&args);
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "allreduce (%s, %zu bytes): %s", table[chosen].name, bytes,
+                 executor->transport.error);
+    return status;
+}
+
+/* The buffer a joined rank reduces when it has no tensor of that name: the operator's
+ * identity, so that it leaves the result unchanged. */
+static void *stand_in_buffer(struct executor *executor, size_t bytes)
+{
+    return scratch_reserve(&executor->stand_in, bytes ? bytes : 1);
+}
+
+static chorus_status ensure_gpu(struct executor *executor, int device, char *error,
+                                size_t error_size)
+{
+    if (executor->gpu != NULL)
+        return CHORUS_OK;
+    uint8_t id[GPU_UNIQUE_ID_BYTES] = {0};
+    int32_t ok = 1;
+    if (executor->rank == 0)
+        ok = gpu_unique_id(id, error, error_size) == CHORUS_OK;
+    if (MPI_Bcast(&ok, 1, MPI_INT32_T, 0, executor->data_comm) != MPI_SUCCESS ||
+        MPI_Bcast(id, GPU_UNIQUE_ID_BYTES, MPI_BYTE, 0, executor->data_comm) != MPI_SUCCESS) {
+        snprintf(error, error_size, "broadcasting the NCCL id failed");
+        return CHORUS_ERR_MPI;
+    }
+    if (!ok) {
+        if (executor->rank != 0)
+            snprintf(error, error_size, "rank 0 could not create the NCCL communicator");
+        return CHORUS_ERR_GPU;
+    }
+    return gpu_context_create(&executor->gpu, executor->rank, executor->nranks, device < 0 ? 0 : device,
+                              id, error, error_size);
+}
+
+/* A batch of one or more allreduces of host tensors with the same reduction. */
+static chorus_status execute_allreduce_batch(struct executor *executor,
+                                             const struct wire_response *responses,
+                                             const size_t *members, size_t member_count,
+                                             struct request **requests, char *error,
+                                             size_t error_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    chorus_dtype dtype = (chorus_dtype)first->request.dtype;
+    chorus_op op = (chorus_op)first->request.op;
+    size_t element_size = chorus_dtype_size(dtype);
+    double prescale = first->request.prescale;
+    double factor = output_factor(first);
+
+    if (member_count == 1) {
+        struct request *request = requests[0];
+        size_t count = request_elements(&first->request);
+        void *buffer;
+        if (request != NULL) {
+            buffer = request->output;
+            if (request->output != request->input && count != 0)
+                memcpy(request->output, request->input, count * element_size);
+            scale_buffer(buffer, count, dtype, prescale);
+        } else {
+            buffer = stand_in_buffer(executor, count * element_size);
+            if (buffer == NULL)
+                return CHORUS_ERR_OUT_OF_MEMORY;
+            fill_identity(buffer, count, dtype, op);
+        }
+        chorus_status status = run_allreduce(executor, buffer, count, dtype, op, error, error_size);
+        if (status == CHORUS_OK && request != NULL)
+            scale_buffer(buffer, count, dtype, factor);
+        return status;
+    }
+
+    size_t total = 0;
+    for (size_t m = 0; m < member_count; m++)
+        total += request_elements(&responses[members[m]].request);
+    char *fused = scratch_reserve(&executor->fusion, total * element_size);
+    if (fused == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    size_t offset = 0;
+    for (size_t m = 0; m < member_count; m++) {
+        size_t count = request_elements(&responses[members[m]].request);
+        if (requests[m] != NULL)
+            memcpy(fused + offset, requests[m]->input, count * element_size);
+        else
+            fill_identity(fused + offset, count, dtype, op);
+        offset += count * element_size;
+    }
+    scale_buffer(fused, total, dtype, prescale);
+    chorus_status status = run_allreduce(executor, fused, total, dtype, op, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    scale_buffer(fused, total, dtype, factor);
+    offset = 0;
+    for (size_t m = 0; m < member_count; m++) {
+        size_t count = request_elements(&responses[members[m]].request);
+        if (requests[m] != NULL && count != 0)
+            memcpy(requests[m]->output, fused + offset, count * element_size);
+        offset += count * element_size;
+    }
+    return CHORUS_OK;
+}
+
+static chorus_status execute_gpu_allreduce(struct executor *executor,
+                                           const struct wire_response *response,
+                                           struct request *request, char *error,
+                                           size_t error_size)
+{
+    if (request == NULL) {
+        snprintf(error, error_size, "joined ranks cannot yet stand in for GPU tensors");
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    chorus_status status = ensure_gpu(executor, request->desc.device, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    double scale = response->request.prescale * output_factor(response);
+    return gpu_allreduce(executor->gpu, request->input, request->output, request->count,
+                         (chorus_dtype)response->request.dtype, (chorus_op)response->request.op,
+                         scale, error, error_size);
+}
+
+static chorus_status execute_broadcast(struct executor *executor,
+                                       const struct wire_response *response,
+                                       struct request *request, char *error, size_t error_size)
+{
+    size_t bytes = response_bytes(response);
+    int root = response->request.root;
+    bool gpu = response->request.device != CHORUS_DEVICE_HOST;
+    void *buffer;
+    if (request != NULL) {
+        buffer = request->output;
+        if (executor->rank == root && request->output != request->input && bytes != 0) {
+            chorus_status copied = CHORUS_OK;
+            if (gpu)
+                copied = gpu_copy(request->output, request->input, bytes);
+            else
+                memcpy(request->output, request->input, bytes);
+            if (copied != CHORUS_OK) {
+                snprintf(error, error_size, "copying the root's input to its output failed");
+                return copied;
+            }
+        }
+    } else if (gpu) {
+        snprintf(error, error_size, "joined ranks cannot yet stand in for GPU tensors");
+        return CHORUS_ERR_NOT_SUPPORTED;
+    } else {
+        buffer = stand_in_buffer(executor, bytes);
+        if (buffer == NULL)
+            return CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    if (gpu) {
+        chorus_status status = ensure_gpu(executor, response->request.device, error, error_size);
+        if (status != CHORUS_OK)
+            return status;
+        return gpu_broadcast(executor->gpu, buffer, bytes, root, error, error_size);
+    }
+    int chosen = algorithm_select(CHORUS_BROADCAST, executor->forced_algorithm[CHORUS_BROADCAST],
+                                  bytes, executor->nranks);
+    size_t table_size = 0;
+    const struct algorithm *table = algorithm_table(CHORUS_BROADCAST, &table_size);
+    struct broadcast_args args = {.transport = &executor->transport,
+                                  .scratch = &executor->scratch,
+                                  .buffer = buffer,
+                                  .bytes = bytes,
+                                  .root = root};
+    chorus_status status = table[chosen].run.broadcast(&args);
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "broadcast (%s, %zu bytes): %s", table[chosen].name, bytes,
+                 executor->transport.error);
+    return status;
+}
+
+static chorus_status execute_allgather(struct executor *executor,
+                                       const struct wire_response *response,
+                                       struct request *request, char *error, size_t error_size)
+{
+    int p = executor->nranks;
+    const struct wire_request *shape = &response->request;
+    bool gpu = shape->device != CHORUS_DEVICE_HOST;
+    size_t row_bytes = chorus_dtype_size((chorus_dtype)shape->dtype);
+    for (size_t i = 1; i < shape->ndims; i++)
+        row_bytes *= (size_t)shape->shape[i];
+    size_t *block_bytes = calloc((size_t)p, sizeof *block_bytes);
+    size_t *offsets = calloc((size_t)p, sizeof *offsets);
+    chorus_status status = CHORUS_OK;
+    void *output = NULL;
+    if (block_bytes == NULL || offsets == NULL || response->first_dim_count != (uint32_t)p) {
+        status = response->first_dim_count != (uint32_t)p ? CHORUS_ERR_PROTOCOL
+                                                           : CHORUS_ERR_OUT_OF_MEMORY;
+        snprintf(error, error_size, "allgather \"%s\": bad response", shape->name);
+        goto out;
+    }
+    int64_t total_rows = 0;
+    size_t total_bytes = 0;
+    for (int r = 0; r < p; r++) {
+        block_bytes[r] = (size_t)response->first_dims[r] * row_bytes;
+        offsets[r] = total_bytes;
+        total_bytes += block_bytes[r];
+        total_rows += response->first_dims[r];
+    }
+    if (gpu && request == NULL) {
+        snprintf(error, error_size, "joined ranks cannot yet stand in for GPU tensors");
+        status = CHORUS_ERR_NOT_SUPPORTED;
+        goto out;
+    }
+    output = gpu ? gpu_malloc(total_bytes, request->desc.device)
+             : request != NULL ? malloc(total_bytes ? total_bytes : 1)
+                               : stand_in_buffer(executor, total_bytes);
+    if (output == NULL) {
+        snprintf(error, error_size, "allgather \"%s\": cannot allocate %zu bytes of output",
+                 shape->name, total_bytes);
+        status = CHORUS_ERR_OUT_OF_MEMORY;
+        goto out;
+    }
+    const void *send = request != NULL ? request->input : output;
+    if (gpu) {
+        status = ensure_gpu(executor, request->desc.device, error, error_size);
+        if (status == CHORUS_OK)
+            status = gpu_allgather(executor->gpu, send, output, block_bytes, offsets, error,
+                                   error_size);
+    } else {
+        int chosen = algorithm_select(CHORUS_ALLGATHER,
+                                      executor->forced_algorithm[CHORUS_ALLGATHER], total_bytes,
+                                      executor->nranks);
+        size_t table_size = 0;
+        const struct algorithm *table = algorithm_table(CHORUS_ALLGATHER, &table_size);
+        struct allgather_args args = {.transport = &executor->transport,
+                                      .scratch = &executor->scratch,
+                                      .send = send,
+                                      .recv = output,
+                                      .block_bytes = block_bytes,
+                                      .offsets = offsets};
+        status = table[chosen].run.allgather(&args);
+        if (status != CHORUS_OK)
+            snprintf(error, error_size, "allgather (%s, %zu bytes): %s", table[chosen].name,
+                     total_bytes, executor->transport.error);
+    }
+    if (status == CHORUS_OK && request != NULL) {
+        chorus_tensor gathered = {.data = output,
+                                  .dtype = (chorus_dtype)shape->dtype,
+                                  .ndims = shape->ndims,
+                                  .device = shape->device};
+        memcpy(gathered.shape, shape->shape, sizeof gathered.shape);
+        gathered.shape[0] = total_rows;
+        handle_set_output(request->handle, &gathered, true);
+        output = NULL;
+    }
+out:
+    if (output != NULL && request != NULL) {
+        if (gpu)
+            gpu_free(output);
+        else
+            free(output);
+    }
+    free(block_bytes);
+    free(offsets);
+    return status;
+}
+
+chorus_status executor_run(struct executor *executor, const struct wire_response *responses,
+                           size_t count, char *error, size_t error_size)
+{
+    struct fusion_plan plan;
+    if (!fusion_plan_build(responses, count, executor->fusion_threshold, &plan)) {
+        snprintf(error, error_size, "out of memory planning fusion");
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    struct request **requests = calloc(count ? count : 1, sizeof *requests);
+    chorus_status status = requests ? CHORUS_OK : CHORUS_ERR_OUT_OF_MEMORY;
+    for (size_t b = 0; status == CHORUS_OK && b < plan.batch_count; b++) {
+        const struct fusion_batch *batch = &plan.batches[b];
+        const size_t *members = &plan.order[batch->first];
+        const struct wire_response *first = &responses[members[0]];
+        if (first->type == RESPONSE_JOIN_DONE) {
+            executor->joined = false;
+            executor->join_done(executor->owner);
+            continue;
+        }
+        for (size_t m = 0; m < batch->count; m++) {
+            requests[m] = executor->take_request(executor->owner,
+                                                 responses[members[m]].request.name);
+            if (requests[m] == NULL && first->type == RESPONSE_EXECUTE && !executor->joined) {
+                snprintf(error, error_size,
+                         "rank %d was told to run %s \"%s\", which it never submitted",
+                         executor->rank,
+                         chorus_collective_name(responses[members[m]].request.collective),
+                         responses[members[m]].request.name);
+                status = CHORUS_ERR_PROTOCOL;
+            }
+        }
+        if (status != CHORUS_OK)
+            break;
+        if (first->type == RESPONSE_ERROR) {
+            if (requests[0] != NULL)
+                executor->finish(executor->owner, requests[0], (chorus_status)first->status,
+                                 first->message);
+            continue;
+        }
+        char detail[1024] = "";
+        chorus_status outcome = CHORUS_OK;
+        bool gpu = first->request.device != CHORUS_DEVICE_HOST;
+        switch ((chorus_collective)first->request.collective) {
+        case CHORUS_ALLREDUCE:
+            outcome = gpu ? execute_gpu_allreduce(executor, first, requests[0], detail,
+                                                  sizeof detail)
+                          : execute_allreduce_batch(executor, responses, members, batch->count,
+                                                    requests, detail, sizeof detail);
+            break;
+        case CHORUS_BROADCAST:
+            outcome = execute_broadcast(executor, first, requests[0], detail, sizeof detail);
+            break;
+        case CHORUS_ALLGATHER:
+            outcome = execute_allgather(executor, first, requests[0], detail, sizeof detail);
+            break;
+        }
+        for (size_t m = 0; m < batch->count; m++) {
+            if (requests[m] == NULL)
+                continue;
+            if (outcome == CHORUS_OK)
+                executor->finish(executor->owner, requests[m], CHORUS_OK, NULL);
+            else {
+                char *message = format_string(
+                    "%s \"%s\": %s", chorus_collective_name(first->request.collective),
+                    responses[members[m]].request.name, detail);
+                executor->finish(executor->owner, requests[m], outcome, message);
+                free(message);
+            }
+        }
+        /* A failed collective leaves the ranks out of step, except for errors decided the same
+         * way on every rank before any data moved (unsupported GPU features). */
+        if (outcome != CHORUS_OK && outcome != CHORUS_ERR_NOT_SUPPORTED) {
+            snprintf(error, error_size, "%s", detail);
+            status = outcome;
+        }
+    }
+    free(requests);
+    fusion_plan_free(&plan);
+    return status;
+}
+
+void executor_release(struct executor *executor)
+{
+    scratch_release(&executor->scratch);
+    scratch_release(&executor->fusion);
+    scratch_release(&executor->stand_in);
+    gpu_context_destroy(executor->gpu);
+    executor->gpu = NULL;
+}

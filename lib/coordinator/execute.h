@@ -1,0 +1,43 @@
+/*
+ * execute.h — runs agreed responses on this rank: the seam between the coordinator and the
+ * collectives. Responses are fused per the fusion plan, then each batch runs the algorithm the
+ * selection rule picks (host memory) or NCCL (GPU memory).
+ */
+#ifndef CHORUS_EXECUTE_H
+#define CHORUS_EXECUTE_H
+
+#include "../collectives/algorithms.h"
+#include "../core/context.h"
+#include "../gpu/gpu.h"
+#include "wire.h"
+
+struct executor {
+    int rank;
+    int nranks;
+    struct transport transport; /* over the data communicator */
+    MPI_Comm data_comm;
+    struct scratch scratch;     /* algorithm scratch */
+    struct scratch fusion;      /* the fusion buffer */
+    struct scratch stand_in;    /* data of a joined rank that has no tensor of that name */
+    size_t fusion_threshold;
+    int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: tuning table */
+    struct gpu_context *gpu;
+    bool joined;                /* this rank has joined: it has no tensors for new names */
+
+    /* Supplied by the owner: find-and-remove the local request of a name (NULL if none), and
+     * complete one. */
+    void *owner;
+    struct request *(*take_request)(void *owner, const char *name);
+    void (*finish)(void *owner, struct request *request, chorus_status status,
+                   const char *message);
+    void (*join_done)(void *owner);
+};
+
+/* Runs `count` responses in the fusion plan's order. Returns CHORUS_OK, or a fatal error
+ * (MPI, NCCL, memory) whose text is in `error`: the data path can no longer be trusted. */
+chorus_status executor_run(struct executor *executor, const struct wire_response *responses,
+                           size_t count, char *error, size_t error_size);
+
+void executor_release(struct executor *executor);
+
+#endif

@@ -1,0 +1,535 @@
+/*
+ * negotiation.c — see negotiation.h. Consistency is decided here, on rank 0, before any data
+ * moves, so every rank receives the same verdict in the same cycle. A mismatch message names
+ * the collective, the tensor, the field that differs and which ranks sent which value:
+ *   allreduce "fc1.weight": dtype mismatch: ranks 0,2 float32, rank 1 float16
+ */
+#include "negotiation.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct negotiation_entry {
+    char *name;
+    struct wire_request *requests; /* per rank; name NULL until that rank submits */
+    int submitted;
+    double first_seen;
+    double last_warning;
+    struct negotiation_entry *older, *newer;
+};
+
+/* Members of a group that are ready everywhere wait here until the whole group is. */
+struct group_state {
+    struct wire_response *held;
+    size_t held_count;
+    uint32_t size;
+};
+
+bool negotiator_init(struct negotiator *negotiator, int nranks)
+{
+    memset(negotiator, 0, sizeof *negotiator);
+    negotiator->nranks = nranks;
+    name_table_init(&negotiator->entries);
+    name_table_init(&negotiator->groups);
+    negotiator->joined = calloc((size_t)nranks, sizeof *negotiator->joined);
+    return negotiator->joined != NULL;
+}
+
+static void entry_free(struct negotiator *negotiator, struct negotiation_entry *entry)
+{
+    for (int r = 0; r < negotiator->nranks; r++)
+        wire_request_free(&entry->requests[r]);
+    free(entry->requests);
+    free(entry->name);
+    free(entry);
+}
+
+static void entry_unlink(struct negotiator *negotiator, struct negotiation_entry *entry)
+{
+    if (entry->older)
+        entry->older->newer = entry->newer;
+    else
+        negotiator->oldest = entry->newer;
+    if (entry->newer)
+        entry->newer->older = entry->older;
+    else
+        negotiator->newest = entry->older;
+    name_table_remove(&negotiator->entries, entry->name);
+}
+
+static void group_free(struct group_state *group)
+{
+    for (size_t i = 0; i < group->held_count; i++)
+        wire_response_free(&group->held[i]);
+    free(group->held);
+    free(group);
+}
+
+void negotiator_destroy(struct negotiator *negotiator)
+{
+    while (negotiator->oldest != NULL) {
+        struct negotiation_entry *entry = negotiator->oldest;
+        entry_unlink(negotiator, entry);
+        entry_free(negotiator, entry);
+    }
+    for (size_t i = 0; i < negotiator->groups.bucket_count; i++)
+        for (struct name_entry *e = negotiator->groups.buckets[i]; e != NULL; e = e->next)
+            group_free(e->value);
+    name_table_destroy(&negotiator->groups);
+    name_table_destroy(&negotiator->entries);
+    for (size_t i = 0; i < negotiator->response_count; i++)
+        wire_response_free(&negotiator->responses[i]);
+    free(negotiator->responses);
+    free(negotiator->joined);
+    memset(negotiator, 0, sizeof *negotiator);
+}
+
+static struct wire_response *append_response(struct negotiator *negotiator)
+{
+    if (negotiator->response_count == negotiator->response_capacity) {
+        size_t capacity = negotiator->response_capacity ? negotiator->response_capacity * 2 : 16;
+        struct wire_response *grown =
+            realloc(negotiator->responses, capacity * sizeof *negotiator->responses);
+        if (grown == NULL) {
+            negotiator->failed = true;
+            return NULL;
+        }
+        negotiator->responses = grown;
+        negotiator->response_capacity = capacity;
+    }
+    struct wire_response *response = &negotiator->responses[negotiator->response_count++];
+    memset(response, 0, sizeof *response);
+    return response;
+}
+
+static void add_error(struct negotiator *negotiator, const struct wire_request *request,
+                      chorus_status status, char *message)
+{
+    struct wire_response *response = append_response(negotiator);
+    if (response == NULL || !wire_request_copy(&response->request, request)) {
+        negotiator->failed = true;
+        free(message);
+        return;
+    }
+    response->type = RESPONSE_ERROR;
+    response->status = status;
+    response->message = message;
+}
+
+/* A value of one field of a request, as text, for comparing and for the message. */
+typedef void (*field_formatter)(const struct wire_request *request, char *text, size_t size);
+
+static void format_collective(const struct wire_request *r, char *text, size_t size)
+{
+    snprintf(text, size, "%s", chorus_collective_name(r->collective));
+}
+
+static void format_dtype(const struct wire_request *r, char *text, size_t size)
+{
+    snprintf(text, size, "%s", chorus_dtype_name(r->dtype));
+}
+
+static void format_device(const struct wire_request *r, char *text, size_t size)
+{
+    snprintf(text, size, "%s", r->device == CHORUS_DEVICE_HOST ? "host" : "gpu");
+}
+
+static void format_dims(const struct wire_request *r, size_t first, char *text, size_t size)
+{
+    size_t used = (size_t)snprintf(text, size, "[");
+    for (size_t i = first; i < r->ndims && used < size; i++)
+        used += (size_t)snprintf(text + used, size - used, "%s%lld", i > first ? "," : "",
+                                 (long long)r->shape[i]);
+    if (used < size)
+        snprintf(text + used, size - used, "]");
+}
+
+static void format_shape(const struct wire_request *r, char *text, size_t size)
+{
+    format_dims(r, 0, text, size);
+}
+
+/* allgather: every dimension but the first, and the number of dimensions. */
+static void format_row_shape(const struct wire_request *r, char *text, size_t size)
+{
+    if (r->ndims == 0) {
+        snprintf(text, size, "scalar");
+        return;
+    }
+    char dims[256];
+    format_dims(r, 1, dims, sizeof dims);
+    snprintf(text, size, "[*%s%s", r->ndims > 1 ? "," : "", dims + 1);
+}
+
+static void format_op(const struct wire_request *r, char *text, size_t size)
+{
+    snprintf(text, size, "%s", chorus_op_name(r->op));
+}
+
+static void format_root(const struct wire_request *r, char *text, size_t size)
+{
+    snprintf(text, size, "%d", r->root);
+}
+
+static void format_prescale(const struct wire_request *r, char *text, size_t size)
+{
+    snprintf(text, size, "%.17g", r->prescale);
+}
+
+static void format_postscale(const struct wire_request *r, char *text, size_t size)
+{
+    snprintf(text, size, "%.17g", r->postscale);
+}
+
+static void format_group(const struct wire_request *r, char *text, size_t size)
+{
+    if (r->group_size <= 1)
+        snprintf(text, size, "none");
+    else
+        snprintf(text, size, "\"%s\" of %u", r->group, r->group_size);
+}
+
+/* If the submitted requests disagree on the field, returns the message
+ *   <field> mismatch: ranks 0,2 <value>, rank 1 <value>
+ * (malloc'd); NULL when they agree. */
+static char *field_mismatch(const struct negotiator *negotiator,
+                            const struct negotiation_entry *entry, const char *field,
+                            field_formatter formatter)
+{
+    int nranks = negotiator->nranks;
+    char (*values)[256] = calloc((size_t)nranks, sizeof *values);
+    int *ranks = calloc((size_t)nranks, sizeof *ranks);
+    bool *listed = calloc((size_t)nranks, sizeof *listed);
+    char *message = NULL;
+    if (values == NULL || ranks == NULL || listed == NULL)
+        goto out;
+    int first = -1;
+    bool differs = false;
+    for (int r = 0; r < nranks; r++) {
+        if (entry->requests[r].name == NULL) {
+            listed[r] = true;
+            continue;
+        }
+        formatter(&entry->requests[r], values[r], sizeof values[r]);
+        if (first < 0)
+            first = r;
+        else if (strcmp(values[r], values[first]) != 0)
+            differs = true;
+    }
+    if (!differs)
+        goto out;
+    message = format_string("%s mismatch: ", field);
+    bool any = false;
+    for (int r = 0; r < nranks; r++) {
+        if (listed[r])
+            continue;
+        size_t count = 0;
+        for (int s = r; s < nranks; s++) {
+            if (!listed[s] && strcmp(values[s], values[r]) == 0) {
+                ranks[count++] = s;
+                listed[s] = true;
+            }
+        }
+        char *rank_text = format_rank_list(ranks, count);
+        string_append(&message, "%s%s %s %s", any ? ", " : "", count > 1 ? "ranks" : "rank",
+                      rank_text ? rank_text : "?", values[r]);
+        free(rank_text);
+        any = true;
+    }
+out:
+    free(values);
+    free(ranks);
+    free(listed);
+    return message;
+}
+
+/* The first disagreement among the submitted requests, as a full message; NULL if none. */
+static char *find_mismatch(const struct negotiator *negotiator,
+                           const struct negotiation_entry *entry,
+                           const struct wire_request *reference)
+{
+    struct check {
+        const char *field;
+        field_formatter formatter;
+        bool applies;
+    };
+    bool allreduce = reference->collective == CHORUS_ALLREDUCE;
+    bool allgather = reference->collective == CHORUS_ALLGATHER;
+    bool broadcast = reference->collective == CHORUS_BROADCAST;
+    char *collective = field_mismatch(negotiator, entry, "collective", format_collective);
+    if (collective != NULL) {
+        char *message = format_string("tensor \"%s\": %s", entry->name, collective);
+        free(collective);
+        return message;
+    }
+    const struct check checks[] = {
+        {"dtype", format_dtype, true},
+        {"device", format_device, true},
+        {"shape", format_shape, !allgather},
+        {"shape", format_row_shape, allgather},
+        {"op", format_op, allreduce},
+        {"root", format_root, broadcast},
+        {"prescale factor", format_prescale, allreduce},
+        {"postscale factor", format_postscale, allreduce},
+        {"group", format_group, allreduce},
+    };
+    for (size_t i = 0; i < ARRAY_LENGTH(checks); i++) {
+        if (!checks[i].applies)
+            continue;
+        char *difference = field_mismatch(negotiator, entry, checks[i].field, checks[i].formatter);
+        if (difference != NULL) {
+            char *message = format_string("%s \"%s\": %s",
+                                          chorus_collective_name(reference->collective),
+                                          entry->name, difference);
+            free(difference);
+            return message;
+        }
+    }
+    if (broadcast && (reference->root < 0 || reference->root >= negotiator->nranks))
+        return format_string("broadcast \"%s\": root %d is not a rank (there are %d ranks)",
+                             entry->name, reference->root, negotiator->nranks);
+    if (broadcast && entry->requests[reference->root].name == NULL)
+        return format_string("broadcast \"%s\": root rank %d has joined and has no data",
+                             entry->name, reference->root);
+    return NULL;
+}
+
+/* Queues an execute response; members of a group wait until the whole group is ready. A
+ * response of type 0 stands for a member that failed: it counts toward the group's size so that
+ * the other members are not held forever, and runs nothing. */
+static void add_execute(struct negotiator *negotiator, struct wire_response *ready)
+{
+    if (ready->request.group_size <= 1) {
+        struct wire_response *response = append_response(negotiator);
+        if (response == NULL) {
+            wire_response_free(ready);
+            return;
+        }
+        *response = *ready;
+        return;
+    }
+    struct group_state *group = name_table_find(&negotiator->groups, ready->request.group);
+    if (group == NULL) {
+        group = calloc(1, sizeof *group);
+        if (group == NULL || !name_table_insert(&negotiator->groups, ready->request.group, group)) {
+            free(group);
+            negotiator->failed = true;
+            wire_response_free(ready);
+            return;
+        }
+        group->size = ready->request.group_size;
+        group->held = calloc(group->size, sizeof *group->held);
+        if (group->held == NULL) {
+            negotiator->failed = true;
+            wire_response_free(ready);
+            return;
+        }
+    }
+    if (group->held_count < group->size)
+        group->held[group->held_count++] = *ready;
+    else
+        wire_response_free(ready);
+    if (group->held_count < group->size)
+        return;
+    for (size_t i = 0; i < group->held_count; i++) {
+        if (group->held[i].type == 0) {
+            wire_response_free(&group->held[i]);
+            continue;
+        }
+        struct wire_response *response = append_response(negotiator);
+        if (response == NULL) {
+            wire_response_free(&group->held[i]);
+            continue;
+        }
+        *response = group->held[i];
+    }
+    group->held_count = 0;
+    name_table_remove(&negotiator->groups, ready->request.group);
+    free(group->held);
+    free(group);
+}
+
+/* The entry is complete: decide its response and forget it. */
+static void resolve(struct negotiator *negotiator, struct negotiation_entry *entry)
+{
+    const struct wire_request *reference = NULL;
+    for (int r = 0; r < negotiator->nranks && reference == NULL; r++)
+        if (entry->requests[r].name != NULL)
+            reference = &entry->requests[r];
+    char *mismatch = find_mismatch(negotiator, entry, reference);
+    if (mismatch != NULL) {
+        add_error(negotiator, reference, CHORUS_ERR_MISMATCH, mismatch);
+        struct wire_response failed_member = {.type = 0};
+        if (reference->group_size > 1 && wire_request_copy(&failed_member.request, reference))
+            add_execute(negotiator, &failed_member);
+    } else {
+        struct wire_response ready = {.type = RESPONSE_EXECUTE,
+                                      .status = CHORUS_OK,
+                                      .contributors = (uint32_t)entry->submitted};
+        bool ok = wire_request_copy(&ready.request, reference);
+        if (ok && reference->collective == CHORUS_ALLGATHER) {
+            ready.first_dim_count = (uint32_t)negotiator->nranks;
+            ready.first_dims = calloc((size_t)negotiator->nranks, sizeof *ready.first_dims);
+            ok = ready.first_dims != NULL;
+            for (int r = 0; ok && r < negotiator->nranks; r++)
+                ready.first_dims[r] = entry->requests[r].name != NULL &&
+                                              entry->requests[r].ndims > 0
+                                          ? entry->requests[r].shape[0]
+                                          : 0;
+        }
+        if (ok)
+            add_execute(negotiator, &ready);
+        else {
+            negotiator->failed = true;
+            wire_response_free(&ready);
+        }
+    }
+    entry_unlink(negotiator, entry);
+    entry_free(negotiator, entry);
+}
+
+static bool entry_complete(const struct negotiator *negotiator,
+                           const struct negotiation_entry *entry)
+{
+    return entry->submitted + negotiator->joined_count >= negotiator->nranks;
+}
+
+void negotiator_submit(struct negotiator *negotiator, int rank, const struct wire_request *request,
+                       double now)
+{
+    struct negotiation_entry *entry = name_table_find(&negotiator->entries, request->name);
+    if (entry == NULL) {
+        entry = calloc(1, sizeof *entry);
+        if (entry != NULL) {
+            entry->name = strdup(request->name);
+            entry->requests = calloc((size_t)negotiator->nranks, sizeof *entry->requests);
+        }
+        if (entry == NULL || entry->name == NULL || entry->requests == NULL ||
+            !name_table_insert(&negotiator->entries, request->name, entry)) {
+            if (entry != NULL) {
+                free(entry->name);
+                free(entry->requests);
+            }
+            free(entry);
+            negotiator->failed = true;
+            return;
+        }
+        entry->first_seen = now;
+        entry->last_warning = now;
+        entry->older = negotiator->newest;
+        if (negotiator->newest)
+            negotiator->newest->newer = entry;
+        else
+            negotiator->oldest = entry;
+        negotiator->newest = entry;
+    }
+    if (entry->requests[rank].name != NULL) {
+        /* The submitting rank rejects a name already in flight, so this cannot happen between
+         * well-behaved ranks; a second copy is ignored rather than counted twice. */
+        return;
+    }
+    if (!wire_request_copy(&entry->requests[rank], request)) {
+        negotiator->failed = true;
+        return;
+    }
+    entry->submitted++;
+    if (entry_complete(negotiator, entry))
+        resolve(negotiator, entry);
+}
+
+void negotiator_join(struct negotiator *negotiator, int rank)
+{
+    if (negotiator->joined[rank])
+        return;
+    negotiator->joined[rank] = true;
+    negotiator->joined_count++;
+    /* Tensors that only waited for this rank are now complete, in arrival order. */
+    struct negotiation_entry *entry = negotiator->oldest;
+    while (entry != NULL) {
+        struct negotiation_entry *newer = entry->newer;
+        if (entry_complete(negotiator, entry))
+            resolve(negotiator, entry);
+        entry = newer;
+    }
+    if (negotiator->joined_count == negotiator->nranks) {
+        struct wire_response *response = append_response(negotiator);
+        if (response != NULL) {
+            response->type = RESPONSE_JOIN_DONE;
+            response->request.name = strdup("");
+            response->request.group = strdup("");
+            response->request.group_size = 1;
+        }
+        memset(negotiator->joined, 0, (size_t)negotiator->nranks * sizeof *negotiator->joined);
+        negotiator->joined_count = 0;
+    }
+}
+
+void negotiator_check_stalls(struct negotiator *negotiator, double now, double warn_after,
+                             double fail_after, stall_warning warn, void *context)
+{
+    struct negotiation_entry *entry = negotiator->oldest;
+    while (entry != NULL) {
+        struct negotiation_entry *newer = entry->newer;
+        double waited = now - entry->first_seen;
+        bool warn_now = warn_after > 0 && now - entry->last_warning >= warn_after;
+        bool fail_now = fail_after > 0 && waited >= fail_after;
+        if (!warn_now && !fail_now) {
+            entry = newer;
+            continue;
+        }
+        int *have = calloc((size_t)negotiator->nranks, sizeof *have);
+        int *missing = calloc((size_t)negotiator->nranks, sizeof *missing);
+        size_t have_count = 0, missing_count = 0;
+        const struct wire_request *reference = NULL;
+        for (int r = 0; have != NULL && missing != NULL && r < negotiator->nranks; r++) {
+            if (entry->requests[r].name != NULL) {
+                have[have_count++] = r;
+                if (reference == NULL)
+                    reference = &entry->requests[r];
+            } else if (!negotiator->joined[r]) {
+                missing[missing_count++] = r;
+            }
+        }
+        char *have_text = format_rank_list(have, have_count);
+        char *missing_text = format_rank_list(missing, missing_count);
+        char *message = format_string(
+            "%s \"%s\": submitted %.0f s ago by %s %s but not by %s %s",
+            reference ? chorus_collective_name(reference->collective) : "tensor", entry->name,
+            waited, have_count == 1 ? "rank" : "ranks", have_text ? have_text : "?",
+            missing_count == 1 ? "rank" : "ranks", missing_text ? missing_text : "?");
+        if (warn_now && warn != NULL && message != NULL) {
+            warn(context, message);
+            entry->last_warning = now;
+        }
+        if (fail_now && reference != NULL) {
+            char *failure = format_string("%s; giving up after %g s (CHORUS_STALL_SHUTDOWN_SECONDS)",
+                                          message ? message : entry->name, fail_after);
+            add_error(negotiator, reference, CHORUS_ERR_STALLED, failure);
+            entry_unlink(negotiator, entry);
+            entry_free(negotiator, entry);
+        }
+        free(message);
+        free(have_text);
+        free(missing_text);
+        free(have);
+        free(missing);
+        entry = newer;
+    }
+}
+
+size_t negotiator_take_responses(struct negotiator *negotiator, struct wire_response **responses)
+{
+    size_t count = negotiator->response_count;
+    *responses = negotiator->responses;
+    negotiator->responses = NULL;
+    negotiator->response_count = 0;
+    negotiator->response_capacity = 0;
+    return count;
+}
+
+size_t negotiator_pending(const struct negotiator *negotiator)
+{
+    return negotiator->entries.size;
+}

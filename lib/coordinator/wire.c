@@ -1,0 +1,373 @@
+/*
+ * wire.c — encoding and decoding of negotiation messages. All integers are little-endian,
+ * written byte by byte, so the format does not depend on the host; floats travel as their
+ * IEEE 754 bit patterns.
+ *
+ * Message:
+ *   +--------+---------+------+-------+-------+------------------------+
+ *   | magic  | version | kind | flags | count | count x (request|resp.)|
+ *   | u32    | u16     | u16  | u32   | u32   |                        |
+ *   +--------+---------+------+-------+-------+------------------------+
+ *
+ * Request:
+ *   +----------+------+------------+-------+----+-------+------+--------+
+ *   | name_len | name | collective | dtype | op | ndims | root | device |
+ *   | u16      | ...  | u8         | u8    | u8 | u8    | i32  | i32    |
+ *   +----------+------+------------+-------+----+-------+------+--------+
+ *   +-----------------+----------+-----------+-----------+-------+------------+
+ *   | shape[ndims]    | prescale | postscale | group_len | group | group_size |
+ *   | i64 each        | f64      | f64       | u16       | ...   | u32        |
+ *   +-----------------+----------+-----------+-----------+-------+------------+
+ *
+ * Response:
+ *   +------+--------+--------------+-------------+---------+---------+-----------+------------+
+ *   | type | status | contributors | message_len | message | request | dim_count | dims       |
+ *   | u8   | i32    | u32          | u32         | ...     | (above) | u32       | i64 each   |
+ *   +------+--------+--------------+-------------+---------+---------+-----------+------------+
+ */
+#include "wire.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_MESSAGE_LENGTH (1u << 20)
+#define MAX_FIRST_DIMS (1u << 24)
+
+struct writer {
+    uint8_t *data;
+    size_t length;
+    size_t capacity;
+    bool failed;
+};
+
+static void put_bytes(struct writer *writer, const void *bytes, size_t count)
+{
+    if (writer->failed)
+        return;
+    if (writer->length + count > writer->capacity) {
+        size_t capacity = writer->capacity ? writer->capacity : 256;
+        while (capacity < writer->length + count)
+            capacity *= 2;
+        uint8_t *grown = realloc(writer->data, capacity);
+        if (grown == NULL) {
+            writer->failed = true;
+            return;
+        }
+        writer->data = grown;
+        writer->capacity = capacity;
+    }
+    if (count != 0)
+        memcpy(writer->data + writer->length, bytes, count);
+    writer->length += count;
+}
+
+static void put_unsigned(struct writer *writer, uint64_t value, size_t width)
+{
+    uint8_t bytes[8];
+    for (size_t i = 0; i < width; i++)
+        bytes[i] = (uint8_t)(value >> (8 * i));
+    put_bytes(writer, bytes, width);
+}
+
+static void put_double(struct writer *writer, double value)
+{
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    put_unsigned(writer, bits, 8);
+}
+
+static void put_text(struct writer *writer, const char *text, size_t width)
+{
+    size_t length = text ? strlen(text) : 0;
+    put_unsigned(writer, length, width);
+    put_bytes(writer, text, length);
+}
+
+static void put_request(struct writer *writer, const struct wire_request *request)
+{
+    put_text(writer, request->name, 2);
+    put_unsigned(writer, request->collective, 1);
+    put_unsigned(writer, request->dtype, 1);
+    put_unsigned(writer, request->op, 1);
+    put_unsigned(writer, request->ndims, 1);
+    put_unsigned(writer, (uint32_t)request->root, 4);
+    put_unsigned(writer, (uint32_t)request->device, 4);
+    for (size_t i = 0; i < request->ndims; i++)
+        put_unsigned(writer, (uint64_t)request->shape[i], 8);
+    put_double(writer, request->prescale);
+    put_double(writer, request->postscale);
+    put_text(writer, request->group, 2);
+    put_unsigned(writer, request->group_size, 4);
+}
+
+static void put_response(struct writer *writer, const struct wire_response *response)
+{
+    put_unsigned(writer, response->type, 1);
+    put_unsigned(writer, (uint32_t)response->status, 4);
+    put_unsigned(writer, response->contributors, 4);
+    put_text(writer, response->message, 4);
+    put_request(writer, &response->request);
+    put_unsigned(writer, response->first_dim_count, 4);
+    for (size_t i = 0; i < response->first_dim_count; i++)
+        put_unsigned(writer, (uint64_t)response->first_dims[i], 8);
+}
+
+size_t wire_encode(const struct wire_message *message, uint8_t **bytes)
+{
+    struct writer writer = {0};
+    put_unsigned(&writer, WIRE_MAGIC, 4);
+    put_unsigned(&writer, WIRE_VERSION, 2);
+    put_unsigned(&writer, message->kind, 2);
+    put_unsigned(&writer, message->flags, 4);
+    put_unsigned(&writer, message->count, 4);
+    for (size_t i = 0; i < message->count; i++) {
+        if (message->kind == WIRE_REQUESTS)
+            put_request(&writer, &message->requests[i]);
+        else
+            put_response(&writer, &message->responses[i]);
+    }
+    if (writer.failed) {
+        free(writer.data);
+        *bytes = NULL;
+        return 0;
+    }
+    *bytes = writer.data;
+    return writer.length;
+}
+
+struct reader {
+    const uint8_t *data;
+    size_t length;
+    size_t offset;
+    char *error;
+    size_t error_size;
+    bool failed;
+};
+
+static bool fail(struct reader *reader, const char *what)
+{
+    if (!reader->failed)
+        snprintf(reader->error, reader->error_size,
+                 "malformed negotiation message at byte %zu of %zu: %s", reader->offset,
+                 reader->length, what);
+    reader->failed = true;
+    return false;
+}
+
+static uint64_t get_unsigned(struct reader *reader, size_t width)
+{
+    if (reader->failed)
+        return 0;
+    if (reader->length - reader->offset < width) {
+        fail(reader, "truncated");
+        return 0;
+    }
+    uint64_t value = 0;
+    for (size_t i = 0; i < width; i++)
+        value |= (uint64_t)reader->data[reader->offset + i] << (8 * i);
+    reader->offset += width;
+    return value;
+}
+
+static double get_double(struct reader *reader)
+{
+    uint64_t bits = get_unsigned(reader, 8);
+    double value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+static char *get_text(struct reader *reader, size_t width, size_t max_length)
+{
+    size_t length = (size_t)get_unsigned(reader, width);
+    if (reader->failed)
+        return NULL;
+    if (length > max_length) {
+        fail(reader, "text too long");
+        return NULL;
+    }
+    if (reader->length - reader->offset < length) {
+        fail(reader, "truncated text");
+        return NULL;
+    }
+    if (memchr(reader->data + reader->offset, '\0', length) != NULL) {
+        fail(reader, "text contains a zero byte");
+        return NULL;
+    }
+    char *text = malloc(length + 1);
+    if (text == NULL) {
+        fail(reader, "out of memory");
+        return NULL;
+    }
+    memcpy(text, reader->data + reader->offset, length);
+    text[length] = '\0';
+    reader->offset += length;
+    return text;
+}
+
+static bool get_request(struct reader *reader, struct wire_request *request)
+{
+    memset(request, 0, sizeof *request);
+    request->name = get_text(reader, 2, CHORUS_MAX_NAME_LENGTH);
+    request->collective = (uint8_t)get_unsigned(reader, 1);
+    request->dtype = (uint8_t)get_unsigned(reader, 1);
+    request->op = (uint8_t)get_unsigned(reader, 1);
+    request->ndims = (uint8_t)get_unsigned(reader, 1);
+    request->root = (int32_t)(uint32_t)get_unsigned(reader, 4);
+    request->device = (int32_t)(uint32_t)get_unsigned(reader, 4);
+    if (reader->failed)
+        return false;
+    if (!collective_is_valid(request->collective))
+        return fail(reader, "unknown collective");
+    if (!dtype_is_valid(request->dtype))
+        return fail(reader, "unknown dtype");
+    if (!op_is_valid(request->op))
+        return fail(reader, "unknown reduction operator");
+    if (request->ndims > CHORUS_MAX_DIMS)
+        return fail(reader, "too many dimensions");
+    for (size_t i = 0; i < request->ndims; i++) {
+        request->shape[i] = (int64_t)get_unsigned(reader, 8);
+        if (!reader->failed && request->shape[i] < 0)
+            return fail(reader, "negative dimension");
+    }
+    request->prescale = get_double(reader);
+    request->postscale = get_double(reader);
+    request->group = get_text(reader, 2, CHORUS_MAX_NAME_LENGTH);
+    request->group_size = (uint32_t)get_unsigned(reader, 4);
+    if (!reader->failed && request->group_size == 0)
+        return fail(reader, "group size 0");
+    return !reader->failed;
+}
+
+static bool get_response(struct reader *reader, struct wire_response *response)
+{
+    memset(response, 0, sizeof *response);
+    response->type = (uint8_t)get_unsigned(reader, 1);
+    response->status = (int32_t)(uint32_t)get_unsigned(reader, 4);
+    response->contributors = (uint32_t)get_unsigned(reader, 4);
+    if (!reader->failed && (response->type < RESPONSE_EXECUTE ||
+                            response->type > RESPONSE_JOIN_DONE))
+        return fail(reader, "unknown response type");
+    response->message = get_text(reader, 4, MAX_MESSAGE_LENGTH);
+    if (!get_request(reader, &response->request))
+        return false;
+    response->first_dim_count = (uint32_t)get_unsigned(reader, 4);
+    if (reader->failed)
+        return false;
+    if (response->first_dim_count > MAX_FIRST_DIMS ||
+        (reader->length - reader->offset) / 8 < response->first_dim_count)
+        return fail(reader, "first-dimension list longer than the message");
+    if (response->first_dim_count != 0) {
+        response->first_dims = malloc(response->first_dim_count * sizeof(int64_t));
+        if (response->first_dims == NULL)
+            return fail(reader, "out of memory");
+        for (size_t i = 0; i < response->first_dim_count; i++) {
+            response->first_dims[i] = (int64_t)get_unsigned(reader, 8);
+            if (response->first_dims[i] < 0)
+                return fail(reader, "negative first dimension");
+        }
+    }
+    return !reader->failed;
+}
+
+chorus_status wire_decode(const uint8_t *bytes, size_t length, struct wire_message *message,
+                          char *error, size_t error_size)
+{
+    struct reader reader = {.data = bytes, .length = length, .error = error,
+                            .error_size = error_size};
+    memset(message, 0, sizeof *message);
+    uint32_t magic = (uint32_t)get_unsigned(&reader, 4);
+    uint16_t version = (uint16_t)get_unsigned(&reader, 2);
+    message->kind = (uint16_t)get_unsigned(&reader, 2);
+    message->flags = (uint32_t)get_unsigned(&reader, 4);
+    uint32_t count = (uint32_t)get_unsigned(&reader, 4);
+    if (reader.failed)
+        return CHORUS_ERR_PROTOCOL;
+    if (magic != WIRE_MAGIC) {
+        fail(&reader, "bad magic number");
+        return CHORUS_ERR_PROTOCOL;
+    }
+    if (version != WIRE_VERSION) {
+        char why[64];
+        snprintf(why, sizeof why, "version %u, expected %u", version, WIRE_VERSION);
+        fail(&reader, why);
+        return CHORUS_ERR_PROTOCOL;
+    }
+    if (message->kind != WIRE_REQUESTS && message->kind != WIRE_RESPONSES) {
+        fail(&reader, "unknown message kind");
+        return CHORUS_ERR_PROTOCOL;
+    }
+    /* Every entry takes at least 30 bytes: reject counts the message cannot hold before
+     * allocating for them. */
+    if (count > (length - reader.offset) / 30) {
+        fail(&reader, "entry count larger than the message");
+        return CHORUS_ERR_PROTOCOL;
+    }
+    if (message->kind == WIRE_REQUESTS)
+        message->requests = calloc(count ? count : 1, sizeof *message->requests);
+    else
+        message->responses = calloc(count ? count : 1, sizeof *message->responses);
+    if (message->requests == NULL && message->responses == NULL) {
+        fail(&reader, "out of memory");
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        message->count = i + 1; /* so that wire_message_free frees what was decoded */
+        bool ok = message->kind == WIRE_REQUESTS ? get_request(&reader, &message->requests[i])
+                                                 : get_response(&reader, &message->responses[i]);
+        if (!ok) {
+            wire_message_free(message);
+            return CHORUS_ERR_PROTOCOL;
+        }
+    }
+    message->count = count;
+    if (reader.offset != length) {
+        fail(&reader, "trailing bytes");
+        wire_message_free(message);
+        return CHORUS_ERR_PROTOCOL;
+    }
+    return CHORUS_OK;
+}
+
+void wire_request_free(struct wire_request *request)
+{
+    free(request->name);
+    free(request->group);
+    request->name = NULL;
+    request->group = NULL;
+}
+
+bool wire_request_copy(struct wire_request *to, const struct wire_request *from)
+{
+    *to = *from;
+    to->name = strdup(from->name ? from->name : "");
+    to->group = strdup(from->group ? from->group : "");
+    if (to->name == NULL || to->group == NULL) {
+        wire_request_free(to);
+        return false;
+    }
+    return true;
+}
+
+void wire_response_free(struct wire_response *response)
+{
+    free(response->message);
+    free(response->first_dims);
+    wire_request_free(&response->request);
+    memset(response, 0, sizeof *response);
+}
+
+void wire_message_free(struct wire_message *message)
+{
+    for (uint32_t i = 0; i < message->count; i++) {
+        if (message->requests != NULL)
+            wire_request_free(&message->requests[i]);
+        if (message->responses != NULL)
+            wire_response_free(&message->responses[i]);
+    }
+    free(message->requests);
+    free(message->responses);
+    memset(message, 0, sizeof *message);
+}
+

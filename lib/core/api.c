@@ -1,0 +1,647 @@
+/*
+ * api.c — the public entry points: init and shutdown, topology queries, and the submit calls.
+ * User threads only validate, enqueue and wait here; all communication happens on the
+ * background thread (lib/coordinator/background.c).
+ *
+ * The current instance is guarded by a read-write lock: submits and queries hold it for
+ * reading for the few microseconds they need the context, shutdown takes it for writing before
+ * freeing the context, so no call ever sees a freed context.
+ */
+#include "context.h"
+#include "log.h"
+
+#include "../gpu/gpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+static pthread_rwlock_t instance_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct chorus_context *instance;
+
+static struct chorus_context *acquire(void)
+{
+    pthread_rwlock_rdlock(&instance_lock);
+    if (instance == NULL) {
+        pthread_rwlock_unlock(&instance_lock);
+        return NULL;
+    }
+    return instance;
+}
+
+static void release(void)
+{
+    pthread_rwlock_unlock(&instance_lock);
+}
+
+static chorus_status not_initialized(const char *call)
+{
+    return set_last_error(CHORUS_ERR_NOT_INITIALIZED,
+                          "%s: chorus is not initialized (call chorus_init first, and not after "
+                          "chorus_shutdown)",
+                          call);
+}
+
+static void context_free(struct chorus_context *context)
+{
+    name_table_destroy(&context->in_flight);
+    pthread_mutex_destroy(&context->lock);
+    pthread_cond_destroy(&context->wakeup);
+    pthread_cond_destroy(&context->started);
+    free(context);
+}
+
+static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *options,
+                                    bool mpi_initialized_by_chorus)
+{
+    if (options != NULL && options->struct_size < sizeof(size_t))
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_init: options.struct_size is %zu; set it with "
+                              "CHORUS_INIT_OPTIONS_INIT",
+                              options->struct_size);
+    const char *overrides = NULL;
+    if (options != NULL && options->struct_size >= offsetof(chorus_init_options, parameters) +
+                                                       sizeof options->parameters)
+        overrides = options->parameters;
+    struct chorus_context *context = calloc(1, sizeof *context);
+    if (context == NULL)
+        return set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_init: out of memory");
+    context->user_comm = comm;
+    context->control_comm = MPI_COMM_NULL;
+    context->data_comm = MPI_COMM_NULL;
+    context->mpi_initialized_by_chorus = mpi_initialized_by_chorus;
+    pthread_mutex_init(&context->lock, NULL);
+    pthread_condattr_t attributes;
+    pthread_condattr_init(&attributes);
+    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+    pthread_cond_init(&context->wakeup, &attributes);
+    pthread_condattr_destroy(&attributes);
+    pthread_cond_init(&context->started, NULL);
+    name_table_init(&context->in_flight);
+    atomic_init(&context->stopped, CHORUS_OK);
+
+    /* A malformed parameter is not reported here yet: the background thread first tells every
+     * rank, so that all ranks fail init together instead of some waiting for the others. */
+    context->startup_status =
+        params_load(&context->params, environ, overrides, context->startup_message,
+                    sizeof context->startup_message);
+    if (context->startup_status == CHORUS_OK)
+        log_set_level((enum log_level)context->params.values.log_level);
+    bool params_ok = context->startup_status == CHORUS_OK;
+
+    if (pthread_create(&context->thread, NULL, background_main, context) != 0) {
+        context_free(context);
+        return set_last_error(CHORUS_ERR_INTERNAL,
+                              "chorus_init: cannot start the background thread");
+    }
+    pthread_mutex_lock(&context->lock);
+    if (params_ok)
+        context->startup_status = CHORUS_OK;
+    while (!context->startup_finished)
+        pthread_cond_wait(&context->started, &context->lock);
+    chorus_status status = context->startup_status;
+    pthread_mutex_unlock(&context->lock);
+    if (status != CHORUS_OK) {
+        pthread_join(context->thread, NULL);
+        set_last_error(status, "chorus_init: %s", context->startup_message);
+        context_free(context);
+        return status;
+    }
+    if (context->params.unknown_variables[0] != '\0')
+        LOG(LOG_WARNING, "params", "ignoring unknown variables: %s",
+            context->params.unknown_variables);
+    instance = context;
+    LOG(LOG_INFO, "init",
+        "rank %d of %d, local %d of %d, host %d of %d, %zu cores, %zu NUMA nodes",
+        context->topology.rank, context->topology.size, context->topology.local_rank,
+        context->topology.local_size, context->topology.cross_rank, context->topology.cross_size,
+        context->topology.cores, context->topology.numa_nodes);
+    clear_last_error();
+    return CHORUS_OK;
+}
+
+static const char *thread_level_name(int level)
+{
+    switch (level) {
+    case MPI_THREAD_SINGLE:
+        return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+        return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+        return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+        return "MPI_THREAD_MULTIPLE";
+    }
+    return "unknown";
+}
+
+static chorus_status init_on(MPI_Comm comm, const chorus_init_options *options, bool world)
+{
+    pthread_rwlock_wrlock(&instance_lock);
+    chorus_status status = CHORUS_OK;
+    if (instance != NULL) {
+        status = set_last_error(CHORUS_ERR_ALREADY_INITIALIZED,
+                                "chorus_init: chorus is already initialized");
+        goto out;
+    }
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (finalized) {
+        status = set_last_error(CHORUS_ERR_MPI,
+                                "chorus_init: MPI has already been finalized; MPI cannot be "
+                                "initialized twice in one process");
+        goto out;
+    }
+    bool ours = false;
+    if (!initialized) {
+        if (!world) {
+            status = set_last_error(CHORUS_ERR_MPI,
+                                    "chorus_init_comm: MPI is not initialized; initialize it "
+                                    "with MPI_Init_thread(MPI_THREAD_MULTIPLE) first");
+            goto out;
+        }
+        int provided = MPI_THREAD_SINGLE;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+            status = set_last_error(CHORUS_ERR_MPI, "chorus_init: MPI_Init_thread failed");
+            goto out;
+        }
+        ours = true;
+        if (provided < MPI_THREAD_SERIALIZED) {
+            MPI_Finalize();
+            status = set_last_error(
+                CHORUS_ERR_MPI,
+                "chorus_init: this MPI provides only %s; chorus's background thread needs at "
+                "least MPI_THREAD_SERIALIZED",
+                thread_level_name(provided));
+            goto out;
+        }
+    } else {
+        int provided = MPI_THREAD_SINGLE;
+        MPI_Query_thread(&provided);
+        if (provided < MPI_THREAD_MULTIPLE) {
+            status = set_last_error(
+                CHORUS_ERR_MPI,
+                "chorus_init: MPI was initialized with %s, but chorus calls MPI from its "
+                "background thread while the application may call it too; initialize MPI with "
+                "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)",
+                thread_level_name(provided));
+            goto out;
+        }
+    }
+    status = start_instance(comm, options, ours);
+    if (status != CHORUS_OK && ours)
+        MPI_Finalize();
+out:
+    pthread_rwlock_unlock(&instance_lock);
+    return status;
+}
+
+chorus_status chorus_init(const chorus_init_options *options)
+{
+    return init_on(MPI_COMM_WORLD, options, true);
+}
+
+chorus_status chorus_init_comm(MPI_Comm comm, const chorus_init_options *options)
+{
+    if (comm == MPI_COMM_NULL)
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_init_comm: communicator is MPI_COMM_NULL");
+    return init_on(comm, options, false);
+}
+
+chorus_status chorus_shutdown(void)
+{
+    pthread_rwlock_wrlock(&instance_lock);
+    struct chorus_context *context = instance;
+    if (context == NULL) {
+        pthread_rwlock_unlock(&instance_lock);
+        return not_initialized("chorus_shutdown");
+    }
+    instance = NULL;
+    pthread_rwlock_unlock(&instance_lock);
+    pthread_mutex_lock(&context->lock);
+    context->shutdown_requested = true;
+    pthread_cond_broadcast(&context->wakeup);
+    pthread_mutex_unlock(&context->lock);
+    pthread_join(context->thread, NULL);
+    bool finalize = context->mpi_initialized_by_chorus;
+    context_free(context);
+    if (finalize)
+        MPI_Finalize();
+    clear_last_error();
+    return CHORUS_OK;
+}
+
+bool chorus_is_initialized(void)
+{
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return false;
+    release();
+    return true;
+}
+
+chorus_status chorus_get_topology(chorus_topology *topology)
+{
+    if (topology == NULL || topology->struct_size < sizeof(size_t))
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_get_topology: pass a chorus_topology set with "
+                              "CHORUS_TOPOLOGY_INIT");
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized("chorus_get_topology");
+    size_t size = topology->struct_size < sizeof *topology ? topology->struct_size
+                                                           : sizeof *topology;
+    chorus_topology copy = context->topology;
+    release();
+    memcpy((char *)topology + sizeof(size_t), (char *)&copy + sizeof(size_t),
+           size - sizeof(size_t));
+    return CHORUS_OK;
+}
+
+static int topology_field(const char *call, size_t offset)
+{
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized(call);
+    int value = *(const int *)((const char *)&context->topology + offset);
+    release();
+    return value;
+}
+
+int chorus_rank(void)
+{
+    return topology_field("chorus_rank", offsetof(chorus_topology, rank));
+}
+
+int chorus_size(void)
+{
+    return topology_field("chorus_size", offsetof(chorus_topology, size));
+}
+
+int chorus_local_rank(void)
+{
+    return topology_field("chorus_local_rank", offsetof(chorus_topology, local_rank));
+}
+
+int chorus_local_size(void)
+{
+    return topology_field("chorus_local_size", offsetof(chorus_topology, local_size));
+}
+
+int chorus_cross_rank(void)
+{
+    return topology_field("chorus_cross_rank", offsetof(chorus_topology, cross_rank));
+}
+
+int chorus_cross_size(void)
+{
+    return topology_field("chorus_cross_size", offsetof(chorus_topology, cross_size));
+}
+
+/* ----- submitting ------------------------------------------------------------------------- */
+
+#define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
+
+/* Checks one operation against everything that can be known on this rank alone. */
+static chorus_status validate(const chorus_op_args *args, int nranks)
+{
+    if (args->struct_size < sizeof *args)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "chorus_submit: args.struct_size is %zu, expected %zu; initialize args "
+                      "with CHORUS_OP_ARGS_INIT",
+                      args->struct_size, sizeof *args);
+    const char *kind = chorus_collective_name(args->collective);
+    if (!collective_is_valid((int)args->collective))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown collective %d",
+                      (int)args->collective);
+    if (args->name == NULL || args->name[0] == '\0')
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s: the tensor name is empty", kind);
+    size_t name_length = strnlen(args->name, CHORUS_MAX_NAME_LENGTH + 1);
+    if (name_length > CHORUS_MAX_NAME_LENGTH)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s: the tensor name is longer than %d bytes", kind,
+                      CHORUS_MAX_NAME_LENGTH);
+    const chorus_tensor *tensor = &args->input;
+    const char *name = args->name;
+    if (!dtype_is_valid((int)tensor->dtype))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": unknown dtype %d", kind, name,
+                      (int)tensor->dtype);
+    if (tensor->ndims > CHORUS_MAX_DIMS)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s \"%s\": %zu dimensions; at most %d are supported", kind, name,
+                      tensor->ndims, CHORUS_MAX_DIMS);
+    size_t count = 1;
+    for (size_t i = 0; i < tensor->ndims; i++) {
+        if (tensor->shape[i] < 0)
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                          "%s \"%s\": dimension %zu is negative (%lld)", kind, name, i,
+                          (long long)tensor->shape[i]);
+        if (tensor->shape[i] != 0 && count > SIZE_MAX / 16 / (size_t)tensor->shape[i])
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": the shape is too large",
+                          kind, name);
+        count *= (size_t)tensor->shape[i];
+    }
+    if (count != 0 && tensor->data == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": data is NULL", kind, name);
+    if (tensor->device < CHORUS_DEVICE_HOST)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": invalid device %d", kind, name,
+                      tensor->device);
+    if (tensor->device != CHORUS_DEVICE_HOST) {
+        if (!gpu_compiled())
+            return REJECT(CHORUS_ERR_NOT_SUPPORTED,
+                          "%s \"%s\": tensor is on GPU %d, but chorus was built without GPU "
+                          "support (CUDA and NCCL)",
+                          kind, name, tensor->device);
+        if (tensor->device >= gpu_device_count())
+            return REJECT(CHORUS_ERR_NOT_SUPPORTED,
+                          "%s \"%s\": tensor is on GPU %d, but this host has %d GPU(s)", kind,
+                          name, tensor->device, gpu_device_count());
+    }
+    switch (args->collective) {
+    case CHORUS_ALLREDUCE:
+        if (!op_is_valid((int)args->op))
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce \"%s\": unknown op %d", name,
+                          (int)args->op);
+        if (!isfinite(args->prescale_factor) || !isfinite(args->postscale_factor))
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                          "allreduce \"%s\": scale factors must be finite (prescale %g, "
+                          "postscale %g)",
+                          name, args->prescale_factor, args->postscale_factor);
+        break;
+    case CHORUS_BROADCAST:
+        if (args->root < 0 || args->root >= nranks)
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                          "broadcast \"%s\": root %d is not a rank (there are %d ranks)", name,
+                          args->root, nranks);
+        break;
+    case CHORUS_ALLGATHER:
+        if (tensor->ndims == 0)
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                          "allgather \"%s\": the tensor needs at least one dimension (rows to "
+                          "gather)",
+                          name);
+        break;
+    }
+    return CHORUS_OK;
+}
+
+static struct request *request_create(const chorus_op_args *args, const char *group,
+                                      uint32_t group_size, struct chorus_handle *handle)
+{
+    struct request *request = calloc(1, sizeof *request);
+    if (request == NULL)
+        return NULL;
+    const chorus_tensor *tensor = &args->input;
+    request->desc.name = strdup(args->name);
+    request->desc.group = strdup(group);
+    if (request->desc.name == NULL || request->desc.group == NULL) {
+        request_free(request);
+        return NULL;
+    }
+    request->desc.collective = (uint8_t)args->collective;
+    request->desc.dtype = (uint8_t)tensor->dtype;
+    request->desc.op = args->collective == CHORUS_ALLREDUCE ? (uint8_t)args->op : 0;
+    request->desc.ndims = (uint8_t)tensor->ndims;
+    memcpy(request->desc.shape, tensor->shape, tensor->ndims * sizeof tensor->shape[0]);
+    request->desc.root = args->collective == CHORUS_BROADCAST ? args->root : 0;
+    request->desc.device = tensor->device;
+    bool allreduce = args->collective == CHORUS_ALLREDUCE;
+    request->desc.prescale = allreduce ? args->prescale_factor : 1.0;
+    request->desc.postscale = allreduce ? args->postscale_factor : 1.0;
+    request->desc.group_size = group_size;
+    request->input = tensor->data;
+    request->output = args->output != NULL && args->collective != CHORUS_ALLGATHER
+                          ? args->output
+                          : tensor->data;
+    request->count = chorus_tensor_count(tensor);
+    request->handle = handle;
+    request->submitted_at = monotonic_seconds();
+    return request;
+}
+
+/* Enqueues `count` operations as one unit (a group when count > 1). */
+static chorus_status submit(const chorus_op_args *args, size_t count, chorus_handle **handle_out)
+{
+    if (handle_out == NULL || args == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: args and handle must not be "
+                                                   "NULL");
+    *handle_out = NULL;
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized("chorus_submit");
+    chorus_status status = CHORUS_OK;
+    struct chorus_handle *handle = NULL;
+    struct request **requests = calloc(count, sizeof *requests);
+    if (requests == NULL) {
+        status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        status = validate(&args[i], context->size);
+        if (status != CHORUS_OK)
+            goto out;
+        if (count > 1 && args[i].collective != CHORUS_ALLREDUCE) {
+            status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                            "grouped allreduce: member %zu (\"%s\") is a %s", i, args[i].name,
+                            chorus_collective_name(args[i].collective));
+            goto out;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(args[i].name, args[j].name) == 0) {
+                status = REJECT(CHORUS_ERR_DUPLICATE_NAME,
+                                "grouped allreduce: the name \"%s\" appears twice in the group",
+                                args[i].name);
+                goto out;
+            }
+        }
+    }
+    handle = handle_create(args[0].collective, count);
+    if (handle == NULL) {
+        status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        requests[i] = request_create(&args[i], count > 1 ? args[0].name : "", (uint32_t)count,
+                                     handle);
+        if (requests[i] == NULL) {
+            status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+            goto out;
+        }
+    }
+    pthread_mutex_lock(&context->lock);
+    chorus_status stopped = atomic_load(&context->stopped);
+    if (stopped != CHORUS_OK) {
+        status = REJECT(stopped, "%s \"%s\": %s", chorus_collective_name(args[0].collective),
+                        args[0].name, context->stopped_message);
+    }
+    for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
+        if (name_table_find(&context->in_flight, args[i].name) != NULL)
+            status = REJECT(CHORUS_ERR_DUPLICATE_NAME,
+                            "%s \"%s\": a tensor of this name is already in flight on rank %d; "
+                            "wait for it before submitting the name again",
+                            chorus_collective_name(args[i].collective), args[i].name,
+                            context->rank);
+    }
+    for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
+        if (!name_table_insert(&context->in_flight, args[i].name, requests[i])) {
+            for (size_t j = 0; j < i; j++)
+                name_table_remove(&context->in_flight, args[j].name);
+            status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+        }
+    }
+    if (status == CHORUS_OK) {
+        for (size_t i = 0; i < count; i++) {
+            if (context->queue_tail != NULL)
+                context->queue_tail->next = requests[i];
+            else
+                context->queue_head = requests[i];
+            context->queue_tail = requests[i];
+        }
+        pthread_cond_signal(&context->wakeup);
+    }
+    pthread_mutex_unlock(&context->lock);
+out:
+    release();
+    if (status != CHORUS_OK) {
+        for (size_t i = 0; requests != NULL && i < count; i++)
+            request_free(requests[i]);
+        if (handle != NULL) {
+            handle->members_pending = 1;
+            handle_member_done(handle, status, NULL);
+            chorus_handle_free(handle);
+        }
+    } else {
+        *handle_out = handle;
+    }
+    free(requests);
+    return status;
+}
+
+chorus_status chorus_submit(const chorus_op_args *args, chorus_handle **handle)
+{
+    return submit(args, 1, handle);
+}
+
+chorus_status chorus_submit_group(const chorus_op_args *args, size_t count,
+                                  chorus_handle **handle)
+{
+    if (count == 0)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "grouped allreduce: the group is empty");
+    if (count > UINT32_MAX)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "grouped allreduce: too many tensors");
+    return submit(args, count, handle);
+}
+
+chorus_status chorus_allreduce_async(const char *name, const chorus_tensor *input, void *output,
+                                     chorus_op op, chorus_handle **handle)
+{
+    if (input == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce: input tensor is NULL");
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.collective = CHORUS_ALLREDUCE;
+    args.name = name;
+    args.input = *input;
+    args.output = output;
+    args.op = op;
+    return chorus_submit(&args, handle);
+}
+
+chorus_status chorus_broadcast_async(const char *name, const chorus_tensor *tensor, int root,
+                                     chorus_handle **handle)
+{
+    if (tensor == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "broadcast: tensor is NULL");
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.collective = CHORUS_BROADCAST;
+    args.name = name;
+    args.input = *tensor;
+    args.root = root;
+    return chorus_submit(&args, handle);
+}
+
+chorus_status chorus_allgather_async(const char *name, const chorus_tensor *input,
+                                     chorus_handle **handle)
+{
+    if (input == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allgather: input tensor is NULL");
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.collective = CHORUS_ALLGATHER;
+    args.name = name;
+    args.input = *input;
+    return chorus_submit(&args, handle);
+}
+
+/* Waits, moves the handle's message to the thread's last error, frees the handle. */
+static chorus_status wait_and_free(chorus_handle *handle, chorus_tensor *output)
+{
+    chorus_status status = chorus_wait(handle);
+    if (status != CHORUS_OK)
+        set_last_error(status, "%s", chorus_handle_error(handle));
+    else if (output != NULL)
+        chorus_handle_take_output(handle, output);
+    chorus_handle_free(handle);
+    return status;
+}
+
+chorus_status chorus_allreduce(const char *name, const chorus_tensor *input, void *output,
+                               chorus_op op)
+{
+    chorus_handle *handle = NULL;
+    chorus_status status = chorus_allreduce_async(name, input, output, op, &handle);
+    return status != CHORUS_OK ? status : wait_and_free(handle, NULL);
+}
+
+chorus_status chorus_broadcast(const char *name, const chorus_tensor *tensor, int root)
+{
+    chorus_handle *handle = NULL;
+    chorus_status status = chorus_broadcast_async(name, tensor, root, &handle);
+    return status != CHORUS_OK ? status : wait_and_free(handle, NULL);
+}
+
+chorus_status chorus_allgather(const char *name, const chorus_tensor *input,
+                               chorus_tensor *output)
+{
+    if (output == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allgather: output descriptor is NULL");
+    chorus_handle *handle = NULL;
+    chorus_status status = chorus_allgather_async(name, input, &handle);
+    return status != CHORUS_OK ? status : wait_and_free(handle, output);
+}
+
+chorus_status chorus_join(void)
+{
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized("chorus_join");
+    struct chorus_handle *handle = handle_create(CHORUS_ALLREDUCE, 1);
+    chorus_status status = CHORUS_OK;
+    pthread_mutex_lock(&context->lock);
+    chorus_status stopped = atomic_load(&context->stopped);
+    if (handle == NULL)
+        status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_join: out of memory");
+    else if (stopped != CHORUS_OK)
+        status = REJECT(stopped, "chorus_join: %s", context->stopped_message);
+    else if (context->join_requested)
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                        "chorus_join: this rank is already joining (from another thread)");
+    if (status == CHORUS_OK) {
+        context->join_requested = true;
+        context->join_handle = handle;
+        pthread_cond_signal(&context->wakeup);
+    }
+    pthread_mutex_unlock(&context->lock);
+    release();
+    if (status != CHORUS_OK) {
+        if (handle != NULL) {
+            handle_member_done(handle, status, NULL);
+            chorus_handle_free(handle);
+        }
+        return status;
+    }
+    return wait_and_free(handle, NULL);
+}

@@ -1,0 +1,48 @@
+/*
+ * common.h — small helpers every part of the library uses: error reporting to the calling
+ * thread, formatted allocation, clocks, and the dtype table. Nothing here touches MPI.
+ */
+#ifndef CHORUS_COMMON_H
+#define CHORUS_COMMON_H
+
+#define CHORUS_BUILDING_LIBRARY 1
+#include "chorus.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CHORUS_INTERNAL __attribute__((visibility("hidden")))
+#define CHORUS_PRINTF(fmt_index, args_index) __attribute__((format(printf, fmt_index, args_index)))
+
+#define ARRAY_LENGTH(array) (sizeof(array) / sizeof((array)[0]))
+
+/* Longest tensor name accepted (bytes, without the terminating zero). */
+#define CHORUS_MAX_NAME_LENGTH 1023
+
+/* Records why a call failed on this thread (see chorus_last_error) and returns `status`. */
+chorus_status set_last_error(chorus_status status, const char *format, ...) CHORUS_PRINTF(2, 3);
+void clear_last_error(void);
+
+/* malloc'd printf; NULL when out of memory. */
+char *format_string(const char *format, ...) CHORUS_PRINTF(1, 2);
+char *format_string_va(const char *format, va_list args);
+
+/* Appends to a growing malloc'd string. Keeps the old text when out of memory. */
+void string_append(char **text, const char *format, ...) CHORUS_PRINTF(2, 3);
+
+/* Writes ranks as compact ranges, e.g. "0-2,5" for {0,1,2,5}, into a malloc'd string. */
+char *format_rank_list(const int *ranks, size_t count);
+
+/* Seconds on a monotonic clock. */
+double monotonic_seconds(void);
+
+/* true for values inside the enums. */
+bool dtype_is_valid(int dtype);
+bool op_is_valid(int op);
+bool collective_is_valid(int collective);
+bool dtype_is_floating(chorus_dtype dtype);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * context.h — the state of one chorus instance, shared by the user threads (which validate,
+ * enqueue and wait) and the background thread (which negotiates and moves data). Fields under
+ * "shared" are guarded by `lock`; the rest is set before the background thread starts or
+ * belongs to it alone.
+ */
+#ifndef CHORUS_CONTEXT_H
+#define CHORUS_CONTEXT_H
+
+#include "../coordinator/wire.h"
+#include "handle.h"
+#include "name_table.h"
+#include "params.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* One submitted tensor, from submit until its handle member completes. */
+struct request {
+    struct wire_request desc; /* what is negotiated */
+    void *input;
+    void *output;             /* == input when in place; unused for allgather */
+    size_t count;             /* elements */
+    struct chorus_handle *handle;
+    double submitted_at;
+    struct request *next;
+};
+
+void request_free(struct request *request);
+
+struct background;
+
+struct chorus_context {
+    struct param_set params;
+    chorus_topology topology;
+    int rank;
+    int size;
+    bool mpi_initialized_by_chorus;
+    MPI_Comm user_comm;    /* the communicator given to init (not owned) */
+    MPI_Comm control_comm; /* negotiation messages (owned by the background thread) */
+    MPI_Comm data_comm;    /* collectives (owned by the background thread) */
+    pthread_t thread;
+
+    /* shared */
+    pthread_mutex_t lock;
+    pthread_cond_t wakeup;       /* the background thread sleeps on it when idle */
+    pthread_cond_t started;      /* init waits on it for the thread's start-up */
+    struct request *queue_head;  /* submitted, not yet seen by the background thread */
+    struct request *queue_tail;
+    struct name_table in_flight; /* names submitted on this rank and not completed */
+    bool shutdown_requested;
+    bool join_requested;
+    struct chorus_handle *join_handle;
+    bool startup_finished;
+    chorus_status startup_status;
+    char startup_message[1024];
+    char stopped_message[1024]; /* why submits fail once `stopped` is set */
+
+    _Atomic int stopped; /* CHORUS_OK while running; then the status later submits get */
+};
+
+/* The background thread's entry point (background.c). */
+void *background_main(void *context);
+
+/* Finds topology with MPI and hwloc (topology.c). Background thread, during start-up. */
+chorus_status topology_discover(struct chorus_context *context, char *error, size_t error_size);
+
+#endif

@@ -1,0 +1,76 @@
+/*
+ * dtype.c — facts about dtypes, reduction operators and collectives: sizes and names.
+ */
+#include "common.h"
+
+static const struct {
+    const char *name;
+    size_t size;
+    bool floating;
+} dtype_table[CHORUS_DTYPE_COUNT] = {
+    [CHORUS_UINT8] = {"uint8", 1, false},       [CHORUS_INT8] = {"int8", 1, false},
+    [CHORUS_INT32] = {"int32", 4, false},       [CHORUS_INT64] = {"int64", 8, false},
+    [CHORUS_FLOAT16] = {"float16", 2, true},    [CHORUS_BFLOAT16] = {"bfloat16", 2, true},
+    [CHORUS_FLOAT32] = {"float32", 4, true},    [CHORUS_FLOAT64] = {"float64", 8, true},
+};
+
+static const char *const op_names[CHORUS_OP_COUNT] = {
+    [CHORUS_SUM] = "sum", [CHORUS_AVERAGE] = "average", [CHORUS_MIN] = "min",
+    [CHORUS_MAX] = "max", [CHORUS_PRODUCT] = "product",
+};
+
+static const char *const collective_names[CHORUS_COLLECTIVE_COUNT] = {
+    [CHORUS_ALLREDUCE] = "allreduce",
+    [CHORUS_BROADCAST] = "broadcast",
+    [CHORUS_ALLGATHER] = "allgather",
+};
+
+bool dtype_is_valid(int dtype)
+{
+    return dtype >= 0 && dtype < CHORUS_DTYPE_COUNT;
+}
+
+bool op_is_valid(int op)
+{
+    return op >= 0 && op < CHORUS_OP_COUNT;
+}
+
+bool collective_is_valid(int collective)
+{
+    return collective >= 0 && collective < CHORUS_COLLECTIVE_COUNT;
+}
+
+bool dtype_is_floating(chorus_dtype dtype)
+{
+    return dtype_is_valid((int)dtype) && dtype_table[dtype].floating;
+}
+
+size_t chorus_dtype_size(chorus_dtype dtype)
+{
+    return dtype_is_valid((int)dtype) ? dtype_table[dtype].size : 0;
+}
+
+const char *chorus_dtype_name(chorus_dtype dtype)
+{
+    return dtype_is_valid((int)dtype) ? dtype_table[dtype].name : "unknown";
+}
+
+const char *chorus_op_name(chorus_op op)
+{
+    return op_is_valid((int)op) ? op_names[op] : "unknown";
+}
+
+const char *chorus_collective_name(chorus_collective collective)
+{
+    return collective_is_valid((int)collective) ? collective_names[collective] : "unknown";
+}
+
+size_t chorus_tensor_count(const chorus_tensor *tensor)
+{
+    if (tensor == NULL)
+        return 0;
+    size_t count = 1;
+    for (size_t i = 0; i < tensor->ndims && i < CHORUS_MAX_DIMS; i++)
+        count *= tensor->shape[i] > 0 ? (size_t)tensor->shape[i] : 0;
+    return count;
+}

@@ -1,0 +1,145 @@
+/*
+ * handle.c — handles: completion, waiting, freeing. A waiter spins briefly on the atomic
+ * status (a small allreduce completes in microseconds), then sleeps on the condition variable.
+ * A handle freed while in progress is marked abandoned and freed by the background thread when
+ * it completes, so exactly one side frees it.
+ */
+#include "handle.h"
+
+#include "../gpu/gpu.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct chorus_handle *handle_create(chorus_collective collective, size_t members)
+{
+    struct chorus_handle *handle = calloc(1, sizeof *handle);
+    if (handle == NULL)
+        return NULL;
+    atomic_init(&handle->status, CHORUS_IN_PROGRESS);
+    pthread_mutex_init(&handle->lock, NULL);
+    pthread_cond_init(&handle->completed, NULL);
+    handle->members_pending = members;
+    handle->first_error = CHORUS_OK;
+    handle->collective = collective;
+    return handle;
+}
+
+static void handle_destroy(struct chorus_handle *handle)
+{
+    if (handle->owns_output && handle->output.data != NULL) {
+        if (handle->output.device == CHORUS_DEVICE_HOST)
+            free(handle->output.data);
+        else
+            gpu_free(handle->output.data);
+    }
+    free(handle->message);
+    pthread_mutex_destroy(&handle->lock);
+    pthread_cond_destroy(&handle->completed);
+    free(handle);
+}
+
+void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output, bool owned)
+{
+    handle->output = *output;
+    handle->owns_output = owned;
+}
+
+void handle_member_done(struct chorus_handle *handle, chorus_status status, const char *format,
+                        ...)
+{
+    if (status != CHORUS_OK && handle->first_error == CHORUS_OK) {
+        handle->first_error = status;
+        if (format != NULL) {
+            va_list args;
+            va_start(args, format);
+            handle->message = format_string_va(format, args);
+            va_end(args);
+        }
+    }
+    if (--handle->members_pending > 0)
+        return;
+    pthread_mutex_lock(&handle->lock);
+    atomic_store_explicit(&handle->status, handle->first_error, memory_order_release);
+    if (handle->abandoned) {
+        pthread_mutex_unlock(&handle->lock);
+        handle_destroy(handle);
+        return;
+    }
+    pthread_cond_broadcast(&handle->completed);
+    pthread_mutex_unlock(&handle->lock);
+}
+
+chorus_status chorus_test(const chorus_handle *handle)
+{
+    if (handle == NULL)
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "chorus_test: handle is NULL");
+    return atomic_load_explicit(&handle->status, memory_order_acquire);
+}
+
+chorus_status chorus_wait(chorus_handle *handle)
+{
+    if (handle == NULL)
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "chorus_wait: handle is NULL");
+    for (int spin = 0; spin < 2000; spin++) {
+        int status = atomic_load_explicit(&handle->status, memory_order_acquire);
+        if (status != CHORUS_IN_PROGRESS)
+            return status;
+        if (spin >= 100)
+            sched_yield();
+    }
+    pthread_mutex_lock(&handle->lock);
+    while (atomic_load_explicit(&handle->status, memory_order_acquire) == CHORUS_IN_PROGRESS)
+        pthread_cond_wait(&handle->completed, &handle->lock);
+    pthread_mutex_unlock(&handle->lock);
+    return atomic_load_explicit(&handle->status, memory_order_acquire);
+}
+
+const char *chorus_handle_error(const chorus_handle *handle)
+{
+    if (handle == NULL)
+        return "handle is NULL";
+    if (atomic_load_explicit(&handle->status, memory_order_acquire) == CHORUS_IN_PROGRESS)
+        return "";
+    return handle->message ? handle->message : "";
+}
+
+chorus_status chorus_handle_output(const chorus_handle *handle, chorus_tensor *output)
+{
+    if (handle == NULL || output == NULL)
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_handle_output: handle and output must not be NULL");
+    chorus_status status = atomic_load_explicit(&handle->status, memory_order_acquire);
+    if (status != CHORUS_OK)
+        return status;
+    if (handle->collective != CHORUS_ALLGATHER)
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_handle_output: the handle is a %s, not an allgather",
+                              chorus_collective_name(handle->collective));
+    *output = handle->output;
+    return CHORUS_OK;
+}
+
+chorus_status chorus_handle_take_output(chorus_handle *handle, chorus_tensor *output)
+{
+    chorus_status status = chorus_handle_output(handle, output);
+    if (status == CHORUS_OK)
+        handle->owns_output = false;
+    return status;
+}
+
+void chorus_handle_free(chorus_handle *handle)
+{
+    if (handle == NULL)
+        return;
+    pthread_mutex_lock(&handle->lock);
+    if (atomic_load_explicit(&handle->status, memory_order_acquire) == CHORUS_IN_PROGRESS) {
+        handle->abandoned = true;
+        pthread_mutex_unlock(&handle->lock);
+        return;
+    }
+    pthread_mutex_unlock(&handle->lock);
+    handle_destroy(handle);
+}

@@ -1,0 +1,39 @@
+/*
+ * handle.h — the completion object a submit call returns. The background thread writes the
+ * message, then publishes the final status with a release store; readers load it with acquire,
+ * so a reader that sees the status also sees the message and the output.
+ */
+#ifndef CHORUS_HANDLE_H
+#define CHORUS_HANDLE_H
+
+#include "common.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct chorus_handle {
+    _Atomic int status; /* CHORUS_IN_PROGRESS until complete */
+    pthread_mutex_t lock;
+    pthread_cond_t completed;
+    bool abandoned;          /* freed by the user before completion */
+    size_t members_pending;  /* requests that still have to finish (grouped allreduce) */
+    chorus_status first_error;
+    char *message;
+    chorus_collective collective;
+    chorus_tensor output;    /* allgather: the gathered tensor */
+    bool owns_output;        /* output.data belongs to the handle */
+};
+
+/* A new in-progress handle waiting for `members` requests. */
+struct chorus_handle *handle_create(chorus_collective collective, size_t members);
+
+/* Records the outcome of one member request; the handle completes when the last member has
+ * reported, with the first error reported (message formatted from `format`, NULL for none).
+ * Frees the handle if the user already freed it. Background thread only. */
+void handle_member_done(struct chorus_handle *handle, chorus_status status, const char *format,
+                        ...) CHORUS_PRINTF(3, 4);
+
+/* Sets the allgather output before the member reports done. */
+void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output, bool owned);
+
+#endif

@@ -1,0 +1,316 @@
+/*
+ * params.c — the parameter table and its parser. A malformed value is an error that names the
+ * variable and the value; chorus never falls back silently to a default.
+ */
+#include "params.h"
+
+#include "../collectives/algorithms.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FIELD(member) offsetof(struct chorus_params, member)
+
+const struct param_definition param_table[] = {
+    {"CHORUS_FUSION_THRESHOLD", PARAM_BYTES, "128M", FIELD(fusion_threshold), -1, true,
+     "largest fusion buffer in bytes (K/M/G suffixes); 0 turns fusion off"},
+    {"CHORUS_CYCLE_TIME_MS", PARAM_SECONDS, "0", FIELD(cycle_time_ms), -1, true,
+     "minimum spacing of negotiation cycles in milliseconds; larger values fuse more"},
+    {"CHORUS_CACHE_CAPACITY", PARAM_COUNT, "1024", FIELD(cache_capacity), -1, true,
+     "entries of the response cache; 0 turns the cache off"},
+    {"CHORUS_STALL_WARNING_SECONDS", PARAM_SECONDS, "60", FIELD(stall_warning_seconds), -1, true,
+     "warn when a tensor has been submitted by some ranks but not others for this long (0: "
+     "never)"},
+    {"CHORUS_STALL_SHUTDOWN_SECONDS", PARAM_SECONDS, "0", FIELD(stall_shutdown_seconds), -1,
+     true, "fail stalled tensors with CHORUS_ERR_STALLED after this long (0: never)"},
+    {"CHORUS_LOG_LEVEL", PARAM_LOG_LEVEL, "warning", FIELD(log_level), -1, false,
+     "error, warning, info, debug or trace"},
+    {"CHORUS_TIMELINE", PARAM_PATH, "", FIELD(timeline), -1, false,
+     "file to which rank 0 writes a Chrome trace of every operation (empty: off)"},
+    {"CHORUS_ALLREDUCE_ALGO", PARAM_ALGORITHM, "auto", FIELD(allreduce_algorithm),
+     CHORUS_ALLREDUCE, true, "allreduce algorithm: auto or a name (chorus-info lists them)"},
+    {"CHORUS_BROADCAST_ALGO", PARAM_ALGORITHM, "auto", FIELD(broadcast_algorithm),
+     CHORUS_BROADCAST, true, "broadcast algorithm: auto or a name (chorus-info lists them)"},
+    {"CHORUS_ALLGATHER_ALGO", PARAM_ALGORITHM, "auto", FIELD(allgather_algorithm),
+     CHORUS_ALLGATHER, true, "allgather algorithm: auto or a name (chorus-info lists them)"},
+};
+const size_t param_count = ARRAY_LENGTH(param_table);
+static_assert(ARRAY_LENGTH(param_table) <= ARRAY_LENGTH(((struct param_set *)0)->sources),
+              "param_set.sources must hold every parameter");
+
+const char *param_source_name(enum param_source source)
+{
+    switch (source) {
+    case PARAM_SOURCE_DEFAULT:
+        return "default";
+    case PARAM_SOURCE_ENVIRONMENT:
+        return "environment";
+    case PARAM_SOURCE_OPTIONS:
+        return "chorus_init options";
+    case PARAM_SOURCE_RANK0:
+        return "rank 0";
+    }
+    return "unknown";
+}
+
+bool parse_bytes(const char *text, size_t *bytes)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    if (!isdigit((unsigned char)*text))
+        return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0)
+        return false;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    case 'T':
+        shift = 40;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (shift != 0 && toupper((unsigned char)*end) == 'I')
+        end++;
+    if (toupper((unsigned char)*end) == 'B')
+        end++;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0')
+        return false;
+    if (shift != 0 && value > (SIZE_MAX >> shift))
+        return false;
+    *bytes = (size_t)value << shift;
+    return true;
+}
+
+static bool parse_count(const char *text, size_t *count)
+{
+    if (!isdigit((unsigned char)*text))
+        return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || value > SIZE_MAX)
+        return false;
+    *count = (size_t)value;
+    return true;
+}
+
+static bool parse_seconds(const char *text, double *seconds)
+{
+    errno = 0;
+    char *end = NULL;
+    double value = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !isfinite(value) || value < 0)
+        return false;
+    *seconds = value;
+    return true;
+}
+
+/* Stores `text` as the value of parameter `definition`; false when it does not parse. `why`
+ * receives a hint for the error message. */
+static bool param_store(struct chorus_params *values, const struct param_definition *definition,
+                        const char *text, char *why, size_t why_size)
+{
+    void *field = (char *)values + definition->offset;
+    why[0] = '\0';
+    switch (definition->type) {
+    case PARAM_BYTES:
+        snprintf(why, why_size, "expected bytes such as 1048576, 64K, 128M or 1G");
+        return parse_bytes(text, field);
+    case PARAM_COUNT:
+        snprintf(why, why_size, "expected a non-negative integer");
+        return parse_count(text, field);
+    case PARAM_SECONDS:
+        snprintf(why, why_size, "expected a non-negative number");
+        return parse_seconds(text, field);
+    case PARAM_LOG_LEVEL: {
+        enum log_level level;
+        snprintf(why, why_size, "expected error, warning, info, debug or trace");
+        if (!log_level_parse(text, &level))
+            return false;
+        *(int *)field = (int)level;
+        return true;
+    }
+    case PARAM_PATH:
+        snprintf(why, why_size, "longer than %d bytes", PARAM_TEXT_LENGTH - 1);
+        if (strlen(text) >= PARAM_TEXT_LENGTH)
+            return false;
+        strcpy(field, text);
+        return true;
+    case PARAM_ALGORITHM: {
+        char *valid = algorithm_names((chorus_collective)definition->collective);
+        snprintf(why, why_size, "expected auto or one of: %s", valid ? valid : "?");
+        free(valid);
+        if (strlen(text) >= PARAM_TEXT_LENGTH)
+            return false;
+        if (strcmp(text, "auto") != 0 &&
+            algorithm_find((chorus_collective)definition->collective, text) < 0)
+            return false;
+        strcpy(field, text);
+        return true;
+    }
+    }
+    return false;
+}
+
+static const struct param_definition *param_find(const char *name, size_t name_length,
+                                                 size_t *index)
+{
+    for (size_t i = 0; i < param_count; i++) {
+        if (strlen(param_table[i].name) == name_length &&
+            strncmp(param_table[i].name, name, name_length) == 0) {
+            *index = i;
+            return &param_table[i];
+        }
+    }
+    return NULL;
+}
+
+static chorus_status bad_value(char *error, size_t error_size, const char *name,
+                               const char *value, const char *why, const char *where)
+{
+    snprintf(error, error_size, "parameter %s has a malformed value \"%s\" (%s): %s", name, value,
+             where, why);
+    return CHORUS_ERR_BAD_PARAMETER;
+}
+
+chorus_status params_load(struct param_set *set, char *const *environment, const char *overrides,
+                          char *error, size_t error_size)
+{
+    char why[512];
+    memset(set, 0, sizeof *set);
+    for (size_t i = 0; i < param_count; i++) {
+        bool ok = param_store(&set->values, &param_table[i], param_table[i].default_value, why,
+                              sizeof why);
+        (void)ok;
+        set->sources[i] = PARAM_SOURCE_DEFAULT;
+    }
+    for (char *const *entry = environment; entry != NULL && *entry != NULL; entry++) {
+        if (strncmp(*entry, "CHORUS_", 7) != 0)
+            continue;
+        const char *equals = strchr(*entry, '=');
+        if (equals == NULL)
+            continue;
+        size_t index = 0;
+        const struct param_definition *definition =
+            param_find(*entry, (size_t)(equals - *entry), &index);
+        if (definition == NULL) {
+            /* CHORUS_LIBRARY belongs to the Python binding, not to the library. */
+            if (strncmp(*entry, "CHORUS_LIBRARY=", 15) != 0 &&
+                strlen(set->unknown_variables) + (size_t)(equals - *entry) + 2 <
+                    sizeof set->unknown_variables) {
+                if (set->unknown_variables[0] != '\0')
+                    strcat(set->unknown_variables, " ");
+                strncat(set->unknown_variables, *entry, (size_t)(equals - *entry));
+            }
+            continue;
+        }
+        if (!param_store(&set->values, definition, equals + 1, why, sizeof why))
+            return bad_value(error, error_size, definition->name, equals + 1, why,
+                             "from the environment");
+        set->sources[index] = PARAM_SOURCE_ENVIRONMENT;
+    }
+    for (const char *cursor = overrides; cursor != NULL && *cursor != '\0';) {
+        const char *end = strchr(cursor, ';');
+        size_t length = end ? (size_t)(end - cursor) : strlen(cursor);
+        char item[PARAM_TEXT_LENGTH * 2];
+        if (length >= sizeof item) {
+            snprintf(error, error_size, "chorus_init options: parameter setting too long");
+            return CHORUS_ERR_BAD_PARAMETER;
+        }
+        memcpy(item, cursor, length);
+        item[length] = '\0';
+        cursor = end ? end + 1 : cursor + length;
+        if (length == 0)
+            continue;
+        char *equals = strchr(item, '=');
+        size_t index = 0;
+        const struct param_definition *definition =
+            equals ? param_find(item, (size_t)(equals - item), &index) : NULL;
+        if (definition == NULL) {
+            snprintf(error, error_size,
+                     "chorus_init options: \"%s\" is not NAME=VALUE with a known CHORUS_* name "
+                     "(chorus-info lists them)",
+                     item);
+            return CHORUS_ERR_BAD_PARAMETER;
+        }
+        if (!param_store(&set->values, definition, equals + 1, why, sizeof why))
+            return bad_value(error, error_size, definition->name, equals + 1, why,
+                             "from chorus_init options");
+        set->sources[index] = PARAM_SOURCE_OPTIONS;
+    }
+    return CHORUS_OK;
+}
+
+size_t params_adopt_rank0(struct param_set *set, const struct chorus_params *rank0)
+{
+    size_t changed = 0;
+    for (size_t i = 0; i < param_count; i++) {
+        if (!param_table[i].shapes_wire)
+            continue;
+        char mine[PARAM_TEXT_LENGTH], theirs[PARAM_TEXT_LENGTH];
+        params_format_value(&set->values, i, mine, sizeof mine);
+        params_format_value(rank0, i, theirs, sizeof theirs);
+        if (strcmp(mine, theirs) == 0)
+            continue;
+        LOG(LOG_WARNING, "params", "%s is %s here but %s on rank 0; using rank 0's value",
+            param_table[i].name, mine, theirs);
+        size_t offset = param_table[i].offset;
+        size_t width = param_table[i].type == PARAM_BYTES || param_table[i].type == PARAM_COUNT
+                           ? sizeof(size_t)
+                       : param_table[i].type == PARAM_SECONDS   ? sizeof(double)
+                       : param_table[i].type == PARAM_LOG_LEVEL ? sizeof(int)
+                                                                : (size_t)PARAM_TEXT_LENGTH;
+        memcpy((char *)&set->values + offset, (const char *)rank0 + offset, width);
+        set->sources[i] = PARAM_SOURCE_RANK0;
+        changed++;
+    }
+    return changed;
+}
+
+void params_format_value(const struct chorus_params *values, size_t index, char *text,
+                         size_t text_size)
+{
+    const struct param_definition *definition = &param_table[index];
+    const void *field = (const char *)values + definition->offset;
+    switch (definition->type) {
+    case PARAM_BYTES:
+    case PARAM_COUNT:
+        snprintf(text, text_size, "%zu", *(const size_t *)field);
+        return;
+    case PARAM_SECONDS:
+        snprintf(text, text_size, "%g", *(const double *)field);
+        return;
+    case PARAM_LOG_LEVEL:
+        snprintf(text, text_size, "%s", log_level_name((enum log_level) * (const int *)field));
+        return;
+    case PARAM_PATH:
+    case PARAM_ALGORITHM:
+        snprintf(text, text_size, "%s", (const char *)field);
+        return;
+    }
+    snprintf(text, text_size, "?");
+}

@@ -1,0 +1,79 @@
+/*
+ * params.h — chorus's parameters: one declarative table (name, type, default, help), read once
+ * at init from the environment and from chorus_init_options.parameters. Nothing else in chorus
+ * calls getenv.
+ */
+#ifndef CHORUS_PARAMS_H
+#define CHORUS_PARAMS_H
+
+#include "common.h"
+
+#define PARAM_TEXT_LENGTH 256
+
+struct chorus_params {
+    size_t fusion_threshold;       /* bytes */
+    double cycle_time_ms;          /* minimum spacing of negotiation cycles */
+    size_t cache_capacity;         /* response cache entries */
+    double stall_warning_seconds;  /* 0 disables the warning */
+    double stall_shutdown_seconds; /* 0 = never */
+    int log_level;                 /* enum log_level */
+    char timeline[PARAM_TEXT_LENGTH];
+    char allreduce_algorithm[PARAM_TEXT_LENGTH];
+    char broadcast_algorithm[PARAM_TEXT_LENGTH];
+    char allgather_algorithm[PARAM_TEXT_LENGTH];
+};
+
+enum param_source {
+    PARAM_SOURCE_DEFAULT,
+    PARAM_SOURCE_ENVIRONMENT,
+    PARAM_SOURCE_OPTIONS,
+    PARAM_SOURCE_RANK0,
+};
+
+enum param_type {
+    PARAM_BYTES,     /* size_t with optional K/M/G/T suffix (powers of 1024) */
+    PARAM_COUNT,     /* size_t */
+    PARAM_SECONDS,   /* double >= 0 */
+    PARAM_LOG_LEVEL, /* error|warning|info|debug|trace */
+    PARAM_PATH,      /* any text */
+    PARAM_ALGORITHM, /* "auto" or an algorithm name of the collective */
+};
+
+struct param_definition {
+    const char *name;
+    enum param_type type;
+    const char *default_value;
+    size_t offset; /* into struct chorus_params */
+    int collective; /* PARAM_ALGORITHM: which collective's algorithms; else -1 */
+    bool shapes_wire; /* must agree on every rank: taken from rank 0 */
+    const char *help;
+};
+
+extern const struct param_definition param_table[];
+extern const size_t param_count;
+
+struct param_set {
+    struct chorus_params values;
+    enum param_source sources[16];
+    char unknown_variables[PARAM_TEXT_LENGTH]; /* CHORUS_* variables not in the table */
+};
+
+/* Fills `set` from defaults, `environment` (NULL-terminated "NAME=VALUE" strings, usually
+ * environ) and `overrides` ("NAME=VALUE;..." or NULL). On a malformed value returns
+ * CHORUS_ERR_BAD_PARAMETER with the variable and the value in `error` (size error_size). */
+chorus_status params_load(struct param_set *set, char *const *environment, const char *overrides,
+                          char *error, size_t error_size);
+
+/* Copies the wire-shaping values of `rank0` into `set`, marking changed ones as from rank 0.
+ * Returns how many values differed. */
+size_t params_adopt_rank0(struct param_set *set, const struct chorus_params *rank0);
+
+/* Writes the value of parameter `index` as text. */
+void params_format_value(const struct chorus_params *values, size_t index, char *text,
+                         size_t text_size);
+const char *param_source_name(enum param_source source);
+
+/* Parses "128M", "64k", "1048576", "1G" into bytes; false on garbage, negatives or overflow. */
+bool parse_bytes(const char *text, size_t *bytes);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * topology.c — where this rank runs: ranks on the same host (MPI_Comm_split_type with
+ * MPI_COMM_TYPE_SHARED), the host's index among hosts, and, with hwloc, the cores, hardware
+ * threads and NUMA nodes this rank's CPU binding allows.
+ */
+#include "context.h"
+
+#include <hwloc.h>
+#include <stdio.h>
+
+static void count_cpus(chorus_topology *topology)
+{
+    hwloc_topology_t hw;
+    topology->cores = topology->pus = topology->numa_nodes = 0;
+    if (hwloc_topology_init(&hw) != 0)
+        return;
+    if (hwloc_topology_load(hw) != 0) {
+        hwloc_topology_destroy(hw);
+        return;
+    }
+    hwloc_bitmap_t allowed = hwloc_bitmap_alloc();
+    if (allowed != NULL && hwloc_get_cpubind(hw, allowed, HWLOC_CPUBIND_PROCESS) != 0)
+        hwloc_bitmap_copy(allowed, hwloc_topology_get_allowed_cpuset(hw));
+    if (allowed != NULL) {
+        topology->pus = (size_t)hwloc_get_nbobjs_inside_cpuset_by_type(hw, allowed, HWLOC_OBJ_PU);
+        topology->cores =
+            (size_t)hwloc_get_nbobjs_inside_cpuset_by_type(hw, allowed, HWLOC_OBJ_CORE);
+        int numa = hwloc_get_nbobjs_by_type(hw, HWLOC_OBJ_NUMANODE);
+        for (int i = 0; i < numa; i++) {
+            hwloc_obj_t node = hwloc_get_obj_by_type(hw, HWLOC_OBJ_NUMANODE, (unsigned)i);
+            if (node != NULL && hwloc_bitmap_intersects(node->cpuset, allowed))
+                topology->numa_nodes++;
+        }
+        hwloc_bitmap_free(allowed);
+    }
+    if (topology->numa_nodes == 0)
+        topology->numa_nodes = 1;
+    hwloc_topology_destroy(hw);
+}
+
+chorus_status topology_discover(struct chorus_context *context, char *error, size_t error_size)
+{
+    chorus_topology *topology = &context->topology;
+    MPI_Comm local = MPI_COMM_NULL, cross = MPI_COMM_NULL;
+    chorus_status status = CHORUS_ERR_MPI;
+    topology->struct_size = sizeof *topology;
+    topology->rank = context->rank;
+    topology->size = context->size;
+    if (MPI_Comm_split_type(context->control_comm, MPI_COMM_TYPE_SHARED, context->rank,
+                            MPI_INFO_NULL, &local) != MPI_SUCCESS)
+        goto out;
+    MPI_Comm_rank(local, &topology->local_rank);
+    MPI_Comm_size(local, &topology->local_size);
+    /* The local leaders (local rank 0) number the hosts in the order of their ranks. */
+    if (MPI_Comm_split(context->control_comm, topology->local_rank, context->rank, &cross) !=
+        MPI_SUCCESS)
+        goto out;
+    int host_index = 0;
+    if (topology->local_rank == 0)
+        MPI_Comm_rank(cross, &host_index);
+    if (MPI_Bcast(&host_index, 1, MPI_INT, 0, local) != MPI_SUCCESS)
+        goto out;
+    topology->cross_rank = host_index;
+    int extremes[3] = {host_index, topology->local_size, -topology->local_size};
+    int reduced[3];
+    if (MPI_Allreduce(extremes, reduced, 3, MPI_INT, MPI_MAX, context->control_comm) !=
+        MPI_SUCCESS)
+        goto out;
+    topology->cross_size = reduced[0] + 1;
+    topology->homogeneous = reduced[1] == -reduced[2];
+    count_cpus(topology);
+    status = CHORUS_OK;
+out:
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "topology discovery failed in an MPI call");
+    if (local != MPI_COMM_NULL)
+        MPI_Comm_free(&local);
+    if (cross != MPI_COMM_NULL)
+        MPI_Comm_free(&cross);
+    return status;
+}

@@ -1,0 +1,92 @@
+/*
+ * fusion_plan.c — see fusion_plan.h. Example, threshold 1 KiB, responses
+ *   0: a f32 400 B, 1: b i32 100 B, 2: c f32 400 B, 3: d f32 400 B, 4: e broadcast
+ * gives batches {a, c} (800 B; d would pass 1 KiB), {b}, {d}, {e}, executed in the order of
+ * their first members: {a, c}, {b}, {d}, {e}.
+ */
+#include "fusion_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+size_t response_bytes(const struct wire_response *response)
+{
+    size_t count = 1;
+    for (size_t i = 0; i < response->request.ndims; i++)
+        count *= (size_t)response->request.shape[i];
+    return count * chorus_dtype_size((chorus_dtype)response->request.dtype);
+}
+
+static bool fusible(const struct wire_response *response)
+{
+    return response->type == RESPONSE_EXECUTE &&
+           response->request.collective == CHORUS_ALLREDUCE &&
+           response->request.device == CHORUS_DEVICE_HOST;
+}
+
+static bool same_reduction(const struct wire_response *a, const struct wire_response *b)
+{
+    return a->request.dtype == b->request.dtype && a->request.op == b->request.op &&
+           a->request.prescale == b->request.prescale &&
+           a->request.postscale == b->request.postscale && a->contributors == b->contributors;
+}
+
+bool fusion_plan_build(const struct wire_response *responses, size_t count, size_t threshold,
+                       struct fusion_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    size_t *batch_of = malloc((count ? count : 1) * sizeof *batch_of);
+    size_t *leader = malloc((count ? count : 1) * sizeof *leader); /* first response of a batch */
+    plan->order = malloc((count ? count : 1) * sizeof *plan->order);
+    plan->batches = calloc(count ? count : 1, sizeof *plan->batches);
+    if (batch_of == NULL || leader == NULL || plan->order == NULL || plan->batches == NULL) {
+        free(batch_of);
+        free(leader);
+        fusion_plan_free(plan);
+        return false;
+    }
+    size_t batches = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t bytes = response_bytes(&responses[i]);
+        size_t chosen = batches;
+        if (fusible(&responses[i]) && bytes <= threshold) {
+            size_t oldest = batches > FUSION_LOOKAHEAD ? batches - FUSION_LOOKAHEAD : 0;
+            for (size_t b = oldest; b < batches && chosen == batches; b++) {
+                const struct wire_response *first = &responses[leader[b]];
+                if (fusible(first) && same_reduction(first, &responses[i]) &&
+                    plan->batches[b].bytes + bytes <= threshold &&
+                    response_bytes(first) <= threshold)
+                    chosen = b;
+            }
+        }
+        if (chosen == batches) {
+            leader[batches] = i;
+            plan->batches[batches].bytes = 0;
+            batches++;
+        }
+        batch_of[i] = chosen;
+        plan->batches[chosen].bytes += bytes;
+        plan->batches[chosen].count++;
+    }
+    size_t position = 0;
+    for (size_t b = 0; b < batches; b++) {
+        plan->batches[b].first = position;
+        position += plan->batches[b].count;
+        plan->batches[b].count = 0;
+    }
+    for (size_t i = 0; i < count; i++) {
+        struct fusion_batch *batch = &plan->batches[batch_of[i]];
+        plan->order[batch->first + batch->count++] = i;
+    }
+    plan->batch_count = batches;
+    free(batch_of);
+    free(leader);
+    return true;
+}
+
+void fusion_plan_free(struct fusion_plan *plan)
+{
+    free(plan->order);
+    free(plan->batches);
+    memset(plan, 0, sizeof *plan);
+}

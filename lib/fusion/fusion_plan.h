@@ -1,0 +1,38 @@
+/*
+ * fusion_plan.h — which agreed responses travel together in one fusion buffer. The plan is a
+ * pure function of the response list and the fusion threshold, so every rank computes the same
+ * plan from the same responses and no extra agreement is needed.
+ */
+#ifndef CHORUS_FUSION_PLAN_H
+#define CHORUS_FUSION_PLAN_H
+
+#include "../coordinator/wire.h"
+
+/* How many partly filled batches a tensor may look back to, so that a tensor of another dtype
+ * between two float32 tensors does not split their fusion. */
+#define FUSION_LOOKAHEAD 4
+
+struct fusion_batch {
+    size_t first; /* index into fusion_plan.order */
+    size_t count;
+    size_t bytes;
+};
+
+struct fusion_plan {
+    size_t *order; /* response indices, batch after batch */
+    struct fusion_batch *batches;
+    size_t batch_count;
+};
+
+/* Groups `responses` into batches in the order every rank executes them. Allreduces of host
+ * tensors with the same dtype, op, scale factors and contributors share a batch while its bytes
+ * stay within `threshold`; everything else (and a tensor larger than the threshold) is a batch
+ * of its own. A threshold of 0 turns fusion off. Returns false when out of memory. */
+bool fusion_plan_build(const struct wire_response *responses, size_t count, size_t threshold,
+                       struct fusion_plan *plan);
+void fusion_plan_free(struct fusion_plan *plan);
+
+/* Bytes of the tensor a response describes. */
+size_t response_bytes(const struct wire_response *response);
+
+#endif

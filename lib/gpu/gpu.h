@@ -1,0 +1,53 @@
+/*
+ * gpu.h — chorus's GPU path, behind a C interface with no CUDA or NCCL types. gpu_nccl.c
+ * implements it over CUDA and NCCL; gpu_stub.c, built without them, answers
+ * CHORUS_ERR_NOT_SUPPORTED and says that chorus was built without GPU support.
+ *
+ * The collectives run on one NCCL communicator per chorus instance, created the first time a
+ * GPU tensor is executed (every rank executes the same responses in the same order, so every
+ * rank creates it at the same point). Only the background thread calls these, except
+ * gpu_available, gpu_free and the copy helpers.
+ */
+#ifndef CHORUS_GPU_H
+#define CHORUS_GPU_H
+
+#include "../core/common.h"
+
+#define GPU_UNIQUE_ID_BYTES 128
+
+struct gpu_context;
+
+/* true when chorus was built with CUDA and NCCL. */
+bool gpu_compiled(void);
+/* Number of CUDA devices visible (0 without GPU support or without devices). */
+int gpu_device_count(void);
+
+/* Rank 0 makes the NCCL unique id that every rank then receives. */
+chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t error_size);
+chorus_status gpu_context_create(struct gpu_context **context, int rank, int nranks, int device,
+                                 const uint8_t id[GPU_UNIQUE_ID_BYTES], char *error,
+                                 size_t error_size);
+void gpu_context_destroy(struct gpu_context *context);
+
+/* Allreduce of `count` elements from `input` into `output` (may be equal). Sums and averages
+ * multiply every input by `scale` first (prescale x postscale / contributors), exactly as NCCL's
+ * pre-multiplied sum does; min, max and product require scale == 1. */
+chorus_status gpu_allreduce(struct gpu_context *context, const void *input, void *output,
+                            size_t count, chorus_dtype dtype, chorus_op op, double scale,
+                            char *error, size_t error_size);
+chorus_status gpu_broadcast(struct gpu_context *context, void *buffer, size_t bytes, int root,
+                            char *error, size_t error_size);
+/* Rank r's `block_bytes[r]` bytes land at recv + offsets[r] on every rank. */
+chorus_status gpu_allgather(struct gpu_context *context, const void *send, void *recv,
+                            const size_t *block_bytes, const size_t *offsets, char *error,
+                            size_t error_size);
+
+/* Device memory on `device`; NULL on failure. */
+void *gpu_malloc(size_t bytes, int device);
+void gpu_free(void *pointer);
+/* Copies between host and device memory (direction from the pointers). */
+chorus_status gpu_copy(void *destination, const void *source, size_t bytes);
+/* Which device a pointer belongs to; -1 for host memory or when unknown. */
+int gpu_pointer_device(const void *pointer);
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * gpu_nccl.c — the GPU interface over CUDA and NCCL. One stream per context; every operation
+ * is enqueued on it and the background thread waits for the stream, so a handle completes only
+ * when the data is in place. Sums and averages use NCCL's pre-multiplied sum
+ * (ncclRedOpCreatePreMulSum), which applies prescale, postscale and the division of an average
+ * in one pass without a kernel of our own.
+ */
+#include "gpu.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static_assert(sizeof(ncclUniqueId) <= GPU_UNIQUE_ID_BYTES, "NCCL unique id must fit");
+
+struct gpu_context {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    int device;
+    int nranks;
+};
+
+static chorus_status cuda_failure(cudaError_t code, const char *what, char *error,
+                                  size_t error_size)
+{
+    snprintf(error, error_size, "%s failed: %s", what, cudaGetErrorString(code));
+    return CHORUS_ERR_GPU;
+}
+
+static chorus_status nccl_failure(ncclResult_t code, const char *what, char *error,
+                                  size_t error_size)
+{
+    snprintf(error, error_size, "%s failed: %s", what, ncclGetErrorString(code));
+    return CHORUS_ERR_GPU;
+}
+
+bool gpu_compiled(void)
+{
+    return true;
+}
+
+int gpu_device_count(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess)
+        return 0;
+    return count;
+}
+
+chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t error_size)
+{
+    ncclUniqueId unique;
+    ncclResult_t code = ncclGetUniqueId(&unique);
+    if (code != ncclSuccess)
+        return nccl_failure(code, "ncclGetUniqueId", error, error_size);
+    memset(id, 0, GPU_UNIQUE_ID_BYTES);
+    memcpy(id, &unique, sizeof unique);
+    return CHORUS_OK;
+}
+
+chorus_status gpu_context_create(struct gpu_context **context, int rank, int nranks, int device,
+                                 const uint8_t id[GPU_UNIQUE_ID_BYTES], char *error,
+                                 size_t error_size)
+{
+    *context = NULL;
+    struct gpu_context *created = calloc(1, sizeof *created);
+    if (created == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    created->device = device;
+    created->nranks = nranks;
+    cudaError_t cuda = cudaSetDevice(device);
+    if (cuda != cudaSuccess) {
+        free(created);
+        return cuda_failure(cuda, "cudaSetDevice", error, error_size);
+    }
+    cuda = cudaStreamCreateWithFlags(&created->stream, cudaStreamNonBlocking);
+    if (cuda != cudaSuccess) {
+        free(created);
+        return cuda_failure(cuda, "cudaStreamCreate", error, error_size);
+    }
+    ncclUniqueId unique;
+    memcpy(&unique, id, sizeof unique);
+    ncclResult_t code = ncclCommInitRank(&created->comm, nranks, unique, rank);
+    if (code != ncclSuccess) {
+        cudaStreamDestroy(created->stream);
+        free(created);
+        return nccl_failure(code, "ncclCommInitRank", error, error_size);
+    }
+    *context = created;
+    return CHORUS_OK;
+}
+
+void gpu_context_destroy(struct gpu_context *context)
+{
+    if (context == NULL)
+        return;
+    ncclCommDestroy(context->comm);
+    cudaStreamDestroy(context->stream);
+    free(context);
+}
+
+static bool nccl_dtype(chorus_dtype dtype, ncclDataType_t *type)
+{
+    switch (dtype) {
+    case CHORUS_UINT8:
+        *type = ncclUint8;
+        return true;
+    case CHORUS_INT8:
+        *type = ncclInt8;
+        return true;
+    case CHORUS_INT32:
+        *type = ncclInt32;
+        return true;
+    case CHORUS_INT64:
+        *type = ncclInt64;
+        return true;
+    case CHORUS_FLOAT16:
+        *type = ncclFloat16;
+        return true;
+    case CHORUS_BFLOAT16:
+        *type = ncclBfloat16;
+        return true;
+    case CHORUS_FLOAT32:
+        *type = ncclFloat32;
+        return true;
+    case CHORUS_FLOAT64:
+        *type = ncclFloat64;
+        return true;
+    }
+    return false;
+}
+
+static chorus_status synchronize(struct gpu_context *context, char *error, size_t error_size)
+{
+    cudaError_t cuda = cudaStreamSynchronize(context->stream);
+    if (cuda != cudaSuccess)
+        return cuda_failure(cuda, "cudaStreamSynchronize", error, error_size);
+    return CHORUS_OK;
+}
+
+chorus_status gpu_allreduce(struct gpu_context *context, const void *input, void *output,
+                            size_t count, chorus_dtype dtype, chorus_op op, double scale,
+                            char *error, size_t error_size)
+{
+    ncclDataType_t type;
+    if (!nccl_dtype(dtype, &type)) {
+        snprintf(error, error_size, "dtype %d has no NCCL equivalent", (int)dtype);
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    bool summing = op == CHORUS_SUM || op == CHORUS_AVERAGE;
+    if (!summing && scale != 1.0) {
+        snprintf(error, error_size, "scale factors on GPU tensors need op sum or average, not %s",
+                 chorus_op_name(op));
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    cudaSetDevice(context->device);
+    ncclRedOp_t nccl_op = ncclSum;
+    bool custom_op = false;
+    ncclResult_t code = ncclSuccess;
+    if (summing && scale != 1.0) {
+        /* The scalar lives in host memory and is read when the collective is enqueued. It is
+         * given in the dtype's own type, except for integers where NCCL expects the same. */
+        union {
+            uint8_t u8;
+            int8_t i8;
+            int32_t i32;
+            int64_t i64;
+            uint16_t half;
+            float f32;
+            double f64;
+        } scalar;
+        switch (dtype) {
+        case CHORUS_FLOAT32:
+            scalar.f32 = (float)scale;
+            break;
+        case CHORUS_FLOAT64:
+            scalar.f64 = scale;
+            break;
+        default:
+            snprintf(error, error_size,
+                     "averages and scale factors of %s tensors on GPU are not supported yet",
+                     chorus_dtype_name(dtype));
+            return CHORUS_ERR_NOT_SUPPORTED;
+        }
+        code = ncclRedOpCreatePreMulSum(&nccl_op, &scalar, type, ncclScalarHostImmediate,
+                                        context->comm);
+        if (code != ncclSuccess)
+            return nccl_failure(code, "ncclRedOpCreatePreMulSum", error, error_size);
+        custom_op = true;
+    } else if (op == CHORUS_MIN) {
+        nccl_op = ncclMin;
+    } else if (op == CHORUS_MAX) {
+        nccl_op = ncclMax;
+    } else if (op == CHORUS_PRODUCT) {
+        nccl_op = ncclProd;
+    }
+    code = ncclAllReduce(input, output, count, type, nccl_op, context->comm, context->stream);
+    chorus_status status = code == ncclSuccess
+                               ? synchronize(context, error, error_size)
+                               : nccl_failure(code, "ncclAllReduce", error, error_size);
+    if (custom_op)
+        ncclRedOpDestroy(nccl_op, context->comm);
+    return status;
+}
+
+chorus_status gpu_broadcast(struct gpu_context *context, void *buffer, size_t bytes, int root,
+                            char *error, size_t error_size)
+{
+    cudaSetDevice(context->device);
+    ncclResult_t code =
+        ncclBroadcast(buffer, buffer, bytes, ncclUint8, root, context->comm, context->stream);
+    if (code != ncclSuccess)
+        return nccl_failure(code, "ncclBroadcast", error, error_size);
+    return synchronize(context, error, error_size);
+}
+
+chorus_status gpu_allgather(struct gpu_context *context, const void *send, void *recv,
+                            const size_t *block_bytes, const size_t *offsets, char *error,
+                            size_t error_size)
+{
+    /* Blocks of different sizes: one broadcast per rank inside a group, which NCCL runs as
+     * one operation. */
+    cudaSetDevice(context->device);
+    int rank = 0;
+    ncclCommUserRank(context->comm, &rank);
+    ncclResult_t code = ncclGroupStart();
+    for (int r = 0; code == ncclSuccess && r < context->nranks; r++) {
+        const void *source = r == rank ? send : (const char *)recv + offsets[r];
+        code = ncclBroadcast(source, (char *)recv + offsets[r], block_bytes[r], ncclUint8, r,
+                             context->comm, context->stream);
+    }
+    ncclResult_t ended = ncclGroupEnd();
+    if (code == ncclSuccess)
+        code = ended;
+    if (code != ncclSuccess)
+        return nccl_failure(code, "allgather (grouped ncclBroadcast)", error, error_size);
+    return synchronize(context, error, error_size);
+}
+
+void *gpu_malloc(size_t bytes, int device)
+{
+    void *pointer = NULL;
+    if (cudaSetDevice(device) != cudaSuccess)
+        return NULL;
+    if (cudaMalloc(&pointer, bytes ? bytes : 1) != cudaSuccess)
+        return NULL;
+    return pointer;
+}
+
+void gpu_free(void *pointer)
+{
+    if (pointer != NULL)
+        cudaFree(pointer);
+}
+
+chorus_status gpu_copy(void *destination, const void *source, size_t bytes)
+{
+    return cudaMemcpy(destination, source, bytes, cudaMemcpyDefault) == cudaSuccess
+               ? CHORUS_OK
+               : CHORUS_ERR_GPU;
+}
+
+int gpu_pointer_device(const void *pointer)
+{
+    struct cudaPointerAttributes attributes;
+    if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged
+               ? attributes.device
+               : -1;
+}

@@ -1,0 +1,90 @@
+/*
+ * gpu_stub.c — the GPU interface when chorus is built without CUDA and NCCL: every operation
+ * fails with CHORUS_ERR_NOT_SUPPORTED and a message saying so.
+ */
+#include "gpu.h"
+
+#include <stdio.h>
+
+static chorus_status not_built(char *error, size_t error_size)
+{
+    snprintf(error, error_size,
+             "chorus was built without GPU support (CUDA and NCCL were not found or -Dgpu=disabled)");
+    return CHORUS_ERR_NOT_SUPPORTED;
+}
+
+bool gpu_compiled(void)
+{
+    return false;
+}
+
+int gpu_device_count(void)
+{
+    return 0;
+}
+
+chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t error_size)
+{
+    (void)id;
+    return not_built(error, error_size);
+}
+
+chorus_status gpu_context_create(struct gpu_context **context, int rank, int nranks, int device,
+                                 const uint8_t id[GPU_UNIQUE_ID_BYTES], char *error,
+                                 size_t error_size)
+{
+    (void)rank, (void)nranks, (void)device, (void)id;
+    *context = NULL;
+    return not_built(error, error_size);
+}
+
+void gpu_context_destroy(struct gpu_context *context)
+{
+    (void)context;
+}
+
+chorus_status gpu_allreduce(struct gpu_context *context, const void *input, void *output,
+                            size_t count, chorus_dtype dtype, chorus_op op, double scale,
+                            char *error, size_t error_size)
+{
+    (void)context, (void)input, (void)output, (void)count, (void)dtype, (void)op, (void)scale;
+    return not_built(error, error_size);
+}
+
+chorus_status gpu_broadcast(struct gpu_context *context, void *buffer, size_t bytes, int root,
+                            char *error, size_t error_size)
+{
+    (void)context, (void)buffer, (void)bytes, (void)root;
+    return not_built(error, error_size);
+}
+
+chorus_status gpu_allgather(struct gpu_context *context, const void *send, void *recv,
+                            const size_t *block_bytes, const size_t *offsets, char *error,
+                            size_t error_size)
+{
+    (void)context, (void)send, (void)recv, (void)block_bytes, (void)offsets;
+    return not_built(error, error_size);
+}
+
+void *gpu_malloc(size_t bytes, int device)
+{
+    (void)bytes, (void)device;
+    return NULL;
+}
+
+void gpu_free(void *pointer)
+{
+    (void)pointer;
+}
+
+chorus_status gpu_copy(void *destination, const void *source, size_t bytes)
+{
+    (void)destination, (void)source, (void)bytes;
+    return CHORUS_ERR_NOT_SUPPORTED;
+}
+
+int gpu_pointer_device(const void *pointer)
+{
+    (void)pointer;
+    return -1;
+}
