@@ -13,8 +13,7 @@ int main(void)
     }
     int rank = chorus_rank(), size = chorus_size();
     float value = (float)rank;
-    chorus_tensor tensor = {.data = &value, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {1},
-                            .device = CHORUS_DEVICE_HOST};
+    chorus_tensor tensor = {.data = &value, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {1}};
     if (chorus_allreduce("hello", &tensor, NULL, CHORUS_SUM) != CHORUS_OK) {
         fprintf(stderr, "allreduce: %s\n", chorus_last_error());
         return 1;

@@ -108,8 +108,13 @@ typedef enum chorus_op {
 #define CHORUS_OP_COUNT 5
 
 #define CHORUS_MAX_DIMS 8
-/* A device index of CHORUS_DEVICE_HOST means host memory; 0, 1, ... are CUDA devices. */
-#define CHORUS_DEVICE_HOST (-1)
+
+/* Where a tensor's data lives. The zero value is host memory, so a tensor initialized with
+ * designated initializers that leave it out is a host tensor. */
+typedef enum chorus_memory {
+    CHORUS_MEMORY_HOST = 0,
+    CHORUS_MEMORY_CUDA = 1,
+} chorus_memory;
 
 /* A tensor descriptor: where the data is and what shape it has. The caller owns `data`.
  * A tensor with ndims == 0 is a scalar (one element). A dimension may be 0 (no elements). */
@@ -118,7 +123,8 @@ typedef struct chorus_tensor {
     chorus_dtype dtype;
     size_t ndims;
     int64_t shape[CHORUS_MAX_DIMS];
-    int device;
+    chorus_memory memory;
+    int device; /* the CUDA device index when memory is CHORUS_MEMORY_CUDA; else ignored */
 } chorus_tensor;
 
 /* Size in bytes of one element of `dtype`; 0 for an unknown dtype. */

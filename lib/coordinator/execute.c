@@ -173,7 +173,7 @@ static chorus_status execute_broadcast(struct executor *executor,
 {
     size_t bytes = response_bytes(response);
     int root = response->request.root;
-    bool gpu = response->request.device != CHORUS_DEVICE_HOST;
+    bool gpu = response->request.device != DEVICE_HOST;
     void *buffer;
     if (request != NULL) {
         buffer = request->output;
@@ -224,7 +224,7 @@ static chorus_status execute_allgather(struct executor *executor,
 {
     int p = executor->nranks;
     const struct wire_request *shape = &response->request;
-    bool gpu = shape->device != CHORUS_DEVICE_HOST;
+    bool gpu = shape->device != DEVICE_HOST;
     size_t row_bytes = chorus_dtype_size((chorus_dtype)shape->dtype);
     for (size_t i = 1; i < shape->ndims; i++)
         row_bytes *= (size_t)shape->shape[i];
@@ -287,7 +287,8 @@ static chorus_status execute_allgather(struct executor *executor,
         chorus_tensor gathered = {.data = output,
                                   .dtype = (chorus_dtype)shape->dtype,
                                   .ndims = shape->ndims,
-                                  .device = shape->device};
+                                  .memory = gpu ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
+                                  .device = gpu ? shape->device : 0};
         memcpy(gathered.shape, shape->shape, sizeof gathered.shape);
         gathered.shape[0] = total_rows;
         handle_set_output(request->handle, &gathered, true);
@@ -346,7 +347,7 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         }
         char detail[1024] = "";
         chorus_status outcome = CHORUS_OK;
-        bool gpu = first->request.device != CHORUS_DEVICE_HOST;
+        bool gpu = first->request.device != DEVICE_HOST;
         switch ((chorus_collective)first->request.collective) {
         case CHORUS_ALLREDUCE:
             outcome = gpu ? execute_gpu_allreduce(executor, first, requests[0], detail,

@@ -133,7 +133,7 @@ static void format_dtype(const struct wire_request *r, char *text, size_t size)
 
 static void format_device(const struct wire_request *r, char *text, size_t size)
 {
-    snprintf(text, size, "%s", r->device == CHORUS_DEVICE_HOST ? "host" : "gpu");
+    snprintf(text, size, "%s", r->device == DEVICE_HOST ? "host" : "gpu");
 }
 
 static void format_dims(const struct wire_request *r, size_t first, char *text, size_t size)

@@ -348,10 +348,13 @@ static chorus_status validate(const chorus_op_args *args, int nranks)
     }
     if (count != 0 && tensor->data == NULL)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": data is NULL", kind, name);
-    if (tensor->device < CHORUS_DEVICE_HOST)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": invalid device %d", kind, name,
-                      tensor->device);
-    if (tensor->device != CHORUS_DEVICE_HOST) {
+    if (tensor->memory != CHORUS_MEMORY_HOST && tensor->memory != CHORUS_MEMORY_CUDA)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": unknown memory kind %d", kind,
+                      name, (int)tensor->memory);
+    if (tensor->memory == CHORUS_MEMORY_CUDA && tensor->device < 0)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": invalid CUDA device %d", kind,
+                      name, tensor->device);
+    if (tensor->memory == CHORUS_MEMORY_CUDA) {
         if (!gpu_compiled())
             return REJECT(CHORUS_ERR_NOT_SUPPORTED,
                           "%s \"%s\": tensor is on GPU %d, but chorus was built without GPU "
@@ -409,7 +412,7 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     request->desc.ndims = (uint8_t)tensor->ndims;
     memcpy(request->desc.shape, tensor->shape, tensor->ndims * sizeof tensor->shape[0]);
     request->desc.root = args->collective == CHORUS_BROADCAST ? args->root : 0;
-    request->desc.device = tensor->device;
+    request->desc.device = tensor->memory == CHORUS_MEMORY_CUDA ? tensor->device : DEVICE_HOST;
     bool allreduce = args->collective == CHORUS_ALLREDUCE;
     request->desc.prescale = allreduce ? args->prescale_factor : 1.0;
     request->desc.postscale = allreduce ? args->postscale_factor : 1.0;

@@ -19,6 +19,9 @@
 
 #define ARRAY_LENGTH(array) (sizeof(array) / sizeof((array)[0]))
 
+/* The device of a host tensor in negotiation messages (CUDA devices are 0, 1, ...). */
+#define DEVICE_HOST (-1)
+
 /* Longest tensor name accepted (bytes, without the terminating zero). */
 #define CHORUS_MAX_NAME_LENGTH 1023
 

@@ -30,7 +30,7 @@ struct chorus_handle *handle_create(chorus_collective collective, size_t members
 static void handle_destroy(struct chorus_handle *handle)
 {
     if (handle->owns_output && handle->output.data != NULL) {
-        if (handle->output.device == CHORUS_DEVICE_HOST)
+        if (handle->output.memory == CHORUS_MEMORY_HOST)
             free(handle->output.data);
         else
             gpu_free(handle->output.data);

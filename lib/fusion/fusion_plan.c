@@ -21,7 +21,7 @@ static bool fusible(const struct wire_response *response)
 {
     return response->type == RESPONSE_EXECUTE &&
            response->request.collective == CHORUS_ALLREDUCE &&
-           response->request.device == CHORUS_DEVICE_HOST;
+           response->request.device == DEVICE_HOST;
 }
 
 static bool same_reduction(const struct wire_response *a, const struct wire_response *b)

@@ -1,0 +1,210 @@
+/*
+ * mpi_collectives.c — every collective through the public API under mpirun: allreduce of every
+ * dtype and op on odd counts (in place and out of place, with and without scale factors),
+ * broadcast from every root, allgather with uneven first dimensions (some ranks 0 rows), and
+ * grouped allreduce. Operations are submitted asynchronously in bulk, so they are negotiated
+ * together and fused, then checked against the reference every rank computes.
+ * The algorithm is whatever CHORUS_*_ALGO selects (meson runs this once per algorithm).
+ */
+#include "../common/reference.h"
+#include "mpi_test.h"
+
+#include <math.h>
+
+#define MAX_OPERATIONS 4096
+
+struct operation {
+    chorus_handle *handle;
+    void *input;
+    void *output;
+    chorus_dtype dtype;
+    chorus_op op;
+    size_t count;
+    double prescale, postscale;
+    uint64_t seed;
+    char name[64];
+};
+
+static struct operation operations[MAX_OPERATIONS];
+static size_t operation_count;
+
+static void submit_allreduces(uint64_t seed_base)
+{
+    size_t counts[] = {0, 1, (size_t)test_size - 1, 7, 13, 1021, 65537};
+    const chorus_op ops[] = {CHORUS_SUM, CHORUS_AVERAGE, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
+    for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++)
+        for (size_t o = 0; o < 5; o++)
+            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                struct operation *op = &operations[operation_count++];
+                memset(op, 0, sizeof *op);
+                op->dtype = (chorus_dtype)dtype;
+                op->op = ops[o];
+                op->count = counts[c];
+                op->seed = seed_base + operation_count;
+                bool floating = dtype == CHORUS_FLOAT16 || dtype == CHORUS_BFLOAT16 ||
+                                dtype == CHORUS_FLOAT32 || dtype == CHORUS_FLOAT64;
+                bool scaled = floating && (ops[o] == CHORUS_SUM || ops[o] == CHORUS_AVERAGE) &&
+                              c % 2 == 1;
+                op->prescale = scaled ? 0.5 : 1.0;
+                op->postscale = scaled ? 3.0 : 1.0;
+                size_t bytes = op->count * chorus_dtype_size(op->dtype);
+                op->input = malloc(bytes + 1);
+                reference_fill(op->input, op->count, op->dtype, op->op, op->seed, test_rank);
+                bool in_place = (c + o) % 2 == 0;
+                op->output = in_place ? op->input : malloc(bytes + 1);
+                snprintf(op->name, sizeof op->name, "ar.%s.%s.%zu.%zu", 
+                         chorus_dtype_name(op->dtype), chorus_op_name(op->op), op->count, c);
+                chorus_op_args args = CHORUS_OP_ARGS_INIT;
+                args.name = op->name;
+                args.input = (chorus_tensor){.data = op->input, .dtype = op->dtype, .ndims = 1,
+                                             .shape = {(int64_t)op->count}};
+                args.output = in_place ? NULL : op->output;
+                args.op = op->op;
+                args.prescale_factor = op->prescale;
+                args.postscale_factor = op->postscale;
+                EXPECT_STATUS(chorus_submit(&args, &op->handle), CHORUS_OK);
+            }
+}
+
+static void check_allreduces(void)
+{
+    for (size_t i = 0; i < operation_count; i++) {
+        struct operation *op = &operations[i];
+        chorus_status status = chorus_wait(op->handle);
+        EXPECT(status == CHORUS_OK, "%s: %s %s", op->name, chorus_status_name(status),
+               chorus_handle_error(op->handle));
+        char why[256] = "";
+        long wrong = reference_check_allreduce(op->output, op->count, op->dtype, op->op,
+                                               test_size, NULL, op->seed, op->prescale,
+                                               op->postscale, why, sizeof why);
+        EXPECT(wrong < 0, "%s (prescale %g, postscale %g): %s", op->name, op->prescale,
+               op->postscale, why);
+        chorus_handle_free(op->handle);
+        if (op->output != op->input)
+            free(op->output);
+        free(op->input);
+    }
+    operation_count = 0;
+}
+
+static void test_broadcasts(void)
+{
+    size_t sizes[] = {0, 1, 7, 4097, 300001};
+    for (int root = 0; root < test_size; root++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            uint64_t seed = 500 + (uint64_t)root * 10 + s;
+            uint8_t *buffer = malloc(sizes[s] + 1);
+            uint8_t *output = malloc(sizes[s] + 1);
+            if (test_rank == root)
+                reference_fill_bytes(buffer, sizes[s], seed, root);
+            else
+                memset(buffer, 0x5a, sizes[s]);
+            char name[64];
+            snprintf(name, sizeof name, "bc.%d.%zu", root, sizes[s]);
+            bool out_of_place = s % 2 == 1;
+            chorus_op_args args = CHORUS_OP_ARGS_INIT;
+            args.collective = CHORUS_BROADCAST;
+            args.name = name;
+            args.input = (chorus_tensor){.data = buffer, .dtype = CHORUS_UINT8, .ndims = 1,
+                                         .shape = {(int64_t)sizes[s]}};
+            args.output = out_of_place ? output : NULL;
+            args.root = root;
+            chorus_handle *handle = NULL;
+            EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
+            EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+            long wrong = reference_check_bytes(out_of_place ? output : buffer, sizes[s], seed,
+                                               root);
+            EXPECT(wrong < 0, "broadcast %s: byte %ld wrong", name, wrong);
+            chorus_handle_free(handle);
+            free(buffer);
+            free(output);
+        }
+}
+
+static void test_allgathers(void)
+{
+    const int64_t row_lengths[] = {1, 3, 1000};
+    for (size_t l = 0; l < 3; l++) {
+        int64_t columns = row_lengths[l];
+        /* Rank r has (r * 2 + l) % 4 rows: some ranks have none. */
+        int64_t rows = (test_rank * 2 + (int64_t)l) % 4;
+        size_t bytes = (size_t)(rows * columns) * sizeof(float);
+        float *input = malloc(bytes + 4);
+        reference_fill_bytes(input, bytes, 900 + l, test_rank);
+        chorus_tensor tensor = {.data = input, .dtype = CHORUS_FLOAT32, .ndims = 2,
+                                .shape = {rows, columns}};
+        char name[64];
+        snprintf(name, sizeof name, "ag.%zu", l);
+        chorus_tensor gathered;
+        EXPECT_STATUS(chorus_allgather(name, &tensor, &gathered), CHORUS_OK);
+        int64_t total = 0;
+        for (int r = 0; r < test_size; r++)
+            total += (r * 2 + (int64_t)l) % 4;
+        EXPECT(gathered.shape[0] == total && gathered.shape[1] == columns &&
+                   gathered.ndims == 2 && gathered.dtype == CHORUS_FLOAT32,
+               "%s: gathered shape [%lld,%lld], expected [%lld,%lld]", name,
+               (long long)gathered.shape[0], (long long)gathered.shape[1], (long long)total,
+               (long long)columns);
+        size_t offset = 0;
+        for (int r = 0; r < test_size && gathered.shape[0] == total; r++) {
+            size_t block = (size_t)(((r * 2 + (int64_t)l) % 4) * columns) * sizeof(float);
+            long wrong = reference_check_bytes((uint8_t *)gathered.data + offset, block, 900 + l,
+                                               r);
+            EXPECT(wrong < 0, "%s: rows of rank %d wrong at byte %ld", name, r, wrong);
+            offset += block;
+        }
+        free(gathered.data);
+        free(input);
+    }
+}
+
+static void test_grouped_allreduce(void)
+{
+    enum { MEMBERS = 5 };
+    float *buffers[MEMBERS];
+    chorus_op_args args[MEMBERS];
+    char names[MEMBERS][32];
+    for (int m = 0; m < MEMBERS; m++) {
+        size_t count = (size_t)(m * 37 + 1);
+        buffers[m] = malloc(count * sizeof(float));
+        reference_fill(buffers[m], count, CHORUS_FLOAT32, CHORUS_SUM, 700 + (uint64_t)m,
+                       test_rank);
+        snprintf(names[m], sizeof names[m], "group.member%d", m);
+        args[m] = (chorus_op_args)CHORUS_OP_ARGS_INIT;
+        args[m].name = names[m];
+        args[m].input = (chorus_tensor){.data = buffers[m], .dtype = CHORUS_FLOAT32, .ndims = 1,
+                                        .shape = {(int64_t)count}};
+    }
+    chorus_handle *handle = NULL;
+    EXPECT_STATUS(chorus_submit_group(args, MEMBERS, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+    chorus_handle_free(handle);
+    for (int m = 0; m < MEMBERS; m++) {
+        char why[256];
+        EXPECT(reference_check_allreduce(buffers[m], (size_t)(m * 37 + 1), CHORUS_FLOAT32,
+                                         CHORUS_SUM, test_size, NULL, 700 + (uint64_t)m, 1, 1,
+                                         why, sizeof why) < 0,
+               "group member %d: %s", m, why);
+        free(buffers[m]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    test_start(&argc, &argv, 240);
+    test_init_chorus();
+    for (int round = 0; round < 2; round++) {
+        test_step = "allreduce";
+        submit_allreduces((uint64_t)round * 100000);
+        check_allreduces();
+    }
+    test_step = "broadcast";
+    test_broadcasts();
+    test_step = "allgather";
+    test_allgathers();
+    test_step = "grouped allreduce";
+    test_grouped_allreduce();
+    test_step = "shutdown";
+    EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
+    return test_finish("mpi_collectives");
+}

@@ -1,0 +1,94 @@
+/*
+ * mpi_test.h — a small harness for tests run under mpirun: checks that count failures per rank,
+ * a watchdog that turns a hang into a failure naming the rank and the step, and a verdict
+ * agreed by all ranks.
+ */
+#ifndef CHORUS_MPI_TEST_H
+#define CHORUS_MPI_TEST_H
+
+#include <chorus.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int test_rank, test_size;
+static long test_checks, test_failures;
+static const char *volatile test_step = "start";
+
+#define EXPECT(condition, ...)                                                                   \
+    do {                                                                                         \
+        test_checks++;                                                                           \
+        if (!(condition)) {                                                                      \
+            test_failures++;                                                                     \
+            fprintf(stderr, "rank %d: %s:%d: FAILED (%s) in %s: ", test_rank, __FILE__,          \
+                    __LINE__, #condition, test_step);                                            \
+            fprintf(stderr, __VA_ARGS__);                                                        \
+            fputc('\n', stderr);                                                                 \
+        }                                                                                        \
+    } while (0)
+
+#define EXPECT_STATUS(got, expected)                                                             \
+    EXPECT((got) == (expected), "got %s, expected %s (%s)", chorus_status_name(got),             \
+           chorus_status_name(expected), chorus_last_error())
+
+static void test_watchdog(int signal_number)
+{
+    (void)signal_number;
+    char text[256];
+    int length = snprintf(text, sizeof text, "rank %d: TIMEOUT in step \"%s\"\n", test_rank,
+                          test_step);
+    if (write(STDERR_FILENO, text, (size_t)length) < 0)
+        _exit(125);
+    _exit(124);
+}
+
+/* Starts MPI with MPI_THREAD_MULTIPLE (the test thread uses MPI beside chorus's thread). */
+static void test_start(int *argc, char ***argv, unsigned timeout_seconds)
+{
+    int provided = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &test_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &test_size);
+    signal(SIGALRM, test_watchdog);
+    alarm(timeout_seconds);
+}
+
+static void test_init_chorus(void)
+{
+    chorus_status status = chorus_init(NULL);
+    if (status != CHORUS_OK) {
+        fprintf(stderr, "rank %d: chorus_init: %s\n", test_rank, chorus_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+/* Agrees on the verdict, prints it from rank 0 and finalizes MPI. Returns the exit code. */
+static int test_finish(const char *name)
+{
+    long totals[2] = {0, 0}, mine[2] = {test_checks, test_failures};
+    MPI_Allreduce(mine, totals, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (test_rank == 0)
+        printf("%s np=%d: %ld passed, %ld failed\n", name, test_size, totals[0] - totals[1],
+               totals[1]);
+    MPI_Finalize();
+    return totals[1] == 0 ? 0 : 1;
+}
+
+/* true when `text` is identical on every rank. */
+static inline int test_same_on_all_ranks(const char *text)
+{
+    char mine[1024] = {0};
+    strncpy(mine, text, sizeof mine - 1);
+    char *all = malloc(sizeof mine * (size_t)test_size);
+    MPI_Allgather(mine, sizeof mine, MPI_CHAR, all, sizeof mine, MPI_CHAR, MPI_COMM_WORLD);
+    int same = 1;
+    for (int r = 0; r < test_size; r++)
+        same &= memcmp(all + (size_t)r * sizeof mine, mine, sizeof mine) == 0;
+    free(all);
+    return same;
+}
+
+#endif

@@ -1,0 +1,256 @@
+/*
+ * test_collectives.c — every host algorithm over the thread transport, for 1 to 5 ranks, odd
+ * counts (0, 1, ranks - 1, 7, 13, 1021, 65537), every dtype and every reduction, against the
+ * reference each rank computes from all ranks' deterministic inputs.
+ */
+#include "../../lib/collectives/algorithms.h"
+#include "../common/reference.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rank_job {
+    int rank;
+    int nranks;
+    struct thread_fabric *fabric;
+    chorus_collective collective;
+    int algorithm;
+    chorus_dtype dtype;
+    chorus_op op;
+    size_t count; /* allreduce: elements; broadcast: bytes; allgather: base block bytes */
+    int root;
+    uint64_t seed;
+    char failure[768];
+};
+
+/* Allgather block sizes: varied, with empty blocks. */
+static size_t block_size(size_t base, int rank)
+{
+    return rank % 3 == 1 ? 0 : base + (size_t)rank * 13;
+}
+
+static void *run_rank(void *argument)
+{
+    struct rank_job *job = argument;
+    struct transport transport;
+    struct scratch scratch = {0};
+    transport_threads_init(&transport, job->fabric, job->rank);
+    size_t table_size = 0;
+    const struct algorithm *table = algorithm_table(job->collective, &table_size);
+    chorus_status status = CHORUS_OK;
+    if (job->collective == CHORUS_ALLREDUCE) {
+        size_t element = chorus_dtype_size(job->dtype);
+        void *buffer = malloc(job->count * element + 1);
+        reference_fill(buffer, job->count, job->dtype, job->op, job->seed, job->rank);
+        struct allreduce_args args = {&transport, &scratch, buffer, job->count, job->dtype,
+                                      job->op};
+        status = table[job->algorithm].run.allreduce(&args);
+        char why[256] = "";
+        if (status == CHORUS_OK &&
+            reference_check_allreduce(buffer, job->count, job->dtype, job->op, job->nranks, NULL,
+                                      job->seed, 1.0, 1.0, why, sizeof why) >= 0)
+            snprintf(job->failure, sizeof job->failure, "rank %d: %s", job->rank, why);
+        free(buffer);
+    } else if (job->collective == CHORUS_BROADCAST) {
+        uint8_t *buffer = malloc(job->count + 1);
+        if (job->rank == job->root)
+            reference_fill_bytes(buffer, job->count, job->seed, job->root);
+        else
+            memset(buffer, 0xee, job->count);
+        struct broadcast_args args = {&transport, &scratch, buffer, job->count, job->root};
+        status = table[job->algorithm].run.broadcast(&args);
+        long wrong = reference_check_bytes(buffer, job->count, job->seed, job->root);
+        if (status == CHORUS_OK && wrong >= 0)
+            snprintf(job->failure, sizeof job->failure, "rank %d: byte %ld wrong", job->rank,
+                     wrong);
+        free(buffer);
+    } else {
+        size_t *bytes = calloc((size_t)job->nranks, sizeof *bytes);
+        size_t *offsets = calloc((size_t)job->nranks, sizeof *offsets);
+        size_t total = 0;
+        for (int r = 0; r < job->nranks; r++) {
+            bytes[r] = block_size(job->count, r);
+            offsets[r] = total;
+            total += bytes[r];
+        }
+        uint8_t *send = malloc(bytes[job->rank] + 1);
+        uint8_t *recv = malloc(total + 1);
+        memset(recv, 0xee, total);
+        reference_fill_bytes(send, bytes[job->rank], job->seed, job->rank);
+        struct allgather_args args = {&transport, &scratch, send, recv, bytes, offsets};
+        status = table[job->algorithm].run.allgather(&args);
+        for (int r = 0; status == CHORUS_OK && r < job->nranks && !job->failure[0]; r++) {
+            long wrong = reference_check_bytes(recv + offsets[r], bytes[r], job->seed, r);
+            if (wrong >= 0)
+                snprintf(job->failure, sizeof job->failure,
+                         "rank %d: block of rank %d wrong at byte %ld", job->rank, r, wrong);
+        }
+        free(send);
+        free(recv);
+        free(bytes);
+        free(offsets);
+    }
+    if (status != CHORUS_OK)
+        snprintf(job->failure, sizeof job->failure, "rank %d: %s: %s", job->rank,
+                 chorus_status_name(status), transport.error);
+    scratch_release(&scratch);
+    return NULL;
+}
+
+/* Runs one collective on `nranks` threads; returns the first rank's failure or "". */
+static void run_case(struct rank_job prototype, int nranks, char *failure, size_t failure_size)
+{
+    struct thread_fabric *fabric = thread_fabric_create(nranks);
+    struct rank_job jobs[5];
+    pthread_t threads[5];
+    for (int r = 0; r < nranks; r++) {
+        jobs[r] = prototype;
+        jobs[r].rank = r;
+        jobs[r].nranks = nranks;
+        jobs[r].fabric = fabric;
+        jobs[r].failure[0] = '\0';
+        pthread_create(&threads[r], NULL, run_rank, &jobs[r]);
+    }
+    failure[0] = '\0';
+    for (int r = 0; r < nranks; r++) {
+        pthread_join(threads[r], NULL);
+        if (jobs[r].failure[0] && !failure[0])
+            snprintf(failure, failure_size, "%s", jobs[r].failure);
+    }
+    thread_fabric_destroy(fabric);
+}
+
+static const chorus_op reduce_ops[] = {CHORUS_SUM, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
+
+START_TEST(allreduce_every_algorithm_dtype_op_and_count)
+{
+    int nranks = _i;
+    size_t counts[] = {0, 1, (size_t)nranks - 1, 7, 13, 1021, 65537};
+    size_t algorithm_count = 0;
+    const struct algorithm *table = algorithm_table(CHORUS_ALLREDUCE, &algorithm_count);
+    for (size_t a = 0; a < algorithm_count; a++)
+        for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++)
+            for (size_t o = 0; o < sizeof reduce_ops / sizeof reduce_ops[0]; o++)
+                for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                    struct rank_job job = {.collective = CHORUS_ALLREDUCE,
+                                           .algorithm = (int)a,
+                                           .dtype = (chorus_dtype)dtype,
+                                           .op = reduce_ops[o],
+                                           .count = counts[c],
+                                           .seed = 1000 + c * 7 + o};
+                    char failure[512];
+                    run_case(job, nranks, failure, sizeof failure);
+                    ck_assert_msg(failure[0] == '\0', "%s, %d ranks, %s %s, count %zu: %s",
+                                  table[a].name, nranks, chorus_dtype_name(job.dtype),
+                                  chorus_op_name(job.op), job.count, failure);
+                }
+}
+END_TEST
+
+/* Large enough that the ring runs several pipelined segments per chunk. */
+START_TEST(allreduce_large_buffers_are_pipelined_correctly)
+{
+    int nranks = _i;
+    size_t algorithm_count = 0;
+    const struct algorithm *table = algorithm_table(CHORUS_ALLREDUCE, &algorithm_count);
+    const chorus_dtype dtypes[] = {CHORUS_FLOAT32, CHORUS_BFLOAT16, CHORUS_INT64};
+    for (size_t a = 0; a < algorithm_count; a++)
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+            struct rank_job job = {.collective = CHORUS_ALLREDUCE,
+                                   .algorithm = (int)a,
+                                   .dtype = dtypes[d],
+                                   .op = CHORUS_SUM,
+                                   .count = 1000003,
+                                   .seed = 4242 + d};
+            char failure[512];
+            run_case(job, nranks, failure, sizeof failure);
+            ck_assert_msg(failure[0] == '\0', "%s, %d ranks, %s, count %zu: %s", table[a].name,
+                          nranks, chorus_dtype_name(job.dtype), job.count, failure);
+        }
+}
+END_TEST
+
+START_TEST(broadcast_every_algorithm_root_and_size)
+{
+    int nranks = _i;
+    size_t sizes[] = {0, 1, 7, 1021, 600000};
+    size_t algorithm_count = 0;
+    const struct algorithm *table = algorithm_table(CHORUS_BROADCAST, &algorithm_count);
+    for (size_t a = 0; a < algorithm_count; a++)
+        for (int root = 0; root < nranks; root++)
+            for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+                struct rank_job job = {.collective = CHORUS_BROADCAST,
+                                       .algorithm = (int)a,
+                                       .count = sizes[s],
+                                       .root = root,
+                                       .seed = 77 + s};
+                char failure[512];
+                run_case(job, nranks, failure, sizeof failure);
+                ck_assert_msg(failure[0] == '\0', "%s, %d ranks, root %d, %zu bytes: %s",
+                              table[a].name, nranks, root, job.count, failure);
+            }
+}
+END_TEST
+
+START_TEST(allgather_every_algorithm_with_uneven_blocks)
+{
+    int nranks = _i;
+    size_t bases[] = {0, 1, 5, 4099};
+    size_t algorithm_count = 0;
+    const struct algorithm *table = algorithm_table(CHORUS_ALLGATHER, &algorithm_count);
+    for (size_t a = 0; a < algorithm_count; a++)
+        for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
+            struct rank_job job = {.collective = CHORUS_ALLGATHER,
+                                   .algorithm = (int)a,
+                                   .count = bases[b],
+                                   .seed = 99 + b};
+            char failure[512];
+            run_case(job, nranks, failure, sizeof failure);
+            ck_assert_msg(failure[0] == '\0', "%s, %d ranks, base %zu bytes: %s", table[a].name,
+                          nranks, job.count, failure);
+        }
+}
+END_TEST
+
+START_TEST(selection_is_deterministic_and_covers_every_size)
+{
+    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++) {
+        size_t count = 0;
+        algorithm_table((chorus_collective)c, &count);
+        for (int p = 1; p <= 64; p++)
+            for (size_t bytes = 0; bytes < ((size_t)1 << 30); bytes = bytes * 2 + 1) {
+                int chosen = algorithm_select((chorus_collective)c, -1, bytes, p);
+                ck_assert_int_ge(chosen, 0);
+                ck_assert_int_lt(chosen, (int)count);
+                ck_assert_int_eq(chosen, algorithm_select((chorus_collective)c, -1, bytes, p));
+            }
+        ck_assert_int_eq(algorithm_select((chorus_collective)c, 1, 8, 4), 1);
+    }
+    ck_assert_int_eq(algorithm_find(CHORUS_ALLREDUCE, "ring"), ALLREDUCE_RING);
+    ck_assert_int_eq(algorithm_find(CHORUS_ALLREDUCE, "no_such"), -1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("collectives");
+    TCase *allreduce = tcase_create("allreduce");
+    tcase_set_timeout(allreduce, 600);
+    tcase_add_loop_test(allreduce, allreduce_every_algorithm_dtype_op_and_count, 1, 6);
+    tcase_add_loop_test(allreduce, allreduce_large_buffers_are_pipelined_correctly, 1, 6);
+    suite_add_tcase(suite, allreduce);
+    TCase *others = tcase_create("broadcast_allgather");
+    tcase_set_timeout(others, 300);
+    tcase_add_loop_test(others, broadcast_every_algorithm_root_and_size, 1, 6);
+    tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
+    tcase_add_test(others, selection_is_deterministic_and_covers_every_size);
+    suite_add_tcase(suite, others);
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? 0 : 1;
+}

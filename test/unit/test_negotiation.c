@@ -1,0 +1,264 @@
+/*
+ * test_negotiation.c — the coordinator's bookkeeping fed with requests from fake ranks, without
+ * MPI: readiness, ordering, every kind of mismatch, groups, join and the stall inspector.
+ */
+#include "../../lib/coordinator/negotiation.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct wire_request allreduce(const char *name)
+{
+    struct wire_request request = {.name = (char *)name,
+                                   .collective = CHORUS_ALLREDUCE,
+                                   .dtype = CHORUS_FLOAT32,
+                                   .op = CHORUS_SUM,
+                                   .ndims = 2,
+                                   .shape = {3, 4},
+                                   .device = -1,
+                                   .prescale = 1,
+                                   .postscale = 1,
+                                   .group = "",
+                                   .group_size = 1};
+    return request;
+}
+
+static struct negotiator negotiator;
+static struct wire_response *responses;
+static size_t response_count;
+
+static void take(void)
+{
+    for (size_t i = 0; i < response_count; i++)
+        wire_response_free(&responses[i]);
+    free(responses);
+    response_count = negotiator_take_responses(&negotiator, &responses);
+}
+
+static void setup(void)
+{
+    ck_assert(negotiator_init(&negotiator, 3));
+    responses = NULL;
+    response_count = 0;
+}
+
+static void teardown(void)
+{
+    take();
+    take();
+    negotiator_destroy(&negotiator);
+}
+
+START_TEST(ready_only_when_every_rank_submitted)
+{
+    struct wire_request a = allreduce("a");
+    negotiator_submit(&negotiator, 0, &a, 0);
+    negotiator_submit(&negotiator, 2, &a, 0);
+    take();
+    ck_assert_uint_eq(response_count, 0);
+    ck_assert_uint_eq(negotiator_pending(&negotiator), 1);
+    negotiator_submit(&negotiator, 1, &a, 0);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
+    ck_assert_str_eq(responses[0].request.name, "a");
+    ck_assert_uint_eq(responses[0].contributors, 3);
+    ck_assert_uint_eq(negotiator_pending(&negotiator), 0);
+}
+END_TEST
+
+START_TEST(order_is_the_order_of_completion)
+{
+    const char *names[] = {"w0", "w1", "w2", "w3"};
+    /* Ranks submit in different orders; a name is ready when its last rank submits it. */
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 4; i++) {
+            int index = r == 1 ? 3 - i : i;
+            struct wire_request request = allreduce(names[index]);
+            negotiator_submit(&negotiator, r, &request, 0);
+        }
+    take();
+    ck_assert_uint_eq(response_count, 4);
+    for (int i = 0; i < 4; i++)
+        ck_assert_str_eq(responses[i].request.name, names[i]);
+}
+END_TEST
+
+/* Submits `name` from 3 ranks with rank 1 changed by `change`, and returns the error. */
+static const char *mismatch(void (*change)(struct wire_request *))
+{
+    struct wire_request same = allreduce("fc1.weight");
+    struct wire_request different = same;
+    change(&different);
+    negotiator_submit(&negotiator, 0, &same, 0);
+    negotiator_submit(&negotiator, 1, &different, 0);
+    negotiator_submit(&negotiator, 2, &same, 0);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].type, RESPONSE_ERROR);
+    ck_assert_int_eq(responses[0].status, CHORUS_ERR_MISMATCH);
+    return responses[0].message;
+}
+
+static void to_float16(struct wire_request *r) { r->dtype = CHORUS_FLOAT16; }
+static void to_other_shape(struct wire_request *r) { r->shape[1] = 5; }
+static void to_max(struct wire_request *r) { r->op = CHORUS_MAX; }
+static void to_broadcast(struct wire_request *r) { r->collective = CHORUS_BROADCAST; }
+static void to_prescale(struct wire_request *r) { r->prescale = 0.5; }
+static void to_gpu(struct wire_request *r) { r->device = 0; }
+
+START_TEST(mismatches_name_tensor_field_and_ranks)
+{
+    ck_assert_str_eq(mismatch(to_float16),
+                     "allreduce \"fc1.weight\": dtype mismatch: ranks 0,2 float32, rank 1 float16");
+    ck_assert_str_eq(mismatch(to_other_shape),
+                     "allreduce \"fc1.weight\": shape mismatch: ranks 0,2 [3,4], rank 1 [3,5]");
+    ck_assert_str_eq(mismatch(to_max),
+                     "allreduce \"fc1.weight\": op mismatch: ranks 0,2 sum, rank 1 max");
+    ck_assert_str_eq(mismatch(to_broadcast), "tensor \"fc1.weight\": collective mismatch: ranks "
+                                             "0,2 allreduce, rank 1 broadcast");
+    ck_assert_str_eq(mismatch(to_prescale), "allreduce \"fc1.weight\": prescale factor mismatch: "
+                                            "ranks 0,2 1, rank 1 0.5");
+    ck_assert_str_eq(mismatch(to_gpu),
+                     "allreduce \"fc1.weight\": device mismatch: ranks 0,2 host, rank 1 gpu");
+}
+END_TEST
+
+START_TEST(broadcast_roots_must_agree)
+{
+    struct wire_request request = allreduce("embedding");
+    request.collective = CHORUS_BROADCAST;
+    for (int r = 0; r < 3; r++) {
+        request.root = r == 2 ? 1 : 0;
+        negotiator_submit(&negotiator, r, &request, 0);
+    }
+    take();
+    ck_assert_str_eq(responses[0].message,
+                     "broadcast \"embedding\": root mismatch: ranks 0-1 0, rank 2 1");
+}
+END_TEST
+
+START_TEST(allgather_first_dimension_may_differ)
+{
+    struct wire_request request = allreduce("rows");
+    request.collective = CHORUS_ALLGATHER;
+    for (int r = 0; r < 3; r++) {
+        request.shape[0] = r * 2;
+        negotiator_submit(&negotiator, r, &request, 0);
+    }
+    take();
+    ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
+    ck_assert_uint_eq(responses[0].first_dim_count, 3);
+    ck_assert_int_eq(responses[0].first_dims[0], 0);
+    ck_assert_int_eq(responses[0].first_dims[2], 4);
+
+    struct wire_request other = allreduce("cols");
+    other.collective = CHORUS_ALLGATHER;
+    for (int r = 0; r < 3; r++) {
+        other.shape[1] = r == 0 ? 8 : 4;
+        negotiator_submit(&negotiator, r, &other, 0);
+    }
+    take();
+    ck_assert_str_eq(responses[0].message,
+                     "allgather \"cols\": shape mismatch: rank 0 [*,8], ranks 1-2 [*,4]");
+}
+END_TEST
+
+START_TEST(group_members_are_released_together)
+{
+    struct wire_request members[2] = {allreduce("g.a"), allreduce("g.b")};
+    for (int i = 0; i < 2; i++) {
+        members[i].group = "g.a";
+        members[i].group_size = 2;
+    }
+    for (int r = 0; r < 3; r++)
+        negotiator_submit(&negotiator, r, &members[0], 0);
+    take();
+    ck_assert_uint_eq(response_count, 0);
+    for (int r = 0; r < 3; r++)
+        negotiator_submit(&negotiator, r, &members[1], 0);
+    take();
+    ck_assert_uint_eq(response_count, 2);
+    ck_assert_str_eq(responses[0].request.name, "g.a");
+    ck_assert_str_eq(responses[1].request.name, "g.b");
+}
+END_TEST
+
+START_TEST(joined_ranks_count_as_ready_and_join_completes)
+{
+    struct wire_request a = allreduce("a");
+    negotiator_submit(&negotiator, 0, &a, 0);
+    negotiator_submit(&negotiator, 1, &a, 0);
+    negotiator_join(&negotiator, 2);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_uint_eq(responses[0].contributors, 2);
+    negotiator_join(&negotiator, 0);
+    negotiator_join(&negotiator, 1);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].type, RESPONSE_JOIN_DONE);
+    /* After the join completes, every rank counts again. */
+    negotiator_submit(&negotiator, 0, &a, 0);
+    take();
+    ck_assert_uint_eq(response_count, 0);
+}
+END_TEST
+
+static char warnings[4][512];
+static int warning_count;
+
+static void record_warning(void *context, const char *message)
+{
+    (void)context;
+    if (warning_count < 4)
+        strncpy(warnings[warning_count], message, sizeof warnings[0] - 1);
+    warning_count++;
+}
+
+START_TEST(stalls_are_warned_then_failed)
+{
+    struct wire_request a = allreduce("slow");
+    negotiator_submit(&negotiator, 0, &a, 100.0);
+    negotiator_submit(&negotiator, 2, &a, 101.0);
+    warning_count = 0;
+    negotiator_check_stalls(&negotiator, 105.0, 10.0, 30.0, record_warning, NULL);
+    ck_assert_int_eq(warning_count, 0);
+    negotiator_check_stalls(&negotiator, 111.0, 10.0, 30.0, record_warning, NULL);
+    ck_assert_int_eq(warning_count, 1);
+    ck_assert_str_eq(warnings[0],
+                     "allreduce \"slow\": submitted 11 s ago by ranks 0,2 but not by rank 1");
+    negotiator_check_stalls(&negotiator, 112.0, 10.0, 30.0, record_warning, NULL);
+    ck_assert_int_eq(warning_count, 1); /* once per interval */
+    take();
+    ck_assert_uint_eq(response_count, 0);
+    negotiator_check_stalls(&negotiator, 131.0, 10.0, 30.0, record_warning, NULL);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].status, CHORUS_ERR_STALLED);
+    ck_assert_ptr_nonnull(strstr(responses[0].message, "not by rank 1"));
+    ck_assert_uint_eq(negotiator_pending(&negotiator), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("negotiation");
+    TCase *tc = tcase_create("negotiation");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, ready_only_when_every_rank_submitted);
+    tcase_add_test(tc, order_is_the_order_of_completion);
+    tcase_add_test(tc, mismatches_name_tensor_field_and_ranks);
+    tcase_add_test(tc, broadcast_roots_must_agree);
+    tcase_add_test(tc, allgather_first_dimension_may_differ);
+    tcase_add_test(tc, group_members_are_released_together);
+    tcase_add_test(tc, joined_ranks_count_as_ready_and_join_completes);
+    tcase_add_test(tc, stalls_are_warned_then_failed);
+    suite_add_tcase(suite, tc);
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,136 @@
+/*
+ * test_params.c — the parameter table: defaults, environment values, K/M/G suffixes, overrides
+ * from chorus_init options, and errors that name the variable and the value.
+ */
+#include "../../lib/core/params.h"
+
+#include <check.h>
+#include <string.h>
+
+static struct param_set set;
+static char error[1024];
+
+static chorus_status load(char *const *environment, const char *overrides)
+{
+    error[0] = '\0';
+    return params_load(&set, environment, overrides, error, sizeof error);
+}
+
+START_TEST(defaults_when_nothing_is_set)
+{
+    char *environment[] = {"PATH=/bin", NULL};
+    ck_assert_int_eq(load(environment, NULL), CHORUS_OK);
+    ck_assert_uint_eq(set.values.fusion_threshold, (size_t)128 << 20);
+    ck_assert(set.values.cycle_time_ms == 0);
+    ck_assert_uint_eq(set.values.cache_capacity, 1024);
+    ck_assert(set.values.stall_warning_seconds == 60);
+    ck_assert(set.values.stall_shutdown_seconds == 0);
+    ck_assert_str_eq(set.values.allreduce_algorithm, "auto");
+    for (size_t i = 0; i < param_count; i++)
+        ck_assert_int_eq(set.sources[i], PARAM_SOURCE_DEFAULT);
+}
+END_TEST
+
+START_TEST(byte_suffixes)
+{
+    size_t bytes = 0;
+    ck_assert(parse_bytes("64K", &bytes) && bytes == 65536);
+    ck_assert(parse_bytes("128M", &bytes) && bytes == (size_t)128 << 20);
+    ck_assert(parse_bytes("1g", &bytes) && bytes == (size_t)1 << 30);
+    ck_assert(parse_bytes("2MiB", &bytes) && bytes == (size_t)2 << 20);
+    ck_assert(parse_bytes("1048576", &bytes) && bytes == 1048576);
+    ck_assert(parse_bytes("0", &bytes) && bytes == 0);
+    ck_assert(!parse_bytes("-1", &bytes));
+    ck_assert(!parse_bytes("12Q", &bytes));
+    ck_assert(!parse_bytes("", &bytes));
+    ck_assert(!parse_bytes("M", &bytes));
+    ck_assert(!parse_bytes("99999999999999999999", &bytes));
+    ck_assert(!parse_bytes("99999999999T", &bytes));
+}
+END_TEST
+
+START_TEST(environment_values_and_sources)
+{
+    char *environment[] = {"CHORUS_FUSION_THRESHOLD=64M", "CHORUS_CYCLE_TIME_MS=2.5",
+                           "CHORUS_LOG_LEVEL=debug", "CHORUS_ALLREDUCE_ALGO=ring",
+                           "CHORUS_TYPO=1", NULL};
+    ck_assert_int_eq(load(environment, NULL), CHORUS_OK);
+    ck_assert_uint_eq(set.values.fusion_threshold, (size_t)64 << 20);
+    ck_assert(set.values.cycle_time_ms == 2.5);
+    ck_assert_int_eq(set.values.log_level, 3);
+    ck_assert_str_eq(set.values.allreduce_algorithm, "ring");
+    ck_assert_int_eq(set.sources[0], PARAM_SOURCE_ENVIRONMENT);
+    ck_assert_str_eq(set.unknown_variables, "CHORUS_TYPO");
+}
+END_TEST
+
+START_TEST(options_override_environment)
+{
+    char *environment[] = {"CHORUS_FUSION_THRESHOLD=64M", NULL};
+    ck_assert_int_eq(load(environment, "CHORUS_FUSION_THRESHOLD=1K;CHORUS_CACHE_CAPACITY=5"),
+                     CHORUS_OK);
+    ck_assert_uint_eq(set.values.fusion_threshold, 1024);
+    ck_assert_uint_eq(set.values.cache_capacity, 5);
+    ck_assert_int_eq(set.sources[0], PARAM_SOURCE_OPTIONS);
+}
+END_TEST
+
+START_TEST(malformed_values_name_variable_and_value)
+{
+    char *bad_bytes[] = {"CHORUS_FUSION_THRESHOLD=12 apples", NULL};
+    ck_assert_int_eq(load(bad_bytes, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_ptr_nonnull(strstr(error, "CHORUS_FUSION_THRESHOLD"));
+    ck_assert_ptr_nonnull(strstr(error, "\"12 apples\""));
+
+    char *bad_seconds[] = {"CHORUS_STALL_WARNING_SECONDS=-3", NULL};
+    ck_assert_int_eq(load(bad_seconds, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_ptr_nonnull(strstr(error, "CHORUS_STALL_WARNING_SECONDS"));
+
+    char *bad_level[] = {"CHORUS_LOG_LEVEL=loud", NULL};
+    ck_assert_int_eq(load(bad_level, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_ptr_nonnull(strstr(error, "\"loud\""));
+
+    char *bad_algorithm[] = {"CHORUS_ALLREDUCE_ALGO=fastest", NULL};
+    ck_assert_int_eq(load(bad_algorithm, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_ptr_nonnull(strstr(error, "\"fastest\""));
+    ck_assert_msg(strstr(error, "ring") && strstr(error, "rabenseifner"),
+                  "the valid names are listed: %s", error);
+
+    char *fine[] = {NULL};
+    ck_assert_int_eq(load(fine, "CHORUS_NOPE=1"), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_ptr_nonnull(strstr(error, "CHORUS_NOPE"));
+    ck_assert_int_eq(load(fine, "CHORUS_CACHE_CAPACITY=lots"), CHORUS_ERR_BAD_PARAMETER);
+}
+END_TEST
+
+START_TEST(rank0_values_replace_wire_shaping_ones_only)
+{
+    char *environment[] = {"CHORUS_LOG_LEVEL=error", NULL};
+    ck_assert_int_eq(load(environment, NULL), CHORUS_OK);
+    struct chorus_params rank0 = set.values;
+    rank0.fusion_threshold = 4096;
+    rank0.log_level = 4;
+    ck_assert_uint_eq(params_adopt_rank0(&set, &rank0), 1);
+    ck_assert_uint_eq(set.values.fusion_threshold, 4096);
+    ck_assert_int_eq(set.values.log_level, 0);
+    ck_assert_int_eq(set.sources[0], PARAM_SOURCE_RANK0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("params");
+    TCase *tc = tcase_create("params");
+    tcase_add_test(tc, defaults_when_nothing_is_set);
+    tcase_add_test(tc, byte_suffixes);
+    tcase_add_test(tc, environment_values_and_sources);
+    tcase_add_test(tc, options_override_environment);
+    tcase_add_test(tc, malformed_values_name_variable_and_value);
+    tcase_add_test(tc, rank0_values_replace_wire_shaping_ones_only);
+    suite_add_tcase(suite, tc);
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,145 @@
+/*
+ * test_reduce.c — the elementwise kernels: float16 and bfloat16 conversions (exhaustively for
+ * every 16-bit pattern, and rounding to nearest even), the reduction loops against scalar
+ * reference arithmetic, scaling and identity fills.
+ */
+#include "../../lib/collectives/reduce.h"
+#include "../common/reference.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(half_to_float_matches_ieee_for_every_pattern)
+{
+    for (uint32_t bits = 0; bits < 65536; bits++) {
+        uint16_t half = (uint16_t)bits;
+        double expected = reference_decode(&half, 0, CHORUS_FLOAT16);
+        float got = half_to_float(half);
+        if (isnan(expected)) {
+            ck_assert_msg(isnan(got), "0x%04x should be NaN", bits);
+            continue;
+        }
+        ck_assert_msg((double)got == expected, "0x%04x: got %g expected %g", bits, (double)got,
+                      expected);
+        ck_assert_msg(float_to_half(got) == half, "0x%04x does not round-trip", bits);
+    }
+}
+END_TEST
+
+START_TEST(bfloat16_round_trips_for_every_pattern)
+{
+    for (uint32_t bits = 0; bits < 65536; bits++) {
+        uint16_t bfloat = (uint16_t)bits;
+        float value = bfloat16_to_float(bfloat);
+        if (isnan(value))
+            ck_assert(isnan(bfloat16_to_float(float_to_bfloat16(value))));
+        else
+            ck_assert_uint_eq(float_to_bfloat16(value), bfloat);
+    }
+}
+END_TEST
+
+/* The chosen half is the nearest, and on a tie the one with an even mantissa. */
+START_TEST(float_to_half_rounds_to_nearest_even)
+{
+    for (uint64_t i = 0; i < 200000; i++) {
+        uint64_t random = test_random(5, 0, i);
+        float value = (float)(((double)(random % 2000001) - 1000000.0) / 1000000.0 *
+                              ldexp(1.0, (int)(random >> 40) % 40 - 24));
+        uint16_t chosen = float_to_half(value);
+        double distance = fabs(half_to_float(chosen) - (double)value);
+        for (int step = -1; step <= 1; step += 2) {
+            uint16_t neighbour = (uint16_t)(chosen + step);
+            if ((neighbour & 0x7c00) == 0x7c00 || (neighbour & 0x7fff) == 0x7fff)
+                continue;
+            double other = fabs(half_to_float(neighbour) - (double)value);
+            ck_assert_msg(distance <= other, "%a rounded to 0x%04x, not the nearest", value,
+                          chosen);
+            if (distance == other)
+                ck_assert_msg((chosen & 1) == 0, "%a: tie not rounded to even", value);
+        }
+    }
+    ck_assert_uint_eq(float_to_half(65520.0f), 0x7c00);       /* rounds up to infinity */
+    ck_assert_uint_eq(float_to_half(65504.0f), 0x7bff);       /* largest finite */
+    ck_assert_uint_eq(float_to_half(-INFINITY), 0xfc00);
+    ck_assert(isnan(half_to_float(float_to_half(NAN))));
+    ck_assert_uint_eq(float_to_half(0x1p-24f), 0x0001);       /* smallest subnormal */
+    ck_assert_uint_eq(float_to_half(0x1p-26f), 0x0000);       /* below half of it */
+}
+END_TEST
+
+START_TEST(reductions_match_scalar_arithmetic)
+{
+    const size_t count = 1027;
+    const chorus_op ops[] = {CHORUS_SUM, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
+    for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++)
+        for (size_t o = 0; o < 4; o++) {
+            size_t element = chorus_dtype_size((chorus_dtype)dtype);
+            uint8_t *a = malloc(count * element), *b = malloc(count * element);
+            reference_fill(a, count, (chorus_dtype)dtype, ops[o], 9, 0);
+            reference_fill(b, count, (chorus_dtype)dtype, ops[o], 9, 1);
+            reduce_into(a, b, count, (chorus_dtype)dtype, ops[o]);
+            char why[256];
+            long wrong = reference_check_allreduce(a, count, (chorus_dtype)dtype, ops[o], 2, NULL,
+                                                   9, 1.0, 1.0, why, sizeof why);
+            ck_assert_msg(wrong < 0, "%s %s: %s", chorus_dtype_name((chorus_dtype)dtype),
+                          chorus_op_name(ops[o]), why);
+            free(a);
+            free(b);
+        }
+}
+END_TEST
+
+START_TEST(identity_leaves_reductions_unchanged)
+{
+    const chorus_op ops[] = {CHORUS_SUM, CHORUS_AVERAGE, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
+    for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++)
+        for (size_t o = 0; o < 5; o++) {
+            size_t element = chorus_dtype_size((chorus_dtype)dtype);
+            uint8_t data[64 * 8], identity[64 * 8], copy[64 * 8];
+            reference_fill(data, 64, (chorus_dtype)dtype, ops[o], 3, 0);
+            memcpy(copy, data, 64 * element);
+            fill_identity(identity, 64, (chorus_dtype)dtype, ops[o]);
+            reduce_into(data, identity, 64, (chorus_dtype)dtype, ops[o]);
+            ck_assert_msg(memcmp(data, copy, 64 * element) == 0, "%s %s changed",
+                          chorus_dtype_name((chorus_dtype)dtype), chorus_op_name(ops[o]));
+        }
+}
+END_TEST
+
+START_TEST(scaling_rounds_integers_and_multiplies_floats)
+{
+    int32_t integers[4] = {7, -7, 10, 3};
+    scale_buffer(integers, 4, CHORUS_INT32, 0.5);
+    ck_assert_int_eq(integers[0], 4); /* 3.5 rounds away from zero */
+    ck_assert_int_eq(integers[1], -4);
+    ck_assert_int_eq(integers[2], 5);
+    ck_assert_int_eq(integers[3], 2);
+    float floats[2] = {3.0f, -1.5f};
+    scale_buffer(floats, 2, CHORUS_FLOAT32, 0.25);
+    ck_assert(floats[0] == 0.75f && floats[1] == -0.375f);
+    uint16_t half = float_to_half(6.0f);
+    scale_buffer(&half, 1, CHORUS_FLOAT16, 1.0 / 3.0);
+    ck_assert(half_to_float(half) == 2.0f);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("reduce");
+    TCase *tc = tcase_create("kernels");
+    tcase_add_test(tc, half_to_float_matches_ieee_for_every_pattern);
+    tcase_add_test(tc, bfloat16_round_trips_for_every_pattern);
+    tcase_add_test(tc, float_to_half_rounds_to_nearest_even);
+    tcase_add_test(tc, reductions_match_scalar_arithmetic);
+    tcase_add_test(tc, identity_leaves_reductions_unchanged);
+    tcase_add_test(tc, scaling_rounds_integers_and_multiplies_floats);
+    suite_add_tcase(suite, tc);
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? 0 : 1;
+}

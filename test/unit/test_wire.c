@@ -1,0 +1,186 @@
+/*
+ * test_wire.c — negotiation messages: round trips of requests and responses, and rejection of
+ * every truncation, corrupted headers, out-of-range fields and trailing bytes.
+ */
+#include "../../lib/coordinator/wire.h"
+#include "../common/reference.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct wire_request sample_request(const char *name)
+{
+    struct wire_request request = {.name = (char *)name,
+                                   .collective = CHORUS_ALLGATHER,
+                                   .dtype = CHORUS_BFLOAT16,
+                                   .op = CHORUS_MAX,
+                                   .ndims = 3,
+                                   .root = 2,
+                                   .device = -1,
+                                   .shape = {5, 0, 7},
+                                   .prescale = 0.5,
+                                   .postscale = -3.25,
+                                   .group = "group.leader",
+                                   .group_size = 4};
+    return request;
+}
+
+START_TEST(requests_round_trip)
+{
+    struct wire_request requests[2] = {sample_request("layer1.weight"), sample_request("b")};
+    requests[1].ndims = 0;
+    requests[1].group = "";
+    requests[1].group_size = 1;
+    struct wire_message message = {.kind = WIRE_REQUESTS,
+                                   .flags = WIRE_FLAG_JOIN,
+                                   .count = 2,
+                                   .requests = requests};
+    uint8_t *bytes = NULL;
+    size_t length = wire_encode(&message, &bytes);
+    ck_assert_uint_gt(length, 16);
+    struct wire_message decoded;
+    char error[256];
+    ck_assert_int_eq(wire_decode(bytes, length, &decoded, error, sizeof error), CHORUS_OK);
+    ck_assert_uint_eq(decoded.count, 2);
+    ck_assert_uint_eq(decoded.flags, WIRE_FLAG_JOIN);
+    ck_assert_str_eq(decoded.requests[0].name, "layer1.weight");
+    ck_assert_uint_eq(decoded.requests[0].collective, CHORUS_ALLGATHER);
+    ck_assert_uint_eq(decoded.requests[0].dtype, CHORUS_BFLOAT16);
+    ck_assert_uint_eq(decoded.requests[0].ndims, 3);
+    ck_assert_int_eq(decoded.requests[0].shape[2], 7);
+    ck_assert_int_eq(decoded.requests[0].device, -1);
+    ck_assert(decoded.requests[0].postscale == -3.25);
+    ck_assert_str_eq(decoded.requests[0].group, "group.leader");
+    ck_assert_uint_eq(decoded.requests[0].group_size, 4);
+    ck_assert_str_eq(decoded.requests[1].name, "b");
+    ck_assert_uint_eq(decoded.requests[1].ndims, 0);
+    wire_message_free(&decoded);
+    free(bytes);
+}
+END_TEST
+
+START_TEST(responses_round_trip)
+{
+    int64_t dims[3] = {4, 0, 9};
+    struct wire_response response = {.type = RESPONSE_ERROR,
+                                     .status = CHORUS_ERR_MISMATCH,
+                                     .contributors = 3,
+                                     .message = "allreduce \"x\": dtype mismatch",
+                                     .request = sample_request("x"),
+                                     .first_dim_count = 3,
+                                     .first_dims = dims};
+    struct wire_message message = {.kind = WIRE_RESPONSES, .count = 1, .responses = &response};
+    uint8_t *bytes = NULL;
+    size_t length = wire_encode(&message, &bytes);
+    struct wire_message decoded;
+    char error[256];
+    ck_assert_int_eq(wire_decode(bytes, length, &decoded, error, sizeof error), CHORUS_OK);
+    ck_assert_int_eq(decoded.responses[0].status, CHORUS_ERR_MISMATCH);
+    ck_assert_str_eq(decoded.responses[0].message, "allreduce \"x\": dtype mismatch");
+    ck_assert_uint_eq(decoded.responses[0].first_dim_count, 3);
+    ck_assert_int_eq(decoded.responses[0].first_dims[2], 9);
+    ck_assert_uint_eq(decoded.responses[0].contributors, 3);
+    wire_message_free(&decoded);
+    free(bytes);
+}
+END_TEST
+
+START_TEST(every_truncation_and_extension_is_rejected)
+{
+    struct wire_request request = sample_request("truncate.me");
+    struct wire_message message = {.kind = WIRE_REQUESTS, .count = 1, .requests = &request};
+    uint8_t *bytes = NULL;
+    size_t length = wire_encode(&message, &bytes);
+    char error[256];
+    for (size_t cut = 0; cut < length; cut++) {
+        struct wire_message decoded;
+        ck_assert_msg(wire_decode(bytes, cut, &decoded, error, sizeof error) ==
+                          CHORUS_ERR_PROTOCOL,
+                      "a message cut to %zu of %zu bytes was accepted", cut, length);
+    }
+    uint8_t *longer = malloc(length + 1);
+    memcpy(longer, bytes, length);
+    longer[length] = 0;
+    struct wire_message decoded;
+    ck_assert_int_eq(wire_decode(longer, length + 1, &decoded, error, sizeof error),
+                     CHORUS_ERR_PROTOCOL);
+    ck_assert_ptr_nonnull(strstr(error, "trailing"));
+    free(longer);
+    free(bytes);
+}
+END_TEST
+
+START_TEST(bad_fields_are_rejected_with_a_reason)
+{
+    struct wire_request request = sample_request("t");
+    struct wire_message message = {.kind = WIRE_REQUESTS, .count = 1, .requests = &request};
+    uint8_t *bytes = NULL;
+    size_t length = wire_encode(&message, &bytes);
+    char error[256];
+    struct wire_message decoded;
+    struct {
+        size_t offset;
+        uint8_t value;
+        const char *reason;
+    } corruptions[] = {
+        {0, 0x00, "magic"},
+        {4, 0x09, "version"},
+        {6, 0x07, "kind"},
+        {12, 0xff, "count"},
+        {16 + 2 + 1, 9, "collective"},   /* after the 1-byte name */
+        {16 + 2 + 1 + 1, 42, "dtype"},
+        {16 + 2 + 1 + 2, 17, "operator"},
+        {16 + 2 + 1 + 3, 9, "dimensions"},
+        {16 + 2 + 1 + 4 + 8 + 7, 0x80, "negative"}, /* top byte of shape[0] */
+    };
+    for (size_t i = 0; i < sizeof corruptions / sizeof corruptions[0]; i++) {
+        uint8_t *copy = malloc(length);
+        memcpy(copy, bytes, length);
+        copy[corruptions[i].offset] = corruptions[i].value;
+        ck_assert_int_eq(wire_decode(copy, length, &decoded, error, sizeof error),
+                         CHORUS_ERR_PROTOCOL);
+        ck_assert_msg(strstr(error, corruptions[i].reason) != NULL, "expected '%s' in: %s",
+                      corruptions[i].reason, error);
+        free(copy);
+    }
+    free(bytes);
+}
+END_TEST
+
+START_TEST(random_bytes_never_crash_the_decoder)
+{
+    uint8_t buffer[512];
+    char error[256];
+    for (uint64_t trial = 0; trial < 20000; trial++) {
+        size_t length = test_random(trial, 1, 0) % sizeof buffer;
+        for (size_t i = 0; i < length; i++)
+            buffer[i] = (uint8_t)test_random(trial, 2, i);
+        if (length >= 8 && trial % 2 == 0) { /* a valid header makes the body get parsed */
+            memcpy(buffer, "CHRS\x01\x00", 6);
+            buffer[6] = (uint8_t)(1 + trial % 2);
+            buffer[7] = 0;
+        }
+        struct wire_message decoded;
+        if (wire_decode(buffer, length, &decoded, error, sizeof error) == CHORUS_OK)
+            wire_message_free(&decoded);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("wire");
+    TCase *tc = tcase_create("wire");
+    tcase_add_test(tc, requests_round_trip);
+    tcase_add_test(tc, responses_round_trip);
+    tcase_add_test(tc, every_truncation_and_extension_is_rejected);
+    tcase_add_test(tc, bad_fields_are_rejected_with_a_reason);
+    tcase_add_test(tc, random_bytes_never_crash_the_decoder);
+    suite_add_tcase(suite, tc);
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? 0 : 1;
+}
