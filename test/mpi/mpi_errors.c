@@ -1,0 +1,185 @@
+/*
+ * mpi_errors.c — bad input gets a clear error, never a hang: calls before init and after
+ * shutdown, invalid arguments, duplicate names in flight, and inconsistent submissions, which
+ * must fail on every rank with the same message naming the tensor, the field and the ranks.
+ */
+#include "mpi_test.h"
+
+static chorus_tensor floats(float *data, int64_t count)
+{
+    return (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {count}};
+}
+
+static void expect_not_initialized(void)
+{
+    float value = 1;
+    chorus_tensor tensor = floats(&value, 1);
+    EXPECT(chorus_rank() == CHORUS_ERR_NOT_INITIALIZED, "chorus_rank gave %d", chorus_rank());
+    EXPECT(chorus_size() == CHORUS_ERR_NOT_INITIALIZED, "chorus_size gave %d", chorus_size());
+    EXPECT_STATUS(chorus_allreduce("x", &tensor, NULL, CHORUS_SUM), CHORUS_ERR_NOT_INITIALIZED);
+    EXPECT(strstr(chorus_last_error(), "not initialized") != NULL, "message: %s",
+           chorus_last_error());
+    EXPECT_STATUS(chorus_shutdown(), CHORUS_ERR_NOT_INITIALIZED);
+    EXPECT(!chorus_is_initialized(), "is_initialized");
+}
+
+static void expect_invalid(const chorus_op_args *args, chorus_status expected, const char *text)
+{
+    chorus_handle *handle = (chorus_handle *)1;
+    EXPECT_STATUS(chorus_submit(args, &handle), expected);
+    EXPECT(handle == NULL, "a failed submit must not hand out a handle");
+    EXPECT(strstr(chorus_last_error(), text) != NULL, "expected \"%s\" in: %s", text,
+           chorus_last_error());
+}
+
+static void test_invalid_arguments(void)
+{
+    float data[4] = {0};
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.input = floats(data, 4);
+    args.name = NULL;
+    expect_invalid(&args, CHORUS_ERR_INVALID_ARGUMENT, "name is empty");
+    args.name = "neg";
+    args.input.shape[0] = -2;
+    expect_invalid(&args, CHORUS_ERR_INVALID_ARGUMENT, "allreduce \"neg\": dimension 0 is negative");
+    args.input = floats(NULL, 4);
+    args.name = "nulldata";
+    expect_invalid(&args, CHORUS_ERR_INVALID_ARGUMENT, "\"nulldata\": data is NULL");
+    args.input = floats(data, 4);
+    args.input.dtype = (chorus_dtype)99;
+    args.name = "baddtype";
+    expect_invalid(&args, CHORUS_ERR_INVALID_ARGUMENT, "unknown dtype 99");
+    args.input = floats(data, 4);
+    args.op = (chorus_op)17;
+    expect_invalid(&args, CHORUS_ERR_INVALID_ARGUMENT, "unknown op 17");
+    args.op = CHORUS_SUM;
+    args.collective = CHORUS_BROADCAST;
+    args.root = test_size;
+    args.name = "emb";
+    expect_invalid(&args, CHORUS_ERR_INVALID_ARGUMENT, "broadcast \"emb\": root");
+    args.collective = CHORUS_ALLGATHER;
+    args.input.ndims = 0;
+    args.name = "scalar";
+    expect_invalid(&args, CHORUS_ERR_INVALID_ARGUMENT, "at least one dimension");
+    args.collective = CHORUS_ALLREDUCE;
+    args.input = floats(data, 4);
+    args.input.memory = CHORUS_MEMORY_CUDA;
+    args.name = "ongpu";
+    expect_invalid(&args, CHORUS_ERR_NOT_SUPPORTED, "\"ongpu\": tensor is on GPU 0");
+    args.input = floats(data, 4);
+    args.struct_size = 8;
+    expect_invalid(&args, CHORUS_ERR_INVALID_ARGUMENT, "struct_size");
+    chorus_handle *handle = NULL;
+    EXPECT_STATUS(chorus_submit(NULL, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(chorus_wait(NULL), CHORUS_ERR_INVALID_ARGUMENT);
+}
+
+static void test_duplicate_name(void)
+{
+    float first[3] = {1, 2, 3}, second[3] = {4, 5, 6};
+    chorus_tensor a = floats(first, 3), b = floats(second, 3);
+    chorus_handle *handle = NULL, *duplicate = NULL;
+    EXPECT_STATUS(chorus_allreduce_async("dup", &a, NULL, CHORUS_SUM, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_allreduce_async("dup", &b, NULL, CHORUS_SUM, &duplicate),
+                  CHORUS_ERR_DUPLICATE_NAME);
+    EXPECT(strstr(chorus_last_error(), "already in flight on rank") != NULL, "message: %s",
+           chorus_last_error());
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+    EXPECT(first[2] == 3.0f * (float)test_size, "dup result %g", (double)first[2]);
+    chorus_handle_free(handle);
+    /* Once completed, the name may be used again. */
+    EXPECT_STATUS(chorus_allreduce("dup", &b, NULL, CHORUS_SUM), CHORUS_OK);
+}
+
+/* Rank 1 submits `name` with `changed` arguments; every rank must get CHORUS_ERR_MISMATCH with
+ * the same message containing `expected`. */
+static void expect_mismatch(const char *name, chorus_op_args args, chorus_op_args changed,
+                            const char *expected)
+{
+    args.name = changed.name = name;
+    chorus_handle *handle = NULL;
+    EXPECT_STATUS(chorus_submit(test_rank == 1 ? &changed : &args, &handle), CHORUS_OK);
+    if (handle == NULL)
+        return;
+    chorus_status status = chorus_wait(handle);
+    EXPECT(status == CHORUS_ERR_MISMATCH, "%s: got %s (%s)", name, chorus_status_name(status),
+           chorus_handle_error(handle));
+    const char *message = chorus_handle_error(handle);
+    EXPECT(strstr(message, expected) != NULL, "expected \"%s\" in: %s", expected, message);
+    EXPECT(test_same_on_all_ranks(message), "ranks disagree on the message: %s", message);
+    chorus_handle_free(handle);
+}
+
+static void test_mismatches(void)
+{
+    if (test_size < 2)
+        return;
+    float data[8] = {0};
+    double wide[8] = {0};
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.input = floats(data, 8);
+    chorus_op_args changed = args;
+    changed.input = (chorus_tensor){.data = wide, .dtype = CHORUS_FLOAT64, .ndims = 1,
+                                    .shape = {8}};
+    char text[256];
+    snprintf(text, sizeof text, "allreduce \"m.dtype\": dtype mismatch: %s float32, rank 1 float64",
+             test_size == 2 ? "rank 0" : "ranks 0,2");
+    if (test_size > 3)
+        snprintf(text, sizeof text, "allreduce \"m.dtype\": dtype mismatch: ranks 0,2-%d float32, "
+                 "rank 1 float64", test_size - 1);
+    expect_mismatch("m.dtype", args, changed, text);
+
+    changed = args;
+    changed.input.shape[0] = 4;
+    expect_mismatch("m.shape", args, changed, "shape mismatch");
+    expect_mismatch("m.shape2", args, changed, "rank 1 [4]");
+
+    changed = args;
+    changed.op = CHORUS_MAX;
+    expect_mismatch("m.op", args, changed, "allreduce \"m.op\": op mismatch");
+
+    chorus_op_args broadcast = args;
+    broadcast.collective = CHORUS_BROADCAST;
+    changed = broadcast;
+    changed.root = 1;
+    expect_mismatch("m.root", broadcast, changed, "broadcast \"m.root\": root mismatch");
+
+    changed = args;
+    changed.collective = CHORUS_ALLGATHER;
+    expect_mismatch("m.collective", args, changed, "collective mismatch");
+
+    changed = args;
+    changed.postscale_factor = 2.0;
+    expect_mismatch("m.scale", args, changed, "postscale factor mismatch");
+
+    /* After errors, chorus still works. */
+    float value = 1;
+    chorus_tensor one = floats(&value, 1);
+    EXPECT_STATUS(chorus_allreduce("after.mismatch", &one, NULL, CHORUS_SUM), CHORUS_OK);
+    EXPECT(value == (float)test_size, "after mismatch: %g", (double)value);
+}
+
+int main(int argc, char **argv)
+{
+    test_start(&argc, &argv, 120);
+    test_step = "before init";
+    expect_not_initialized();
+    test_init_chorus();
+    test_step = "double init";
+    EXPECT_STATUS(chorus_init(NULL), CHORUS_ERR_ALREADY_INITIALIZED);
+    EXPECT(chorus_is_initialized(), "is_initialized");
+    test_step = "invalid arguments";
+    test_invalid_arguments();
+    test_step = "duplicate name";
+    test_duplicate_name();
+    test_step = "mismatches";
+    test_mismatches();
+    test_step = "shutdown";
+    EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
+    test_step = "after shutdown";
+    expect_not_initialized();
+    EXPECT(strcmp(chorus_status_name(CHORUS_ERR_MISMATCH), "CHORUS_ERR_MISMATCH") == 0, "name");
+    EXPECT(strcmp(chorus_status_name((chorus_status)-999), "CHORUS_STATUS_UNKNOWN") == 0, "name");
+    EXPECT(strlen(chorus_status_description(CHORUS_ERR_STALLED)) > 10, "description");
+    return test_finish("mpi_errors");
+}
