@@ -1,0 +1,370 @@
+/*
+ * chorus-bench — measures what a user gets from chorus (submit through the public API, then
+ * wait) against plain MPI (MPI_Allreduce, MPI_Bcast, MPI_Allgatherv) in the same run, as
+ * nccl-tests prints it: size, count, type, op, time, algbw, busbw, #wrong, per size, and the
+ * ratio of chorus's busbw to MPI's. Results are checked, not only timed.
+ *
+ *   chorus-bench [-c allreduce|broadcast|allgather] [-b 8] [-e 256M] [-f 2] [-n iters]
+ *                [-w warmup] [-d float32|...] [--csv FILE]
+ *
+ * busbw factors: allreduce 2(n-1)/n, allgather (n-1)/n, broadcast 1. The last line is
+ *   summary: <collective> np=<n> min_ratio=<x> ratio_at_64MiB=<z> latency_8B_us=<l>
+ * where min_ratio is the smallest ratio over sizes from 256 KiB up. It also prints the memory
+ * bandwidth of a plain copy measured in the same run, the ceiling for on-host collectives.
+ */
+#include "../test/common/reference.h"
+
+#include <chorus.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct options {
+    chorus_collective collective;
+    size_t min_bytes, max_bytes;
+    double factor;
+    int iterations; /* 0: chosen per size */
+    int warmup;
+    chorus_dtype dtype;
+    const char *csv;
+};
+
+static int rank, size;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static bool parse_size(const char *text, size_t *bytes)
+{
+    char *end = NULL;
+    double value = strtod(text, &end);
+    if (end == text || value < 0)
+        return false;
+    switch (*end) {
+    case 'K': case 'k': value *= 1024; break;
+    case 'M': case 'm': value *= 1024 * 1024; break;
+    case 'G': case 'g': value *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    *bytes = (size_t)value;
+    return true;
+}
+
+static MPI_Datatype mpi_type(chorus_dtype dtype)
+{
+    switch (dtype) {
+    case CHORUS_UINT8: return MPI_UINT8_T;
+    case CHORUS_INT8: return MPI_INT8_T;
+    case CHORUS_INT32: return MPI_INT32_T;
+    case CHORUS_INT64: return MPI_INT64_T;
+    case CHORUS_FLOAT32: return MPI_FLOAT;
+    case CHORUS_FLOAT64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;
+    }
+}
+
+static double bus_factor(chorus_collective collective)
+{
+    switch (collective) {
+    case CHORUS_ALLREDUCE: return size > 1 ? 2.0 * (size - 1) / size : 1;
+    case CHORUS_ALLGATHER: return size > 1 ? (double)(size - 1) / size : 1;
+    default: return 1;
+    }
+}
+
+/* One operation through chorus: submit, wait. */
+static chorus_status run_chorus(const struct options *o, void *buffer, size_t count,
+                                chorus_tensor *gathered)
+{
+    chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
+                            .shape = {(int64_t)count}};
+    switch (o->collective) {
+    case CHORUS_ALLREDUCE:
+        return chorus_allreduce("bench", &tensor, NULL, CHORUS_SUM);
+    case CHORUS_BROADCAST:
+        return chorus_broadcast("bench", &tensor, 0);
+    case CHORUS_ALLGATHER: {
+        tensor.shape[0] = (int64_t)(count / (size_t)size);
+        chorus_status status = chorus_allgather("bench", &tensor, gathered);
+        if (status == CHORUS_OK && gathered->data != NULL) {
+            free(gathered->data);
+            gathered->data = NULL;
+        }
+        return status;
+    }
+    }
+    return CHORUS_ERR_INVALID_ARGUMENT;
+}
+
+static void run_mpi(const struct options *o, void *buffer, size_t count, void *gather_out,
+                    int *counts, int *displacements)
+{
+    MPI_Datatype type = mpi_type(o->dtype);
+    switch (o->collective) {
+    case CHORUS_ALLREDUCE:
+        MPI_Allreduce(MPI_IN_PLACE, buffer, (int)count, type, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case CHORUS_BROADCAST:
+        MPI_Bcast(buffer, (int)count, type, 0, MPI_COMM_WORLD);
+        break;
+    case CHORUS_ALLGATHER:
+        MPI_Allgatherv(buffer, counts[rank], type, gather_out, counts, displacements, type,
+                       MPI_COMM_WORLD);
+        break;
+    }
+}
+
+/* Runs the operation once on reference data and counts wrong elements. */
+static long check(const struct options *o, bool use_chorus, void *buffer, size_t count,
+                  void *gather_out, int *counts, int *displacements)
+{
+    size_t element = chorus_dtype_size(o->dtype);
+    char why[256];
+    long wrong = 0;
+    if (o->collective == CHORUS_ALLREDUCE) {
+        reference_fill(buffer, count, o->dtype, CHORUS_SUM, 17, rank);
+        if (use_chorus)
+            run_chorus(o, buffer, count, NULL);
+        else
+            run_mpi(o, buffer, count, NULL, counts, displacements);
+        for (size_t i = 0; i < count; i += 1 + count / 4096) {
+            size_t chunk = count - i < 64 ? count - i : 64;
+            if (reference_check_allreduce((char *)buffer + i * element, chunk, o->dtype,
+                                          CHORUS_SUM, size, NULL, 17, 1, 1, why, sizeof why) >= 0)
+                wrong++;
+            break; /* the reference is positional: check the first chunk exactly */
+        }
+        return reference_check_allreduce(buffer, count, o->dtype, CHORUS_SUM, size, NULL, 17, 1,
+                                         1, why, sizeof why) >= 0
+                   ? wrong + 1
+                   : wrong;
+    }
+    if (o->collective == CHORUS_BROADCAST) {
+        if (rank == 0)
+            reference_fill_bytes(buffer, count * element, 18, 0);
+        else
+            memset(buffer, 0, count * element);
+        if (use_chorus)
+            run_chorus(o, buffer, count, NULL);
+        else
+            run_mpi(o, buffer, count, NULL, counts, displacements);
+        return reference_check_bytes(buffer, count * element, 18, 0) >= 0;
+    }
+    size_t block = (count / (size_t)size) * element;
+    reference_fill_bytes(buffer, block, 19, rank);
+    if (use_chorus) {
+        chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
+                                .shape = {(int64_t)(count / (size_t)size)}};
+        chorus_tensor gathered = {0};
+        if (chorus_allgather("bench.check", &tensor, &gathered) != CHORUS_OK)
+            return 1;
+        memcpy(gather_out, gathered.data, block * (size_t)size);
+        free(gathered.data);
+    } else {
+        run_mpi(o, buffer, count, gather_out, counts, displacements);
+    }
+    for (int r = 0; r < size; r++)
+        wrong += reference_check_bytes((char *)gather_out + (size_t)r * block, block, 19, r) >= 0;
+    return wrong;
+}
+
+/* Average seconds per operation over `iterations`, the maximum over ranks. */
+static double time_operation(const struct options *o, bool use_chorus, void *buffer,
+                             size_t count, int iterations, void *gather_out, int *counts,
+                             int *displacements)
+{
+    int warmup = o->warmup > iterations / 10 ? o->warmup : iterations / 10;
+    for (int i = 0; i < warmup; i++) {
+        if (use_chorus)
+            run_chorus(o, buffer, count, &(chorus_tensor){0});
+        else
+            run_mpi(o, buffer, count, gather_out, counts, displacements);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = now();
+    for (int i = 0; i < iterations; i++) {
+        if (use_chorus) {
+            chorus_tensor gathered = {0};
+            if (run_chorus(o, buffer, count, &gathered) != CHORUS_OK) {
+                fprintf(stderr, "rank %d: %s\n", rank, chorus_last_error());
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        } else {
+            run_mpi(o, buffer, count, gather_out, counts, displacements);
+        }
+    }
+    double elapsed = (now() - start) / iterations, slowest = 0;
+    MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+/* A STREAM-like copy of 256 MiB, best of 5: the memory bandwidth of this run (GB/s). */
+static double copy_bandwidth(void)
+{
+    size_t bytes = (size_t)256 << 20;
+    char *from = malloc(bytes), *to = malloc(bytes);
+    memset(from, 1, bytes);
+    memset(to, 2, bytes);
+    double best = 0;
+    for (int i = 0; i < 5; i++) {
+        double start = now();
+        memcpy(to, from, bytes);
+        double rate = (double)bytes / (now() - start) / 1e9;
+        best = rate > best ? rate : best;
+    }
+    free(from);
+    free(to);
+    return best;
+}
+
+static void usage(void)
+{
+    if (rank == 0)
+        fprintf(stderr, "usage: chorus-bench [-c allreduce|broadcast|allgather] [-b min] "
+                        "[-e max] [-f factor] [-n iters] [-w warmup] [-d dtype] [--csv FILE]\n");
+}
+
+int main(int argc, char **argv)
+{
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    struct options o = {.collective = CHORUS_ALLREDUCE, .min_bytes = 8,
+                        .max_bytes = (size_t)256 << 20, .factor = 2, .warmup = 3,
+                        .dtype = CHORUS_FLOAT32};
+    for (int i = 1; i < argc; i++) {
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = value != NULL;
+        if (strcmp(argv[i], "-c") == 0 && ok) {
+            o.collective = strcmp(value, "broadcast") == 0   ? CHORUS_BROADCAST
+                           : strcmp(value, "allgather") == 0 ? CHORUS_ALLGATHER
+                                                             : CHORUS_ALLREDUCE;
+        } else if (strcmp(argv[i], "-b") == 0 && ok) {
+            ok = parse_size(value, &o.min_bytes);
+        } else if (strcmp(argv[i], "-e") == 0 && ok) {
+            ok = parse_size(value, &o.max_bytes);
+        } else if (strcmp(argv[i], "-f") == 0 && ok) {
+            o.factor = atof(value);
+        } else if (strcmp(argv[i], "-n") == 0 && ok) {
+            o.iterations = atoi(value);
+        } else if (strcmp(argv[i], "-w") == 0 && ok) {
+            o.warmup = atoi(value);
+        } else if (strcmp(argv[i], "-d") == 0 && ok) {
+            o.dtype = strcmp(value, "float64") == 0 ? CHORUS_FLOAT64
+                      : strcmp(value, "int32") == 0 ? CHORUS_INT32
+                                                    : CHORUS_FLOAT32;
+        } else if (strcmp(argv[i], "--csv") == 0 && ok) {
+            o.csv = value;
+        } else {
+            usage();
+            MPI_Finalize();
+            return 2;
+        }
+        i++;
+        if (!ok) {
+            usage();
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    if (o.factor <= 1)
+        o.factor = 2;
+    if (chorus_init(NULL) != CHORUS_OK) {
+        fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    double memory_bandwidth = copy_bandwidth();
+    FILE *csv = rank == 0 && o.csv ? fopen(o.csv, "w") : NULL;
+    if (csv)
+        fprintf(csv, "collective,np,bytes,count,chorus_us,chorus_busbw,mpi_us,mpi_busbw,ratio\n");
+    size_t element = chorus_dtype_size(o.dtype);
+    const char *collective = chorus_collective_name(o.collective);
+    if (rank == 0) {
+        printf("# chorus-bench %s, %d ranks, dtype %s; memory copy bandwidth %.2f GB/s\n",
+               collective, size, chorus_dtype_name(o.dtype), memory_bandwidth);
+        printf("#%11s %12s %8s %6s  %10s %8s %8s %6s  %10s %8s %8s %6s  %6s\n", "", "", "", "",
+               "chorus", "", "", "", "MPI", "", "", "", "");
+        printf("#%11s %12s %8s %6s  %10s %8s %8s %6s  %10s %8s %8s %6s  %6s\n", "size (B)",
+               "count", "type", "redop", "time (us)", "algbw", "busbw", "#wrong", "time (us)",
+               "algbw", "busbw", "#wrong", "ratio");
+    }
+    double min_ratio = INFINITY, ratio_64 = NAN, latency_8 = NAN;
+    int *counts = calloc((size_t)size, sizeof *counts);
+    int *displacements = calloc((size_t)size, sizeof *displacements);
+    for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;
+         bytes = (size_t)ceil((double)bytes * o.factor)) {
+        size_t count = bytes / element;
+        if (o.collective == CHORUS_ALLGATHER)
+            count -= count % (size_t)size;
+        if (count == 0)
+            count = o.collective == CHORUS_ALLGATHER ? (size_t)size : 1;
+        size_t actual = count * element;
+        for (int r = 0; r < size; r++) {
+            counts[r] = (int)(count / (size_t)size);
+            displacements[r] = r * counts[r];
+        }
+        void *buffer = malloc(actual);
+        void *gather_out = malloc(actual);
+        memset(buffer, 0, actual);
+        memset(gather_out, 0, actual);
+        int iterations = o.iterations;
+        if (iterations <= 0) {
+            double target = 4e8; /* about 0.4 GB of traffic per measurement */
+            iterations = (int)(target / (double)(actual + 4096));
+            iterations = iterations < 5 ? 5 : iterations > 2000 ? 2000 : iterations;
+        }
+        double chorus_time = time_operation(&o, true, buffer, count, iterations, gather_out,
+                                            counts, displacements);
+        double mpi_time = time_operation(&o, false, buffer, count, iterations, gather_out,
+                                         counts, displacements);
+        long chorus_wrong = check(&o, true, buffer, count, gather_out, counts, displacements);
+        long mpi_wrong = check(&o, false, buffer, count, gather_out, counts, displacements);
+        long wrong[2] = {chorus_wrong, mpi_wrong}, total_wrong[2];
+        MPI_Allreduce(wrong, total_wrong, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        double chorus_algbw = (double)actual / chorus_time / 1e9;
+        double mpi_algbw = (double)actual / mpi_time / 1e9;
+        double chorus_busbw = chorus_algbw * bus_factor(o.collective);
+        double mpi_busbw = mpi_algbw * bus_factor(o.collective);
+        double ratio = chorus_busbw / mpi_busbw;
+        if (actual >= ((size_t)256 << 10) && ratio < min_ratio)
+            min_ratio = ratio;
+        if (actual == ((size_t)64 << 20))
+            ratio_64 = ratio;
+        if (isnan(latency_8) && actual <= 8)
+            latency_8 = chorus_time * 1e6;
+        if (rank == 0) {
+            printf(" %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld  %10.1f %8.2f %8.2f %6ld  %6.2f\n",
+                   actual, count, chorus_dtype_name(o.dtype),
+                   o.collective == CHORUS_ALLREDUCE ? "sum" : "none", chorus_time * 1e6,
+                   chorus_algbw, chorus_busbw, total_wrong[0], mpi_time * 1e6, mpi_algbw,
+                   mpi_busbw, total_wrong[1], ratio);
+            fflush(stdout);
+            if (csv)
+                fprintf(csv, "%s,%d,%zu,%zu,%.3f,%.4f,%.3f,%.4f,%.4f\n", collective, size,
+                        actual, count, chorus_time * 1e6, chorus_busbw, mpi_time * 1e6,
+                        mpi_busbw, ratio);
+        }
+        free(buffer);
+        free(gather_out);
+        if (actual >= o.max_bytes)
+            break;
+    }
+    if (csv)
+        fclose(csv);
+    if (rank == 0)
+        printf("summary: %s np=%d min_ratio=%.2f ratio_at_64MiB=%.2f latency_8B_us=%.1f\n",
+               collective, size, min_ratio, ratio_64, latency_8);
+    free(counts);
+    free(displacements);
+    chorus_shutdown();
+    MPI_Finalize();
+    return 0;
+}
