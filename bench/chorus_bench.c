@@ -6,6 +6,7 @@
  *
  *   chorus-bench [-c allreduce|broadcast|allgather] [-b 8] [-e 256M] [-f 2] [-n iters]
  *                [-w warmup] [-d float32|...] [--csv FILE]
+ *   chorus-bench --cycle N      (the cost of a step of N tiny allreduces: negotiation)
  *
  * busbw factors: allreduce 2(n-1)/n, allgather (n-1)/n, broadcast 1. The last line is
  *   summary: <collective> np=<n> min_ratio=<x> ratio_at_64MiB=<z> latency_8B_us=<l>
@@ -30,6 +31,7 @@ struct options {
     int warmup;
     chorus_dtype dtype;
     const char *csv;
+    int cycle_tensors; /* --cycle N: time steps of N small allreduces instead of sizes */
 };
 
 static int rank, size;
@@ -224,6 +226,55 @@ static double copy_bandwidth(void)
     return best;
 }
 
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The negotiation cost of a training step: N tiny tensors submitted at once, then waited for.
+ * They fuse into one small allreduce, so the step time is mostly negotiation. */
+static void cycle_benchmark(int tensors)
+{
+    enum { STEPS = 200, WARMUP = 20 };
+    float *values = calloc((size_t)tensors, sizeof *values);
+    chorus_handle **handles = calloc((size_t)tensors, sizeof *handles);
+    char (*names)[32] = calloc((size_t)tensors, sizeof *names);
+    double *times = calloc(STEPS, sizeof *times);
+    for (int t = 0; t < tensors; t++)
+        snprintf(names[t], sizeof names[t], "layer%d.grad", t);
+    for (int step = 0; step < WARMUP + STEPS; step++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double start = now();
+        for (int t = tensors - 1; t >= 0; t--) {
+            chorus_tensor tensor = {.data = &values[t], .dtype = CHORUS_FLOAT32, .ndims = 1,
+                                    .shape = {1}};
+            if (chorus_allreduce_async(names[t], &tensor, NULL, CHORUS_SUM, &handles[t]) !=
+                CHORUS_OK) {
+                fprintf(stderr, "rank %d: %s\n", rank, chorus_last_error());
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        }
+        for (int t = 0; t < tensors; t++) {
+            chorus_wait(handles[t]);
+            chorus_handle_free(handles[t]);
+        }
+        double elapsed = now() - start, slowest = 0;
+        MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (step >= WARMUP)
+            times[step - WARMUP] = slowest;
+    }
+    qsort(times, STEPS, sizeof *times, compare_doubles);
+    if (rank == 0)
+        printf("cycle: np=%d tensors=%d median_step_us=%.1f p10_us=%.1f p90_us=%.1f\n", size,
+               tensors, times[STEPS / 2] * 1e6, times[STEPS / 10] * 1e6,
+               times[STEPS * 9 / 10] * 1e6);
+    free(values);
+    free(handles);
+    free(names);
+    free(times);
+}
+
 static void usage(void)
 {
     if (rank == 0)
@@ -263,6 +314,8 @@ int main(int argc, char **argv)
                                                     : CHORUS_FLOAT32;
         } else if (strcmp(argv[i], "--csv") == 0 && ok) {
             o.csv = value;
+        } else if (strcmp(argv[i], "--cycle") == 0 && ok) {
+            o.cycle_tensors = atoi(value);
         } else {
             usage();
             MPI_Finalize();
@@ -280,6 +333,12 @@ int main(int argc, char **argv)
     if (chorus_init(NULL) != CHORUS_OK) {
         fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (o.cycle_tensors > 0) {
+        cycle_benchmark(o.cycle_tensors);
+        chorus_shutdown();
+        MPI_Finalize();
+        return 0;
     }
     double memory_bandwidth = copy_bandwidth();
     FILE *csv = rank == 0 && o.csv ? fopen(o.csv, "w") : NULL;

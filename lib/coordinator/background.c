@@ -26,6 +26,7 @@
 #include "../core/log.h"
 #include "execute.h"
 #include "negotiation.h"
+#include "response_cache.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -49,6 +50,7 @@ struct background {
     int size;
     struct name_table pending; /* name -> struct request, submitted and not completed */
     struct negotiator negotiator;
+    struct response_cache cache;
     struct executor executor;
     struct outgoing *outgoing;
 
@@ -180,6 +182,9 @@ static bool send_message(struct background *background, const struct wire_messag
         fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "cannot encode a negotiation message");
         return false;
     }
+    LOG(LOG_TRACE, "negotiation", "sending %s of %u entries (%zu bytes) to %d rank(s)",
+        message->kind == WIRE_REQUESTS ? "requests" : "responses", message->count, length,
+        destination_count);
     for (int i = 0; i < destination_count; i++) {
         if (MPI_Isend(outgoing->bytes, (int)length, MPI_BYTE, destinations[i], tag,
                       background->context->control_comm,
@@ -233,7 +238,17 @@ static bool queue_unsent(struct background *background, const struct wire_reques
         background->unsent = grown;
         background->unsent_capacity = capacity;
     }
-    return wire_request_copy(&background->unsent[background->unsent_count++], request);
+    struct wire_request *entry = &background->unsent[background->unsent_count];
+    if (!wire_request_copy(entry, request))
+        return false;
+    background->unsent_count++;
+    /* A description the cache holds travels as its slot number. */
+    long slot = background->rank == 0 ? -1 : response_cache_find(&background->cache, request);
+    if (slot >= 0) {
+        entry->cached = true;
+        entry->cache_slot = (uint32_t)slot;
+    }
+    return true;
 }
 
 /* Moves the user threads' submissions into this thread's tables. Returns true if any. */
@@ -282,8 +297,20 @@ static void coordinator_accept(struct background *background, int rank,
                                const struct wire_request *requests, size_t count, uint32_t flags)
 {
     double now = monotonic_seconds();
-    for (size_t i = 0; i < count; i++)
-        negotiator_submit(&background->negotiator, rank, &requests[i], now);
+    for (size_t i = 0; i < count; i++) {
+        const struct wire_request *request = &requests[i];
+        if (request->cached) {
+            request = response_cache_get(&background->cache, request->cache_slot);
+            if (request == NULL) {
+                char text[128];
+                snprintf(text, sizeof text, "rank %d referred to empty response-cache slot %u",
+                         rank, requests[i].cache_slot);
+                fatal(background, CHORUS_ERR_PROTOCOL, text);
+                return;
+            }
+        }
+        negotiator_submit(&background->negotiator, rank, request, now);
+    }
     if (flags & WIRE_FLAG_JOIN)
         negotiator_join(&background->negotiator, rank);
     if ((flags & WIRE_FLAG_SHUTDOWN) && !background->shutdown_decided) {
@@ -457,15 +484,32 @@ static bool coordinate(struct background *background)
         int *destinations = malloc((size_t)background->size * sizeof *destinations);
         for (int r = 1; destinations != NULL && r < background->size; r++)
             destinations[r - 1] = r;
+        /* What travels: responses the cache holds go as their slot (shallow copies; the full
+         * list stays for executing here). */
+        struct wire_response *wire = malloc((sent_count ? sent_count : 1) * sizeof *wire);
+        for (size_t i = 0; wire != NULL && i < sent_count; i++) {
+            wire[i] = sent[i];
+            long slot = response_cacheable(&sent[i], background->size)
+                            ? response_cache_find(&background->cache, &sent[i].request)
+                            : -1;
+            if (slot >= 0) {
+                wire[i].type = RESPONSE_CACHED;
+                wire[i].request.cached = true;
+                wire[i].request.cache_slot = (uint32_t)slot;
+            } else {
+                response_cache_record(&background->cache, &sent[i], background->size);
+            }
+        }
         struct wire_message out = {.kind = WIRE_RESPONSES,
                                    .flags = background->shutdown_decided ? WIRE_FLAG_SHUTDOWN : 0,
                                    .count = (uint32_t)sent_count,
-                                   .responses = sent};
-        if (destinations == NULL)
+                                   .responses = wire};
+        if (destinations == NULL || wire == NULL)
             fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "out of memory sending responses");
         else
             send_message(background, &out, destinations, background->size - 1, TAG_RESPONSES);
         free(destinations);
+        free(wire);
     }
     background->last_cycle = now;
     if (!background->finished)
@@ -481,6 +525,36 @@ static bool coordinate(struct background *background)
     return true;
 }
 
+/* Replaces slot-only responses by the cached descriptions, and records full ones in the same
+ * order rank 0 did. */
+static bool resolve_cached_responses(struct background *background, struct wire_message *message)
+{
+    for (size_t i = 0; i < message->count; i++) {
+        struct wire_response *response = &message->responses[i];
+        if (response->type != RESPONSE_CACHED) {
+            response_cache_record(&background->cache, response, background->size);
+            continue;
+        }
+        const struct wire_request *entry =
+            response_cache_get(&background->cache, response->request.cache_slot);
+        if (entry == NULL) {
+            char text[128];
+            snprintf(text, sizeof text, "rank 0 referred to empty response-cache slot %u",
+                     response->request.cache_slot);
+            fatal(background, CHORUS_ERR_PROTOCOL, text);
+            return false;
+        }
+        if (!wire_request_copy(&response->request, entry)) {
+            fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "out of memory in the response cache");
+            return false;
+        }
+        response->type = RESPONSE_EXECUTE;
+        response->status = CHORUS_OK;
+        response->contributors = (uint32_t)background->size;
+    }
+    return true;
+}
+
 /* Other ranks: runs the responses rank 0 sent, in order. */
 static bool follow(struct background *background)
 {
@@ -490,6 +564,10 @@ static bool follow(struct background *background)
     while (!background->finished && !background->stopping &&
            receive_message(background, 0, TAG_RESPONSES, &message, &sender)) {
         active = true;
+        if (!resolve_cached_responses(background, &message)) {
+            wire_message_free(&message);
+            break;
+        }
         execute(background, message.responses, message.count);
         if ((message.flags & WIRE_FLAG_SHUTDOWN) && !background->finished) {
             const char *reason = "another rank called chorus_shutdown";
@@ -599,6 +677,7 @@ static chorus_status start(struct background *background, char *error, size_t er
     if (status != CHORUS_OK)
         return status;
     name_table_init(&background->pending);
+    response_cache_init(&background->cache, context->params.values.cache_capacity);
     if (context->rank == 0 && !negotiator_init(&background->negotiator, context->size)) {
         snprintf(error, error_size, "out of memory");
         return CHORUS_ERR_OUT_OF_MEMORY;
@@ -685,6 +764,7 @@ void *background_main(void *argument)
     if (background->rank == 0)
         negotiator_destroy(&background->negotiator);
     executor_release(&background->executor);
+    response_cache_destroy(&background->cache);
     name_table_destroy(&background->pending);
     release_communicators(context);
     free(background);

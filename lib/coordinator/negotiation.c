@@ -351,14 +351,46 @@ static void add_execute(struct negotiator *negotiator, struct wire_response *rea
     free(group);
 }
 
+/* The fast check that runs on every tensor: do two submissions agree on everything the
+ * collective needs? Only when they do not is the (slower) message built. */
+static bool requests_agree(const struct wire_request *a, const struct wire_request *b)
+{
+    if (a->collective != b->collective || a->dtype != b->dtype || a->ndims != b->ndims ||
+        (a->device == DEVICE_HOST) != (b->device == DEVICE_HOST) ||
+        a->group_size != b->group_size || strcmp(a->group, b->group) != 0)
+        return false;
+    size_t first = a->collective == CHORUS_ALLGATHER ? 1 : 0;
+    for (size_t i = first; i < a->ndims; i++)
+        if (a->shape[i] != b->shape[i])
+            return false;
+    switch ((chorus_collective)a->collective) {
+    case CHORUS_ALLREDUCE:
+        return a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale;
+    case CHORUS_BROADCAST:
+        return a->root == b->root;
+    case CHORUS_ALLGATHER:
+        return true;
+    }
+    return false;
+}
+
 /* The entry is complete: decide its response and forget it. */
 static void resolve(struct negotiator *negotiator, struct negotiation_entry *entry)
 {
     const struct wire_request *reference = NULL;
-    for (int r = 0; r < negotiator->nranks && reference == NULL; r++)
-        if (entry->requests[r].name != NULL)
+    bool agree = true;
+    for (int r = 0; r < negotiator->nranks; r++) {
+        if (entry->requests[r].name == NULL)
+            continue;
+        if (reference == NULL)
             reference = &entry->requests[r];
-    char *mismatch = find_mismatch(negotiator, entry, reference);
+        else if (!requests_agree(reference, &entry->requests[r]))
+            agree = false;
+    }
+    bool root_missing = reference->collective == CHORUS_BROADCAST &&
+                        (reference->root < 0 || reference->root >= negotiator->nranks ||
+                         entry->requests[reference->root].name == NULL);
+    char *mismatch = agree && !root_missing ? NULL : find_mismatch(negotiator, entry, reference);
     if (mismatch != NULL) {
         add_error(negotiator, reference, CHORUS_ERR_MISMATCH, mismatch);
         struct wire_response failed_member = {.type = 0};

@@ -9,17 +9,17 @@
  *   | u32    | u16     | u16  | u32   | u32   |                        |
  *   +--------+---------+------+-------+-------+------------------------+
  *
- * Request:
- *   +----------+------+------------+-------+----+-------+------+--------+
- *   | name_len | name | collective | dtype | op | ndims | root | device |
- *   | u16      | ...  | u8         | u8    | u8 | u8    | i32  | i32    |
- *   +----------+------+------------+-------+----+-------+------+--------+
+ * Request (form 0, in full; form 1 is followed only by a u32 response-cache slot):
+ *   +------+----------+------+------------+-------+----+-------+------+--------+
+ *   | form | name_len | name | collective | dtype | op | ndims | root | device |
+ *   | u8   | u16      | ...  | u8         | u8    | u8 | u8    | i32  | i32    |
+ *   +------+----------+------+------------+-------+----+-------+------+--------+
  *   +-----------------+----------+-----------+-----------+-------+------------+
  *   | shape[ndims]    | prescale | postscale | group_len | group | group_size |
  *   | i64 each        | f64      | f64       | u16       | ...   | u32        |
  *   +-----------------+----------+-----------+-----------+-------+------------+
  *
- * Response:
+ * Response (type 4, RESPONSE_CACHED, is followed only by a u32 response-cache slot):
  *   +------+--------+--------------+-------------+---------+---------+-----------+------------+
  *   | type | status | contributors | message_len | message | request | dim_count | dims       |
  *   | u8   | i32    | u32          | u32         | ...     | (above) | u32       | i64 each   |
@@ -86,6 +86,11 @@ static void put_text(struct writer *writer, const char *text, size_t width)
 
 static void put_request(struct writer *writer, const struct wire_request *request)
 {
+    put_unsigned(writer, request->cached ? 1 : 0, 1);
+    if (request->cached) {
+        put_unsigned(writer, request->cache_slot, 4);
+        return;
+    }
     put_text(writer, request->name, 2);
     put_unsigned(writer, request->collective, 1);
     put_unsigned(writer, request->dtype, 1);
@@ -104,6 +109,10 @@ static void put_request(struct writer *writer, const struct wire_request *reques
 static void put_response(struct writer *writer, const struct wire_response *response)
 {
     put_unsigned(writer, response->type, 1);
+    if (response->type == RESPONSE_CACHED) {
+        put_unsigned(writer, response->request.cache_slot, 4);
+        return;
+    }
     put_unsigned(writer, (uint32_t)response->status, 4);
     put_unsigned(writer, response->contributors, 4);
     put_text(writer, response->message, 4);
@@ -209,6 +218,14 @@ static char *get_text(struct reader *reader, size_t width, size_t max_length)
 static bool get_request(struct reader *reader, struct wire_request *request)
 {
     memset(request, 0, sizeof *request);
+    uint8_t form = (uint8_t)get_unsigned(reader, 1);
+    if (!reader->failed && form > 1)
+        return fail(reader, "unknown request form");
+    if (form == 1) {
+        request->cached = true;
+        request->cache_slot = (uint32_t)get_unsigned(reader, 4);
+        return !reader->failed;
+    }
     request->name = get_text(reader, 2, CHORUS_MAX_NAME_LENGTH);
     request->collective = (uint8_t)get_unsigned(reader, 1);
     request->dtype = (uint8_t)get_unsigned(reader, 1);
@@ -244,10 +261,15 @@ static bool get_response(struct reader *reader, struct wire_response *response)
 {
     memset(response, 0, sizeof *response);
     response->type = (uint8_t)get_unsigned(reader, 1);
+    if (response->type == RESPONSE_CACHED) {
+        response->request.cached = true;
+        response->request.cache_slot = (uint32_t)get_unsigned(reader, 4);
+        return !reader->failed;
+    }
     response->status = (int32_t)(uint32_t)get_unsigned(reader, 4);
     response->contributors = (uint32_t)get_unsigned(reader, 4);
     if (!reader->failed && (response->type < RESPONSE_EXECUTE ||
-                            response->type > RESPONSE_JOIN_DONE))
+                            response->type > RESPONSE_CACHED))
         return fail(reader, "unknown response type");
     response->message = get_text(reader, 4, MAX_MESSAGE_LENGTH);
     if (!get_request(reader, &response->request))
@@ -298,9 +320,9 @@ chorus_status wire_decode(const uint8_t *bytes, size_t length, struct wire_messa
         fail(&reader, "unknown message kind");
         return CHORUS_ERR_PROTOCOL;
     }
-    /* Every entry takes at least 30 bytes: reject counts the message cannot hold before
-     * allocating for them. */
-    if (count > (length - reader.offset) / 30) {
+    /* Every entry takes at least 5 bytes (a cached one): reject counts the message cannot hold
+     * before allocating for them. */
+    if (count > (length - reader.offset) / 5) {
         fail(&reader, "entry count larger than the message");
         return CHORUS_ERR_PROTOCOL;
     }
@@ -336,6 +358,20 @@ void wire_request_free(struct wire_request *request)
     free(request->group);
     request->name = NULL;
     request->group = NULL;
+}
+
+bool wire_request_equal(const struct wire_request *a, const struct wire_request *b)
+{
+    if (a->collective != b->collective || a->dtype != b->dtype || a->op != b->op ||
+        a->ndims != b->ndims || a->root != b->root || a->device != b->device ||
+        a->group_size != b->group_size ||
+        memcmp(&a->prescale, &b->prescale, sizeof a->prescale) != 0 ||
+        memcmp(&a->postscale, &b->postscale, sizeof a->postscale) != 0)
+        return false;
+    if (memcmp(a->shape, b->shape, a->ndims * sizeof a->shape[0]) != 0)
+        return false;
+    return strcmp(a->name ? a->name : "", b->name ? b->name : "") == 0 &&
+           strcmp(a->group ? a->group : "", b->group ? b->group : "") == 0;
 }
 
 bool wire_request_copy(struct wire_request *to, const struct wire_request *from)

@@ -36,12 +36,15 @@ struct wire_request {
     double postscale;
     char *group;         /* first name of the group; "" when not grouped */
     uint32_t group_size; /* tensors in the group; 1 when not grouped */
+    bool cached;         /* only cache_slot travels: the response cache holds the rest */
+    uint32_t cache_slot;
 };
 
 enum response_type {
     RESPONSE_EXECUTE = 1,   /* run the collective */
     RESPONSE_ERROR = 2,     /* complete the handles of `request.name` with `status`, `message` */
     RESPONSE_JOIN_DONE = 3, /* every rank has joined */
+    RESPONSE_CACHED = 4,    /* run the collective of response-cache slot request.cache_slot */
 };
 
 struct wire_response {
@@ -73,6 +76,8 @@ chorus_status wire_decode(const uint8_t *bytes, size_t length, struct wire_messa
 void wire_request_free(struct wire_request *request);
 /* Deep copy; false when out of memory. */
 bool wire_request_copy(struct wire_request *to, const struct wire_request *from);
+/* Same name and every negotiated field. */
+bool wire_request_equal(const struct wire_request *a, const struct wire_request *b);
 void wire_response_free(struct wire_response *response);
 void wire_message_free(struct wire_message *message);
 

@@ -9,13 +9,14 @@
 #include <chorus.h>
 #include <mpi.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static int test_rank, test_size;
-static long test_checks, test_failures;
+static _Atomic long test_checks, test_failures;
 static const char *volatile test_step = "start";
 
 #define EXPECT(condition, ...)                                                                   \
@@ -68,7 +69,7 @@ static void test_init_chorus(void)
 /* Agrees on the verdict, prints it from rank 0 and finalizes MPI. Returns the exit code. */
 static int test_finish(const char *name)
 {
-    long totals[2] = {0, 0}, mine[2] = {test_checks, test_failures};
+    long totals[2] = {0, 0}, mine[2] = {atomic_load(&test_checks), atomic_load(&test_failures)};
     MPI_Allreduce(mine, totals, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (test_rank == 0)
         printf("%s np=%d: %ld passed, %ld failed\n", name, test_size, totals[0] - totals[1],

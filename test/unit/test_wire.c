@@ -86,6 +86,37 @@ START_TEST(responses_round_trip)
 }
 END_TEST
 
+START_TEST(cached_entries_travel_as_slots)
+{
+    struct wire_request requests[2] = {sample_request("full"), sample_request("cached")};
+    requests[1].cached = true;
+    requests[1].cache_slot = 77;
+    struct wire_message message = {.kind = WIRE_REQUESTS, .count = 2, .requests = requests};
+    uint8_t *bytes = NULL;
+    size_t length = wire_encode(&message, &bytes);
+    struct wire_message decoded;
+    char error[256];
+    ck_assert_int_eq(wire_decode(bytes, length, &decoded, error, sizeof error), CHORUS_OK);
+    ck_assert(!decoded.requests[0].cached);
+    ck_assert(decoded.requests[1].cached);
+    ck_assert_uint_eq(decoded.requests[1].cache_slot, 77);
+    ck_assert_ptr_null(decoded.requests[1].name);
+    wire_message_free(&decoded);
+    free(bytes);
+
+    struct wire_response response = {.type = RESPONSE_CACHED};
+    response.request.cache_slot = 5;
+    struct wire_message responses = {.kind = WIRE_RESPONSES, .count = 1, .responses = &response};
+    length = wire_encode(&responses, &bytes);
+    ck_assert_uint_eq(length, 16 + 1 + 4); /* header, type, slot */
+    ck_assert_int_eq(wire_decode(bytes, length, &decoded, error, sizeof error), CHORUS_OK);
+    ck_assert_int_eq(decoded.responses[0].type, RESPONSE_CACHED);
+    ck_assert_uint_eq(decoded.responses[0].request.cache_slot, 5);
+    wire_message_free(&decoded);
+    free(bytes);
+}
+END_TEST
+
 START_TEST(every_truncation_and_extension_is_rejected)
 {
     struct wire_request request = sample_request("truncate.me");
@@ -128,11 +159,12 @@ START_TEST(bad_fields_are_rejected_with_a_reason)
         {4, 0x09, "version"},
         {6, 0x07, "kind"},
         {12, 0xff, "count"},
-        {16 + 2 + 1, 9, "collective"},   /* after the 1-byte name */
-        {16 + 2 + 1 + 1, 42, "dtype"},
-        {16 + 2 + 1 + 2, 17, "operator"},
-        {16 + 2 + 1 + 3, 9, "dimensions"},
-        {16 + 2 + 1 + 4 + 8 + 7, 0x80, "negative"}, /* top byte of shape[0] */
+        {16, 7, "form"},
+        {17 + 2 + 1, 9, "collective"},   /* after the form and the 1-byte name */
+        {17 + 2 + 1 + 1, 42, "dtype"},
+        {17 + 2 + 1 + 2, 17, "operator"},
+        {17 + 2 + 1 + 3, 9, "dimensions"},
+        {17 + 2 + 1 + 4 + 8 + 7, 0x80, "negative"}, /* top byte of shape[0] */
     };
     for (size_t i = 0; i < sizeof corruptions / sizeof corruptions[0]; i++) {
         uint8_t *copy = malloc(length);
@@ -174,6 +206,7 @@ int main(void)
     TCase *tc = tcase_create("wire");
     tcase_add_test(tc, requests_round_trip);
     tcase_add_test(tc, responses_round_trip);
+    tcase_add_test(tc, cached_entries_travel_as_slots);
     tcase_add_test(tc, every_truncation_and_extension_is_rejected);
     tcase_add_test(tc, bad_fields_are_rejected_with_a_reason);
     tcase_add_test(tc, random_bytes_never_crash_the_decoder);

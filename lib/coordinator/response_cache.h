@@ -1,0 +1,43 @@
+/*
+ * response_cache.h — agreed tensor descriptions, kept identically on every rank, so that a
+ * training step that submits the same tensors as before sends each as a 4-byte slot number
+ * instead of its full description, in both directions.
+ *
+ * Every rank inserts into the cache in the same order: the order of the full EXECUTE responses
+ * rank 0 sends (rank 0 when it sends them, the others when they receive them). Entries are never
+ * replaced or evicted; a full cache stops caching new names. So a slot a rank refers to means
+ * the same description on rank 0, which is always at least as far along in the response stream.
+ */
+#ifndef CHORUS_RESPONSE_CACHE_H
+#define CHORUS_RESPONSE_CACHE_H
+
+#include "../core/name_table.h"
+#include "wire.h"
+
+struct response_cache {
+    size_t capacity;
+    size_t count;
+    struct wire_request *entries;
+    struct name_table slots; /* name -> slot + 1 (as a pointer-sized integer) */
+};
+
+void response_cache_init(struct response_cache *cache, size_t capacity);
+void response_cache_destroy(struct response_cache *cache);
+
+/* The slot holding exactly `request`, or -1. */
+long response_cache_find(const struct response_cache *cache, const struct wire_request *request);
+
+/* The entry of `slot`, or NULL when the slot is empty. */
+const struct wire_request *response_cache_get(const struct response_cache *cache, uint32_t slot);
+
+/* Records the description of a full EXECUTE response, if it may be cached and its name is new
+ * and there is room. Returns true if it was added. */
+bool response_cache_record(struct response_cache *cache, const struct wire_response *response,
+                           int nranks);
+
+/* Whether a response of this shape goes into the cache (or may be sent as a slot): allreduces and
+ * broadcasts that every rank contributed to. Allgathers are not cached: their first dimensions
+ * change from call to call. */
+bool response_cacheable(const struct wire_response *response, int nranks);
+
+#endif
