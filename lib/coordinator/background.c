@@ -628,15 +628,15 @@ static chorus_status agree_on_parameters(struct background *background, char *er
 {
     struct chorus_context *context = background->context;
     MPI_Comm comm = context->control_comm;
-    int mine = context->startup_status != CHORUS_OK ? background->rank : INT_MAX;
+    int mine = context->params_status != CHORUS_OK ? background->rank : INT_MAX;
     int first_bad = INT_MAX;
     if (MPI_Allreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
         snprintf(error, error_size, "MPI_Allreduce failed during init");
         return CHORUS_ERR_MPI;
     }
     if (first_bad != INT_MAX) {
-        char text[sizeof context->startup_message];
-        memcpy(text, context->startup_message, sizeof text);
+        char text[sizeof context->params_message];
+        memcpy(text, context->params_message, sizeof text);
         MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first_bad, comm);
         text[sizeof text - 1] = '\0';
         if (first_bad == background->rank)

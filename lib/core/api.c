@@ -85,12 +85,11 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
 
     /* A malformed parameter is not reported here yet: the background thread first tells every
      * rank, so that all ranks fail init together instead of some waiting for the others. */
-    context->startup_status =
-        params_load(&context->params, environ, overrides, context->startup_message,
-                    sizeof context->startup_message);
-    if (context->startup_status == CHORUS_OK)
+    context->params_status =
+        params_load(&context->params, environ, overrides, context->params_message,
+                    sizeof context->params_message);
+    if (context->params_status == CHORUS_OK)
         log_set_level((enum log_level)context->params.values.log_level);
-    bool params_ok = context->startup_status == CHORUS_OK;
 
     if (pthread_create(&context->thread, NULL, background_main, context) != 0) {
         context_free(context);
@@ -98,8 +97,6 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
                               "chorus_init: cannot start the background thread");
     }
     pthread_mutex_lock(&context->lock);
-    if (params_ok)
-        context->startup_status = CHORUS_OK;
     while (!context->startup_finished)
         pthread_cond_wait(&context->started, &context->lock);
     chorus_status status = context->startup_status;

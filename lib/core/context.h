@@ -41,6 +41,8 @@ struct chorus_context {
     MPI_Comm control_comm; /* negotiation messages (owned by the background thread) */
     MPI_Comm data_comm;    /* collectives (owned by the background thread) */
     pthread_t thread;
+    chorus_status params_status;  /* parsing the parameters on this rank */
+    char params_message[1024];
 
     /* shared */
     pthread_mutex_t lock;
