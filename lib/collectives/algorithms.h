@@ -20,10 +20,13 @@ struct scratch {
 void *scratch_reserve(struct scratch *scratch, size_t bytes);
 void scratch_release(struct scratch *scratch);
 
+struct node_segment;
+
 /* Allreduce in place: every rank's `buffer` ends as the reduction of all ranks' buffers. */
 struct allreduce_args {
     struct transport *transport;
     struct scratch *scratch;
+    struct node_segment *node; /* this host's shared segment (hierarchical), or NULL */
     void *buffer;
     size_t count;
     chorus_dtype dtype;
@@ -69,6 +72,7 @@ enum allreduce_algorithm_id {
     ALLREDUCE_RING,
     ALLREDUCE_RECURSIVE_DOUBLING,
     ALLREDUCE_RABENSEIFNER,
+    ALLREDUCE_HIERARCHICAL,
     ALLREDUCE_ALGORITHM_COUNT,
 };
 
@@ -87,6 +91,7 @@ enum allgather_algorithm_id {
 chorus_status allreduce_ring(const struct allreduce_args *args);
 chorus_status allreduce_recursive_doubling(const struct allreduce_args *args);
 chorus_status allreduce_rabenseifner(const struct allreduce_args *args);
+chorus_status allreduce_hierarchical(const struct allreduce_args *args);
 chorus_status broadcast_binomial(const struct broadcast_args *args);
 chorus_status broadcast_pipelined_chain(const struct broadcast_args *args);
 chorus_status allgather_ring(const struct allgather_args *args);
@@ -100,8 +105,11 @@ int algorithm_find(chorus_collective collective, const char *name);
 char *algorithm_names(chorus_collective collective);
 
 /* Chooses an algorithm: `forced` (an index, or -1 for the tuning table) for a message of
- * `bytes` on `nranks` ranks. Identical on every rank for identical arguments. */
-int algorithm_select(chorus_collective collective, int forced, size_t bytes, int nranks);
+ * `bytes` on `nranks` ranks; `shared_host` says whether every host runs the same number (more
+ * than one) of ranks, which the hierarchical allreduce needs; forced without it, it declines
+ * and the ring runs. Identical on every rank for identical arguments. */
+int algorithm_select(chorus_collective collective, int forced, size_t bytes, int nranks,
+                     bool shared_host);
 
 /* Splits `count` items into `parts` nearly equal contiguous parts: part i starts at
  * part_start(i) and the first count % parts parts have one more item. */

@@ -83,11 +83,24 @@ uint16_t float_to_bfloat16(float value)
             accumulator[i] = (type)COMBINE((compute)accumulator[i], (compute)operand[i]);        \
     }
 
+/* The three-operand form: result = a (op) b. */
+#define DEFINE_PAIR_LOOP(function, type, compute, COMBINE)                                       \
+    static void function(type *restrict result, const type *restrict a,                         \
+                         const type *restrict b, size_t count)                                   \
+    {                                                                                            \
+        for (size_t i = 0; i < count; i++)                                                       \
+            result[i] = (type)COMBINE((compute)a[i], (compute)b[i]);                             \
+    }
+
 #define DEFINE_LOOPS(suffix, type, wrapping)                                                     \
     DEFINE_LOOP(sum_##suffix, type, wrapping, SUM_OF)                                            \
     DEFINE_LOOP(product_##suffix, type, wrapping, PRODUCT_OF)                                    \
     DEFINE_LOOP(min_##suffix, type, type, MIN_OF)                                                \
-    DEFINE_LOOP(max_##suffix, type, type, MAX_OF)
+    DEFINE_LOOP(max_##suffix, type, type, MAX_OF)                                                \
+    DEFINE_PAIR_LOOP(pair_sum_##suffix, type, wrapping, SUM_OF)                                  \
+    DEFINE_PAIR_LOOP(pair_product_##suffix, type, wrapping, PRODUCT_OF)                          \
+    DEFINE_PAIR_LOOP(pair_min_##suffix, type, type, MIN_OF)                                      \
+    DEFINE_PAIR_LOOP(pair_max_##suffix, type, type, MAX_OF)
 
 DEFINE_LOOPS(u8, uint8_t, uint32_t)
 DEFINE_LOOPS(i8, int8_t, uint32_t)
@@ -105,11 +118,23 @@ DEFINE_LOOPS(f64, double, double)
                 from_float(COMBINE(to_float(accumulator[i]), to_float(operand[i])));             \
     }
 
+#define DEFINE_HALF_PAIR_LOOP(function, to_float, from_float, COMBINE)                           \
+    static void function(uint16_t *restrict result, const uint16_t *restrict a,                 \
+                         const uint16_t *restrict b, size_t count)                               \
+    {                                                                                            \
+        for (size_t i = 0; i < count; i++)                                                       \
+            result[i] = from_float(COMBINE(to_float(a[i]), to_float(b[i])));                     \
+    }
+
 #define DEFINE_HALF_LOOPS(suffix, to_float, from_float)                                          \
     DEFINE_HALF_LOOP(sum_##suffix, to_float, from_float, SUM_OF)                                 \
     DEFINE_HALF_LOOP(product_##suffix, to_float, from_float, PRODUCT_OF)                         \
     DEFINE_HALF_LOOP(min_##suffix, to_float, from_float, MIN_OF)                                 \
-    DEFINE_HALF_LOOP(max_##suffix, to_float, from_float, MAX_OF)
+    DEFINE_HALF_LOOP(max_##suffix, to_float, from_float, MAX_OF)                                 \
+    DEFINE_HALF_PAIR_LOOP(pair_sum_##suffix, to_float, from_float, SUM_OF)                       \
+    DEFINE_HALF_PAIR_LOOP(pair_product_##suffix, to_float, from_float, PRODUCT_OF)               \
+    DEFINE_HALF_PAIR_LOOP(pair_min_##suffix, to_float, from_float, MIN_OF)                       \
+    DEFINE_HALF_PAIR_LOOP(pair_max_##suffix, to_float, from_float, MAX_OF)
 
 DEFINE_HALF_LOOPS(f16, half_to_float, float_to_half)
 DEFINE_HALF_LOOPS(bf16, bfloat16_to_float, float_to_bfloat16)
@@ -136,6 +161,31 @@ void reduce_into(void *restrict accumulator, const void *restrict operand, size_
     if (count == 0)
         return;
     reduce_loops[dtype][op](accumulator, operand, count);
+}
+
+typedef void (*pair_loop)(void *restrict, const void *restrict, const void *restrict, size_t);
+
+#define PAIR_ROW(suffix)                                                                         \
+    {                                                                                            \
+        [CHORUS_SUM] = (pair_loop)pair_sum_##suffix,                                             \
+        [CHORUS_AVERAGE] = (pair_loop)pair_sum_##suffix,                                         \
+        [CHORUS_MIN] = (pair_loop)pair_min_##suffix, [CHORUS_MAX] = (pair_loop)pair_max_##suffix, \
+        [CHORUS_PRODUCT] = (pair_loop)pair_product_##suffix,                                     \
+    }
+
+static const pair_loop pair_loops[CHORUS_DTYPE_COUNT][CHORUS_OP_COUNT] = {
+    [CHORUS_UINT8] = PAIR_ROW(u8),     [CHORUS_INT8] = PAIR_ROW(i8),
+    [CHORUS_INT32] = PAIR_ROW(i32),    [CHORUS_INT64] = PAIR_ROW(i64),
+    [CHORUS_FLOAT16] = PAIR_ROW(f16),  [CHORUS_BFLOAT16] = PAIR_ROW(bf16),
+    [CHORUS_FLOAT32] = PAIR_ROW(f32),  [CHORUS_FLOAT64] = PAIR_ROW(f64),
+};
+
+void reduce_pair(void *restrict result, const void *restrict a, const void *restrict b,
+                 size_t count, chorus_dtype dtype, chorus_op op)
+{
+    if (count == 0)
+        return;
+    pair_loops[dtype][op](result, a, b, count);
 }
 
 #define SCALE_INTEGERS(type, wrapping)                                                           \

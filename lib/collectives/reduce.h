@@ -13,6 +13,11 @@
 void reduce_into(void *restrict accumulator, const void *restrict operand, size_t count,
                  chorus_dtype dtype, chorus_op op);
 
+/* result[i] = a[i] (op) b[i]: one pass where reduce_into would need a copy first. None of the
+ * three may overlap. */
+void reduce_pair(void *restrict result, const void *restrict a, const void *restrict b,
+                 size_t count, chorus_dtype dtype, chorus_op op);
+
 /* buffer[i] *= factor. Integers are scaled in double and rounded to the nearest integer
  * (halfway away from zero), then wrapped to the dtype. */
 void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor);

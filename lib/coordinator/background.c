@@ -688,6 +688,9 @@ static chorus_status start(struct background *background, char *error, size_t er
     executor->data_comm = context->data_comm;
     transport_mpi_init(&executor->transport, &context->data_comm);
     executor->fusion_threshold = context->params.values.fusion_threshold;
+    executor->shared_host = context->topology.homogeneous && context->topology.local_size > 1;
+    executor->oversubscribed = context->topology.pus > 0 &&
+                               (size_t)context->topology.local_size > context->topology.pus;
     const char *forced[CHORUS_COLLECTIVE_COUNT] = {
         [CHORUS_ALLREDUCE] = context->params.values.allreduce_algorithm,
         [CHORUS_BROADCAST] = context->params.values.broadcast_algorithm,

@@ -30,18 +30,54 @@ static double output_factor(const struct wire_response *response)
     return factor;
 }
 
+/* Staging bytes per rank of the host's shared segment: a chunk of every rank's staging area
+ * and the result stay in L2/L3 while they are reduced. */
+#define NODE_CHUNK_BYTES ((size_t)256 << 10)
+
+/* Creates the host's shared segment the first time the hierarchical allreduce runs. Every rank
+ * selects it for the same response, so the collective calls here line up. */
+static chorus_status ensure_node(struct executor *executor, char *error, size_t error_size)
+{
+    if (executor->node_ready)
+        return CHORUS_OK;
+    if (MPI_Comm_split_type(executor->data_comm, MPI_COMM_TYPE_SHARED, executor->rank,
+                            MPI_INFO_NULL, &executor->node_comm) != MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Comm_split_type failed");
+        return CHORUS_ERR_MPI;
+    }
+    int local_rank = 0;
+    MPI_Comm_rank(executor->node_comm, &local_rank);
+    if (MPI_Comm_split(executor->data_comm, local_rank, executor->rank, &executor->cross_comm) !=
+        MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Comm_split failed");
+        return CHORUS_ERR_MPI;
+    }
+    chorus_status status =
+        node_segment_create_mpi(&executor->node, &executor->node_comm, &executor->cross_comm,
+                                NODE_CHUNK_BYTES, executor->oversubscribed, error, error_size);
+    executor->node_ready = status == CHORUS_OK;
+    return status;
+}
+
 static chorus_status run_allreduce(struct executor *executor, void *buffer, size_t count,
                                    chorus_dtype dtype, chorus_op op, char *error,
                                    size_t error_size)
 {
     int forced = executor->forced_algorithm[CHORUS_ALLREDUCE];
     size_t bytes = count * chorus_dtype_size(dtype);
-    int chosen = algorithm_select(CHORUS_ALLREDUCE, forced, bytes, executor->nranks);
+    int chosen = algorithm_select(CHORUS_ALLREDUCE, forced, bytes, executor->nranks,
+                                  executor->shared_host);
+    if (chosen == ALLREDUCE_HIERARCHICAL) {
+        chorus_status status = ensure_node(executor, error, error_size);
+        if (status != CHORUS_OK)
+            return status;
+    }
     size_t table_size = 0;
     const struct algorithm *table = algorithm_table(CHORUS_ALLREDUCE, &table_size);
     struct allreduce_args args = {
         .transport = &executor->transport,
         .scratch = &executor->scratch,
+        .node = chosen == ALLREDUCE_HIERARCHICAL ? &executor->node : NULL,
         .buffer = buffer,
         .count = count,
         .dtype = dtype,
@@ -203,7 +239,7 @@ static chorus_status execute_broadcast(struct executor *executor,
         return gpu_broadcast(executor->gpu, buffer, bytes, root, error, error_size);
     }
     int chosen = algorithm_select(CHORUS_BROADCAST, executor->forced_algorithm[CHORUS_BROADCAST],
-                                  bytes, executor->nranks);
+                                  bytes, executor->nranks, executor->shared_host);
     size_t table_size = 0;
     const struct algorithm *table = algorithm_table(CHORUS_BROADCAST, &table_size);
     struct broadcast_args args = {.transport = &executor->transport,
@@ -269,7 +305,7 @@ static chorus_status execute_allgather(struct executor *executor,
     } else {
         int chosen = algorithm_select(CHORUS_ALLGATHER,
                                       executor->forced_algorithm[CHORUS_ALLGATHER], total_bytes,
-                                      executor->nranks);
+                                      executor->nranks, executor->shared_host);
         size_t table_size = 0;
         const struct algorithm *table = algorithm_table(CHORUS_ALLGATHER, &table_size);
         struct allgather_args args = {.transport = &executor->transport,
@@ -394,4 +430,10 @@ void executor_release(struct executor *executor)
     scratch_release(&executor->stand_in);
     gpu_context_destroy(executor->gpu);
     executor->gpu = NULL;
+    if (executor->node_ready) {
+        node_segment_destroy_mpi(&executor->node);
+        MPI_Comm_free(&executor->node_comm);
+        MPI_Comm_free(&executor->cross_comm);
+        executor->node_ready = false;
+    }
 }

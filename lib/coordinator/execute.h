@@ -7,6 +7,7 @@
 #define CHORUS_EXECUTE_H
 
 #include "../collectives/algorithms.h"
+#include "../collectives/node_segment.h"
 #include "../core/context.h"
 #include "../gpu/gpu.h"
 #include "wire.h"
@@ -22,6 +23,11 @@ struct executor {
     size_t fusion_threshold;
     int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: tuning table */
     struct gpu_context *gpu;
+    bool shared_host;           /* equal ranks on every host, more than one: hierarchical works */
+    bool oversubscribed;        /* more ranks than cores on this host */
+    bool node_ready;            /* the segment below exists */
+    struct node_segment node;
+    MPI_Comm node_comm, cross_comm;
     bool joined;                /* this rank has joined: it has no tensors for new names */
 
     /* Supplied by the owner: find-and-remove the local request of a name (NULL if none), and

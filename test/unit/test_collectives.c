@@ -4,6 +4,7 @@
  * reference each rank computes from all ranks' deterministic inputs.
  */
 #include "../../lib/collectives/algorithms.h"
+#include "../../lib/collectives/node_segment.h"
 #include "../common/reference.h"
 
 #include <check.h>
@@ -23,6 +24,7 @@ struct rank_job {
     size_t count; /* allreduce: elements; broadcast: bytes; allgather: base block bytes */
     int root;
     uint64_t seed;
+    struct node_segment *node; /* hierarchical: this rank's host segment */
     char failure[768];
 };
 
@@ -45,8 +47,13 @@ static void *run_rank(void *argument)
         size_t element = chorus_dtype_size(job->dtype);
         void *buffer = malloc(job->count * element + 1);
         reference_fill(buffer, job->count, job->dtype, job->op, job->seed, job->rank);
-        struct allreduce_args args = {&transport, &scratch, buffer, job->count, job->dtype,
-                                      job->op};
+        struct allreduce_args args = {.transport = &transport,
+                                      .scratch = &scratch,
+                                      .node = job->node,
+                                      .buffer = buffer,
+                                      .count = job->count,
+                                      .dtype = job->dtype,
+                                      .op = job->op};
         status = table[job->algorithm].run.allreduce(&args);
         char why[256] = "";
         if (status == CHORUS_OK &&
@@ -100,18 +107,45 @@ static void *run_rank(void *argument)
     return NULL;
 }
 
+/* The hierarchical allreduce runs on 2 emulated hosts when the ranks split evenly (4 ranks:
+ * hosts {0,1} and {2,3}), else on one host. Small chunks make every buffer take several. */
+#define TEST_CHUNK_BYTES 4096
+
+static int host_count(int nranks)
+{
+    return nranks >= 4 && nranks % 2 == 0 ? 2 : 1;
+}
+
 /* Runs one collective on `nranks` threads; returns the first rank's failure or "". */
 static void run_case(struct rank_job prototype, int nranks, char *failure, size_t failure_size)
 {
     struct thread_fabric *fabric = thread_fabric_create(nranks);
     struct rank_job jobs[5];
     pthread_t threads[5];
+    bool hierarchical = prototype.collective == CHORUS_ALLREDUCE &&
+                        prototype.algorithm == ALLREDUCE_HIERARCHICAL;
+    int hosts = host_count(nranks), local_size = nranks / hosts;
+    struct node_segment *segments[2] = {NULL, NULL};
+    struct thread_fabric *cross_fabrics[5] = {NULL};
+    struct transport cross[5];
+    for (int h = 0; hierarchical && h < hosts; h++)
+        segments[h] = node_segments_create_local(local_size, TEST_CHUNK_BYTES);
+    for (int l = 0; hierarchical && hosts > 1 && l < local_size; l++)
+        cross_fabrics[l] = thread_fabric_create(hosts);
     for (int r = 0; r < nranks; r++) {
         jobs[r] = prototype;
         jobs[r].rank = r;
         jobs[r].nranks = nranks;
         jobs[r].fabric = fabric;
         jobs[r].failure[0] = '\0';
+        if (hierarchical) {
+            int host = r / local_size, local = r % local_size;
+            jobs[r].node = &segments[host][local];
+            if (hosts > 1) {
+                transport_threads_init(&cross[r], cross_fabrics[local], host);
+                jobs[r].node->cross = &cross[r];
+            }
+        }
         pthread_create(&threads[r], NULL, run_rank, &jobs[r]);
     }
     failure[0] = '\0';
@@ -120,6 +154,10 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
         if (jobs[r].failure[0] && !failure[0])
             snprintf(failure, failure_size, "%s", jobs[r].failure);
     }
+    for (int h = 0; h < 2; h++)
+        node_segments_destroy_local(segments[h]);
+    for (int l = 0; l < 5; l++)
+        thread_fabric_destroy(cross_fabrics[l]);
     thread_fabric_destroy(fabric);
 }
 
@@ -222,13 +260,15 @@ START_TEST(selection_is_deterministic_and_covers_every_size)
         algorithm_table((chorus_collective)c, &count);
         for (int p = 1; p <= 64; p++)
             for (size_t bytes = 0; bytes < ((size_t)1 << 30); bytes = bytes * 2 + 1) {
-                int chosen = algorithm_select((chorus_collective)c, -1, bytes, p);
+                int chosen = algorithm_select((chorus_collective)c, -1, bytes, p, p % 2 == 0);
                 ck_assert_int_ge(chosen, 0);
                 ck_assert_int_lt(chosen, (int)count);
-                ck_assert_int_eq(chosen, algorithm_select((chorus_collective)c, -1, bytes, p));
+                ck_assert_int_eq(chosen, algorithm_select((chorus_collective)c, -1, bytes, p, p % 2 == 0));
             }
-        ck_assert_int_eq(algorithm_select((chorus_collective)c, 1, 8, 4), 1);
+        ck_assert_int_eq(algorithm_select((chorus_collective)c, 1, 8, 4, false), 1);
     }
+    ck_assert_int_eq(algorithm_select(CHORUS_ALLREDUCE, ALLREDUCE_HIERARCHICAL, 1 << 20, 4, false),
+                     ALLREDUCE_RING);
     ck_assert_int_eq(algorithm_find(CHORUS_ALLREDUCE, "ring"), ALLREDUCE_RING);
     ck_assert_int_eq(algorithm_find(CHORUS_ALLREDUCE, "no_such"), -1);
 }

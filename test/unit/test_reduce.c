@@ -80,7 +80,12 @@ START_TEST(reductions_match_scalar_arithmetic)
             uint8_t *a = malloc(count * element), *b = malloc(count * element);
             reference_fill(a, count, (chorus_dtype)dtype, ops[o], 9, 0);
             reference_fill(b, count, (chorus_dtype)dtype, ops[o], 9, 1);
+            uint8_t *pair = malloc(count * element);
+            reduce_pair(pair, a, b, count, (chorus_dtype)dtype, ops[o]);
             reduce_into(a, b, count, (chorus_dtype)dtype, ops[o]);
+            ck_assert_msg(memcmp(pair, a, count * element) == 0, "reduce_pair differs (%s %s)",
+                          chorus_dtype_name((chorus_dtype)dtype), chorus_op_name(ops[o]));
+            free(pair);
             char why[256];
             long wrong = reference_check_allreduce(a, count, (chorus_dtype)dtype, ops[o], 2, NULL,
                                                    9, 1.0, 1.0, why, sizeof why);

@@ -1,0 +1,84 @@
+/*
+ * node_segment_mpi.c — the host's shared segment from MPI_Win_allocate_shared: each local rank
+ * allocates its progress counter (one cache line) and staging area; local rank 0 also allocates
+ * the result area. MPI_Win_shared_query gives every rank the addresses of the others' parts.
+ */
+#include "node_segment.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CACHE_LINE 64
+
+struct mpi_owner {
+    MPI_Win window;
+    struct transport cross;
+};
+
+chorus_status node_segment_create_mpi(struct node_segment *segment, const void *node_comm_pointer,
+                                      const void *cross_comm_pointer, size_t chunk_bytes,
+                                      bool yield_while_waiting, char *error, size_t error_size)
+{
+    MPI_Comm node_comm, cross_comm;
+    memcpy(&node_comm, node_comm_pointer, sizeof node_comm);
+    memcpy(&cross_comm, cross_comm_pointer, sizeof cross_comm);
+    memset(segment, 0, sizeof *segment);
+    MPI_Comm_rank(node_comm, &segment->local_rank);
+    MPI_Comm_size(node_comm, &segment->local_size);
+    if (segment->local_size > NODE_MAX_LOCAL_RANKS) {
+        snprintf(error, error_size, "%d ranks on one host; the shared segment supports %d",
+                 segment->local_size, NODE_MAX_LOCAL_RANKS);
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    struct mpi_owner *owner = calloc(1, sizeof *owner);
+    if (owner == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    segment->chunk_bytes = chunk_bytes;
+    segment->yield_while_waiting = yield_while_waiting;
+    size_t mine = CACHE_LINE + chunk_bytes + (segment->local_rank == 0 ? chunk_bytes : 0);
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    unsigned char *base = NULL;
+    int code = MPI_Win_allocate_shared((MPI_Aint)mine, 1, info, node_comm, &base, &owner->window);
+    MPI_Info_free(&info);
+    if (code != MPI_SUCCESS) {
+        free(owner);
+        snprintf(error, error_size, "MPI_Win_allocate_shared of %zu bytes failed", mine);
+        return CHORUS_ERR_MPI;
+    }
+    memset(base, 0, mine);
+    for (int r = 0; r < segment->local_size; r++) {
+        MPI_Aint size = 0;
+        int unit = 0;
+        unsigned char *peer = NULL;
+        MPI_Win_shared_query(owner->window, r, &size, &unit, &peer);
+        segment->progress[r] = (_Atomic uint64_t *)peer;
+        segment->staging[r] = peer + CACHE_LINE;
+        if (r == 0)
+            segment->result = peer + CACHE_LINE + chunk_bytes;
+    }
+    int cross_size = 1;
+    MPI_Comm_size(cross_comm, &cross_size);
+    if (cross_size > 1) {
+        transport_mpi_init(&owner->cross, &cross_comm);
+        segment->cross = &owner->cross;
+    }
+    segment->owner = owner;
+    /* Everyone's counters are zero before anyone waits on them. */
+    MPI_Barrier(node_comm);
+    return CHORUS_OK;
+}
+
+void node_segment_destroy_mpi(struct node_segment *segment)
+{
+    struct mpi_owner *owner = segment->owner;
+    if (owner == NULL)
+        return;
+    scratch_release(&segment->cross_scratch);
+    MPI_Win_free(&owner->window);
+    free(owner);
+    segment->owner = NULL;
+}
