@@ -7,6 +7,10 @@
  *   chorus-bench [-c allreduce|broadcast|allgather] [-b 8] [-e 256M] [-f 2] [-n iters]
  *                [-w warmup] [-d float32|...] [--csv FILE]
  *   chorus-bench --cycle N      (the cost of a step of N tiny allreduces: negotiation)
+ *   chorus-bench --workload resnet50|bert|FILE [--steps N]
+ *                               (a training step: every gradient of a real model, submitted in
+ *                                reverse order, against MPI per tensor and MPI on one packed
+ *                                buffer; last line: summary: workload=... chorus_ms=...)
  *
  * busbw factors: allreduce 2(n-1)/n, allgather (n-1)/n, broadcast 1. The last line is
  *   summary: <collective> np=<n> min_ratio=<x> ratio_at_64MiB=<z> latency_8B_us=<l>
@@ -32,6 +36,8 @@ struct options {
     chorus_dtype dtype;
     const char *csv;
     int cycle_tensors; /* --cycle N: time steps of N small allreduces instead of sizes */
+    const char *workload; /* --workload resnet50|bert|FILE: a training step's gradients */
+    int steps;
 };
 
 static int rank, size;
@@ -275,6 +281,193 @@ static void cycle_benchmark(int tensors)
     free(times);
 }
 
+/* ----- the training-step workload --------------------------------------------------------- */
+
+struct gradient {
+    char name[128];
+    size_t count;
+    float *data;
+};
+
+/* Finds the gradient list of `workload`: a file, or a model name looked up in $CHORUS_DATA_DIR,
+ * ./shared/data, ../shared/data and the source tree's ../shared/data. */
+static FILE *open_workload(const char *workload, char *path, size_t path_size)
+{
+    FILE *file = fopen(workload, "r");
+    if (file != NULL) {
+        snprintf(path, path_size, "%s", workload);
+        return file;
+    }
+    const char *directories[] = {getenv("CHORUS_DATA_DIR"), "shared/data", "../shared/data",
+                                 CHORUS_SOURCE_ROOT "/../shared/data"};
+    const char *file_name = strcmp(workload, "bert") == 0 ? "bert_base_grads.txt"
+                                                           : "resnet50_grads.txt";
+    for (size_t i = 0; i < sizeof directories / sizeof directories[0]; i++) {
+        if (directories[i] == NULL)
+            continue;
+        snprintf(path, path_size, "%s/%s", directories[i], file_name);
+        if ((file = fopen(path, "r")) != NULL)
+            return file;
+    }
+    return NULL;
+}
+
+static struct gradient *load_gradients(const char *workload, size_t *count, size_t *total)
+{
+    char path[1024];
+    FILE *file = open_workload(workload, path, sizeof path);
+    if (file == NULL) {
+        if (rank == 0)
+            fprintf(stderr, "chorus-bench: cannot find the gradient list of \"%s\"\n", workload);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    size_t capacity = 256;
+    struct gradient *gradients = calloc(capacity, sizeof *gradients);
+    char line[512];
+    *count = *total = 0;
+    while (fgets(line, sizeof line, file) != NULL) {
+        unsigned long long elements = 0;
+        char name[128];
+        if (line[0] == '#' || sscanf(line, "%llu %127s", &elements, name) != 2)
+            continue;
+        if (*count == capacity)
+            gradients = realloc(gradients, (capacity *= 2) * sizeof *gradients);
+        struct gradient *g = &gradients[(*count)++];
+        snprintf(g->name, sizeof g->name, "%s", name);
+        g->count = (size_t)elements;
+        g->data = malloc(g->count * sizeof(float) + 4);
+        for (size_t i = 0; i < g->count; i++)
+            g->data[i] = 1.0f;
+        *total += g->count;
+    }
+    fclose(file);
+    if (rank == 0)
+        printf("# workload %s: %zu tensors, %zu float32 elements (%.1f MB), from %s\n", workload,
+               *count, *total, (double)*total * 4 / 1e6, path);
+    return gradients;
+}
+
+static double median(double *values, int count)
+{
+    qsort(values, (size_t)count, sizeof *values, compare_doubles);
+    return values[count / 2];
+}
+
+/* One step through chorus: every gradient submitted in reverse order (as backward produces
+ * them), then all waited for. */
+static double chorus_step(struct gradient *gradients, size_t count, chorus_handle **handles)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = now();
+    for (size_t i = count; i-- > 0;) {
+        chorus_tensor tensor = {.data = gradients[i].data, .dtype = CHORUS_FLOAT32, .ndims = 1,
+                                .shape = {(int64_t)gradients[i].count}};
+        if (chorus_allreduce_async(gradients[i].name, &tensor, NULL, CHORUS_AVERAGE,
+                                   &handles[i]) != CHORUS_OK) {
+            fprintf(stderr, "rank %d: %s\n", rank, chorus_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (chorus_wait(handles[i]) != CHORUS_OK) {
+            fprintf(stderr, "rank %d: %s\n", rank, chorus_handle_error(handles[i]));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        chorus_handle_free(handles[i]);
+    }
+    double elapsed = now() - start, slowest = 0;
+    MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+static double mpi_per_tensor_step(struct gradient *gradients, size_t count)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = now();
+    for (size_t i = count; i-- > 0;)
+        MPI_Allreduce(MPI_IN_PLACE, gradients[i].data, (int)gradients[i].count, MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
+    double elapsed = now() - start, slowest = 0;
+    MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+static double mpi_fused_step(float *packed, size_t total)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = now();
+    MPI_Allreduce(MPI_IN_PLACE, packed, (int)total, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double elapsed = now() - start, slowest = 0;
+    MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+/* Median step time of `run` (0: chorus, 1: MPI per tensor, 2: MPI fused) in milliseconds. */
+static double measure_steps(int run, int steps, struct gradient *gradients, size_t count,
+                            float *packed, size_t total, chorus_handle **handles)
+{
+    enum { WARMUP = 3 };
+    double *times = calloc((size_t)steps, sizeof *times);
+    for (int s = 0; s < WARMUP + steps; s++) {
+        double t = run == 0   ? chorus_step(gradients, count, handles)
+                   : run == 1 ? mpi_per_tensor_step(gradients, count)
+                              : mpi_fused_step(packed, total);
+        if (s >= WARMUP)
+            times[s - WARMUP] = t;
+    }
+    double result = median(times, steps) * 1e3;
+    free(times);
+    return result;
+}
+
+static void restart_chorus(const char *parameters)
+{
+    chorus_shutdown();
+    chorus_init_options options = CHORUS_INIT_OPTIONS_INIT;
+    options.parameters = parameters;
+    if (chorus_init(&options) != CHORUS_OK) {
+        fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+static void workload_benchmark(const char *workload, int steps)
+{
+    size_t count = 0, total = 0;
+    struct gradient *gradients = load_gradients(workload, &count, &total);
+    chorus_handle **handles = calloc(count, sizeof *handles);
+    float *packed = malloc(total * sizeof(float));
+    memset(packed, 0, total * sizeof(float));
+    double bandwidth = copy_bandwidth();
+    double fused = measure_steps(0, steps, gradients, count, packed, total, handles);
+    double per_tensor = measure_steps(1, steps, gradients, count, packed, total, handles);
+    double ideal = measure_steps(2, steps, gradients, count, packed, total, handles);
+    restart_chorus("CHORUS_FUSION_THRESHOLD=0");
+    double unfused = measure_steps(0, steps, gradients, count, packed, total, handles);
+    restart_chorus(NULL);
+    /* The floor: an allreduce must at least read every gradient and write it back. */
+    double floor_ms = (double)total * 4 / (bandwidth * 1e9) * 1e3;
+    if (rank == 0) {
+        printf("# %d ranks, median of %d steps after 3 warm-up steps; memory copy bandwidth "
+               "%.2f GB/s\n", size, steps, bandwidth);
+        printf("%-34s %10s %8s\n", "#", "step (ms)", "vs MPI");
+        printf("%-34s %10.2f %8.2f\n", "chorus, default fusion", fused, fused / per_tensor);
+        printf("%-34s %10.2f %8.2f\n", "chorus, fusion off", unfused, unfused / per_tensor);
+        printf("%-34s %10.2f %8.2f\n", "MPI_Allreduce per tensor", per_tensor, 1.0);
+        printf("%-34s %10.2f %8.2f\n", "MPI_Allreduce, one packed buffer", ideal,
+               ideal / per_tensor);
+        printf("%-34s %10.2f %8.2f\n", "floor: bytes / copy bandwidth", floor_ms,
+               floor_ms / per_tensor);
+        printf("summary: workload=%s np=%d chorus_ms=%.2f mpi_per_tensor_ms=%.2f "
+               "mpi_fused_ideal_ms=%.2f\n", workload, size, fused, per_tensor, ideal);
+    }
+    for (size_t i = 0; i < count; i++)
+        free(gradients[i].data);
+    free(gradients);
+    free(handles);
+    free(packed);
+}
+
 static void usage(void)
 {
     if (rank == 0)
@@ -316,6 +509,10 @@ int main(int argc, char **argv)
             o.csv = value;
         } else if (strcmp(argv[i], "--cycle") == 0 && ok) {
             o.cycle_tensors = atoi(value);
+        } else if (strcmp(argv[i], "--workload") == 0 && ok) {
+            o.workload = value;
+        } else if (strcmp(argv[i], "--steps") == 0 && ok) {
+            o.steps = atoi(value);
         } else {
             usage();
             MPI_Finalize();
@@ -334,8 +531,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    if (o.cycle_tensors > 0) {
-        cycle_benchmark(o.cycle_tensors);
+    if (o.workload != NULL || o.cycle_tensors > 0) {
+        if (o.workload != NULL)
+            workload_benchmark(o.workload, o.steps > 0 ? o.steps : 20);
+        else
+            cycle_benchmark(o.cycle_tensors);
         chorus_shutdown();
         MPI_Finalize();
         return 0;

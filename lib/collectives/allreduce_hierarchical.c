@@ -72,6 +72,8 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
                 return status;
             }
         }
+        if (args->postscale != NULL)
+            scale_buffer(node->result + offset, slice_length, args->dtype, *args->postscale);
         node_segment_barrier(node);
         memcpy(chunk, node->result, elements * element_size);
     }

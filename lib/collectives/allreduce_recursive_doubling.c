@@ -19,8 +19,11 @@
 chorus_status allreduce_recursive_doubling(const struct allreduce_args *args)
 {
     struct transport *transport = args->transport;
-    if (transport->nranks == 1 || args->count == 0)
+    if (transport->nranks == 1 || args->count == 0) {
+        if (args->postscale != NULL)
+            scale_buffer(args->buffer, args->count, args->dtype, *args->postscale);
         return CHORUS_OK;
+    }
     size_t bytes = args->count * chorus_dtype_size(args->dtype);
     void *incoming = scratch_reserve(args->scratch, bytes);
     if (incoming == NULL)
@@ -39,6 +42,9 @@ chorus_status allreduce_recursive_doubling(const struct allreduce_args *args)
                 return status;
             reduce_into(args->buffer, incoming, args->count, args->dtype, args->op);
         }
+        /* Every participant holds the same full result and scales it the same way. */
+        if (args->postscale != NULL)
+            scale_buffer(args->buffer, args->count, args->dtype, *args->postscale);
     }
     return fold_out(args, &fold);
 }

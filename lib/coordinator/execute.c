@@ -60,7 +60,7 @@ static chorus_status ensure_node(struct executor *executor, char *error, size_t 
 }
 
 static chorus_status run_allreduce(struct executor *executor, void *buffer, size_t count,
-                                   chorus_dtype dtype, chorus_op op, char *error,
+                                   chorus_dtype dtype, chorus_op op, double factor, char *error,
                                    size_t error_size)
 {
     int forced = executor->forced_algorithm[CHORUS_ALLREDUCE];
@@ -82,6 +82,7 @@ static chorus_status run_allreduce(struct executor *executor, void *buffer, size
         .count = count,
         .dtype = dtype,
         .op = op == CHORUS_AVERAGE ? CHORUS_SUM : op,
+        .postscale = factor != 1.0 ? &factor : NULL,
     };
     chorus_status status = table[chosen].run.allreduce(&args);
     if (status != CHORUS_OK)
@@ -149,10 +150,9 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
                 return CHORUS_ERR_OUT_OF_MEMORY;
             fill_identity(buffer, count, dtype, op);
         }
-        chorus_status status = run_allreduce(executor, buffer, count, dtype, op, error, error_size);
-        if (status == CHORUS_OK && request != NULL)
-            scale_buffer(buffer, count, dtype, factor);
-        return status;
+        /* A joined rank's stand-in result is thrown away: no need to scale it. */
+        return run_allreduce(executor, buffer, count, dtype, op, request != NULL ? factor : 1.0,
+                             error, error_size);
     }
 
     size_t total = 0;
@@ -171,10 +171,10 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
         offset += count * element_size;
     }
     scale_buffer(fused, total, dtype, prescale);
-    chorus_status status = run_allreduce(executor, fused, total, dtype, op, error, error_size);
+    chorus_status status =
+        run_allreduce(executor, fused, total, dtype, op, factor, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    scale_buffer(fused, total, dtype, factor);
     offset = 0;
     for (size_t m = 0; m < member_count; m++) {
         size_t count = request_elements(&responses[members[m]].request);
@@ -346,7 +346,8 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                            size_t count, char *error, size_t error_size)
 {
     struct fusion_plan plan;
-    if (!fusion_plan_build(responses, count, executor->fusion_threshold, &plan)) {
+    if (!fusion_plan_build(responses, count, executor->fusion_threshold,
+                           executor->fusion_tensor_limit, &plan)) {
         snprintf(error, error_size, "out of memory planning fusion");
         return CHORUS_ERR_OUT_OF_MEMORY;
     }

@@ -20,6 +20,8 @@
 const struct param_definition param_table[] = {
     {"CHORUS_FUSION_THRESHOLD", PARAM_BYTES, "128M", FIELD(fusion_threshold), -1, true,
      "largest fusion buffer in bytes (K/M/G suffixes); 0 turns fusion off"},
+    {"CHORUS_FUSION_TENSOR_LIMIT", PARAM_BYTES, "64K", FIELD(fusion_tensor_limit), -1, true,
+     "largest tensor that is fused; a larger one is reduced in place, without copies"},
     {"CHORUS_CYCLE_TIME_MS", PARAM_SECONDS, "0", FIELD(cycle_time_ms), -1, true,
      "minimum spacing of negotiation cycles in milliseconds; larger values fuse more"},
     {"CHORUS_CACHE_CAPACITY", PARAM_COUNT, "1024", FIELD(cache_capacity), -1, true,

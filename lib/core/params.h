@@ -12,6 +12,7 @@
 
 struct chorus_params {
     size_t fusion_threshold;       /* bytes */
+    size_t fusion_tensor_limit;    /* bytes: larger tensors are not fused */
     double cycle_time_ms;          /* minimum spacing of negotiation cycles */
     size_t cache_capacity;         /* response cache entries */
     double stall_warning_seconds;  /* 0 disables the warning */

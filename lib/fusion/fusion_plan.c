@@ -32,8 +32,9 @@ static bool same_reduction(const struct wire_response *a, const struct wire_resp
 }
 
 bool fusion_plan_build(const struct wire_response *responses, size_t count, size_t threshold,
-                       struct fusion_plan *plan)
+                       size_t tensor_limit, struct fusion_plan *plan)
 {
+    size_t largest_fused = tensor_limit < threshold ? tensor_limit : threshold;
     memset(plan, 0, sizeof *plan);
     size_t *batch_of = malloc((count ? count : 1) * sizeof *batch_of);
     size_t *leader = malloc((count ? count : 1) * sizeof *leader); /* first response of a batch */
@@ -49,13 +50,13 @@ bool fusion_plan_build(const struct wire_response *responses, size_t count, size
     for (size_t i = 0; i < count; i++) {
         size_t bytes = response_bytes(&responses[i]);
         size_t chosen = batches;
-        if (fusible(&responses[i]) && bytes <= threshold) {
+        if (fusible(&responses[i]) && bytes <= largest_fused) {
             size_t oldest = batches > FUSION_LOOKAHEAD ? batches - FUSION_LOOKAHEAD : 0;
             for (size_t b = oldest; b < batches && chosen == batches; b++) {
                 const struct wire_response *first = &responses[leader[b]];
                 if (fusible(first) && same_reduction(first, &responses[i]) &&
                     plan->batches[b].bytes + bytes <= threshold &&
-                    response_bytes(first) <= threshold)
+                    response_bytes(first) <= largest_fused)
                     chosen = b;
             }
         }

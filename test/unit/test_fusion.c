@@ -45,7 +45,7 @@ START_TEST(batches_respect_threshold_and_look_past_other_dtypes)
         response(CHORUS_ALLREDUCE, CHORUS_INT32, 25),
     };
     struct fusion_plan plan;
-    ck_assert(fusion_plan_build(list, 6, 1024, &plan));
+    ck_assert(fusion_plan_build(list, 6, 1024, 1024, &plan));
     char text[128];
     describe(&plan, text, sizeof text);
     ck_assert_str_eq(text, "0,2|1,5|3|4");
@@ -64,13 +64,30 @@ START_TEST(threshold_zero_and_large_tensors_go_alone)
     };
     struct fusion_plan plan;
     char text[128];
-    ck_assert(fusion_plan_build(list, 4, 0, &plan));
+    ck_assert(fusion_plan_build(list, 4, 0, 1 << 20, &plan));
     describe(&plan, text, sizeof text);
     ck_assert_str_eq(text, "0|1|2|3");
     fusion_plan_free(&plan);
-    ck_assert(fusion_plan_build(list, 4, 100, &plan));
+    ck_assert(fusion_plan_build(list, 4, 100, 1 << 20, &plan));
     describe(&plan, text, sizeof text);
     ck_assert_str_eq(text, "0,1|2|3"); /* 3 would make 120 B */
+    fusion_plan_free(&plan);
+}
+END_TEST
+
+START_TEST(tensors_over_the_tensor_limit_go_alone)
+{
+    struct wire_response list[] = {
+        response(CHORUS_ALLREDUCE, CHORUS_FLOAT32, 10),
+        response(CHORUS_ALLREDUCE, CHORUS_FLOAT32, 100), /* 400 B > 256 B */
+        response(CHORUS_ALLREDUCE, CHORUS_FLOAT32, 10),
+        response(CHORUS_ALLREDUCE, CHORUS_FLOAT32, 64),  /* 256 B: fused */
+    };
+    struct fusion_plan plan;
+    char text[128];
+    ck_assert(fusion_plan_build(list, 4, 1 << 20, 256, &plan));
+    describe(&plan, text, sizeof text);
+    ck_assert_str_eq(text, "0,2,3|1");
     fusion_plan_free(&plan);
 }
 END_TEST
@@ -88,7 +105,7 @@ START_TEST(different_reductions_do_not_fuse)
     list[3].request.device = 0;
     struct fusion_plan plan;
     char text[128];
-    ck_assert(fusion_plan_build(list, 4, 1 << 20, &plan));
+    ck_assert(fusion_plan_build(list, 4, 1 << 20, 1 << 20, &plan));
     describe(&plan, text, sizeof text);
     ck_assert_str_eq(text, "0|1|2|3");
     fusion_plan_free(&plan);
@@ -98,7 +115,7 @@ END_TEST
 START_TEST(plan_of_nothing_is_empty)
 {
     struct fusion_plan plan;
-    ck_assert(fusion_plan_build(NULL, 0, 1024, &plan));
+    ck_assert(fusion_plan_build(NULL, 0, 1024, 1024, &plan));
     ck_assert_uint_eq(plan.batch_count, 0);
     fusion_plan_free(&plan);
 }
@@ -110,6 +127,7 @@ int main(void)
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, batches_respect_threshold_and_look_past_other_dtypes);
     tcase_add_test(tc, threshold_zero_and_large_tensors_go_alone);
+    tcase_add_test(tc, tensors_over_the_tensor_limit_go_alone);
     tcase_add_test(tc, different_reductions_do_not_fuse);
     tcase_add_test(tc, plan_of_nothing_is_empty);
     suite_add_tcase(suite, tc);
