@@ -311,6 +311,7 @@ static void coordinator_accept(struct background *background, int rank,
         }
         negotiator_submit(&background->negotiator, rank, request, now);
     }
+    background->negotiator.now = now;
     if (flags & WIRE_FLAG_JOIN)
         negotiator_join(&background->negotiator, rank);
     if ((flags & WIRE_FLAG_SHUTDOWN) && !background->shutdown_decided) {
@@ -385,6 +386,30 @@ static bool receive_message(struct background *background, int source, int tag,
     }
     *sender = status.MPI_SOURCE;
     return true;
+}
+
+/* The timeline's negotiation span: from the first rank's request to the last one's. */
+static void timeline_negotiated(void *context, const char *name, const double *arrivals,
+                                int nranks)
+{
+    struct timeline *timeline = context;
+    double first = 0, last = 0;
+    char *arguments = format_string("%s", "");
+    for (int r = 0; r < nranks; r++) {
+        if (arrivals[r] == 0)
+            continue;
+        first = first == 0 || arrivals[r] < first ? arrivals[r] : first;
+        last = arrivals[r] > last ? arrivals[r] : last;
+    }
+    for (int r = 0; r < nranks && arguments != NULL; r++) {
+        if (arrivals[r] == 0)
+            string_append(&arguments, "%s\"rank %d\": \"joined\"", r ? ", " : "", r);
+        else
+            string_append(&arguments, "%s\"rank %d ready (us)\": %.1f", r ? ", " : "", r,
+                          (arrivals[r] - first) * 1e6);
+    }
+    timeline_span(timeline, name, "negotiate", first, last, arguments);
+    free(arguments);
 }
 
 static void stall_warning_log(void *context, const char *message)
@@ -681,6 +706,17 @@ static chorus_status start(struct background *background, char *error, size_t er
     if (context->rank == 0 && !negotiator_init(&background->negotiator, context->size)) {
         snprintf(error, error_size, "out of memory");
         return CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    if (context->rank == 0 && context->params.values.timeline[0] != '\0') {
+        background->executor.timeline =
+            timeline_open(context->params.values.timeline, error, error_size);
+        if (background->executor.timeline == NULL)
+            LOG(LOG_WARNING, "timeline", "%s; continuing without a timeline", error);
+        error[0] = '\0';
+        background->negotiator.resolved = timeline_negotiated;
+        background->negotiator.resolved_context = background->executor.timeline;
+        if (background->executor.timeline == NULL)
+            background->negotiator.resolved = NULL;
     }
     struct executor *executor = &background->executor;
     executor->rank = context->rank;

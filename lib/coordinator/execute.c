@@ -84,6 +84,7 @@ static chorus_status run_allreduce(struct executor *executor, void *buffer, size
         .op = op == CHORUS_AVERAGE ? CHORUS_SUM : op,
         .postscale = factor != 1.0 ? &factor : NULL,
     };
+    executor->last_algorithm = table[chosen].name;
     chorus_status status = table[chosen].run.allreduce(&args);
     if (status != CHORUS_OK)
         snprintf(error, error_size, "allreduce (%s, %zu bytes): %s", table[chosen].name, bytes,
@@ -155,6 +156,7 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
                              error, error_size);
     }
 
+    double started = monotonic_seconds();
     size_t total = 0;
     for (size_t m = 0; m < member_count; m++)
         total += request_elements(&responses[members[m]].request);
@@ -171,16 +173,31 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
         offset += count * element_size;
     }
     scale_buffer(fused, total, dtype, prescale);
+    double packed = monotonic_seconds();
     chorus_status status =
         run_allreduce(executor, fused, total, dtype, op, factor, error, error_size);
     if (status != CHORUS_OK)
         return status;
+    double reduced = monotonic_seconds();
     offset = 0;
     for (size_t m = 0; m < member_count; m++) {
         size_t count = request_elements(&responses[members[m]].request);
         if (requests[m] != NULL && count != 0)
             memcpy(requests[m]->output, fused + offset, count * element_size);
         offset += count * element_size;
+    }
+    if (executor->timeline != NULL) {
+        double unpacked = monotonic_seconds();
+        char arguments[256];
+        snprintf(arguments, sizeof arguments,
+                 "\"algorithm\": \"%s\", \"fused_bytes\": %zu, \"fused_tensors\": %zu",
+                 executor->last_algorithm, total * element_size, member_count);
+        for (size_t m = 0; m < member_count; m++) {
+            const char *name = responses[members[m]].request.name;
+            timeline_span(executor->timeline, name, "copy in", started, packed, NULL);
+            timeline_span(executor->timeline, name, "allreduce", packed, reduced, arguments);
+            timeline_span(executor->timeline, name, "copy out", reduced, unpacked, NULL);
+        }
     }
     return CHORUS_OK;
 }
@@ -247,6 +264,7 @@ static chorus_status execute_broadcast(struct executor *executor,
                                   .buffer = buffer,
                                   .bytes = bytes,
                                   .root = root};
+    executor->last_algorithm = table[chosen].name;
     chorus_status status = table[chosen].run.broadcast(&args);
     if (status != CHORUS_OK)
         snprintf(error, error_size, "broadcast (%s, %zu bytes): %s", table[chosen].name, bytes,
@@ -314,6 +332,7 @@ static chorus_status execute_allgather(struct executor *executor,
                                       .recv = output,
                                       .block_bytes = block_bytes,
                                       .offsets = offsets};
+        executor->last_algorithm = table[chosen].name;
         status = table[chosen].run.allgather(&args);
         if (status != CHORUS_OK)
             snprintf(error, error_size, "allgather (%s, %zu bytes): %s", table[chosen].name,
@@ -385,6 +404,10 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         char detail[1024] = "";
         chorus_status outcome = CHORUS_OK;
         bool gpu = first->request.device != DEVICE_HOST;
+        double started = monotonic_seconds();
+        for (size_t m = 0; executor->timeline != NULL && m < batch->count; m++)
+            timeline_span(executor->timeline, responses[members[m]].request.name, "queue",
+                          responses[members[m]].agreed_at, started, NULL);
         switch ((chorus_collective)first->request.collective) {
         case CHORUS_ALLREDUCE:
             outcome = gpu ? execute_gpu_allreduce(executor, first, requests[0], detail,
@@ -398,6 +421,17 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         case CHORUS_ALLGATHER:
             outcome = execute_allgather(executor, first, requests[0], detail, sizeof detail);
             break;
+        }
+        if (executor->timeline != NULL && (batch->count == 1 || gpu ||
+                                           first->request.collective != CHORUS_ALLREDUCE)) {
+            char arguments[256];
+            snprintf(arguments, sizeof arguments,
+                     "\"algorithm\": \"%s\", \"bytes\": %zu, \"status\": \"%s\"",
+                     gpu ? "nccl" : executor->last_algorithm ? executor->last_algorithm : "?",
+                     response_bytes(first), chorus_status_name(outcome));
+            timeline_span(executor->timeline, first->request.name,
+                          chorus_collective_name(first->request.collective), started,
+                          monotonic_seconds(), arguments);
         }
         for (size_t m = 0; m < batch->count; m++) {
             if (requests[m] == NULL)
@@ -421,6 +455,7 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
     }
     free(requests);
     fusion_plan_free(&plan);
+    timeline_flush(executor->timeline);
     return status;
 }
 
@@ -431,6 +466,8 @@ void executor_release(struct executor *executor)
     scratch_release(&executor->stand_in);
     gpu_context_destroy(executor->gpu);
     executor->gpu = NULL;
+    timeline_close(executor->timeline);
+    executor->timeline = NULL;
     if (executor->node_ready) {
         node_segment_destroy_mpi(&executor->node);
         MPI_Comm_free(&executor->node_comm);

@@ -10,6 +10,7 @@
 #include "../collectives/node_segment.h"
 #include "../core/context.h"
 #include "../gpu/gpu.h"
+#include "timeline.h"
 #include "wire.h"
 
 struct executor {
@@ -30,6 +31,8 @@ struct executor {
     struct node_segment node;
     MPI_Comm node_comm, cross_comm;
     bool joined;                /* this rank has joined: it has no tensors for new names */
+    struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */
+    const char *last_algorithm; /* of the last collective, for the timeline */
 
     /* Supplied by the owner: find-and-remove the local request of a name (NULL if none), and
      * complete one. */

@@ -14,6 +14,7 @@
 struct negotiation_entry {
     char *name;
     struct wire_request *requests; /* per rank; name NULL until that rank submits */
+    double *arrivals;              /* per rank: when its request arrived */
     int submitted;
     double first_seen;
     double last_warning;
@@ -42,6 +43,7 @@ static void entry_free(struct negotiator *negotiator, struct negotiation_entry *
     for (int r = 0; r < negotiator->nranks; r++)
         wire_request_free(&entry->requests[r]);
     free(entry->requests);
+    free(entry->arrivals);
     free(entry->name);
     free(entry);
 }
@@ -101,6 +103,7 @@ static struct wire_response *append_response(struct negotiator *negotiator)
     }
     struct wire_response *response = &negotiator->responses[negotiator->response_count++];
     memset(response, 0, sizeof *response);
+    response->agreed_at = negotiator->now;
     return response;
 }
 
@@ -411,6 +414,7 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
                                           ? entry->requests[r].shape[0]
                                           : 0;
         }
+        ready.agreed_at = negotiator->now;
         if (ok)
             add_execute(negotiator, &ready);
         else {
@@ -418,6 +422,9 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
             wire_response_free(&ready);
         }
     }
+    if (negotiator->resolved != NULL)
+        negotiator->resolved(negotiator->resolved_context, entry->name, entry->arrivals,
+                             negotiator->nranks);
     entry_unlink(negotiator, entry);
     entry_free(negotiator, entry);
 }
@@ -431,18 +438,22 @@ static bool entry_complete(const struct negotiator *negotiator,
 void negotiator_submit(struct negotiator *negotiator, int rank, const struct wire_request *request,
                        double now)
 {
+    negotiator->now = now;
     struct negotiation_entry *entry = name_table_find(&negotiator->entries, request->name);
     if (entry == NULL) {
         entry = calloc(1, sizeof *entry);
         if (entry != NULL) {
             entry->name = strdup(request->name);
             entry->requests = calloc((size_t)negotiator->nranks, sizeof *entry->requests);
+            entry->arrivals = calloc((size_t)negotiator->nranks, sizeof *entry->arrivals);
         }
         if (entry == NULL || entry->name == NULL || entry->requests == NULL ||
+            entry->arrivals == NULL ||
             !name_table_insert(&negotiator->entries, request->name, entry)) {
             if (entry != NULL) {
                 free(entry->name);
                 free(entry->requests);
+                free(entry->arrivals);
             }
             free(entry);
             negotiator->failed = true;
@@ -467,6 +478,7 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
         return;
     }
     entry->submitted++;
+    entry->arrivals[rank] = now;
     if (entry_complete(negotiator, entry))
         resolve(negotiator, entry);
 }
@@ -501,6 +513,7 @@ void negotiator_join(struct negotiator *negotiator, int rank)
 void negotiator_check_stalls(struct negotiator *negotiator, double now, double warn_after,
                              double fail_after, stall_warning warn, void *context)
 {
+    negotiator->now = now;
     struct negotiation_entry *entry = negotiator->oldest;
     while (entry != NULL) {
         struct negotiation_entry *newer = entry->newer;

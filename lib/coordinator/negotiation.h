@@ -24,6 +24,11 @@ struct negotiator {
     size_t response_count;
     size_t response_capacity;
     bool failed;                       /* out of memory: the coordinator cannot go on */
+    double now;                        /* the time of the call being processed */
+    /* Optional: told when a tensor is complete, with when each rank's request arrived (0 for
+     * joined ranks). For the timeline. */
+    void (*resolved)(void *context, const char *name, const double *arrivals, int nranks);
+    void *resolved_context;
 };
 
 bool negotiator_init(struct negotiator *negotiator, int nranks);

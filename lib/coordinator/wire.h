@@ -55,6 +55,7 @@ struct wire_response {
     struct wire_request request; /* the agreed description */
     uint32_t first_dim_count;   /* allgather: nranks; else 0 */
     int64_t *first_dims;        /* allgather: every rank's first dimension */
+    double agreed_at;           /* rank 0 only, not sent: when it was decided (timeline) */
 };
 
 struct wire_message {

@@ -1,0 +1,25 @@
+/*
+ * timeline.h — rank 0's record of what happened to every tensor, as a Chrome trace (the JSON
+ * array format that Perfetto and chrome://tracing load): one row per tensor, with a span per
+ * phase (negotiation, queue, copy in, the collective, copy out). Enabled by CHORUS_TIMELINE.
+ */
+#ifndef CHORUS_TIMELINE_H
+#define CHORUS_TIMELINE_H
+
+#include "../core/common.h"
+
+struct timeline;
+
+/* Opens (truncates) `path`; NULL with the reason in `error` when it cannot be written. */
+struct timeline *timeline_open(const char *path, char *error, size_t error_size);
+void timeline_close(struct timeline *timeline);
+
+/* A span of `phase` for `tensor` from `start` to `end` (monotonic_seconds()). `arguments` is a
+ * JSON object body without braces, such as "\"algorithm\": \"ring\"", or NULL. */
+void timeline_span(struct timeline *timeline, const char *tensor, const char *phase, double start,
+                   double end, const char *arguments);
+
+/* Writes what is buffered; the file is valid JSON after every flush. */
+void timeline_flush(struct timeline *timeline);
+
+#endif
