@@ -221,6 +221,21 @@ typedef enum chorus_collective {
 /* "allreduce", "broadcast", "allgather"; "unknown" otherwise. */
 CHORUS_API const char *chorus_collective_name(chorus_collective collective);
 
+/* How a float32 allreduce travels. Compressed, every value is rounded to 16 bits before it is
+ * sent and after each combination (the combination itself is computed in float32), which halves
+ * the bytes moved:
+ *   - FP16 (IEEE half): 11 significant bits; error at most (ranks + 1) * 2^-11 of the sum of
+ *     magnitudes, plus (ranks + 1) * 2^-25 for values under 2^-14 (float16's subnormals);
+ *     values beyond +-65504 overflow to infinity.
+ *   - BF16: 8 significant bits, float32's range; relative error at most (ranks + 1) * 2^-8.
+ * Other dtypes are never compressed. DEFAULT takes CHORUS_COMPRESSION (default none). */
+typedef enum chorus_compression {
+    CHORUS_COMPRESSION_DEFAULT = 0,
+    CHORUS_COMPRESSION_NONE = 1,
+    CHORUS_COMPRESSION_FP16 = 2,
+    CHORUS_COMPRESSION_BF16 = 3,
+} chorus_compression;
+
 /* Everything that describes one operation; the one checked entry for all collectives. */
 typedef struct chorus_op_args {
     size_t struct_size;
@@ -234,12 +249,13 @@ typedef struct chorus_op_args {
     int root;             /* broadcast only */
     double prescale_factor;  /* allreduce: inputs are multiplied by it before the reduction */
     double postscale_factor; /* allreduce: the result is multiplied by it */
+    chorus_compression compression; /* allreduce of float32: how it travels */
 } chorus_op_args;
 
 #define CHORUS_OP_ARGS_INIT                                                                      \
     {.struct_size = sizeof(chorus_op_args), .collective = CHORUS_ALLREDUCE, .name = NULL,        \
      .output = NULL, .op = CHORUS_SUM, .root = 0, .prescale_factor = 1.0,                        \
-     .postscale_factor = 1.0}
+     .postscale_factor = 1.0, .compression = CHORUS_COMPRESSION_DEFAULT}
 
 /* Submits one operation. On CHORUS_OK, *handle receives a new handle. Returns CHORUS_OK,
  * CHORUS_ERR_NOT_INITIALIZED, CHORUS_ERR_INVALID_ARGUMENT, CHORUS_ERR_DUPLICATE_NAME,

@@ -285,3 +285,25 @@ void fill_identity(void *buffer, size_t count, chorus_dtype dtype, chorus_op op)
         return;
     }
 }
+
+void compress_floats(uint16_t *restrict to, const float *restrict from, size_t count,
+                     chorus_dtype wire, float factor)
+{
+    if (wire == CHORUS_BFLOAT16)
+        for (size_t i = 0; i < count; i++)
+            to[i] = float_to_bfloat16(from[i] * factor);
+    else
+        for (size_t i = 0; i < count; i++)
+            to[i] = float_to_half(from[i] * factor);
+}
+
+void decompress_floats(float *restrict to, const uint16_t *restrict from, size_t count,
+                       chorus_dtype wire, float factor)
+{
+    if (wire == CHORUS_BFLOAT16)
+        for (size_t i = 0; i < count; i++)
+            to[i] = bfloat16_to_float(from[i]) * factor;
+    else
+        for (size_t i = 0; i < count; i++)
+            to[i] = half_to_float(from[i]) * factor;
+}

@@ -26,6 +26,13 @@ void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor)
  * the smallest for max), so that a rank without data leaves a reduction unchanged. */
 void fill_identity(void *buffer, size_t count, chorus_dtype dtype, chorus_op op);
 
+/* float32 <-> 16-bit wire formats for compressed allreduces: to[i] = round16(from[i] * factor)
+ * and to[i] = from[i] * factor. `wire` is CHORUS_FLOAT16 or CHORUS_BFLOAT16. */
+void compress_floats(uint16_t *restrict to, const float *restrict from, size_t count,
+                     chorus_dtype wire, float factor);
+void decompress_floats(float *restrict to, const uint16_t *restrict from, size_t count,
+                       chorus_dtype wire, float factor);
+
 float half_to_float(uint16_t half);
 uint16_t float_to_half(float value);
 float bfloat16_to_float(uint16_t bfloat);

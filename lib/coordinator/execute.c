@@ -122,6 +122,50 @@ static chorus_status ensure_gpu(struct executor *executor, int device, char *err
                               id, error, error_size);
 }
 
+/* A batch of float32 allreduces that travel as 16-bit values: converted (with the prescale
+ * factor) into the fusion buffer, reduced as float16 or bfloat16, converted back (with the
+ * postscale factor and the average's division) into the outputs. */
+static chorus_status execute_compressed_batch(struct executor *executor,
+                                              const struct wire_response *responses,
+                                              const size_t *members, size_t member_count,
+                                              struct request **requests, char *error,
+                                              size_t error_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    chorus_dtype wire = first->request.compression == CHORUS_COMPRESSION_BF16 ? CHORUS_BFLOAT16
+                                                                              : CHORUS_FLOAT16;
+    chorus_op op = (chorus_op)first->request.op;
+    size_t total = 0;
+    for (size_t m = 0; m < member_count; m++)
+        total += request_elements(&responses[members[m]].request);
+    uint16_t *packed = scratch_reserve(&executor->fusion, total * sizeof *packed);
+    if (packed == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    size_t offset = 0;
+    for (size_t m = 0; m < member_count; m++) {
+        size_t count = request_elements(&responses[members[m]].request);
+        if (requests[m] != NULL)
+            compress_floats(packed + offset, requests[m]->input, count, wire,
+                            (float)first->request.prescale);
+        else
+            fill_identity(packed + offset, count, wire, op);
+        offset += count;
+    }
+    chorus_status status =
+        run_allreduce(executor, packed, total, wire, op, 1.0, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    float factor = (float)output_factor(first);
+    offset = 0;
+    for (size_t m = 0; m < member_count; m++) {
+        size_t count = request_elements(&responses[members[m]].request);
+        if (requests[m] != NULL)
+            decompress_floats(requests[m]->output, packed + offset, count, wire, factor);
+        offset += count;
+    }
+    return CHORUS_OK;
+}
+
 /* A batch of one or more allreduces of host tensors with the same reduction. */
 static chorus_status execute_allreduce_batch(struct executor *executor,
                                              const struct wire_response *responses,
@@ -130,6 +174,11 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
                                              size_t error_size)
 {
     const struct wire_response *first = &responses[members[0]];
+    bool compressed = first->request.compression == CHORUS_COMPRESSION_FP16 ||
+                      first->request.compression == CHORUS_COMPRESSION_BF16;
+    if (compressed && first->request.dtype == CHORUS_FLOAT32)
+        return execute_compressed_batch(executor, responses, members, member_count, requests,
+                                        error, error_size);
     chorus_dtype dtype = (chorus_dtype)first->request.dtype;
     chorus_op op = (chorus_op)first->request.op;
     size_t element_size = chorus_dtype_size(dtype);

@@ -186,6 +186,11 @@ static void format_postscale(const struct wire_request *r, char *text, size_t si
     snprintf(text, size, "%.17g", r->postscale);
 }
 
+static void format_compression(const struct wire_request *r, char *text, size_t size)
+{
+    snprintf(text, size, "%s", compression_name(r->compression));
+}
+
 static void format_group(const struct wire_request *r, char *text, size_t size)
 {
     if (r->group_size <= 1)
@@ -276,6 +281,7 @@ static char *find_mismatch(const struct negotiator *negotiator,
         {"root", format_root, broadcast},
         {"prescale factor", format_prescale, allreduce},
         {"postscale factor", format_postscale, allreduce},
+        {"compression", format_compression, allreduce},
         {"group", format_group, allreduce},
     };
     for (size_t i = 0; i < ARRAY_LENGTH(checks); i++) {
@@ -368,7 +374,8 @@ static bool requests_agree(const struct wire_request *a, const struct wire_reque
             return false;
     switch ((chorus_collective)a->collective) {
     case CHORUS_ALLREDUCE:
-        return a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale;
+        return a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale &&
+               a->compression == b->compression;
     case CHORUS_BROADCAST:
         return a->root == b->root;
     case CHORUS_ALLGATHER:

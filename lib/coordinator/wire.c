@@ -14,10 +14,10 @@
  *   | form | name_len | name | collective | dtype | op | ndims | root | device |
  *   | u8   | u16      | ...  | u8         | u8    | u8 | u8    | i32  | i32    |
  *   +------+----------+------+------------+-------+----+-------+------+--------+
- *   +-----------------+----------+-----------+-----------+-------+------------+
- *   | shape[ndims]    | prescale | postscale | group_len | group | group_size |
- *   | i64 each        | f64      | f64       | u16       | ...   | u32        |
- *   +-----------------+----------+-----------+-----------+-------+------------+
+ *   +--------------+----------+-----------+-----------+-------+------------+-------------+
+ *   | shape[ndims] | prescale | postscale | group_len | group | group_size | compression |
+ *   | i64 each     | f64      | f64       | u16       | ...   | u32        | u8          |
+ *   +--------------+----------+-----------+-----------+-------+------------+-------------+
  *
  * Response (type 4, RESPONSE_CACHED, is followed only by a u32 response-cache slot):
  *   +------+--------+--------------+-------------+---------+---------+-----------+------------+
@@ -104,6 +104,7 @@ static void put_request(struct writer *writer, const struct wire_request *reques
     put_double(writer, request->postscale);
     put_text(writer, request->group, 2);
     put_unsigned(writer, request->group_size, 4);
+    put_unsigned(writer, request->compression, 1);
 }
 
 static void put_response(struct writer *writer, const struct wire_response *response)
@@ -252,8 +253,11 @@ static bool get_request(struct reader *reader, struct wire_request *request)
     request->postscale = get_double(reader);
     request->group = get_text(reader, 2, CHORUS_MAX_NAME_LENGTH);
     request->group_size = (uint32_t)get_unsigned(reader, 4);
+    request->compression = (uint8_t)get_unsigned(reader, 1);
     if (!reader->failed && request->group_size == 0)
         return fail(reader, "group size 0");
+    if (!reader->failed && request->compression > CHORUS_COMPRESSION_BF16)
+        return fail(reader, "unknown compression");
     return !reader->failed;
 }
 
@@ -364,6 +368,7 @@ bool wire_request_equal(const struct wire_request *a, const struct wire_request 
 {
     if (a->collective != b->collective || a->dtype != b->dtype || a->op != b->op ||
         a->ndims != b->ndims || a->root != b->root || a->device != b->device ||
+        a->compression != b->compression ||
         a->group_size != b->group_size ||
         memcmp(&a->prescale, &b->prescale, sizeof a->prescale) != 0 ||
         memcmp(&a->postscale, &b->postscale, sizeof a->postscale) != 0)

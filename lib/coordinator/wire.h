@@ -29,6 +29,7 @@ struct wire_request {
     uint8_t dtype;
     uint8_t op;
     uint8_t ndims;
+    uint8_t compression; /* chorus_compression, resolved: NONE, FP16 or BF16 */
     int32_t root;
     int32_t device;
     int64_t shape[CHORUS_MAX_DIMS];

@@ -370,6 +370,10 @@ static chorus_status validate(const chorus_op_args *args, int nranks)
         if (!op_is_valid((int)args->op))
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce \"%s\": unknown op %d", name,
                           (int)args->op);
+        if ((int)args->compression < CHORUS_COMPRESSION_DEFAULT ||
+            args->compression > CHORUS_COMPRESSION_BF16)
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce \"%s\": unknown compression %d",
+                          name, (int)args->compression);
         if (!isfinite(args->prescale_factor) || !isfinite(args->postscale_factor))
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                           "allreduce \"%s\": scale factors must be finite (prescale %g, "
@@ -394,7 +398,8 @@ static chorus_status validate(const chorus_op_args *args, int nranks)
 }
 
 static struct request *request_create(const chorus_op_args *args, const char *group,
-                                      uint32_t group_size, struct chorus_handle *handle)
+                                      uint32_t group_size, struct chorus_handle *handle,
+                                      int default_compression)
 {
     struct request *request = calloc(1, sizeof *request);
     if (request == NULL)
@@ -417,6 +422,12 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     request->desc.prescale = allreduce ? args->prescale_factor : 1.0;
     request->desc.postscale = allreduce ? args->postscale_factor : 1.0;
     request->desc.group_size = group_size;
+    /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
+    int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
+                                                                       : (int)args->compression;
+    request->desc.compression = allreduce && tensor->dtype == CHORUS_FLOAT32
+                                    ? (uint8_t)compression
+                                    : CHORUS_COMPRESSION_NONE;
     request->input = tensor->data;
     request->output = args->output != NULL && args->collective != CHORUS_ALLGATHER
                           ? args->output
@@ -470,7 +481,7 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
     }
     for (size_t i = 0; i < count; i++) {
         requests[i] = request_create(&args[i], count > 1 ? args[0].name : "", (uint32_t)count,
-                                     handle);
+                                     handle, context->params.values.compression);
         if (requests[i] == NULL) {
             status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
             goto out;

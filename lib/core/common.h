@@ -47,5 +47,7 @@ bool dtype_is_valid(int dtype);
 bool op_is_valid(int op);
 bool collective_is_valid(int collective);
 bool dtype_is_floating(chorus_dtype dtype);
+/* "none", "fp16", "bf16" ("default" for CHORUS_COMPRESSION_DEFAULT). */
+const char *compression_name(int compression);
 
 #endif

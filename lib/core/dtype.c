@@ -74,3 +74,18 @@ size_t chorus_tensor_count(const chorus_tensor *tensor)
         count *= tensor->shape[i] > 0 ? (size_t)tensor->shape[i] : 0;
     return count;
 }
+
+const char *compression_name(int compression)
+{
+    switch (compression) {
+    case CHORUS_COMPRESSION_DEFAULT:
+        return "default";
+    case CHORUS_COMPRESSION_NONE:
+        return "none";
+    case CHORUS_COMPRESSION_FP16:
+        return "fp16";
+    case CHORUS_COMPRESSION_BF16:
+        return "bf16";
+    }
+    return "unknown";
+}

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define FIELD(member) offsetof(struct chorus_params, member)
 
@@ -31,6 +32,8 @@ const struct param_definition param_table[] = {
      "never)"},
     {"CHORUS_STALL_SHUTDOWN_SECONDS", PARAM_SECONDS, "0", FIELD(stall_shutdown_seconds), -1,
      true, "fail stalled tensors with CHORUS_ERR_STALLED after this long (0: never)"},
+    {"CHORUS_COMPRESSION", PARAM_COMPRESSION, "none", FIELD(compression), -1, true,
+     "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes)"},
     {"CHORUS_LOG_LEVEL", PARAM_LOG_LEVEL, "warning", FIELD(log_level), -1, false,
      "error, warning, info, debug or trace"},
     {"CHORUS_TIMELINE", PARAM_PATH, "", FIELD(timeline), -1, false,
@@ -155,6 +158,17 @@ static bool param_store(struct chorus_params *values, const struct param_definit
             return false;
         *(int *)field = (int)level;
         return true;
+    }
+    case PARAM_COMPRESSION: {
+        snprintf(why, why_size, "expected none, fp16 or bf16");
+        const char *names[] = {"none", "fp16", "bf16"};
+        for (int i = 0; i < 3; i++) {
+            if (strcasecmp(text, names[i]) == 0) {
+                *(int *)field = CHORUS_COMPRESSION_NONE + i;
+                return true;
+            }
+        }
+        return false;
     }
     case PARAM_PATH:
         snprintf(why, why_size, "longer than %d bytes", PARAM_TEXT_LENGTH - 1);
@@ -284,7 +298,9 @@ size_t params_adopt_rank0(struct param_set *set, const struct chorus_params *ran
         size_t width = param_table[i].type == PARAM_BYTES || param_table[i].type == PARAM_COUNT
                            ? sizeof(size_t)
                        : param_table[i].type == PARAM_SECONDS   ? sizeof(double)
-                       : param_table[i].type == PARAM_LOG_LEVEL ? sizeof(int)
+                       : param_table[i].type == PARAM_LOG_LEVEL ||
+                               param_table[i].type == PARAM_COMPRESSION
+                           ? sizeof(int)
                                                                 : (size_t)PARAM_TEXT_LENGTH;
         memcpy((char *)&set->values + offset, (const char *)rank0 + offset, width);
         set->sources[i] = PARAM_SOURCE_RANK0;
@@ -308,6 +324,9 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
         return;
     case PARAM_LOG_LEVEL:
         snprintf(text, text_size, "%s", log_level_name((enum log_level) * (const int *)field));
+        return;
+    case PARAM_COMPRESSION:
+        snprintf(text, text_size, "%s", compression_name(*(const int *)field));
         return;
     case PARAM_PATH:
     case PARAM_ALGORITHM:

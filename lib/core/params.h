@@ -18,6 +18,7 @@ struct chorus_params {
     double stall_warning_seconds;  /* 0 disables the warning */
     double stall_shutdown_seconds; /* 0 = never */
     int log_level;                 /* enum log_level */
+    int compression;               /* chorus_compression for CHORUS_COMPRESSION_DEFAULT */
     char timeline[PARAM_TEXT_LENGTH];
     char allreduce_algorithm[PARAM_TEXT_LENGTH];
     char broadcast_algorithm[PARAM_TEXT_LENGTH];
@@ -38,6 +39,7 @@ enum param_type {
     PARAM_LOG_LEVEL, /* error|warning|info|debug|trace */
     PARAM_PATH,      /* any text */
     PARAM_ALGORITHM, /* "auto" or an algorithm name of the collective */
+    PARAM_COMPRESSION, /* none|fp16|bf16 */
 };
 
 struct param_definition {

@@ -28,7 +28,8 @@ static bool same_reduction(const struct wire_response *a, const struct wire_resp
 {
     return a->request.dtype == b->request.dtype && a->request.op == b->request.op &&
            a->request.prescale == b->request.prescale &&
-           a->request.postscale == b->request.postscale && a->contributors == b->contributors;
+           a->request.postscale == b->request.postscale &&
+           a->request.compression == b->request.compression && a->contributors == b->contributors;
 }
 
 bool fusion_plan_build(const struct wire_response *responses, size_t count, size_t threshold,
