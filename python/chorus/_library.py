@@ -1,0 +1,94 @@
+"""Loads libchorus with ctypes and declares the C functions and structs the binding uses.
+
+The library is found, in order: $CHORUS_LIBRARY; the meson build tree of this source checkout
+(build/libchorus.so); the system's library path (an installed libchorus.so.0)."""
+import ctypes
+import ctypes.util
+import os
+from pathlib import Path
+
+MAX_DIMS = 8
+
+# Status codes (chorus.h, CHORUS_STATUS_TABLE).
+OK, IN_PROGRESS = 0, 1
+
+# chorus_dtype
+UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64 = range(8)
+# chorus_op
+SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)
+# chorus_collective
+ALLREDUCE, BROADCAST, ALLGATHER = range(3)
+# chorus_memory
+MEMORY_HOST, MEMORY_CUDA = 0, 1
+# chorus_compression
+COMPRESSION_DEFAULT, COMPRESSION_NONE, COMPRESSION_FP16, COMPRESSION_BF16 = range(4)
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndims", ctypes.c_size_t),
+                ("shape", ctypes.c_int64 * MAX_DIMS), ("memory", ctypes.c_int),
+                ("device", ctypes.c_int)]
+
+
+class OpArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("collective", ctypes.c_int),
+                ("name", ctypes.c_char_p), ("input", Tensor), ("output", ctypes.c_void_p),
+                ("op", ctypes.c_int), ("root", ctypes.c_int), ("prescale_factor", ctypes.c_double),
+                ("postscale_factor", ctypes.c_double), ("compression", ctypes.c_int)]
+
+
+class InitOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("parameters", ctypes.c_char_p)]
+
+
+def _candidates():
+    explicit = os.environ.get("CHORUS_LIBRARY")
+    if explicit:
+        yield explicit
+        return
+    source_root = Path(__file__).resolve().parents[2]
+    for build in sorted(source_root.glob("build*/libchorus.so")):
+        yield str(build)
+    found = ctypes.util.find_library("chorus")
+    if found:
+        yield found
+    yield "libchorus.so.0"
+
+
+def _load():
+    errors = []
+    for candidate in _candidates():
+        try:
+            return ctypes.CDLL(candidate, mode=ctypes.RTLD_GLOBAL)
+        except OSError as error:
+            errors.append(f"{candidate}: {error}")
+    raise ImportError("cannot load libchorus (set CHORUS_LIBRARY to its path, or build it with "
+                      "meson in build/): " + "; ".join(errors))
+
+
+lib = _load()
+handle_p = ctypes.c_void_p
+
+
+def _declare(name, restype, *argtypes):
+    function = getattr(lib, name)
+    function.restype = restype
+    function.argtypes = list(argtypes)
+
+
+_declare("chorus_init", ctypes.c_int, ctypes.POINTER(InitOptions))
+_declare("chorus_shutdown", ctypes.c_int)
+_declare("chorus_is_initialized", ctypes.c_bool)
+for _name in ("rank", "size", "local_rank", "local_size", "cross_rank", "cross_size"):
+    _declare("chorus_" + _name, ctypes.c_int)
+_declare("chorus_submit", ctypes.c_int, ctypes.POINTER(OpArgs), ctypes.POINTER(handle_p))
+_declare("chorus_submit_group", ctypes.c_int, ctypes.POINTER(OpArgs), ctypes.c_size_t,
+         ctypes.POINTER(handle_p))
+_declare("chorus_test", ctypes.c_int, handle_p)
+_declare("chorus_wait", ctypes.c_int, handle_p)
+_declare("chorus_handle_error", ctypes.c_char_p, handle_p)
+_declare("chorus_handle_output", ctypes.c_int, handle_p, ctypes.POINTER(Tensor))
+_declare("chorus_handle_free", None, handle_p)
+_declare("chorus_join", ctypes.c_int)
+_declare("chorus_last_error", ctypes.c_char_p)
+_declare("chorus_status_name", ctypes.c_char_p, ctypes.c_int)

@@ -1,0 +1,179 @@
+"""The framework-neutral core of the binding: errors, handles, and submitting an operation
+described by a data pointer, a dtype and a shape. chorus.numpy and chorus.torch build on it."""
+import ctypes
+import itertools
+import threading
+
+from . import _library as c
+
+
+class ChorusError(RuntimeError):
+    """A chorus call failed. `status` is the status name (for example "CHORUS_ERR_MISMATCH"),
+    the message is chorus's, naming the tensor and the ranks involved."""
+
+    def __init__(self, status, message):
+        self.status_code = status
+        self.status = c.lib.chorus_status_name(status).decode()
+        super().__init__(f"{self.status}: {message}")
+
+
+def _last_error(status):
+    return ChorusError(status, c.lib.chorus_last_error().decode(errors="replace"))
+
+
+def check(status):
+    if status != c.OK:
+        raise _last_error(status)
+
+
+def init(parameters=None):
+    """Initializes chorus (and MPI, if needed). `parameters` is an optional dict or
+    "NAME=VALUE;..." string of CHORUS_* settings that take precedence over the environment."""
+    if isinstance(parameters, dict):
+        parameters = ";".join(f"{k}={v}" for k, v in parameters.items())
+    options = c.InitOptions(ctypes.sizeof(c.InitOptions),
+                            parameters.encode() if parameters else None)
+    check(c.lib.chorus_init(ctypes.byref(options)))
+
+
+def shutdown():
+    status = c.lib.chorus_shutdown()
+    if status not in (c.OK, -2):  # shutting down twice is harmless
+        raise _last_error(status)
+
+
+def is_initialized():
+    return bool(c.lib.chorus_is_initialized())
+
+
+def _topology(function):
+    value = function()
+    if value < 0:
+        raise _last_error(value)
+    return value
+
+
+def rank():
+    return _topology(c.lib.chorus_rank)
+
+
+def size():
+    return _topology(c.lib.chorus_size)
+
+
+def local_rank():
+    return _topology(c.lib.chorus_local_rank)
+
+
+def local_size():
+    return _topology(c.lib.chorus_local_size)
+
+
+def cross_rank():
+    return _topology(c.lib.chorus_cross_rank)
+
+
+def cross_size():
+    return _topology(c.lib.chorus_cross_size)
+
+
+def join():
+    """This rank has run out of data: the others go on with it contributing nothing, until
+    every rank has joined. Blocks until then."""
+    check(c.lib.chorus_join())
+
+
+_names = itertools.count()
+_names_lock = threading.Lock()
+
+
+def default_name(kind):
+    """Horovod-style automatic names: identical on every rank that makes the same calls in the
+    same order."""
+    with _names_lock:
+        return f"{kind}.noname.{next(_names)}"
+
+
+class Handle:
+    """An operation in flight. Keeps its buffers alive until it completes."""
+
+    def __init__(self, pointer, keep_alive, finish=None):
+        self._pointer = pointer
+        self._keep_alive = keep_alive
+        self._finish = finish  # called with the handle when it completed successfully
+        self._result = None
+        self._done = False
+
+    def poll(self):
+        """True once the operation has completed (successfully or not)."""
+        return self._done or c.lib.chorus_test(self._pointer) != c.IN_PROGRESS
+
+    def wait(self):
+        """Waits for completion; returns the result; raises ChorusError on failure."""
+        if self._done:
+            return self._result
+        status = c.lib.chorus_wait(self._pointer)
+        try:
+            if status != c.OK:
+                message = c.lib.chorus_handle_error(self._pointer).decode(errors="replace")
+                raise ChorusError(status, message)
+            self._result = self._finish(self) if self._finish else None
+        finally:
+            c.lib.chorus_handle_free(self._pointer)
+            self._pointer = None
+            self._keep_alive = None
+            self._done = True
+        return self._result
+
+    def gathered(self):
+        """For an allgather, before wait() returns: the gathered tensor's descriptor."""
+        descriptor = c.Tensor()
+        check(c.lib.chorus_handle_output(self._pointer, ctypes.byref(descriptor)))
+        return descriptor
+
+    def __del__(self):
+        if getattr(self, "_pointer", None) is not None:
+            c.lib.chorus_handle_free(self._pointer)
+
+
+def describe(data_pointer, dtype, shape, memory=c.MEMORY_HOST, device=0):
+    if len(shape) > c.MAX_DIMS:
+        raise ValueError(f"at most {c.MAX_DIMS} dimensions are supported, not {len(shape)}")
+    tensor = c.Tensor()
+    tensor.data = data_pointer
+    tensor.dtype = dtype
+    tensor.ndims = len(shape)
+    for i, extent in enumerate(shape):
+        tensor.shape[i] = extent
+    tensor.memory = memory
+    tensor.device = device
+    return tensor
+
+
+def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.0,
+            postscale=1.0, compression=c.COMPRESSION_DEFAULT):
+    args = c.OpArgs()
+    args.struct_size = ctypes.sizeof(c.OpArgs)
+    args.collective = collective
+    args.name = name.encode()
+    args.input = tensor
+    args.output = output
+    args.op = op
+    args.root = root
+    args.prescale_factor = prescale
+    args.postscale_factor = postscale
+    args.compression = compression
+    return args
+
+
+def submit(args, keep_alive, finish=None):
+    pointer = c.handle_p()
+    check(c.lib.chorus_submit(ctypes.byref(args), ctypes.byref(pointer)))
+    return Handle(pointer, keep_alive, finish)
+
+
+def submit_group(args_list, keep_alive, finish=None):
+    array = (c.OpArgs * len(args_list))(*args_list)
+    pointer = c.handle_p()
+    check(c.lib.chorus_submit_group(array, len(args_list), ctypes.byref(pointer)))
+    return Handle(pointer, (keep_alive, array), finish)

@@ -1,0 +1,112 @@
+"""chorus's collectives on numpy arrays. Functions ending in _ work in place; *_async return a
+handle whose wait() returns the result; names default to automatic ones (identical on ranks that
+call in the same order)."""
+import ctypes
+
+import numpy as np
+
+from . import _library as c
+from .core import (ChorusError, cross_rank, cross_size, default_name, describe, init,
+                   is_initialized, join, local_rank, local_size, op_args, rank, shutdown, size,
+                   submit, submit_group)
+
+Sum, Average, Min, Max, Product = c.SUM, c.AVERAGE, c.MIN, c.MAX, c.PRODUCT
+
+_DTYPES = {np.dtype(np.uint8): c.UINT8, np.dtype(np.int8): c.INT8, np.dtype(np.int32): c.INT32,
+           np.dtype(np.int64): c.INT64, np.dtype(np.float16): c.FLOAT16,
+           np.dtype(np.float32): c.FLOAT32, np.dtype(np.float64): c.FLOAT64}
+
+
+def _dtype(array):
+    try:
+        return _DTYPES[array.dtype]
+    except KeyError:
+        raise TypeError(f"chorus does not support numpy dtype {array.dtype}") from None
+
+
+def _tensor(array):
+    if not array.flags.c_contiguous:
+        raise ValueError("chorus needs C-contiguous arrays (use np.ascontiguousarray)")
+    return describe(array.ctypes.data, _dtype(array), array.shape)
+
+
+def allreduce_async_(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    name = name or default_name("allreduce")
+    args = op_args(c.ALLREDUCE, name, _tensor(array), None, op, 0, prescale_factor,
+                   postscale_factor)
+    return submit(args, array, lambda handle: array)
+
+
+def allreduce_async(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    array = np.ascontiguousarray(array)
+    output = np.empty_like(array)
+    name = name or default_name("allreduce")
+    args = op_args(c.ALLREDUCE, name, _tensor(array), output.ctypes.data, op, 0,
+                   prescale_factor, postscale_factor)
+    return submit(args, (array, output), lambda handle: output)
+
+
+def allreduce(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    return allreduce_async(array, op, name, prescale_factor, postscale_factor).wait()
+
+
+def allreduce_(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    return allreduce_async_(array, op, name, prescale_factor, postscale_factor).wait()
+
+
+def grouped_allreduce(arrays, op=Average, name=None):
+    """Allreduces every array of the list as one negotiated group; returns new arrays."""
+    name = name or default_name("grouped_allreduce")
+    inputs = [np.ascontiguousarray(a) for a in arrays]
+    outputs = [np.empty_like(a) for a in inputs]
+    args = [op_args(c.ALLREDUCE, f"{name}.{i}", _tensor(a), o.ctypes.data, op)
+            for i, (a, o) in enumerate(zip(inputs, outputs))]
+    return submit_group(args, (inputs, outputs), lambda handle: outputs).wait()
+
+
+def broadcast_async_(array, root_rank, name=None):
+    name = name or default_name("broadcast")
+    args = op_args(c.BROADCAST, name, _tensor(array), None, root=root_rank)
+    return submit(args, array, lambda handle: array)
+
+
+def broadcast_(array, root_rank, name=None):
+    return broadcast_async_(array, root_rank, name).wait()
+
+
+def broadcast(array, root_rank, name=None):
+    copy = np.array(array, copy=True, order="C")
+    return broadcast_(copy, root_rank, name)
+
+
+def _gathered(dtype, trailing):
+    def finish(handle):
+        descriptor = handle.gathered()
+        rows = descriptor.shape[0]
+        count = rows * int(np.prod(trailing, dtype=np.int64))
+        result = np.empty((rows,) + tuple(trailing), dtype=dtype)
+        if count:
+            ctypes.memmove(result.ctypes.data, descriptor.data, result.nbytes)
+        return result
+    return finish
+
+
+def allgather_async(array, name=None):
+    """Concatenates every rank's array along the first dimension (which may differ)."""
+    array = np.ascontiguousarray(array)
+    if array.ndim == 0:
+        array = array.reshape(1)
+    name = name or default_name("allgather")
+    args = op_args(c.ALLGATHER, name, _tensor(array))
+    return submit(args, array, _gathered(array.dtype, array.shape[1:]))
+
+
+def allgather(array, name=None):
+    return allgather_async(array, name).wait()
+
+
+__all__ = ["ChorusError", "init", "shutdown", "is_initialized", "rank", "size", "local_rank",
+           "local_size", "cross_rank", "cross_size", "join", "Sum", "Average", "Min", "Max",
+           "Product", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+           "grouped_allreduce", "broadcast", "broadcast_", "broadcast_async_", "allgather",
+           "allgather_async"]

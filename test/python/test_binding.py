@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""The Python binding under mpirun: chorus.numpy and chorus.torch collectives against references
+every rank computes from all ranks' known inputs, errors raised as ChorusError with chorus's
+message, and DistributedOptimizer matching single-process training. Prints
+'N passed, N failed' from rank 0 and exits non-zero on any failure."""
+import sys
+
+import numpy as np
+
+import chorus
+import chorus.numpy as cn
+
+passed = failed = 0
+
+
+def check(condition, what):
+    global passed, failed
+    if condition:
+        passed += 1
+    else:
+        failed += 1
+        print(f"rank {chorus.rank()}: FAILED: {what}", file=sys.stderr, flush=True)
+
+
+def inputs(r, shape, dtype, seed):
+    rng = np.random.default_rng(seed * 1000 + r)
+    return (rng.integers(-50, 50, size=shape) / 8).astype(dtype)
+
+
+def numpy_tests(rank, size):
+    for dtype in (np.float32, np.float64, np.int32, np.int64, np.float16, np.uint8):
+        for count in (0, 1, size - 1, 7, 1021):
+            seed = count + 17
+            mine = inputs(rank, (count,), dtype, seed)
+            all_inputs = [inputs(r, (count,), dtype, seed).astype(np.float64) for r in range(size)]
+            total = np.sum(all_inputs, axis=0)
+            result = cn.allreduce(mine, op=cn.Sum, name=f"np.sum.{np.dtype(dtype).name}.{count}")
+            expected = total.astype(dtype) if np.dtype(dtype).kind in "iu" else total
+            check(np.allclose(result.astype(np.float64), expected.astype(np.float64), rtol=1e-3, atol=1e-2)
+                  if np.dtype(dtype).kind == "f" else np.array_equal(result, expected),
+                  f"numpy sum {np.dtype(dtype).name} count {count}")
+            check(result.dtype == mine.dtype and result.shape == mine.shape, "result dtype/shape")
+    # In place average, min and max.
+    data = inputs(rank, (5, 3), np.float64, 1)
+    everyone = np.stack([inputs(r, (5, 3), np.float64, 1) for r in range(size)])
+    original = data.copy()
+    cn.allreduce_(data, op=cn.Average, name="np.avg")
+    check(np.allclose(data, everyone.mean(axis=0)), "numpy in-place average")
+    check(np.array_equal(cn.allreduce(original, op=cn.Max, name="np.max"), everyone.max(axis=0)),
+          "numpy max")
+    check(np.array_equal(cn.allreduce(original, op=cn.Min, name="np.min"), everyone.min(axis=0)),
+          "numpy min")
+    scaled = cn.allreduce(original, op=cn.Sum, name="np.scaled", prescale_factor=0.5,
+                          postscale_factor=4.0)
+    check(np.allclose(scaled, everyone.sum(axis=0) * 2.0), "prescale/postscale")
+    # Broadcast from every root; allgather with uneven first dimensions.
+    for root in range(size):
+        value = np.full(4, float(rank * 10 + 1))
+        cn.broadcast_(value, root, name=f"np.bcast.{root}")
+        check(np.all(value == root * 10 + 1), f"numpy broadcast from {root}")
+    rows = np.full((rank % 3, 2), rank, dtype=np.int32)
+    gathered = cn.allgather(rows, name="np.gather")
+    expected = np.concatenate([np.full((r % 3, 2), r, dtype=np.int32) for r in range(size)])
+    check(gathered.shape == expected.shape and np.array_equal(gathered, expected),
+          f"numpy allgather {gathered.shape}")
+    outputs = cn.grouped_allreduce([np.ones(3), np.full(5, 2.0)], op=cn.Sum, name="np.group")
+    check(np.all(outputs[0] == size) and np.all(outputs[1] == 2 * size), "grouped allreduce")
+    # Async handles.
+    handles = [cn.allreduce_async(np.full(10, float(i)), op=cn.Sum, name=f"np.async.{i}")
+               for i in range(20)]
+    results = [h.wait() for h in handles]
+    check(all(np.all(r == i * size) for i, r in enumerate(results)), "async allreduces")
+
+
+def error_tests(rank, size):
+    try:
+        chorus.init()
+        check(False, "second init raises")
+    except chorus.ChorusError as error:
+        check(error.status == "CHORUS_ERR_ALREADY_INITIALIZED", f"second init: {error}")
+    if size > 1:
+        data = np.zeros(4, dtype=np.float32 if rank != 1 else np.float64)
+        try:
+            cn.allreduce(data, name="np.mismatch")
+            check(False, "mismatch raises")
+        except chorus.ChorusError as error:
+            check(error.status == "CHORUS_ERR_MISMATCH" and "dtype mismatch" in str(error)
+                  and "np.mismatch" in str(error), f"mismatch message: {error}")
+    try:
+        cn.broadcast_(np.zeros(2), size + 3, name="np.badroot")
+        check(False, "bad root raises")
+    except chorus.ChorusError as error:
+        check(error.status == "CHORUS_ERR_INVALID_ARGUMENT" and "np.badroot" in str(error),
+              f"bad root: {error}")
+
+
+def torch_tests(rank, size):
+    try:
+        import torch
+    except ImportError:
+        print("torch is not installed: chorus.torch tests skipped", flush=True)
+        return
+    import chorus.torch as hvd
+    check(hvd.rank() == rank and hvd.size() == size, "hvd.rank/size")
+    check(0 <= hvd.local_rank() < hvd.local_size() and hvd.cross_size() >= 1, "local/cross")
+    t = torch.arange(6, dtype=torch.float32) + rank
+    total = sum(torch.arange(6, dtype=torch.float32) + r for r in range(size))
+    check(torch.allclose(hvd.allreduce(t, name="t.avg"), total / size), "torch average")
+    check(torch.allclose(hvd.allreduce(t, average=False, name="t.sum"), total), "torch sum")
+    check(torch.equal(hvd.allreduce(t, op=hvd.Max, name="t.max"),
+                      torch.arange(6, dtype=torch.float32) + size - 1), "torch max")
+    u = t.clone()
+    hvd.allreduce_(u, op=hvd.Sum, name="t.inplace")
+    check(torch.allclose(u, total), "torch in-place")
+    h = hvd.allreduce_async(t, op=hvd.Sum, name="t.async")
+    check(torch.allclose(hvd.synchronize(h), total) and hvd.poll(h), "torch async")
+    half = hvd.allreduce(t.to(torch.bfloat16), op=hvd.Sum, name="t.bf16")
+    check(half.dtype == torch.bfloat16 and torch.allclose(half.float(), total, rtol=2e-2),
+          "torch bfloat16")
+    compressed = hvd.allreduce(t, op=hvd.Sum, name="t.fp16", compression=hvd.Compression.fp16)
+    check(torch.allclose(compressed, total, rtol=1e-2), "fp16 compression")
+    b = torch.full((3,), float(rank))
+    check(torch.equal(hvd.broadcast(b, 0, name="t.bcast"), torch.zeros(3)), "torch broadcast")
+    g = hvd.allgather(torch.full((rank + 1, 2), float(rank)), name="t.gather")
+    check(g.shape == (size * (size + 1) // 2, 2), f"torch allgather shape {tuple(g.shape)}")
+    grouped = hvd.grouped_allreduce([t, t * 2], op=hvd.Sum, name="t.group")
+    check(torch.allclose(grouped[1], total * 2), "torch grouped")
+
+    # DistributedOptimizer: ranks train on their shard; the result must equal single-process
+    # training on the whole batch (the average of equal-sized shards' gradients).
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    reference = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    reference.load_state_dict(model.state_dict())
+    if rank != 0:  # different starting weights: broadcast_parameters must fix them
+        for p in model.parameters():
+            p.data.add_(1.0)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(1)
+    for step in range(5):
+        x = torch.randn(size * 4, 4, generator=generator)
+        y = x.sum(dim=1, keepdim=True)
+        shard = slice(rank * 4, rank * 4 + 4)
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(x[shard]), y[shard]).backward()
+        optimizer.step()
+        reference_optimizer.zero_grad()
+        loss = sum(torch.nn.functional.mse_loss(reference(x[r * 4:r * 4 + 4]), y[r * 4:r * 4 + 4])
+                   for r in range(size)) / size
+        loss.backward()
+        reference_optimizer.step()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        check(torch.allclose(p, q, atol=1e-5), f"DistributedOptimizer parameter {name}")
+
+
+def main():
+    chorus.init()
+    rank, size = chorus.rank(), chorus.size()
+    numpy_tests(rank, size)
+    error_tests(rank, size)
+    torch_tests(rank, size)
+    counts = cn.allreduce(np.array([passed, failed], dtype=np.int64), op=cn.Sum, name="verdict")
+    chorus.shutdown()
+    if rank == 0:
+        print(f"python binding np={size}: {counts[0]} passed, {counts[1]} failed", flush=True)
+    sys.exit(1 if counts[1] else 0)
+
+
+main()
