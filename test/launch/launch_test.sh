@@ -1,0 +1,79 @@
+#!/bin/bash
+# Launch tests on real resource managers and emulated hosts, stood up with the team's scripts in
+# ../shared/infra (they install Son of Grid Engine, Slurm and network namespaces as needed):
+#   launch_test.sh BUILD_DIR SOURCE_DIR sge|slurm|multihost
+# sge:       a 4-rank train_mlp job submitted with qsub -pe mpi 4 (chorusrun reads $PE_HOSTFILE)
+# slurm:     the same with sbatch -n 4 (chorusrun inside the allocation)
+# multihost: 2 emulated hosts x 2 ranks: topology, ring and hierarchical allreduce across hosts,
+#            and chorus-bench across them, also over a link capped at 1 Gbit/s
+# Prints "N passed, N failed". Exits 77 (skipped) where it cannot run: not root, no
+# ../shared/infra, or the environment could not be stood up (that is not chorus failing).
+set -uo pipefail
+build=$(cd "$1" && pwd); source=$(cd "$2" && pwd); check=$3
+infra=$(cd "$source/.." && pwd)/shared/infra
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+chorusrun=$source/tools/mpirun-wrappers/chorusrun
+passed=0 failed=0
+skip() { echo "launch $check: skipped: $*"; exit 77; }
+expect() { # expect LABEL PATTERN FILE
+    if grep -q -- "$2" "$3"; then passed=$((passed + 1)); echo "PASS $1"
+    else failed=$((failed + 1)); echo "FAIL $1: no \"$2\" in:"; tail -30 "$3"; fi
+}
+[ "$(id -u)" -eq 0 ] || skip "needs root to stand up the environment"
+[ -x "$infra/netns-up.sh" ] || skip "no $infra"
+work=$(mktemp -d /tmp/chorus-launch.XXXX)
+trap 'rm -rf "$work"' EXIT
+
+case "$check" in
+sge)
+    trap '"$infra/sge-down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
+    "$infra/sge-up.sh" 4 > "$work/up.log" 2>&1 || { tail -20 "$work/up.log"; skip "sge-up.sh failed"; }
+    # shellcheck disable=SC1091
+    . /var/lib/gridengine/default/common/settings.sh
+    (cd "$source" && CHORUS_BUILD=$build timeout 300 qsub -sync y -pe mpi 4 -cwd -j y \
+        -o "$work/job.out" examples/sge/train_mlp.sge --epochs 2) > "$work/qsub.log" 2>&1
+    cat "$work/qsub.log" "$work/job.out" 2>/dev/null
+    expect "qsub job ran" "exited with exit code 0" "$work/qsub.log"
+    expect "chorusrun used the PE hostfile" "inside SGE job" "$work/job.out"
+    expect "4-rank training under SGE" "final weights identical on all 4 ranks" "$work/job.out"
+    ;;
+slurm)
+    trap '"$infra/slurm-down.sh" >/dev/null 2>&1; "$infra/netns-down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
+    # slurm-up.sh takes its controller address from the bridge netns-up.sh makes.
+    { "$infra/netns-up.sh" 1 && "$infra/slurm-up.sh" 4; } > "$work/up.log" 2>&1 ||
+        { tail -20 "$work/up.log"; skip "slurm-up.sh failed"; }
+    (cd "$source" && timeout 300 sbatch -W -n 4 -o "$work/job.out" \
+        examples/slurm/train_mlp.sbatch --epochs 2) > "$work/sbatch.log" 2>&1
+    cat "$work/sbatch.log" "$work/job.out" 2>/dev/null
+    expect "chorusrun saw the allocation" "inside Slurm job" "$work/job.out"
+    expect "4-rank training under Slurm" "final weights identical on all 4 ranks" "$work/job.out"
+    ;;
+multihost)
+    trap '"$infra/netns-down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
+    "$infra/netns-up.sh" 2 > "$work/up.log" 2>&1 || { tail -20 "$work/up.log"; skip "netns-up.sh failed"; }
+    export OMPI_MCA_plm_rsh_agent=$infra/netns-rsh.sh
+    export OMPI_MCA_btl_tcp_if_include=10.77.0.0/24 OMPI_MCA_oob_tcp_if_include=10.77.0.0/24
+    run() { timeout 300 "$chorusrun" -np 4 -H hostA:2,hostB:2 -x OMPI_MCA_btl_tcp_if_include \
+                -x OMPI_MCA_oob_tcp_if_include "$@"; }
+    run "$build/examples/hello_allreduce" > "$work/hello.out" 2>&1; cat "$work/hello.out"
+    expect "topology: 2 hosts of 2 ranks" "rank 3 of 4 (local 1 of 2, host 1 of 2)" "$work/hello.out"
+    run "$build/test/mpi_topology" > "$work/topology.out" 2>&1; tail -1 "$work/topology.out"
+    expect "topology test across hosts" "mpi_topology np=4: [0-9]* passed, 0 failed" "$work/topology.out"
+    for algorithm in ring hierarchical; do
+        CHORUS_ALLREDUCE_ALGO=$algorithm run "$build/test/mpi_collectives" > "$work/$algorithm.out" 2>&1
+        tail -1 "$work/$algorithm.out"
+        expect "$algorithm allreduce across hosts" "mpi_collectives np=4: [0-9]* passed, 0 failed" "$work/$algorithm.out"
+    done
+    run "$build/bench/chorus-bench" -b 4K -e 16M -f 4 -n 10 -w 2 > "$work/bench.out" 2>&1; cat "$work/bench.out"
+    expect "chorus-bench across hosts" "summary: allreduce np=4" "$work/bench.out"
+    expect "chorus-bench results correct" "^ *16777216 .* 0 .* 0 " "$work/bench.out"
+    "$infra/netns-up.sh" 2 1000 > "$work/up.log" 2>&1
+    run "$build/bench/chorus-bench" -b 4K -e 16M -f 4 -n 10 -w 2 > "$work/capped.out" 2>&1
+    echo "--- with each host's link capped at 1 Gbit/s:"; cat "$work/capped.out"
+    expect "chorus-bench over a 1 Gbit/s link" "summary: allreduce np=4" "$work/capped.out"
+    ;;
+*) echo "unknown check $check"; exit 2 ;;
+esac
+echo "launch $check: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
