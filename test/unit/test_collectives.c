@@ -7,6 +7,8 @@
 #include "../../lib/collectives/node_segment.h"
 #include "../common/reference.h"
 
+#include "../common/check_runner.h"
+
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -295,9 +297,5 @@ int main(void)
     tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
     tcase_add_test(others, selection_is_deterministic_and_covers_every_size);
     suite_add_tcase(suite, others);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? 0 : 1;
+    return run_suite(suite);
 }

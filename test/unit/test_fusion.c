@@ -4,6 +4,8 @@
  */
 #include "../../lib/fusion/fusion_plan.h"
 
+#include "../common/check_runner.h"
+
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,9 +133,5 @@ int main(void)
     tcase_add_test(tc, different_reductions_do_not_fuse);
     tcase_add_test(tc, plan_of_nothing_is_empty);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? 0 : 1;
+    return run_suite(suite);
 }

@@ -4,6 +4,8 @@
  */
 #include "../../lib/coordinator/negotiation.h"
 
+#include "../common/check_runner.h"
+
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,9 +258,5 @@ int main(void)
     tcase_add_test(tc, joined_ranks_count_as_ready_and_join_completes);
     tcase_add_test(tc, stalls_are_warned_then_failed);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? 0 : 1;
+    return run_suite(suite);
 }

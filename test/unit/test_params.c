@@ -4,6 +4,8 @@
  */
 #include "../../lib/core/params.h"
 
+#include "../common/check_runner.h"
+
 #include <check.h>
 #include <string.h>
 
@@ -128,9 +130,5 @@ int main(void)
     tcase_add_test(tc, malformed_values_name_variable_and_value);
     tcase_add_test(tc, rank0_values_replace_wire_shaping_ones_only);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? 0 : 1;
+    return run_suite(suite);
 }

@@ -6,6 +6,8 @@
 #include "../../lib/collectives/reduce.h"
 #include "../common/reference.h"
 
+#include "../common/check_runner.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -142,9 +144,5 @@ int main(void)
     tcase_add_test(tc, identity_leaves_reductions_unchanged);
     tcase_add_test(tc, scaling_rounds_integers_and_multiplies_floats);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? 0 : 1;
+    return run_suite(suite);
 }

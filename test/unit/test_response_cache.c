@@ -4,6 +4,8 @@
  */
 #include "../../lib/coordinator/response_cache.h"
 
+#include "../common/check_runner.h"
+
 #include <check.h>
 #include <stdio.h>
 
@@ -96,9 +98,5 @@ int main(void)
     tcase_add_test(tc, skips_what_must_not_be_cached_and_stops_when_full);
     tcase_add_test(tc, two_ranks_fed_the_same_stream_agree);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? 0 : 1;
+    return run_suite(suite);
 }

@@ -5,6 +5,8 @@
 #include "../../lib/coordinator/wire.h"
 #include "../common/reference.h"
 
+#include "../common/check_runner.h"
+
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,9 +213,5 @@ int main(void)
     tcase_add_test(tc, bad_fields_are_rejected_with_a_reason);
     tcase_add_test(tc, random_bytes_never_crash_the_decoder);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? 0 : 1;
+    return run_suite(suite);
 }

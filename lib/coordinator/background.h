@@ -1,0 +1,73 @@
+/*
+ * background.h — the background thread's state, shared by background.c (the thread, start-up,
+ * taking submissions, completing handles) and exchange.c (the negotiation messages between the
+ * ranks and rank 0, and running what rank 0 decides). Private to lib/coordinator.
+ */
+#ifndef CHORUS_BACKGROUND_H
+#define CHORUS_BACKGROUND_H
+
+#include "../core/context.h"
+#include "execute.h"
+#include "negotiation.h"
+#include "response_cache.h"
+
+enum { TAG_REQUESTS = 1, TAG_RESPONSES = 2 };
+
+struct outgoing {
+    uint8_t *bytes;
+    MPI_Request *requests;
+    int count;
+    struct outgoing *next;
+};
+
+struct background {
+    struct chorus_context *context;
+    int rank;
+    int size;
+    struct name_table pending; /* name -> struct request, submitted and not completed */
+    struct negotiator negotiator;
+    struct response_cache cache;
+    struct executor executor;
+    struct outgoing *outgoing;
+
+    struct wire_request *unsent; /* requests not yet sent to rank 0 */
+    size_t unsent_count;
+    size_t unsent_capacity;
+    uint32_t unsent_flags;
+    bool shutdown_sent;
+    bool join_sent;
+
+    bool shutdown_decided; /* rank 0: some rank asked to shut down */
+    int shutdown_origin;
+    bool stopping;         /* handles failed; waiting for BYEs (rank 0) */
+    int byes;
+    bool finished;
+
+    double last_cycle;
+    double last_stall_check;
+    char error[2048];
+};
+
+/* background.c */
+void finish_request(void *owner, struct request *request, chorus_status status,
+                    const char *message);
+/* Completes every handle of this rank with `status` and makes later submits fail with it. */
+void fail_everything(struct background *background, chorus_status status, const char *reason);
+/* Logs a fatal error, fails everything and ends the thread's loop. */
+void fatal(struct background *background, chorus_status status, const char *what);
+void clear_unsent(struct background *background);
+
+/* exchange.c */
+/* Frees the buffers of sends that completed. With `wait`, blocks until all have. */
+void progress_outgoing(struct background *background, bool wait);
+/* Sends (or, on rank 0, records) what was submitted since the last time. */
+bool flush_requests(struct background *background);
+/* Rank 0: takes in every waiting REQUESTS message, answers what is ready, runs it. */
+bool coordinate(struct background *background);
+/* Other ranks: runs the responses rank 0 sent, in order. */
+bool follow(struct background *background);
+/* The timeline's negotiation span (a negotiator `resolved` callback). */
+void timeline_negotiated(void *context, const char *name, const double *arrivals, int nranks);
+void stall_warning_log(void *context, const char *message);
+
+#endif

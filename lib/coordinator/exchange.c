@@ -1,0 +1,388 @@
+/*
+ * exchange.c — the negotiation messages of the background thread (see background.c for the
+ * protocol): sending and receiving them, rank 0 answering requests with responses, every rank
+ * running the responses in order, the response cache on both ends, and the shutdown handshake.
+ */
+#include "background.h"
+
+#include "../core/log.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ----- sending ---------------------------------------------------------------------------- */
+
+static bool send_message(struct background *background, const struct wire_message *message,
+                         const int *destinations, int destination_count, int tag)
+{
+    struct outgoing *outgoing = calloc(1, sizeof *outgoing);
+    size_t length = outgoing ? wire_encode(message, &outgoing->bytes) : 0;
+    if (outgoing != NULL)
+        outgoing->requests = calloc((size_t)destination_count, sizeof *outgoing->requests);
+    if (length == 0 || outgoing->requests == NULL || length > INT_MAX) {
+        if (outgoing != NULL) {
+            free(outgoing->bytes);
+            free(outgoing->requests);
+        }
+        free(outgoing);
+        fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "cannot encode a negotiation message");
+        return false;
+    }
+    LOG(LOG_TRACE, "negotiation", "sending %s of %u entries (%zu bytes) to %d rank(s)",
+        message->kind == WIRE_REQUESTS ? "requests" : "responses", message->count, length,
+        destination_count);
+    for (int i = 0; i < destination_count; i++) {
+        if (MPI_Isend(outgoing->bytes, (int)length, MPI_BYTE, destinations[i], tag,
+                      background->context->control_comm,
+                      &outgoing->requests[i]) != MPI_SUCCESS) {
+            outgoing->count = i;
+            outgoing->next = background->outgoing;
+            background->outgoing = outgoing;
+            fatal(background, CHORUS_ERR_MPI, "sending a negotiation message failed");
+            return false;
+        }
+    }
+    outgoing->count = destination_count;
+    outgoing->next = background->outgoing;
+    background->outgoing = outgoing;
+    return true;
+}
+
+void progress_outgoing(struct background *background, bool wait)
+{
+    struct outgoing **link = &background->outgoing;
+    while (*link != NULL) {
+        struct outgoing *outgoing = *link;
+        int done = 0;
+        if (wait)
+            done = MPI_Waitall(outgoing->count, outgoing->requests, MPI_STATUSES_IGNORE) ==
+                   MPI_SUCCESS;
+        else if (MPI_Testall(outgoing->count, outgoing->requests, &done,
+                             MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+            done = 1; /* a failed send is reported where the peer notices; free the buffer */
+        if (!done) {
+            link = &outgoing->next;
+            continue;
+        }
+        *link = outgoing->next;
+        free(outgoing->bytes);
+        free(outgoing->requests);
+        free(outgoing);
+    }
+}
+
+static void coordinator_accept(struct background *background, int rank,
+                               const struct wire_request *requests, size_t count, uint32_t flags)
+{
+    double now = monotonic_seconds();
+    for (size_t i = 0; i < count; i++) {
+        const struct wire_request *request = &requests[i];
+        if (request->cached) {
+            request = response_cache_get(&background->cache, request->cache_slot);
+            if (request == NULL) {
+                char text[128];
+                snprintf(text, sizeof text, "rank %d referred to empty response-cache slot %u",
+                         rank, requests[i].cache_slot);
+                fatal(background, CHORUS_ERR_PROTOCOL, text);
+                return;
+            }
+        }
+        negotiator_submit(&background->negotiator, rank, request, now);
+    }
+    background->negotiator.now = now;
+    if (flags & WIRE_FLAG_JOIN)
+        negotiator_join(&background->negotiator, rank);
+    if ((flags & WIRE_FLAG_SHUTDOWN) && !background->shutdown_decided) {
+        background->shutdown_decided = true;
+        background->shutdown_origin = rank;
+    }
+    if (flags & WIRE_FLAG_BYE)
+        background->byes++;
+}
+
+bool flush_requests(struct background *background)
+{
+    if (background->unsent_count == 0 && background->unsent_flags == 0)
+        return false;
+    double spacing = background->context->params.values.cycle_time_ms * 1e-3;
+    if (spacing > 0 && monotonic_seconds() - background->last_cycle < spacing &&
+        !(background->unsent_flags & WIRE_FLAG_SHUTDOWN))
+        return false;
+    if (background->rank == 0) {
+        coordinator_accept(background, 0, background->unsent, background->unsent_count,
+                           background->unsent_flags);
+    } else {
+        struct wire_message message = {.kind = WIRE_REQUESTS,
+                                       .flags = background->unsent_flags,
+                                       .count = (uint32_t)background->unsent_count,
+                                       .requests = background->unsent};
+        int coordinator = 0;
+        send_message(background, &message, &coordinator, 1, TAG_REQUESTS);
+        background->last_cycle = monotonic_seconds();
+    }
+    clear_unsent(background);
+    return true;
+}
+
+/* ----- receiving -------------------------------------------------------------------------- */
+
+/* Receives one message with `tag` from `source` if one is waiting. */
+static bool receive_message(struct background *background, int source, int tag,
+                            struct wire_message *message, int *sender)
+{
+    int flag = 0;
+    MPI_Message handle;
+    MPI_Status status;
+    if (MPI_Improbe(source, tag, background->context->control_comm, &flag, &handle, &status) !=
+        MPI_SUCCESS) {
+        fatal(background, CHORUS_ERR_MPI, "probing for negotiation messages failed");
+        return false;
+    }
+    if (!flag)
+        return false;
+    int length = 0;
+    MPI_Get_count(&status, MPI_BYTE, &length);
+    uint8_t *bytes = malloc(length > 0 ? (size_t)length : 1);
+    if (bytes == NULL) {
+        fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "cannot receive a negotiation message");
+        return false;
+    }
+    if (MPI_Mrecv(bytes, length, MPI_BYTE, &handle, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        free(bytes);
+        fatal(background, CHORUS_ERR_MPI, "receiving a negotiation message failed");
+        return false;
+    }
+    char reason[512];
+    chorus_status decoded = wire_decode(bytes, (size_t)length, message, reason, sizeof reason);
+    free(bytes);
+    if (decoded != CHORUS_OK) {
+        char text[700];
+        snprintf(text, sizeof text, "from rank %d: %s", status.MPI_SOURCE, reason);
+        fatal(background, decoded, text);
+        return false;
+    }
+    *sender = status.MPI_SOURCE;
+    return true;
+}
+
+/* The timeline's negotiation span: from the first rank's request to the last one's. */
+void timeline_negotiated(void *context, const char *name, const double *arrivals,
+                                int nranks)
+{
+    struct timeline *timeline = context;
+    double first = 0, last = 0;
+    char *arguments = format_string("%s", "");
+    for (int r = 0; r < nranks; r++) {
+        if (arrivals[r] == 0)
+            continue;
+        first = first == 0 || arrivals[r] < first ? arrivals[r] : first;
+        last = arrivals[r] > last ? arrivals[r] : last;
+    }
+    for (int r = 0; r < nranks && arguments != NULL; r++) {
+        if (arrivals[r] == 0)
+            string_append(&arguments, "%s\"rank %d\": \"joined\"", r ? ", " : "", r);
+        else
+            string_append(&arguments, "%s\"rank %d ready (us)\": %.1f", r ? ", " : "", r,
+                          (arrivals[r] - first) * 1e6);
+    }
+    timeline_span(timeline, name, "negotiate", first, last, arguments);
+    free(arguments);
+}
+
+void stall_warning_log(void *context, const char *message)
+{
+    (void)context;
+    LOG(LOG_WARNING, "stall", "%s", message);
+}
+
+/* ----- executing -------------------------------------------------------------------------- */
+
+static void execute(struct background *background, const struct wire_response *responses,
+                    size_t count)
+{
+    if (count == 0)
+        return;
+    char error[1024] = "";
+    chorus_status status =
+        executor_run(&background->executor, responses, count, error, sizeof error);
+    if (status != CHORUS_OK)
+        fatal(background, status, error);
+}
+
+/* Fails everything left with CHORUS_ERR_SHUTDOWN once every rank has to stop. */
+static void stop(struct background *background, const char *reason)
+{
+    char text[512];
+    snprintf(text, sizeof text, "chorus shut down before it completed (%s)", reason);
+    fail_everything(background, CHORUS_ERR_SHUTDOWN, text);
+    background->stopping = true;
+}
+
+bool coordinate(struct background *background)
+{
+    bool active = false;
+    struct wire_message message;
+    int sender = -1;
+    while (!background->finished &&
+           receive_message(background, MPI_ANY_SOURCE, TAG_REQUESTS, &message, &sender)) {
+        if (!background->stopping)
+            coordinator_accept(background, sender, message.requests, message.count,
+                               message.flags);
+        else if (message.flags & WIRE_FLAG_BYE)
+            background->byes++;
+        wire_message_free(&message);
+        active = true;
+    }
+    if (background->finished)
+        return active;
+    if (background->stopping) {
+        if (background->byes >= background->size - 1)
+            background->finished = true;
+        return active;
+    }
+    const struct chorus_params *params = &background->context->params.values;
+    double now = monotonic_seconds();
+    if (now - background->last_stall_check >= 1.0) {
+        background->last_stall_check = now;
+        negotiator_check_stalls(&background->negotiator, now, params->stall_warning_seconds,
+                                params->stall_shutdown_seconds, stall_warning_log, NULL);
+    }
+    if (background->negotiator.failed) {
+        fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "the coordinator ran out of memory");
+        return true;
+    }
+    double spacing = params->cycle_time_ms * 1e-3;
+    if (spacing > 0 && now - background->last_cycle < spacing && !background->shutdown_decided)
+        return active;
+    struct wire_response *responses = NULL;
+    size_t count = negotiator_take_responses(&background->negotiator, &responses);
+    if (count == 0 && !background->shutdown_decided) {
+        free(responses);
+        return active;
+    }
+    char reason[128] = "";
+    struct wire_response *sent = responses;
+    size_t sent_count = count;
+    if (background->shutdown_decided) {
+        /* The last response carries who shut down, for the other ranks' messages. */
+        snprintf(reason, sizeof reason, "rank %d called chorus_shutdown",
+                 background->shutdown_origin);
+        sent = realloc(responses, (count + 1) * sizeof *sent);
+        if (sent == NULL) {
+            sent = responses;
+        } else {
+            memset(&sent[count], 0, sizeof sent[count]);
+            sent[count].type = RESPONSE_ERROR;
+            sent[count].status = CHORUS_ERR_SHUTDOWN;
+            sent[count].message = strdup(reason);
+            sent[count].request.name = strdup("");
+            sent[count].request.group = strdup("");
+            sent[count].request.group_size = 1;
+            sent_count = count + 1;
+        }
+    }
+    if (background->size > 1) {
+        int *destinations = malloc((size_t)background->size * sizeof *destinations);
+        for (int r = 1; destinations != NULL && r < background->size; r++)
+            destinations[r - 1] = r;
+        /* What travels: responses the cache holds go as their slot (shallow copies; the full
+         * list stays for executing here). */
+        struct wire_response *wire = malloc((sent_count ? sent_count : 1) * sizeof *wire);
+        for (size_t i = 0; wire != NULL && i < sent_count; i++) {
+            wire[i] = sent[i];
+            long slot = response_cacheable(&sent[i], background->size)
+                            ? response_cache_find(&background->cache, &sent[i].request)
+                            : -1;
+            if (slot >= 0) {
+                wire[i].type = RESPONSE_CACHED;
+                wire[i].request.cached = true;
+                wire[i].request.cache_slot = (uint32_t)slot;
+            } else {
+                response_cache_record(&background->cache, &sent[i], background->size);
+            }
+        }
+        struct wire_message out = {.kind = WIRE_RESPONSES,
+                                   .flags = background->shutdown_decided ? WIRE_FLAG_SHUTDOWN : 0,
+                                   .count = (uint32_t)sent_count,
+                                   .responses = wire};
+        if (destinations == NULL || wire == NULL)
+            fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "out of memory sending responses");
+        else
+            send_message(background, &out, destinations, background->size - 1, TAG_RESPONSES);
+        free(destinations);
+        free(wire);
+    }
+    background->last_cycle = now;
+    if (!background->finished)
+        execute(background, sent, sent_count);
+    for (size_t i = 0; i < sent_count; i++)
+        wire_response_free(&sent[i]);
+    free(sent);
+    if (background->shutdown_decided && !background->finished) {
+        stop(background, reason);
+        if (background->size == 1)
+            background->finished = true;
+    }
+    return true;
+}
+
+/* Replaces slot-only responses by the cached descriptions, and records full ones in the same
+ * order rank 0 did. */
+static bool resolve_cached_responses(struct background *background, struct wire_message *message)
+{
+    for (size_t i = 0; i < message->count; i++) {
+        struct wire_response *response = &message->responses[i];
+        if (response->type != RESPONSE_CACHED) {
+            response_cache_record(&background->cache, response, background->size);
+            continue;
+        }
+        const struct wire_request *entry =
+            response_cache_get(&background->cache, response->request.cache_slot);
+        if (entry == NULL) {
+            char text[128];
+            snprintf(text, sizeof text, "rank 0 referred to empty response-cache slot %u",
+                     response->request.cache_slot);
+            fatal(background, CHORUS_ERR_PROTOCOL, text);
+            return false;
+        }
+        if (!wire_request_copy(&response->request, entry)) {
+            fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "out of memory in the response cache");
+            return false;
+        }
+        response->type = RESPONSE_EXECUTE;
+        response->status = CHORUS_OK;
+        response->contributors = (uint32_t)background->size;
+    }
+    return true;
+}
+
+bool follow(struct background *background)
+{
+    bool active = false;
+    struct wire_message message;
+    int sender = -1;
+    while (!background->finished && !background->stopping &&
+           receive_message(background, 0, TAG_RESPONSES, &message, &sender)) {
+        active = true;
+        if (!resolve_cached_responses(background, &message)) {
+            wire_message_free(&message);
+            break;
+        }
+        execute(background, message.responses, message.count);
+        if ((message.flags & WIRE_FLAG_SHUTDOWN) && !background->finished) {
+            const char *reason = "another rank called chorus_shutdown";
+            if (message.count > 0 && message.responses[message.count - 1].message != NULL &&
+                message.responses[message.count - 1].request.name[0] == '\0')
+                reason = message.responses[message.count - 1].message;
+            stop(background, reason);
+            struct wire_message bye = {.kind = WIRE_REQUESTS, .flags = WIRE_FLAG_BYE};
+            int coordinator = 0;
+            send_message(background, &bye, &coordinator, 1, TAG_REQUESTS);
+            background->finished = true;
+        }
+        wire_message_free(&message);
+    }
+    return active;
+}
