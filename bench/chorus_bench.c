@@ -99,12 +99,16 @@ static chorus_status run_chorus(const struct options *o, void *buffer, size_t co
     case CHORUS_BROADCAST:
         return chorus_broadcast("bench", &tensor, 0);
     case CHORUS_ALLGATHER: {
+        /* The handle keeps the output: freeing the handle lets chorus reuse the buffer, as a
+         * training loop that reads the result and lets go of it would. */
         tensor.shape[0] = (int64_t)(count / (size_t)size);
-        chorus_status status = chorus_allgather("bench", &tensor, gathered);
-        if (status == CHORUS_OK && gathered->data != NULL) {
-            free(gathered->data);
-            gathered->data = NULL;
-        }
+        chorus_handle *handle = NULL;
+        chorus_status status = chorus_allgather_async("bench", &tensor, &handle);
+        if (status == CHORUS_OK)
+            status = chorus_wait(handle);
+        if (status == CHORUS_OK)
+            chorus_handle_output(handle, gathered);
+        chorus_handle_free(handle);
         return status;
     }
     }

@@ -8,6 +8,7 @@
 
 #include "../collectives/reduce.h"
 #include "../core/log.h"
+#include "../core/output_pool.h"
 #include "../fusion/fusion_plan.h"
 
 #include <stdio.h>
@@ -354,8 +355,9 @@ static chorus_status execute_allgather(struct executor *executor,
         status = CHORUS_ERR_NOT_SUPPORTED;
         goto out;
     }
+    size_t capacity = total_bytes;
     output = gpu ? gpu_malloc(total_bytes, request->desc.device)
-             : request != NULL ? malloc(total_bytes ? total_bytes : 1)
+             : request != NULL ? output_pool_take(total_bytes, &capacity)
                                : stand_in_buffer(executor, total_bytes);
     if (output == NULL) {
         snprintf(error, error_size, "allgather \"%s\": cannot allocate %zu bytes of output",
@@ -395,7 +397,7 @@ static chorus_status execute_allgather(struct executor *executor,
                                   .device = gpu ? shape->device : 0};
         memcpy(gathered.shape, shape->shape, sizeof gathered.shape);
         gathered.shape[0] = total_rows;
-        handle_set_output(request->handle, &gathered, true);
+        handle_set_output(request->handle, &gathered, true, capacity);
         output = NULL;
     }
 out:
@@ -403,7 +405,7 @@ out:
         if (gpu)
             gpu_free(output);
         else
-            free(output);
+            output_pool_give(output, capacity);
     }
     free(block_bytes);
     free(offsets);

@@ -9,6 +9,7 @@
  */
 #include "context.h"
 #include "log.h"
+#include "output_pool.h"
 
 #include "../gpu/gpu.h"
 
@@ -230,6 +231,7 @@ chorus_status chorus_shutdown(void)
     pthread_join(context->thread, NULL);
     bool finalize = context->mpi_initialized_by_chorus;
     context_free(context);
+    output_pool_drain();
     if (finalize)
         MPI_Finalize();
     clear_last_error();

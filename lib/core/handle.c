@@ -7,6 +7,7 @@
 #include "handle.h"
 
 #include "../gpu/gpu.h"
+#include "output_pool.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@ static void handle_destroy(struct chorus_handle *handle)
 {
     if (handle->owns_output && handle->output.data != NULL) {
         if (handle->output.memory == CHORUS_MEMORY_HOST)
-            free(handle->output.data);
+            output_pool_give(handle->output.data, handle->output_capacity);
         else
             gpu_free(handle->output.data);
     }
@@ -41,10 +42,12 @@ static void handle_destroy(struct chorus_handle *handle)
     free(handle);
 }
 
-void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output, bool owned)
+void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output, bool owned,
+                       size_t capacity)
 {
     handle->output = *output;
     handle->owns_output = owned;
+    handle->output_capacity = capacity;
 }
 
 void handle_member_done(struct chorus_handle *handle, chorus_status status, const char *format,

@@ -22,6 +22,7 @@ struct chorus_handle {
     chorus_collective collective;
     chorus_tensor output;    /* allgather: the gathered tensor */
     bool owns_output;        /* output.data belongs to the handle */
+    size_t output_capacity;  /* host output: its allocation, for the output pool */
 };
 
 /* A new in-progress handle waiting for `members` requests. */
@@ -37,6 +38,7 @@ void handle_member_done(struct chorus_handle *handle, chorus_status status, cons
 void handle_set_oversubscribed(bool oversubscribed);
 
 /* Sets the allgather output before the member reports done. */
-void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output, bool owned);
+void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output, bool owned,
+                       size_t capacity);
 
 #endif
