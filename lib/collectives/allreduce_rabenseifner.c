@@ -36,16 +36,13 @@ chorus_status allreduce_rabenseifner(const struct allreduce_args *args)
         return CHORUS_OK;
     }
     size_t element_size = chorus_dtype_size(args->dtype);
-    size_t bytes = args->count * element_size;
     char *buffer = args->buffer;
-    char *incoming = scratch_reserve(args->scratch, bytes);
-    if (incoming == NULL)
-        return CHORUS_ERR_OUT_OF_MEMORY;
+    void *scratch = NULL;
     struct fold fold;
-    fold_plan(transport->rank, transport->nranks, &fold);
-    chorus_status status = fold_in(args, &fold, incoming);
+    chorus_status status = fold_begin(args, &fold, &scratch);
     if (status != CHORUS_OK)
         return status;
+    char *incoming = scratch;
     if (fold.virtual_rank >= 0) {
         struct halving_level levels[32];
         size_t level_count = 0;

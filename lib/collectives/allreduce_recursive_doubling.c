@@ -25,12 +25,9 @@ chorus_status allreduce_recursive_doubling(const struct allreduce_args *args)
         return CHORUS_OK;
     }
     size_t bytes = args->count * chorus_dtype_size(args->dtype);
-    void *incoming = scratch_reserve(args->scratch, bytes);
-    if (incoming == NULL)
-        return CHORUS_ERR_OUT_OF_MEMORY;
+    void *incoming = NULL;
     struct fold fold;
-    fold_plan(transport->rank, transport->nranks, &fold);
-    chorus_status status = fold_in(args, &fold, incoming);
+    chorus_status status = fold_begin(args, &fold, &incoming);
     if (status != CHORUS_OK)
         return status;
     if (fold.virtual_rank >= 0) {

@@ -81,6 +81,20 @@ static chorus_status send_segments(struct transport *transport, const struct rin
     return CHORUS_OK;
 }
 
+/* The end of a step: waits for the previous step's sends, then the sends posted during this
+ * step become the ones to wait for next. */
+static chorus_status finish_step(struct transport *transport, struct transport_request **sends,
+                                 struct transport_request **next_sends, size_t *sends_pending,
+                                 size_t posted)
+{
+    chorus_status status = transport_waitall(transport, *sends_pending, *sends);
+    struct transport_request *swap = *sends;
+    *sends = *next_sends;
+    *next_sends = swap;
+    *sends_pending = posted;
+    return status;
+}
+
 chorus_status allreduce_ring(const struct allreduce_args *args)
 {
     struct transport *transport = args->transport;
@@ -144,13 +158,9 @@ chorus_status allreduce_ring(const struct allreduce_args *args)
             if (status != CHORUS_OK)
                 goto out;
         }
-        status = transport_waitall(transport, sends_pending, sends);
+        status = finish_step(transport, &sends, &next_sends, &sends_pending, segments);
         if (status != CHORUS_OK)
             goto out;
-        struct transport_request *swap = sends;
-        sends = next_sends;
-        next_sends = swap;
-        sends_pending = segments;
     }
 
     /* Allgather: receive each finished chunk straight into place and pass it on. */
@@ -177,13 +187,10 @@ chorus_status allreduce_ring(const struct allreduce_args *args)
                     goto out;
             }
         }
-        status = transport_waitall(transport, sends_pending, sends);
+        status = finish_step(transport, &sends, &next_sends, &sends_pending,
+                             forward ? segments : 0);
         if (status != CHORUS_OK)
             goto out;
-        struct transport_request *swap = sends;
-        sends = next_sends;
-        next_sends = swap;
-        sends_pending = forward ? segments : 0;
     }
 out:
     free(requests);

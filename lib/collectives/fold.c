@@ -62,3 +62,12 @@ chorus_status fold_out(const struct allreduce_args *args, const struct fold *fol
         status = transport_waitall(transport, 1, &request);
     return status;
 }
+
+chorus_status fold_begin(const struct allreduce_args *args, struct fold *fold, void **incoming)
+{
+    *incoming = scratch_reserve(args->scratch, args->count * chorus_dtype_size(args->dtype));
+    if (*incoming == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    fold_plan(args->transport->rank, args->transport->nranks, fold);
+    return fold_in(args, fold, *incoming);
+}

@@ -18,6 +18,9 @@ struct fold {
 void fold_plan(int rank, int nranks, struct fold *fold);
 /* The real rank of participant `virtual_rank`. */
 int fold_real_rank(const struct fold *fold, int virtual_rank);
+/* Plans the fold, reserves one buffer of scratch (*incoming) and folds in: the common start
+ * of the algorithms that pair ranks by XOR. */
+chorus_status fold_begin(const struct allreduce_args *args, struct fold *fold, void **incoming);
 /* Sends or receives-and-reduces the folded ranks' buffers (`tmp` holds one buffer). */
 chorus_status fold_in(const struct allreduce_args *args, const struct fold *fold, void *tmp);
 /* Returns the result to the ranks that sat out. */
