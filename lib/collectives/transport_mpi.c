@@ -66,7 +66,7 @@ static chorus_status post(struct transport *transport, mpi_point_to_point start,
     size_t blocks = bytes / MPI_BLOCK_BYTES;
     size_t tail = bytes % MPI_BLOCK_BYTES;
     int code = MPI_SUCCESS;
-    if (blocks == 0 || bytes <= (size_t)INT32_MAX) {
+    if (bytes <= (size_t)INT32_MAX) {
         code = start(buffer, (int)bytes, MPI_BYTE, peer, tag, comm, &mpi_request);
         if (code != MPI_SUCCESS)
             return mpi_failure(transport, code, what, peer);

@@ -15,12 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t request_elements(const struct wire_request *request)
+/* Elements of all the members of a batch together. */
+static size_t batch_elements(const struct wire_response *responses, const size_t *members,
+                             size_t member_count)
 {
-    size_t count = 1;
-    for (size_t i = 0; i < request->ndims; i++)
-        count *= (size_t)request->shape[i];
-    return count;
+    size_t total = 0;
+    for (size_t m = 0; m < member_count; m++)
+        total += request_elements(&responses[members[m]].request);
+    return total;
 }
 
 static double output_factor(const struct wire_response *response)
@@ -136,9 +138,7 @@ static chorus_status execute_compressed_batch(struct executor *executor,
     chorus_dtype wire = first->request.compression == CHORUS_COMPRESSION_BF16 ? CHORUS_BFLOAT16
                                                                               : CHORUS_FLOAT16;
     chorus_op op = (chorus_op)first->request.op;
-    size_t total = 0;
-    for (size_t m = 0; m < member_count; m++)
-        total += request_elements(&responses[members[m]].request);
+    size_t total = batch_elements(responses, members, member_count);
     uint16_t *packed = scratch_reserve(&executor->fusion, total * sizeof *packed);
     if (packed == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;
@@ -207,9 +207,7 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
     }
 
     double started = monotonic_seconds();
-    size_t total = 0;
-    for (size_t m = 0; m < member_count; m++)
-        total += request_elements(&responses[members[m]].request);
+    size_t total = batch_elements(responses, members, member_count);
     char *fused = scratch_reserve(&executor->fusion, total * element_size);
     if (fused == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;

@@ -281,6 +281,25 @@ chorus_status params_load(struct param_set *set, char *const *environment, const
     return CHORUS_OK;
 }
 
+/* Bytes a parameter of `type` occupies in struct chorus_params. */
+static size_t param_field_size(enum param_type type)
+{
+    switch (type) {
+    case PARAM_BYTES:
+    case PARAM_COUNT:
+        return sizeof(size_t);
+    case PARAM_SECONDS:
+        return sizeof(double);
+    case PARAM_LOG_LEVEL:
+    case PARAM_COMPRESSION:
+        return sizeof(int);
+    case PARAM_PATH:
+    case PARAM_ALGORITHM:
+        return PARAM_TEXT_LENGTH;
+    }
+    return 0;
+}
+
 size_t params_adopt_rank0(struct param_set *set, const struct chorus_params *rank0)
 {
     size_t changed = 0;
@@ -295,14 +314,8 @@ size_t params_adopt_rank0(struct param_set *set, const struct chorus_params *ran
         LOG(LOG_WARNING, "params", "%s is %s here but %s on rank 0; using rank 0's value",
             param_table[i].name, mine, theirs);
         size_t offset = param_table[i].offset;
-        size_t width = param_table[i].type == PARAM_BYTES || param_table[i].type == PARAM_COUNT
-                           ? sizeof(size_t)
-                       : param_table[i].type == PARAM_SECONDS   ? sizeof(double)
-                       : param_table[i].type == PARAM_LOG_LEVEL ||
-                               param_table[i].type == PARAM_COMPRESSION
-                           ? sizeof(int)
-                                                                : (size_t)PARAM_TEXT_LENGTH;
-        memcpy((char *)&set->values + offset, (const char *)rank0 + offset, width);
+        memcpy((char *)&set->values + offset, (const char *)rank0 + offset,
+               param_field_size(param_table[i].type));
         set->sources[i] = PARAM_SOURCE_RANK0;
         changed++;
     }

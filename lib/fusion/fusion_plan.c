@@ -9,12 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t response_bytes(const struct wire_response *response)
+size_t request_elements(const struct wire_request *request)
 {
     size_t count = 1;
-    for (size_t i = 0; i < response->request.ndims; i++)
-        count *= (size_t)response->request.shape[i];
-    return count * chorus_dtype_size((chorus_dtype)response->request.dtype);
+    for (size_t i = 0; i < request->ndims; i++)
+        count *= (size_t)request->shape[i];
+    return count;
+}
+
+size_t response_bytes(const struct wire_response *response)
+{
+    return request_elements(&response->request) *
+           chorus_dtype_size((chorus_dtype)response->request.dtype);
 }
 
 static bool fusible(const struct wire_response *response)

@@ -33,6 +33,8 @@ bool fusion_plan_build(const struct wire_response *responses, size_t count, size
                        size_t tensor_limit, struct fusion_plan *plan);
 void fusion_plan_free(struct fusion_plan *plan);
 
+/* Elements of the tensor a request describes (the product of its shape; 1 for a scalar). */
+size_t request_elements(const struct wire_request *request);
 /* Bytes of the tensor a response describes. */
 size_t response_bytes(const struct wire_response *response);
 

@@ -60,7 +60,7 @@ static uint16_t bfloat_encode_exact(double value)
     return (uint16_t)(wide >> 16);
 }
 
-double reference_decode(const void *buffer, size_t index, chorus_dtype dtype)
+static int64_t integer_result(const void *buffer, size_t index, chorus_dtype dtype)
 {
     switch (dtype) {
     case CHORUS_UINT8:
@@ -69,8 +69,19 @@ double reference_decode(const void *buffer, size_t index, chorus_dtype dtype)
         return ((const int8_t *)buffer)[index];
     case CHORUS_INT32:
         return ((const int32_t *)buffer)[index];
+    default:
+        return ((const int64_t *)buffer)[index];
+    }
+}
+
+double reference_decode(const void *buffer, size_t index, chorus_dtype dtype)
+{
+    switch (dtype) {
+    case CHORUS_UINT8:
+    case CHORUS_INT8:
+    case CHORUS_INT32:
     case CHORUS_INT64:
-        return (double)((const int64_t *)buffer)[index];
+        return (double)integer_result(buffer, index, dtype);
     case CHORUS_FLOAT16:
         return half_decode(((const uint16_t *)buffer)[index]);
     case CHORUS_BFLOAT16:
@@ -177,20 +188,6 @@ static int64_t wrap(chorus_dtype dtype, uint64_t value)
         return (int32_t)(uint32_t)value;
     default:
         return (int64_t)value;
-    }
-}
-
-static int64_t integer_result(const void *buffer, size_t index, chorus_dtype dtype)
-{
-    switch (dtype) {
-    case CHORUS_UINT8:
-        return ((const uint8_t *)buffer)[index];
-    case CHORUS_INT8:
-        return ((const int8_t *)buffer)[index];
-    case CHORUS_INT32:
-        return ((const int32_t *)buffer)[index];
-    default:
-        return ((const int64_t *)buffer)[index];
     }
 }
 
