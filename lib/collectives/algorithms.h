@@ -41,6 +41,7 @@ struct allreduce_args {
 struct broadcast_args {
     struct transport *transport;
     struct scratch *scratch;
+    struct node_segment *node; /* the host's shared segment when all ranks share one host */
     void *buffer;
     size_t bytes;
     int root;
@@ -52,6 +53,7 @@ struct broadcast_args {
 struct allgather_args {
     struct transport *transport;
     struct scratch *scratch;
+    struct node_segment *node; /* the host's shared segment when all ranks share one host */
     const void *send;
     void *recv;
     const size_t *block_bytes;
@@ -83,12 +85,14 @@ enum allreduce_algorithm_id {
 enum broadcast_algorithm_id {
     BROADCAST_BINOMIAL,
     BROADCAST_PIPELINED_CHAIN,
+    BROADCAST_SHARED_MEMORY,
     BROADCAST_ALGORITHM_COUNT,
 };
 
 enum allgather_algorithm_id {
     ALLGATHER_RING,
     ALLGATHER_BRUCK,
+    ALLGATHER_SHARED_MEMORY,
     ALLGATHER_ALGORITHM_COUNT,
 };
 
@@ -98,8 +102,10 @@ chorus_status allreduce_rabenseifner(const struct allreduce_args *args);
 chorus_status allreduce_hierarchical(const struct allreduce_args *args);
 chorus_status broadcast_binomial(const struct broadcast_args *args);
 chorus_status broadcast_pipelined_chain(const struct broadcast_args *args);
+chorus_status broadcast_shared_memory(const struct broadcast_args *args);
 chorus_status allgather_ring(const struct allgather_args *args);
 chorus_status allgather_bruck(const struct allgather_args *args);
+chorus_status allgather_shared_memory(const struct allgather_args *args);
 
 /* The algorithms of `collective`, and how many there are. */
 const struct algorithm *algorithm_table(chorus_collective collective, size_t *count);
@@ -109,11 +115,12 @@ int algorithm_find(chorus_collective collective, const char *name);
 char *algorithm_names(chorus_collective collective);
 
 /* Chooses an algorithm: `forced` (an index, or -1 for the tuning table) for a message of
- * `bytes` on `nranks` ranks; `shared_host` says whether every host runs the same number (more
- * than one) of ranks, which the hierarchical allreduce needs; forced without it, it declines
- * and the ring runs. Identical on every rank for identical arguments. */
+ * `bytes` on `nranks` ranks, `local_ranks` per host when every host runs the same number, else
+ * 1. The hierarchical allreduce needs local_ranks > 1, the shared-memory broadcast and
+ * allgather local_ranks == nranks (one host); forced without that, the fallback of the
+ * collective runs. Identical on every rank for identical arguments. */
 int algorithm_select(chorus_collective collective, int forced, size_t bytes, int nranks,
-                     bool shared_host);
+                     int local_ranks);
 
 /* Splits `count` items into `parts` nearly equal contiguous parts: part i starts at
  * part_start(i) and the first count % parts parts have one more item. */

@@ -1,26 +1,32 @@
 /*
  * allreduce_hierarchical.c — hierarchical allreduce through a shared-memory segment per host.
  *
- * The buffer is processed in chunks that fit the segment (chunk_bytes per rank). For each chunk:
- *   1. every local rank copies its chunk into its staging area;            barrier
- *   2. local rank r reduces slice r of the chunk: it reads that slice of every rank's staging
- *      area directly and writes the sum into the shared result area; with several hosts it
- *      then allreduces its slice with the ranks of the same local rank on the other hosts;
- *                                                                          barrier
- *   3. every local rank copies the whole reduced chunk into its buffer.
- * The next chunk's barrier keeps the result area from being overwritten while it is read.
+ * The buffer is processed in chunks; chunk k is split into one slice per local rank, and local
+ * rank r owns slice r: it alone reduces it, so every rank ends with bitwise identical results.
+ * Each rank has two staging areas in the segment and uses them in turn (k % 2):
+ *   stage(k):   copy the slices of chunk k that the *other* ranks own into staging[k % 2]
+ *               (the own slice is read straight from the buffer, never staged);
+ *   reduce(k):  reduce the own slice from the own buffer and every peer's staging, in rank
+ *               order, into the own slice of the own staging area; with several hosts,
+ *               allreduce it with the ranks of the same local rank there; copy it into the
+ *               buffer;
+ *   copyout(k): copy every other slice from its owner's staging area into the buffer.
+ * Order:  stage(0) | barrier | for each k: reduce(k), stage(k+1) | barrier | copyout(k)
+ * One barrier per chunk suffices: stage(k+1) writes the area that reduce(k-1) read before the
+ * previous barrier, but not the own slice that peers may still copy out of (copyout(k-1));
+ * reduce(k) overwrites the slices that copyout(k-2) read before the previous barrier.
  *
- * Cost per chunk of S bytes on a host of L ranks: each rank copies S in, reads S (its slice of
- * all L staging areas) and copies S out, all in cache when chunks are small; two barriers of
- * shared-memory flags instead of MPI messages. Memory traffic is one read of the input and one
- * write of the output, against 2(L-1)/L of the buffer sent and received by a ring through MPI.
- * Across hosts each rank moves only its 1/L slice, so inter-host traffic is divided by L.
- * Each element is reduced by exactly one rank, so every rank gets bitwise identical results.
- * Needs the same number of ranks on every host (the cross-host step pairs equal local ranks).
+ * Per chunk of S bytes on a host of L ranks each rank copies (L-1)/L S in, reads S to reduce,
+ * and copies (L-1)/L S + S/L out: with chunks small enough for the caches, the buffer is read
+ * once and written once from memory. A ring through MPI sends and receives 2(L-1)/L S per rank
+ * and reduces in the receive buffer. Across hosts each rank moves only its slice, so inter-host
+ * traffic is divided by L. Needs the same number of ranks on every host (the cross-host step
+ * pairs equal local ranks).
  *
- * Example, one host, L = 4, a chunk of 8 elements: ranks stage their 8 elements; rank 0 sums
- * elements 0-1 of the four staging areas into result[0-1], rank 1 elements 2-3, rank 2 4-5,
- * rank 3 6-7; after the barrier each rank copies result[0-7] out.
+ * Example, one host, L = 2, a chunk of 8 elements: rank 0 stages elements 4-7 and rank 1
+ * elements 0-3; after the barrier rank 0 writes buffer0[0-3] + staging1[0-3] into staging0[0-3]
+ * and rank 1 writes staging0[4-7] + buffer1[4-7] into staging1[4-7]; after the next barrier
+ * rank 0 copies staging1[4-7] out and rank 1 staging0[0-3].
  */
 #include "algorithms.h"
 #include "node_segment.h"
@@ -28,54 +34,133 @@
 
 #include <string.h>
 
+struct chunk {
+    unsigned char *data; /* this chunk in the caller's buffer */
+    size_t elements;
+    size_t layout;       /* elements the slices are cut for: this chunk has layout or layout-1 */
+    int area;            /* which of the two staging areas it uses */
+};
+
+/* Slices are cut for `layout` elements, the same for every chunk of a call, and the shorter
+ * chunks end early: the own slice then sits at the same place in every chunk, so staging the
+ * next chunk never writes where a peer is still copying the previous result from. */
+static size_t slice_offset(const struct chunk *chunk, int local_size, int owner, size_t width)
+{
+    size_t start = part_start(chunk->layout, (size_t)local_size, (size_t)owner);
+    return (start < chunk->elements ? start : chunk->elements) * width;
+}
+
+static size_t slice_bytes(const struct chunk *chunk, int local_size, int owner, size_t width)
+{
+    size_t end = part_start(chunk->layout, (size_t)local_size, (size_t)owner + 1);
+    end = (end < chunk->elements ? end : chunk->elements) * width;
+    return end - slice_offset(chunk, local_size, owner, width);
+}
+
+static void stage(const struct node_segment *node, const struct chunk *chunk, size_t width)
+{
+    unsigned char *area = node->staging[node->local_rank][chunk->area];
+    for (int owner = 0; owner < node->local_size; owner++) {
+        if (owner == node->local_rank)
+            continue;
+        size_t offset = slice_offset(chunk, node->local_size, owner, width);
+        memcpy(area + offset, chunk->data + offset,
+               slice_bytes(chunk, node->local_size, owner, width));
+    }
+}
+
+static chorus_status reduce_own_slice(struct node_segment *node, const struct allreduce_args *args,
+                                      const struct chunk *chunk, size_t width)
+{
+    int me = node->local_rank, local_size = node->local_size;
+    size_t offset = slice_offset(chunk, local_size, me, width);
+    size_t length = slice_bytes(chunk, local_size, me, width) / width;
+    unsigned char *result = node->staging[me][chunk->area] + offset;
+    const unsigned char *operands[NODE_MAX_LOCAL_RANKS];
+    for (int r = 0; r < local_size; r++)
+        operands[r] = r == me ? chunk->data + offset : node->staging[r][chunk->area] + offset;
+    if (length != 0 && local_size == 1) {
+        memcpy(result, operands[0], length * width);
+    } else if (length != 0) {
+        reduce_pair(result, operands[0], operands[1], length, args->dtype, args->op);
+        for (int r = 2; r < local_size; r++)
+            reduce_into(result, operands[r], length, args->dtype, args->op);
+    }
+    if (node->cross != NULL) {
+        struct allreduce_args cross = {
+            .transport = node->cross,
+            .scratch = &node->cross_scratch,
+            .buffer = result,
+            .count = length,
+            .dtype = args->dtype,
+            .op = args->op,
+        };
+        chorus_status status = length * width <= ((size_t)64 << 10)
+                                   ? allreduce_recursive_doubling(&cross)
+                                   : allreduce_ring(&cross);
+        if (status != CHORUS_OK) {
+            memcpy(args->transport->error, node->cross->error, sizeof node->cross->error);
+            return status;
+        }
+    }
+    if (args->postscale != NULL)
+        scale_buffer(result, length, args->dtype, *args->postscale);
+    memcpy(chunk->data + offset, result, length * width);
+    return CHORUS_OK;
+}
+
+static void copy_out(const struct node_segment *node, const struct chunk *chunk, size_t width)
+{
+    for (int owner = 0; owner < node->local_size; owner++) {
+        if (owner == node->local_rank)
+            continue;
+        size_t offset = slice_offset(chunk, node->local_size, owner, width);
+        memcpy(chunk->data + offset, node->staging[owner][chunk->area] + offset,
+               slice_bytes(chunk, node->local_size, owner, width));
+    }
+}
+
+/* Chunk `index` of `chunks` nearly equal ones. */
+static struct chunk chunk_at(const struct allreduce_args *args, size_t chunks, size_t index,
+                             unsigned area, size_t width)
+{
+    return (struct chunk){
+        .data = (unsigned char *)args->buffer + part_start(args->count, chunks, index) * width,
+        .elements = part_length(args->count, chunks, index),
+        .layout = part_length(args->count, chunks, 0),
+        .area = (int)(area % 2),
+    };
+}
+
 chorus_status allreduce_hierarchical(const struct allreduce_args *args)
 {
     struct node_segment *node = args->node;
     if (node == NULL) /* declined by selection; callers only pass it with a segment */
         return allreduce_ring(args);
-    size_t element_size = chorus_dtype_size(args->dtype);
-    size_t chunk_elements = node->chunk_bytes / element_size;
-    unsigned char *buffer = args->buffer;
-    int me = node->local_rank, local_size = node->local_size;
-    for (size_t done = 0; done < args->count; done += chunk_elements) {
-        size_t elements = args->count - done < chunk_elements ? args->count - done
-                                                              : chunk_elements;
-        unsigned char *chunk = buffer + done * element_size;
-        memcpy(node->staging[me], chunk, elements * element_size);
-        node_segment_barrier(node);
-        size_t slice_start = part_start(elements, (size_t)local_size, (size_t)me);
-        size_t slice_length = part_length(elements, (size_t)local_size, (size_t)me);
-        size_t offset = slice_start * element_size;
-        if (slice_length != 0 && local_size == 1) {
-            memcpy(node->result + offset, node->staging[0] + offset, slice_length * element_size);
-        } else if (slice_length != 0) {
-            reduce_pair(node->result + offset, node->staging[0] + offset,
-                        node->staging[1] + offset, slice_length, args->dtype, args->op);
-            for (int r = 2; r < local_size; r++)
-                reduce_into(node->result + offset, node->staging[r] + offset, slice_length,
-                            args->dtype, args->op);
+    size_t width = chorus_dtype_size(args->dtype);
+    size_t chunk_elements = node->chunk_bytes / width;
+    size_t chunks = (args->count + chunk_elements - 1) / chunk_elements;
+    if (chunks == 0)
+        return CHORUS_OK;
+    /* The areas alternate across calls too: a peer may still copy out of the last call's area
+     * while this rank stages the first chunk of this one. */
+    unsigned area = node->next_area;
+    node->next_area = (unsigned)((area + chunks) % 2);
+    struct chunk current = chunk_at(args, chunks, 0, area, width);
+    stage(node, &current, width);
+    node_segment_barrier(node);
+    for (size_t k = 0; k < chunks; k++) {
+        chorus_status status = reduce_own_slice(node, args, &current, width);
+        if (status != CHORUS_OK)
+            return status;
+        struct chunk next = {0};
+        if (k + 1 < chunks) {
+            next = chunk_at(args, chunks, k + 1, area + (unsigned)k + 1, width);
+            stage(node, &next, width);
         }
-        if (node->cross != NULL) {
-            struct allreduce_args cross = {
-                .transport = node->cross,
-                .scratch = &node->cross_scratch,
-                .buffer = node->result + offset,
-                .count = slice_length,
-                .dtype = args->dtype,
-                .op = args->op,
-            };
-            chorus_status status = slice_length * element_size <= ((size_t)64 << 10)
-                                       ? allreduce_recursive_doubling(&cross)
-                                       : allreduce_ring(&cross);
-            if (status != CHORUS_OK) {
-                memcpy(args->transport->error, node->cross->error, sizeof node->cross->error);
-                return status;
-            }
-        }
-        if (args->postscale != NULL)
-            scale_buffer(node->result + offset, slice_length, args->dtype, *args->postscale);
         node_segment_barrier(node);
-        memcpy(chunk, node->result, elements * element_size);
+        copy_out(node, &current, width);
+        current = next;
     }
     return CHORUS_OK;
 }

@@ -34,15 +34,15 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
 {
     struct node_segment *segments = calloc((size_t)local_size, sizeof *segments);
     struct local_memory *owner = calloc(1, sizeof *owner);
-    size_t per_rank = CACHE_LINE + chunk_bytes;
+    size_t per_rank = CACHE_LINE + 2 * chunk_bytes;
     unsigned char *memory = NULL;
     if (segments == NULL || owner == NULL ||
-        posix_memalign((void **)&memory, CACHE_LINE, per_rank * (size_t)local_size + chunk_bytes)) {
+        posix_memalign((void **)&memory, CACHE_LINE, per_rank * (size_t)local_size)) {
         free(segments);
         free(owner);
         return NULL;
     }
-    memset(memory, 0, per_rank * (size_t)local_size + chunk_bytes);
+    memset(memory, 0, per_rank * (size_t)local_size);
     owner->memory = memory;
     owner->local_size = local_size;
     for (int me = 0; me < local_size; me++) {
@@ -50,12 +50,12 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
         segment->local_rank = me;
         segment->local_size = local_size;
         segment->chunk_bytes = chunk_bytes;
-        segment->result = memory + per_rank * (size_t)local_size;
         segment->yield_while_waiting = true;
         segment->owner = me == 0 ? owner : NULL;
         for (int r = 0; r < local_size; r++) {
             segment->progress[r] = (_Atomic uint64_t *)(memory + per_rank * (size_t)r);
-            segment->staging[r] = memory + per_rank * (size_t)r + CACHE_LINE;
+            segment->staging[r][0] = memory + per_rank * (size_t)r + CACHE_LINE;
+            segment->staging[r][1] = segment->staging[r][0] + chunk_bytes;
         }
     }
     return segments;

@@ -1,7 +1,8 @@
 /*
  * node_segment.h — memory shared by the ranks of one host, for the hierarchical allreduce:
- * a staging area per rank, one result area, and a progress counter per rank on its own cache
- * line, through which the ranks of the host wait for each other without MPI.
+ * two staging areas per rank (used in turn, so that one chunk is staged while the previous one
+ * is read), and a progress counter per rank on its own cache line, through which the ranks of
+ * the host wait for each other without MPI.
  *
  * Between processes the memory comes from MPI_Win_allocate_shared (node_segment_mpi.c); in unit
  * tests the "ranks" are threads and it is ordinary memory (node_segments_create_local).
@@ -18,11 +19,11 @@
 struct node_segment {
     int local_rank;
     int local_size;
-    size_t chunk_bytes;                             /* staging bytes per rank and result bytes */
-    unsigned char *staging[NODE_MAX_LOCAL_RANKS];   /* local rank r's staging area */
-    unsigned char *result;                          /* shared by all local ranks */
+    size_t chunk_bytes;                               /* bytes of each staging area */
+    unsigned char *staging[NODE_MAX_LOCAL_RANKS][2];  /* local rank r's two staging areas */
     _Atomic uint64_t *progress[NODE_MAX_LOCAL_RANKS]; /* local rank r's barrier counter */
     uint64_t sequence;                              /* this rank's last barrier */
+    unsigned next_area;       /* the staging area the next hierarchical allreduce starts in */
     bool yield_while_waiting;                       /* more ranks than cores on this host */
     struct transport *cross;  /* the ranks of the same local rank on the other hosts, or NULL */
     struct scratch cross_scratch;

@@ -1,7 +1,8 @@
 /*
  * node_segment_mpi.c — the host's shared segment from MPI_Win_allocate_shared: each local rank
- * allocates its progress counter (one cache line) and staging area; local rank 0 also allocates
- * the result area. MPI_Win_shared_query gives every rank the addresses of the others' parts.
+ * allocates its progress counter (one cache line) and its two staging areas, so each part lies
+ * in memory local to the rank that writes it. MPI_Win_shared_query gives every rank the
+ * addresses of the others' parts.
  */
 #include "node_segment.h"
 
@@ -37,7 +38,7 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         return CHORUS_ERR_OUT_OF_MEMORY;
     segment->chunk_bytes = chunk_bytes;
     segment->yield_while_waiting = yield_while_waiting;
-    size_t mine = CACHE_LINE + chunk_bytes + (segment->local_rank == 0 ? chunk_bytes : 0);
+    size_t mine = CACHE_LINE + 2 * chunk_bytes;
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
@@ -56,9 +57,8 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         unsigned char *peer = NULL;
         MPI_Win_shared_query(owner->window, r, &size, &unit, &peer);
         segment->progress[r] = (_Atomic uint64_t *)peer;
-        segment->staging[r] = peer + CACHE_LINE;
-        if (r == 0)
-            segment->result = peer + CACHE_LINE + chunk_bytes;
+        segment->staging[r][0] = peer + CACHE_LINE;
+        segment->staging[r][1] = peer + CACHE_LINE + chunk_bytes;
     }
     int cross_size = 1;
     MPI_Comm_size(cross_comm, &cross_size);

@@ -34,6 +34,10 @@ static const struct algorithm broadcast_algorithms[] = {
     [BROADCAST_PIPELINED_CHAIN] = {"pipelined_chain",
                                    "segments flow down a chain of ranks; for large messages",
                                    {.broadcast = broadcast_pipelined_chain}},
+    [BROADCAST_SHARED_MEMORY] = {"shared_memory",
+                                 "the root stages chunks in the host's shared segment, the "
+                                 "others copy them; needs all ranks on one host",
+                                 {.broadcast = broadcast_shared_memory}},
 };
 static_assert(ARRAY_LENGTH(broadcast_algorithms) == BROADCAST_ALGORITHM_COUNT, "table size");
 
@@ -42,6 +46,10 @@ static const struct algorithm allgather_algorithms[] = {
                         {.allgather = allgather_ring}},
     [ALLGATHER_BRUCK] = {"bruck", "ceil(log2 p) steps of doubling blocks; for small messages",
                          {.allgather = allgather_bruck}},
+    [ALLGATHER_SHARED_MEMORY] = {"shared_memory",
+                                 "every rank stages its block in the host's shared segment, the "
+                                 "others copy it; needs all ranks on one host",
+                                 {.allgather = allgather_shared_memory}},
 };
 static_assert(ARRAY_LENGTH(allgather_algorithms) == ALLGATHER_ALGORITHM_COUNT, "table size");
 
@@ -82,43 +90,50 @@ char *algorithm_names(chorus_collective collective)
     return names;
 }
 
-/* Thresholds: measured with `chorus-bench -b 256K -e 256M -f 4` forcing each allreduce algorithm
- * in turn (CHORUS_ALLREDUCE_ALGO), on the 2-core development VM (AMD EPYC, 2 MiB L2 per core,
- * 32 MiB L3; Debian 12, Open MPI 4.1.4 over vader), np=2, 2026-11-21, twice, comparing the
- * ratio to MPI_Allreduce in the same run. Below 16 KiB latency dominates: recursive doubling's
- * log2(p) steps win. On one host, the shared-memory hierarchical algorithm won up to 256 KiB
- * (1.05-1.33x MPI) and from 16 MiB (2.7-3.3x at 64-256 MiB), where MPI's fresh temporaries
- * page-fault; between them, while the data fits the caches, Rabenseifner over MPI's
- * single-copy transport was best (0.8-0.9x; hierarchical 0.5-0.6x, because of its extra copy
- * through the segment). Without a shared host, Rabenseifner up to 256 KiB, then the ring. */
+/* Thresholds: measured with `chorus-bench -b 1K -e 256M -f 4` forcing each allreduce algorithm
+ * in turn (CHORUS_ALLREDUCE_ALGO), on the 2-core development VM (AMD EPYC, 1 MiB L2 per core,
+ * 32 MiB L3; Debian 12, Open MPI 4.1.4 over vader), np=2 and np=4, 2026-11-22, comparing the
+ * ratio to MPI_Allreduce in the same run. On a shared host the hierarchical algorithm won at
+ * every size: its barriers are shared-memory flags, cheaper than any MPI message, and it copies
+ * (L-1)/L of the buffer in and out once where a ring through MPI moves 2(L-1)/L. Without a
+ * shared host: recursive doubling's log2(p) steps below 16 KiB, Rabenseifner up to 256 KiB,
+ * then the ring. Broadcast and allgather through the shared segment (`chorus-bench -c
+ * broadcast|allgather -b 1K -e 256M -f 4`, same machine and day) beat MPI's at every size when
+ * all ranks share one host, for the same reason. */
 #define ALLREDUCE_SMALL_BYTES ((size_t)16 << 10)
 #define ALLREDUCE_MEDIUM_BYTES ((size_t)256 << 10)
-#define ALLREDUCE_IN_CACHE_BYTES ((size_t)8 << 20)
 #define BROADCAST_SMALL_BYTES ((size_t)64 << 10)
 #define ALLGATHER_SMALL_BYTES ((size_t)16 << 10)
 
 int algorithm_select(chorus_collective collective, int forced, size_t bytes, int nranks,
-                     bool shared_host)
+                     int local_ranks)
 {
+    bool shared_host = local_ranks > 1, single_host = shared_host && local_ranks == nranks;
     if (collective == CHORUS_ALLREDUCE && forced == ALLREDUCE_HIERARCHICAL && !shared_host)
         return ALLREDUCE_RING;
+    if (collective == CHORUS_BROADCAST && forced == BROADCAST_SHARED_MEMORY && !single_host)
+        return BROADCAST_PIPELINED_CHAIN;
+    if (collective == CHORUS_ALLGATHER && forced == ALLGATHER_SHARED_MEMORY && !single_host)
+        return ALLGATHER_RING;
     if (forced >= 0)
         return forced;
     switch (collective) {
     case CHORUS_ALLREDUCE:
+        if (shared_host)
+            return ALLREDUCE_HIERARCHICAL;
         if (bytes <= ALLREDUCE_SMALL_BYTES || nranks <= 1)
             return ALLREDUCE_RECURSIVE_DOUBLING;
-        if (shared_host)
-            return bytes <= ALLREDUCE_MEDIUM_BYTES || bytes > ALLREDUCE_IN_CACHE_BYTES
-                       ? ALLREDUCE_HIERARCHICAL
-                       : ALLREDUCE_RABENSEIFNER;
         if (bytes <= ALLREDUCE_MEDIUM_BYTES)
             return ALLREDUCE_RABENSEIFNER;
         return ALLREDUCE_RING;
     case CHORUS_BROADCAST:
+        if (single_host)
+            return BROADCAST_SHARED_MEMORY;
         return bytes <= BROADCAST_SMALL_BYTES || nranks <= 2 ? BROADCAST_BINOMIAL
                                                               : BROADCAST_PIPELINED_CHAIN;
     case CHORUS_ALLGATHER:
+        if (single_host)
+            return ALLGATHER_SHARED_MEMORY;
         return bytes <= ALLGATHER_SMALL_BYTES ? ALLGATHER_BRUCK : ALLGATHER_RING;
     }
     return 0;

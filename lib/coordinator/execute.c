@@ -33,12 +33,13 @@ static double output_factor(const struct wire_response *response)
     return factor;
 }
 
-/* Staging bytes per rank of the host's shared segment: a chunk of every rank's staging area
- * and the result stay in L2/L3 while they are reduced. */
+/* Bytes of each of a rank's two staging areas in the host's shared segment: the chunk being
+ * reduced and the one being staged stay in L2 (1 MiB per core on the development VM; 128 KiB
+ * and 512 KiB measured slower there at 1-64 MiB). */
 #define NODE_CHUNK_BYTES ((size_t)256 << 10)
 
-/* Creates the host's shared segment the first time the hierarchical allreduce runs. Every rank
- * selects it for the same response, so the collective calls here line up. */
+/* Creates the host's shared segment the first time an algorithm that works through it runs.
+ * Every rank selects it for the same response, so the collective calls here line up. */
 static chorus_status ensure_node(struct executor *executor, char *error, size_t error_size)
 {
     if (executor->node_ready)
@@ -69,7 +70,7 @@ static chorus_status run_allreduce(struct executor *executor, void *buffer, size
     int forced = executor->forced_algorithm[CHORUS_ALLREDUCE];
     size_t bytes = count * chorus_dtype_size(dtype);
     int chosen = algorithm_select(CHORUS_ALLREDUCE, forced, bytes, executor->nranks,
-                                  executor->shared_host);
+                                  executor->local_ranks);
     if (chosen == ALLREDUCE_HIERARCHICAL) {
         chorus_status status = ensure_node(executor, error, error_size);
         if (status != CHORUS_OK)
@@ -201,9 +202,9 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
                 return CHORUS_ERR_OUT_OF_MEMORY;
             fill_identity(buffer, count, dtype, op);
         }
-        /* A joined rank's stand-in result is thrown away: no need to scale it. */
-        return run_allreduce(executor, buffer, count, dtype, op, request != NULL ? factor : 1.0,
-                             error, error_size);
+        /* A joined rank scales too: in the ring and hierarchical algorithms each rank scales
+         * the part of the result it reduces, for everyone. */
+        return run_allreduce(executor, buffer, count, dtype, op, factor, error, error_size);
     }
 
     double started = monotonic_seconds();
@@ -304,11 +305,17 @@ static chorus_status execute_broadcast(struct executor *executor,
         return gpu_broadcast(executor->gpu, buffer, bytes, root, error, error_size);
     }
     int chosen = algorithm_select(CHORUS_BROADCAST, executor->forced_algorithm[CHORUS_BROADCAST],
-                                  bytes, executor->nranks, executor->shared_host);
+                                  bytes, executor->nranks, executor->local_ranks);
+    if (chosen == BROADCAST_SHARED_MEMORY) {
+        chorus_status status = ensure_node(executor, error, error_size);
+        if (status != CHORUS_OK)
+            return status;
+    }
     size_t table_size = 0;
     const struct algorithm *table = algorithm_table(CHORUS_BROADCAST, &table_size);
     struct broadcast_args args = {.transport = &executor->transport,
                                   .scratch = &executor->scratch,
+                                  .node = chosen == BROADCAST_SHARED_MEMORY ? &executor->node : NULL,
                                   .buffer = buffer,
                                   .bytes = bytes,
                                   .root = root};
@@ -372,11 +379,17 @@ static chorus_status execute_allgather(struct executor *executor,
     } else {
         int chosen = algorithm_select(CHORUS_ALLGATHER,
                                       executor->forced_algorithm[CHORUS_ALLGATHER], total_bytes,
-                                      executor->nranks, executor->shared_host);
+                                      executor->nranks, executor->local_ranks);
+        if (chosen == ALLGATHER_SHARED_MEMORY)
+            status = ensure_node(executor, error, error_size);
+        if (status != CHORUS_OK)
+            goto out;
         size_t table_size = 0;
         const struct algorithm *table = algorithm_table(CHORUS_ALLGATHER, &table_size);
         struct allgather_args args = {.transport = &executor->transport,
                                       .scratch = &executor->scratch,
+                                      .node = chosen == ALLGATHER_SHARED_MEMORY ? &executor->node
+                                                                                : NULL,
                                       .send = send,
                                       .recv = output,
                                       .block_bytes = block_bytes,

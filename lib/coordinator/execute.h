@@ -25,7 +25,7 @@ struct executor {
     size_t fusion_tensor_limit;
     int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: tuning table */
     struct gpu_context *gpu;
-    bool shared_host;           /* equal ranks on every host, more than one: hierarchical works */
+    int local_ranks;            /* ranks per host when equal on every host, else 1 */
     bool oversubscribed;        /* more ranks than cores on this host */
     bool node_ready;            /* the segment below exists */
     struct node_segment node;

@@ -27,6 +27,8 @@ struct rank_job {
     int root;
     uint64_t seed;
     double postscale; /* 0: none */
+    int calls;        /* allreduce: back-to-back calls, count growing by 37 each; 0 means 1 */
+    int mixed_calls;  /* one host: this many calls rotating through the shared-memory algorithms */
     struct node_segment *node; /* hierarchical: this rank's host segment */
     char failure[768];
 };
@@ -46,40 +48,48 @@ static void *run_rank(void *argument)
     size_t table_size = 0;
     const struct algorithm *table = algorithm_table(job->collective, &table_size);
     chorus_status status = CHORUS_OK;
-    if (job->collective == CHORUS_ALLREDUCE) {
+    /* Every rank makes every call, also after a wrong result: the others wait for it. */
+    for (int call = 0; job->collective == CHORUS_ALLREDUCE && call < (job->calls ? job->calls : 1) &&
+                       status == CHORUS_OK;
+         call++) {
         size_t element = chorus_dtype_size(job->dtype);
-        void *buffer = malloc(job->count * element + 1);
-        reference_fill(buffer, job->count, job->dtype, job->op, job->seed, job->rank);
+        size_t count = job->count + (size_t)call * 37;
+        uint64_t seed = job->seed + (uint64_t)call;
+        void *buffer = malloc(count * element + 1);
+        reference_fill(buffer, count, job->dtype, job->op, seed, job->rank);
         struct allreduce_args args = {.transport = &transport,
                                       .scratch = &scratch,
                                       .node = job->node,
                                       .buffer = buffer,
-                                      .count = job->count,
+                                      .count = count,
                                       .dtype = job->dtype,
                                       .op = job->op,
                                       .postscale = job->postscale != 0 ? &job->postscale : NULL};
         status = table[job->algorithm].run.allreduce(&args);
         char why[256] = "";
-        if (status == CHORUS_OK &&
-            reference_check_allreduce(buffer, job->count, job->dtype, job->op, job->nranks, NULL,
-                                      job->seed, 1.0, job->postscale != 0 ? job->postscale : 1.0,
-                                      why, sizeof why) >= 0)
-            snprintf(job->failure, sizeof job->failure, "rank %d: %s", job->rank, why);
+        if (status == CHORUS_OK && !job->failure[0] &&
+            reference_check_allreduce(buffer, count, job->dtype, job->op, job->nranks, NULL, seed,
+                                      1.0, job->postscale != 0 ? job->postscale : 1.0, why,
+                                      sizeof why) >= 0)
+            snprintf(job->failure, sizeof job->failure, "rank %d, call %d: %s", job->rank, call,
+                     why);
         free(buffer);
-    } else if (job->collective == CHORUS_BROADCAST) {
+    }
+    if (job->collective == CHORUS_BROADCAST) {
         uint8_t *buffer = malloc(job->count + 1);
         if (job->rank == job->root)
             reference_fill_bytes(buffer, job->count, job->seed, job->root);
         else
             memset(buffer, 0xee, job->count);
-        struct broadcast_args args = {&transport, &scratch, buffer, job->count, job->root};
+        struct broadcast_args args = {&transport, &scratch, job->node, buffer, job->count,
+                                      job->root};
         status = table[job->algorithm].run.broadcast(&args);
         long wrong = reference_check_bytes(buffer, job->count, job->seed, job->root);
         if (status == CHORUS_OK && wrong >= 0)
             snprintf(job->failure, sizeof job->failure, "rank %d: byte %ld wrong", job->rank,
                      wrong);
         free(buffer);
-    } else {
+    } else if (job->collective == CHORUS_ALLGATHER) {
         size_t *bytes = calloc((size_t)job->nranks, sizeof *bytes);
         size_t *offsets = calloc((size_t)job->nranks, sizeof *offsets);
         size_t total = 0;
@@ -92,7 +102,7 @@ static void *run_rank(void *argument)
         uint8_t *recv = malloc(total + 1);
         memset(recv, 0xee, total);
         reference_fill_bytes(send, bytes[job->rank], job->seed, job->rank);
-        struct allgather_args args = {&transport, &scratch, send, recv, bytes, offsets};
+        struct allgather_args args = {&transport, &scratch, job->node, send, recv, bytes, offsets};
         status = table[job->algorithm].run.allgather(&args);
         for (int r = 0; status == CHORUS_OK && r < job->nranks && !job->failure[0]; r++) {
             long wrong = reference_check_bytes(recv + offsets[r], bytes[r], job->seed, r);
@@ -112,6 +122,33 @@ static void *run_rank(void *argument)
     return NULL;
 }
 
+/* Calls in a row on one shared segment: hierarchical allreduce, shared-memory broadcast (the
+ * root moving round) and allgather in turn, of changing sizes. */
+static void *run_mixed_rank(void *argument)
+{
+    struct rank_job *job = argument;
+    struct rank_job call = *job;
+    /* Every rank makes every call, also after a wrong result: the others wait for it. */
+    for (int i = 0; i < job->mixed_calls; i++) {
+        const chorus_collective kinds[] = {CHORUS_ALLREDUCE, CHORUS_BROADCAST, CHORUS_ALLGATHER};
+        const int algorithms[] = {ALLREDUCE_HIERARCHICAL, BROADCAST_SHARED_MEMORY,
+                                  ALLGATHER_SHARED_MEMORY};
+        call.collective = kinds[i % 3];
+        call.algorithm = algorithms[i % 3];
+        call.dtype = CHORUS_INT32;
+        call.op = CHORUS_SUM;
+        call.count = 1000 + (size_t)i * 53 % 9000;
+        call.root = i % job->nranks;
+        call.seed = job->seed + (uint64_t)i;
+        call.mixed_calls = 0;
+        call.failure[0] = '\0';
+        run_rank(&call);
+        if (call.failure[0] && !job->failure[0])
+            snprintf(job->failure, sizeof job->failure, "call %d: %s", i, call.failure);
+    }
+    return NULL;
+}
+
 /* The hierarchical allreduce runs on 2 emulated hosts when the ranks split evenly (4 ranks:
  * hosts {0,1} and {2,3}), else on one host. Small chunks make every buffer take several. */
 #define TEST_CHUNK_BYTES 4096
@@ -127,9 +164,13 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
     struct thread_fabric *fabric = thread_fabric_create(nranks);
     struct rank_job jobs[5];
     pthread_t threads[5];
-    bool hierarchical = prototype.collective == CHORUS_ALLREDUCE &&
-                        prototype.algorithm == ALLREDUCE_HIERARCHICAL;
-    int hosts = host_count(nranks), local_size = nranks / hosts;
+    bool one_host_segment =
+        prototype.mixed_calls > 0 ||
+        (prototype.collective == CHORUS_BROADCAST && prototype.algorithm == BROADCAST_SHARED_MEMORY) ||
+        (prototype.collective == CHORUS_ALLGATHER && prototype.algorithm == ALLGATHER_SHARED_MEMORY);
+    bool hierarchical = one_host_segment || (prototype.collective == CHORUS_ALLREDUCE &&
+                                             prototype.algorithm == ALLREDUCE_HIERARCHICAL);
+    int hosts = one_host_segment ? 1 : host_count(nranks), local_size = nranks / hosts;
     struct node_segment *segments[2] = {NULL, NULL};
     struct thread_fabric *cross_fabrics[5] = {NULL};
     struct transport cross[5];
@@ -151,7 +192,8 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
                 jobs[r].node->cross = &cross[r];
             }
         }
-        pthread_create(&threads[r], NULL, run_rank, &jobs[r]);
+        pthread_create(&threads[r], NULL, prototype.mixed_calls > 0 ? run_mixed_rank : run_rank,
+                       &jobs[r]);
     }
     failure[0] = '\0';
     for (int r = 0; r < nranks; r++) {
@@ -164,6 +206,13 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
     for (int l = 0; l < 5; l++)
         thread_fabric_destroy(cross_fabrics[l]);
     thread_fabric_destroy(fabric);
+}
+
+static void assert_case_passes(struct rank_job job, int nranks)
+{
+    char failure[512];
+    run_case(job, nranks, failure, sizeof failure);
+    ck_assert_msg(failure[0] == '\0', "%d ranks: %s", nranks, failure);
 }
 
 static const chorus_op reduce_ops[] = {CHORUS_SUM, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
@@ -220,6 +269,30 @@ START_TEST(allreduce_large_buffers_are_pipelined_correctly)
 }
 END_TEST
 
+/* Calls in a row on one segment, each a different length, so the chunks' slices fall in other
+ * places every call, while a slow rank may still be copying the previous result out. */
+START_TEST(hierarchical_back_to_back_calls_share_the_segment_safely)
+{
+    int nranks = _i;
+    struct rank_job job = {.collective = CHORUS_ALLREDUCE,
+                           .algorithm = ALLREDUCE_HIERARCHICAL,
+                           .dtype = CHORUS_INT32,
+                           .op = CHORUS_SUM,
+                           .count = 2000,
+                           .calls = 400,
+                           .seed = 31337};
+    assert_case_passes(job, nranks);
+}
+END_TEST
+
+START_TEST(shared_memory_algorithms_back_to_back_share_the_segment_safely)
+{
+    int nranks = _i;
+    struct rank_job job = {.mixed_calls = 300, .seed = 2718};
+    assert_case_passes(job, nranks);
+}
+END_TEST
+
 START_TEST(broadcast_every_algorithm_root_and_size)
 {
     int nranks = _i;
@@ -269,15 +342,26 @@ START_TEST(selection_is_deterministic_and_covers_every_size)
         algorithm_table((chorus_collective)c, &count);
         for (int p = 1; p <= 64; p++)
             for (size_t bytes = 0; bytes < ((size_t)1 << 30); bytes = bytes * 2 + 1) {
-                int chosen = algorithm_select((chorus_collective)c, -1, bytes, p, p % 2 == 0);
+                int local_ranks = p % 2 == 0 ? 2 : 1;
+                int chosen = algorithm_select((chorus_collective)c, -1, bytes, p, local_ranks);
                 ck_assert_int_ge(chosen, 0);
                 ck_assert_int_lt(chosen, (int)count);
-                ck_assert_int_eq(chosen, algorithm_select((chorus_collective)c, -1, bytes, p, p % 2 == 0));
+                ck_assert_int_eq(chosen,
+                                 algorithm_select((chorus_collective)c, -1, bytes, p, local_ranks));
             }
-        ck_assert_int_eq(algorithm_select((chorus_collective)c, 1, 8, 4, false), 1);
+        ck_assert_int_eq(algorithm_select((chorus_collective)c, 1, 8, 4, 1), 1);
     }
-    ck_assert_int_eq(algorithm_select(CHORUS_ALLREDUCE, ALLREDUCE_HIERARCHICAL, 1 << 20, 4, false),
+    /* Forced where the host layout does not allow it: the fallback. */
+    ck_assert_int_eq(algorithm_select(CHORUS_ALLREDUCE, ALLREDUCE_HIERARCHICAL, 1 << 20, 4, 1),
                      ALLREDUCE_RING);
+    ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, BROADCAST_SHARED_MEMORY, 1 << 20, 4, 2),
+                     BROADCAST_PIPELINED_CHAIN);
+    ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, ALLGATHER_SHARED_MEMORY, 1 << 20, 4, 2),
+                     ALLGATHER_RING);
+    /* One host: everything through the shared segment. */
+    ck_assert_int_eq(algorithm_select(CHORUS_ALLREDUCE, -1, 1 << 20, 4, 4), ALLREDUCE_HIERARCHICAL);
+    ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, -1, 1 << 20, 4, 4), BROADCAST_SHARED_MEMORY);
+    ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, -1, 1 << 20, 4, 4), ALLGATHER_SHARED_MEMORY);
     ck_assert_int_eq(algorithm_find(CHORUS_ALLREDUCE, "ring"), ALLREDUCE_RING);
     ck_assert_int_eq(algorithm_find(CHORUS_ALLREDUCE, "no_such"), -1);
 }
@@ -290,6 +374,9 @@ int main(void)
     tcase_set_timeout(allreduce, 600);
     tcase_add_loop_test(allreduce, allreduce_every_algorithm_dtype_op_and_count, 1, 6);
     tcase_add_loop_test(allreduce, allreduce_large_buffers_are_pipelined_correctly, 1, 6);
+    tcase_add_loop_test(allreduce, hierarchical_back_to_back_calls_share_the_segment_safely, 1, 6);
+    tcase_add_loop_test(allreduce, shared_memory_algorithms_back_to_back_share_the_segment_safely,
+                        1, 6);
     suite_add_tcase(suite, allreduce);
     TCase *others = tcase_create("broadcast_allgather");
     tcase_set_timeout(others, 300);

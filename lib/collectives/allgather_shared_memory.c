@@ -1,0 +1,61 @@
+/*
+ * allgather_shared_memory.c — allgather (blocks of any size) through the host's shared
+ * segment, for jobs on one host. In round k every rank stages bytes [k C, (k+1) C) of its own
+ * block (C: the staging area's size) into one of its two staging areas, in turn; after the
+ * barrier it copies round k of every other rank's block out of their staging areas, while in the
+ * same step it stages round k+1:
+ *   stage(0) | barrier | copy(0), stage(1) | barrier | copy(1), stage(2) | barrier ...
+ * stage(k+1) overwrites the area that peers read in copy(k-1), before the previous barrier.
+ * Rounds run until the largest block is done; a rank whose block is shorter stages nothing.
+ *
+ * Cost: each rank writes its block once and reads every other block once, in cache-sized
+ * pieces and without MPI messages; a ring through MPI copies every block once per receiver
+ * too, but one step after another.
+ */
+#include "algorithms.h"
+#include "node_segment.h"
+
+#include <string.h>
+
+/* The part of `block_bytes` that round `index` moves: offset and length (maybe 0). */
+static size_t round_length(size_t block_bytes, size_t chunk_bytes, size_t index)
+{
+    size_t offset = index * chunk_bytes;
+    if (offset >= block_bytes)
+        return 0;
+    return block_bytes - offset < chunk_bytes ? block_bytes - offset : chunk_bytes;
+}
+
+chorus_status allgather_shared_memory(const struct allgather_args *args)
+{
+    struct node_segment *node = args->node;
+    if (node == NULL || node->local_size != args->transport->nranks) /* not one host */
+        return allgather_ring(args);
+    int me = node->local_rank, local_size = node->local_size;
+    unsigned char *recv = args->recv;
+    if (args->block_bytes[me] != 0 && args->send != recv + args->offsets[me])
+        memmove(recv + args->offsets[me], args->send, args->block_bytes[me]);
+    size_t largest = 0;
+    for (int r = 0; r < local_size; r++)
+        largest = args->block_bytes[r] > largest ? args->block_bytes[r] : largest;
+    if (local_size == 1 || largest == 0)
+        return CHORUS_OK;
+    size_t rounds = (largest + node->chunk_bytes - 1) / node->chunk_bytes;
+    unsigned area = node->next_area;
+    const unsigned char *mine = recv + args->offsets[me];
+    for (size_t k = 0; k <= rounds; k++) {
+        if (k > 0)
+            for (int r = 0; r < local_size; r++) {
+                size_t length = round_length(args->block_bytes[r], node->chunk_bytes, k - 1);
+                if (r != me && length != 0)
+                    memcpy(recv + args->offsets[r] + (k - 1) * node->chunk_bytes,
+                           node->staging[r][(area + k - 1) % 2], length);
+            }
+        size_t length = k < rounds ? round_length(args->block_bytes[me], node->chunk_bytes, k) : 0;
+        if (length != 0)
+            memcpy(node->staging[me][(area + k) % 2], mine + k * node->chunk_bytes, length);
+        node_segment_barrier(node);
+    }
+    node->next_area = (unsigned)((area + rounds) % 2);
+    return CHORUS_OK;
+}
