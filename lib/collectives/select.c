@@ -97,9 +97,11 @@ char *algorithm_names(chorus_collective collective)
  * every size: its barriers are shared-memory flags, cheaper than any MPI message, and it copies
  * (L-1)/L of the buffer in and out once where a ring through MPI moves 2(L-1)/L. Without a
  * shared host: recursive doubling's log2(p) steps below 16 KiB, Rabenseifner up to 256 KiB,
- * then the ring. Broadcast and allgather through the shared segment (`chorus-bench -c
- * broadcast|allgather -b 1K -e 256M -f 4`, same machine and day) beat MPI's at every size when
- * all ranks share one host, for the same reason. */
+ * then the ring. Broadcast and allgather (`chorus-bench -c broadcast|allgather -b 1M -e 64M -f 4`
+ * forcing each, same machine and day): on one host, the shared segment won at np=4 (broadcast
+ * 1.5-1.9x MPI from 4 MiB, allgather 1.5-2.2x); at np=2 a broadcast is one message, which Open
+ * MPI copies once, straight from the root's buffer (binomial 0.5-1.15x, shared segment 0.2-0.5x,
+ * with its two copies). */
 #define ALLREDUCE_SMALL_BYTES ((size_t)16 << 10)
 #define ALLREDUCE_MEDIUM_BYTES ((size_t)256 << 10)
 #define BROADCAST_SMALL_BYTES ((size_t)64 << 10)
@@ -127,7 +129,7 @@ int algorithm_select(chorus_collective collective, int forced, size_t bytes, int
             return ALLREDUCE_RABENSEIFNER;
         return ALLREDUCE_RING;
     case CHORUS_BROADCAST:
-        if (single_host)
+        if (single_host && nranks > 2)
             return BROADCAST_SHARED_MEMORY;
         return bytes <= BROADCAST_SMALL_BYTES || nranks <= 2 ? BROADCAST_BINOMIAL
                                                               : BROADCAST_PIPELINED_CHAIN;

@@ -361,6 +361,7 @@ START_TEST(selection_is_deterministic_and_covers_every_size)
     /* One host: everything through the shared segment. */
     ck_assert_int_eq(algorithm_select(CHORUS_ALLREDUCE, -1, 1 << 20, 4, 4), ALLREDUCE_HIERARCHICAL);
     ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, -1, 1 << 20, 4, 4), BROADCAST_SHARED_MEMORY);
+    ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, -1, 1 << 20, 2, 2), BROADCAST_BINOMIAL);
     ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, -1, 1 << 20, 4, 4), ALLGATHER_SHARED_MEMORY);
     ck_assert_int_eq(algorithm_find(CHORUS_ALLREDUCE, "ring"), ALLREDUCE_RING);
     ck_assert_int_eq(algorithm_find(CHORUS_ALLREDUCE, "no_such"), -1);
