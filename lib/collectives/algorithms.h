@@ -21,6 +21,7 @@ void *scratch_reserve(struct scratch *scratch, size_t bytes);
 void scratch_release(struct scratch *scratch);
 
 struct node_segment;
+struct allreduce_piece;
 
 /* Allreduce in place: every rank's `buffer` ends as the reduction of all ranks' buffers. */
 struct allreduce_args {
@@ -28,6 +29,10 @@ struct allreduce_args {
     struct scratch *scratch;
     struct node_segment *node; /* this host's shared segment (hierarchical), or NULL */
     void *buffer;
+    /* Instead of `buffer` (NULL then), for the hierarchical algorithm only: the buffer is these
+     * pieces one after the other, read from their inputs, written to their outputs. */
+    const struct allreduce_piece *pieces;
+    size_t piece_count;
     size_t count;
     chorus_dtype dtype;
     chorus_op op; /* AVERAGE reduces as SUM; the caller divides */

@@ -23,6 +23,10 @@
  * traffic is divided by L. Needs the same number of ranks on every host (the cross-host step
  * pairs equal local ranks).
  *
+ * The buffer may be a list of pieces (the tensors of a fused allreduce, see pieces.h): staging
+ * gathers from them and the results are scattered straight into them, so a fused allreduce
+ * needs no fusion buffer and no copies besides the algorithm's own.
+ *
  * Example, one host, L = 2, a chunk of 8 elements: rank 0 stages elements 4-7 and rank 1
  * elements 0-3; after the barrier rank 0 writes buffer0[0-3] + staging1[0-3] into staging0[0-3]
  * and rank 1 writes staging0[4-7] + buffer1[4-7] into staging1[4-7]; after the next barrier
@@ -30,15 +34,22 @@
  */
 #include "algorithms.h"
 #include "node_segment.h"
+#include "pieces.h"
 #include "reduce.h"
 
 #include <string.h>
 
 struct chunk {
-    unsigned char *data; /* this chunk in the caller's buffer */
+    size_t start;   /* byte offset of this chunk in the (logical) buffer */
     size_t elements;
-    size_t layout;       /* elements the slices are cut for: this chunk has layout or layout-1 */
-    int area;            /* which of the two staging areas it uses */
+    size_t layout;  /* elements the slices are cut for: this chunk has layout or layout-1 */
+    int area;       /* which of the two staging areas it uses */
+};
+
+/* The caller's buffer: its pieces, or one piece over args->buffer. */
+struct buffer {
+    const struct allreduce_piece *pieces;
+    size_t count;
 };
 
 /* Slices are cut for `layout` elements, the same for every chunk of a call, and the shorter
@@ -57,66 +68,86 @@ static size_t slice_bytes(const struct chunk *chunk, int local_size, int owner, 
     return end - slice_offset(chunk, local_size, owner, width);
 }
 
-static void stage(const struct node_segment *node, const struct chunk *chunk, size_t width)
+static void stage(const struct node_segment *node, const struct buffer *buffer,
+                  const struct chunk *chunk, size_t width)
 {
     unsigned char *area = node->staging[node->local_rank][chunk->area];
     for (int owner = 0; owner < node->local_size; owner++) {
-        if (owner == node->local_rank)
-            continue;
         size_t offset = slice_offset(chunk, node->local_size, owner, width);
-        memcpy(area + offset, chunk->data + offset,
-               slice_bytes(chunk, node->local_size, owner, width));
+        size_t bytes = slice_bytes(chunk, node->local_size, owner, width);
+        if (owner != node->local_rank && bytes != 0)
+            pieces_gather(buffer->pieces, buffer->count, chunk->start + offset, area + offset,
+                          bytes);
+    }
+}
+
+/* result = the reduction, in rank order, of the own input and the peers' staged copies of
+ * `bytes` bytes at `offset` of the chunk, one piece of the own input at a time. */
+static void reduce_slice(const struct node_segment *node, const struct allreduce_args *args,
+                         const struct buffer *buffer, const struct chunk *chunk, size_t offset,
+                         size_t bytes, size_t width)
+{
+    int me = node->local_rank, local_size = node->local_size;
+    unsigned char *result = node->staging[me][chunk->area] + offset;
+    for (size_t done = 0; done < bytes;) {
+        struct piece_run run =
+            piece_run_at(buffer->pieces, buffer->count, chunk->start + offset + done, bytes - done);
+        const unsigned char *operands[NODE_MAX_LOCAL_RANKS] = {NULL};
+        for (int r = 0; r < local_size; r++)
+            operands[r] = r == me ? run.input : node->staging[r][chunk->area] + offset + done;
+        size_t length = run.bytes / width;
+        if (local_size == 1) {
+            memcpy(result + done, operands[0], run.bytes);
+        } else {
+            reduce_pair(result + done, operands[0], operands[1], length, args->dtype, args->op);
+            for (int r = 2; r < local_size; r++)
+                reduce_into(result + done, operands[r], length, args->dtype, args->op);
+        }
+        done += run.bytes;
     }
 }
 
 static chorus_status reduce_own_slice(struct node_segment *node, const struct allreduce_args *args,
-                                      const struct chunk *chunk, size_t width)
+                                      const struct buffer *buffer, const struct chunk *chunk,
+                                      size_t width)
 {
-    int me = node->local_rank, local_size = node->local_size;
-    size_t offset = slice_offset(chunk, local_size, me, width);
-    size_t length = slice_bytes(chunk, local_size, me, width) / width;
+    int me = node->local_rank;
+    size_t offset = slice_offset(chunk, node->local_size, me, width);
+    size_t bytes = slice_bytes(chunk, node->local_size, me, width);
     unsigned char *result = node->staging[me][chunk->area] + offset;
-    const unsigned char *operands[NODE_MAX_LOCAL_RANKS];
-    for (int r = 0; r < local_size; r++)
-        operands[r] = r == me ? chunk->data + offset : node->staging[r][chunk->area] + offset;
-    if (length != 0 && local_size == 1) {
-        memcpy(result, operands[0], length * width);
-    } else if (length != 0) {
-        reduce_pair(result, operands[0], operands[1], length, args->dtype, args->op);
-        for (int r = 2; r < local_size; r++)
-            reduce_into(result, operands[r], length, args->dtype, args->op);
-    }
+    reduce_slice(node, args, buffer, chunk, offset, bytes, width);
     if (node->cross != NULL) {
         struct allreduce_args cross = {
             .transport = node->cross,
             .scratch = &node->cross_scratch,
             .buffer = result,
-            .count = length,
+            .count = bytes / width,
             .dtype = args->dtype,
             .op = args->op,
         };
-        chorus_status status = length * width <= ((size_t)64 << 10)
-                                   ? allreduce_recursive_doubling(&cross)
-                                   : allreduce_ring(&cross);
+        chorus_status status = bytes <= ((size_t)64 << 10) ? allreduce_recursive_doubling(&cross)
+                                                           : allreduce_ring(&cross);
         if (status != CHORUS_OK) {
             memcpy(args->transport->error, node->cross->error, sizeof node->cross->error);
             return status;
         }
     }
     if (args->postscale != NULL)
-        scale_buffer(result, length, args->dtype, *args->postscale);
-    memcpy(chunk->data + offset, result, length * width);
+        scale_buffer(result, bytes / width, args->dtype, *args->postscale);
+    if (bytes != 0)
+        pieces_scatter(buffer->pieces, buffer->count, chunk->start + offset, result, bytes);
     return CHORUS_OK;
 }
 
-static void copy_out(const struct node_segment *node, const struct chunk *chunk, size_t width)
+static void copy_out(const struct node_segment *node, const struct buffer *buffer,
+                     const struct chunk *chunk, size_t width)
 {
     for (int owner = 0; owner < node->local_size; owner++) {
-        if (owner == node->local_rank)
-            continue;
         size_t offset = slice_offset(chunk, node->local_size, owner, width);
-        memcpy(chunk->data + offset, node->staging[owner][chunk->area] + offset,
-               slice_bytes(chunk, node->local_size, owner, width));
+        size_t bytes = slice_bytes(chunk, node->local_size, owner, width);
+        if (owner != node->local_rank && bytes != 0)
+            pieces_scatter(buffer->pieces, buffer->count, chunk->start + offset,
+                           node->staging[owner][chunk->area] + offset, bytes);
     }
 }
 
@@ -125,7 +156,7 @@ static struct chunk chunk_at(const struct allreduce_args *args, size_t chunks, s
                              unsigned area, size_t width)
 {
     return (struct chunk){
-        .data = (unsigned char *)args->buffer + part_start(args->count, chunks, index) * width,
+        .start = part_start(args->count, chunks, index) * width,
         .elements = part_length(args->count, chunks, index),
         .layout = part_length(args->count, chunks, 0),
         .area = (int)(area % 2),
@@ -142,24 +173,27 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
     size_t chunks = (args->count + chunk_elements - 1) / chunk_elements;
     if (chunks == 0)
         return CHORUS_OK;
+    struct allreduce_piece whole = {args->buffer, args->buffer, 0, args->count * width};
+    struct buffer buffer = {args->pieces ? args->pieces : &whole,
+                            args->pieces ? args->piece_count : 1};
     /* The areas alternate across calls too: a peer may still copy out of the last call's area
      * while this rank stages the first chunk of this one. */
     unsigned area = node->next_area;
     node->next_area = (unsigned)((area + chunks) % 2);
     struct chunk current = chunk_at(args, chunks, 0, area, width);
-    stage(node, &current, width);
+    stage(node, &buffer, &current, width);
     node_segment_barrier(node);
     for (size_t k = 0; k < chunks; k++) {
-        chorus_status status = reduce_own_slice(node, args, &current, width);
+        chorus_status status = reduce_own_slice(node, args, &buffer, &current, width);
         if (status != CHORUS_OK)
             return status;
         struct chunk next = {0};
         if (k + 1 < chunks) {
             next = chunk_at(args, chunks, k + 1, area + (unsigned)k + 1, width);
-            stage(node, &next, width);
+            stage(node, &buffer, &next, width);
         }
         node_segment_barrier(node);
-        copy_out(node, &current, width);
+        copy_out(node, &buffer, &current, width);
         current = next;
     }
     return CHORUS_OK;

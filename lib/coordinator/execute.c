@@ -6,6 +6,7 @@
  */
 #include "execute.h"
 
+#include "../collectives/pieces.h"
 #include "../collectives/reduce.h"
 #include "../core/log.h"
 #include "../core/output_pool.h"
@@ -63,14 +64,21 @@ static chorus_status ensure_node(struct executor *executor, char *error, size_t 
     return status;
 }
 
-static chorus_status run_allreduce(struct executor *executor, void *buffer, size_t count,
-                                   chorus_dtype dtype, chorus_op op, double factor, char *error,
-                                   size_t error_size)
+static int choose_allreduce(const struct executor *executor, size_t bytes)
 {
-    int forced = executor->forced_algorithm[CHORUS_ALLREDUCE];
+    return algorithm_select(CHORUS_ALLREDUCE, executor->forced_algorithm[CHORUS_ALLREDUCE], bytes,
+                            executor->nranks, executor->local_ranks);
+}
+
+/* Allreduces `buffer`, or, when `pieces` is not NULL, the buffer made of them (the hierarchical
+ * algorithm only). */
+static chorus_status run_allreduce(struct executor *executor, void *buffer,
+                                   const struct allreduce_piece *pieces, size_t piece_count,
+                                   size_t count, chorus_dtype dtype, chorus_op op, double factor,
+                                   char *error, size_t error_size)
+{
     size_t bytes = count * chorus_dtype_size(dtype);
-    int chosen = algorithm_select(CHORUS_ALLREDUCE, forced, bytes, executor->nranks,
-                                  executor->local_ranks);
+    int chosen = choose_allreduce(executor, bytes);
     if (chosen == ALLREDUCE_HIERARCHICAL) {
         chorus_status status = ensure_node(executor, error, error_size);
         if (status != CHORUS_OK)
@@ -83,6 +91,8 @@ static chorus_status run_allreduce(struct executor *executor, void *buffer, size
         .scratch = &executor->scratch,
         .node = chosen == ALLREDUCE_HIERARCHICAL ? &executor->node : NULL,
         .buffer = buffer,
+        .pieces = pieces,
+        .piece_count = piece_count,
         .count = count,
         .dtype = dtype,
         .op = op == CHORUS_AVERAGE ? CHORUS_SUM : op,
@@ -154,7 +164,7 @@ static chorus_status execute_compressed_batch(struct executor *executor,
         offset += count;
     }
     chorus_status status =
-        run_allreduce(executor, packed, total, wire, op, 1.0, error, error_size);
+        run_allreduce(executor, packed, NULL, 0, total, wire, op, 1.0, error, error_size);
     if (status != CHORUS_OK)
         return status;
     float factor = (float)output_factor(first);
@@ -166,6 +176,57 @@ static chorus_status execute_compressed_batch(struct executor *executor,
         offset += count;
     }
     return CHORUS_OK;
+}
+
+/* A fused batch on a host's shared segment: the hierarchical algorithm reads the tensors where
+ * they lie and writes the results straight into the outputs, so there is no fusion buffer to
+ * pack and unpack. A joined rank's missing tensors come from the stand-in buffer. */
+static chorus_status reduce_in_place(struct executor *executor,
+                                     const struct wire_response *responses, const size_t *members,
+                                     size_t member_count, struct request **requests, size_t total,
+                                     double factor, char *error, size_t error_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    chorus_dtype dtype = (chorus_dtype)first->request.dtype;
+    chorus_op op = (chorus_op)first->request.op;
+    size_t element_size = chorus_dtype_size(dtype);
+    struct allreduce_piece *pieces = scratch_reserve(&executor->pieces,
+                                                     member_count * sizeof *pieces);
+    bool missing = false;
+    for (size_t m = 0; m < member_count; m++)
+        missing |= requests[m] == NULL;
+    unsigned char *stand_in = missing ? stand_in_buffer(executor, total * element_size) : NULL;
+    if (pieces == NULL || (missing && stand_in == NULL))
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    double started = monotonic_seconds();
+    size_t offset = 0;
+    for (size_t m = 0; m < member_count; m++) {
+        size_t count = request_elements(&responses[members[m]].request);
+        void *data = requests[m] == NULL ? stand_in + offset : NULL;
+        if (data != NULL)
+            fill_identity(data, count, dtype, op);
+        pieces[m] = (struct allreduce_piece){
+            .input = requests[m] != NULL ? requests[m]->input : data,
+            .output = requests[m] != NULL ? requests[m]->output : data,
+            .offset = offset,
+            .bytes = count * element_size,
+        };
+        offset += count * element_size;
+    }
+    chorus_status status = run_allreduce(executor, NULL, pieces, member_count, total, dtype, op,
+                                         factor, error, error_size);
+    if (status == CHORUS_OK && executor->timeline != NULL) {
+        double reduced = monotonic_seconds();
+        char arguments[256];
+        snprintf(arguments, sizeof arguments,
+                 "\"algorithm\": \"%s\", \"fused_bytes\": %zu, \"fused_tensors\": %zu, "
+                 "\"in_place\": true",
+                 executor->last_algorithm, total * element_size, member_count);
+        for (size_t m = 0; m < member_count; m++)
+            timeline_span(executor->timeline, responses[members[m]].request.name, "allreduce",
+                          started, reduced, arguments);
+    }
+    return status;
 }
 
 /* A batch of one or more allreduces of host tensors with the same reduction. */
@@ -204,11 +265,15 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
         }
         /* A joined rank scales too: in the ring and hierarchical algorithms each rank scales
          * the part of the result it reduces, for everyone. */
-        return run_allreduce(executor, buffer, count, dtype, op, factor, error, error_size);
+        return run_allreduce(executor, buffer, NULL, 0, count, dtype, op, factor, error,
+                             error_size);
     }
 
     double started = monotonic_seconds();
     size_t total = batch_elements(responses, members, member_count);
+    if (prescale == 1.0 && choose_allreduce(executor, total * element_size) == ALLREDUCE_HIERARCHICAL)
+        return reduce_in_place(executor, responses, members, member_count, requests, total,
+                               factor, error, error_size);
     char *fused = scratch_reserve(&executor->fusion, total * element_size);
     if (fused == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;
@@ -224,7 +289,7 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
     scale_buffer(fused, total, dtype, prescale);
     double packed = monotonic_seconds();
     chorus_status status =
-        run_allreduce(executor, fused, total, dtype, op, factor, error, error_size);
+        run_allreduce(executor, fused, NULL, 0, total, dtype, op, factor, error, error_size);
     if (status != CHORUS_OK)
         return status;
     double reduced = monotonic_seconds();
@@ -526,6 +591,7 @@ void executor_release(struct executor *executor)
     scratch_release(&executor->scratch);
     scratch_release(&executor->fusion);
     scratch_release(&executor->stand_in);
+    scratch_release(&executor->pieces);
     gpu_context_destroy(executor->gpu);
     executor->gpu = NULL;
     timeline_close(executor->timeline);

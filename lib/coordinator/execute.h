@@ -21,6 +21,7 @@ struct executor {
     struct scratch scratch;     /* algorithm scratch */
     struct scratch fusion;      /* the fusion buffer */
     struct scratch stand_in;    /* data of a joined rank that has no tensor of that name */
+    struct scratch pieces;      /* the piece list of a fused batch reduced in place */
     size_t fusion_threshold;
     size_t fusion_tensor_limit;
     int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: tuning table */

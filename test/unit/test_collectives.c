@@ -5,6 +5,7 @@
  */
 #include "../../lib/collectives/algorithms.h"
 #include "../../lib/collectives/node_segment.h"
+#include "../../lib/collectives/pieces.h"
 #include "../common/reference.h"
 
 #include "../common/check_runner.h"
@@ -29,6 +30,7 @@ struct rank_job {
     double postscale; /* 0: none */
     int calls;        /* allreduce: back-to-back calls, count growing by 37 each; 0 means 1 */
     int mixed_calls;  /* one host: this many calls rotating through the shared-memory algorithms */
+    bool as_pieces;   /* hierarchical: the buffer as a list of pieces, every other out of place */
     struct node_segment *node; /* hierarchical: this rank's host segment */
     char failure[768];
 };
@@ -37,6 +39,56 @@ struct rank_job {
 static size_t block_size(size_t base, int rank)
 {
     return rank % 3 == 1 ? 0 : base + (size_t)rank * 13;
+}
+
+/* The buffer as pieces of irregular sizes (0 included); odd pieces are out of place. */
+struct split {
+    struct allreduce_piece pieces[256];
+    size_t count;
+    unsigned char *outputs;
+};
+
+static void split_into_pieces(struct split *split, struct allreduce_args *args,
+                              unsigned char *buffer, size_t bytes, size_t element)
+{
+    static const size_t sizes[] = {0, 1, 7, 300, 2, 1500, 0, 13, 4096, 61};
+    split->outputs = malloc(bytes + 1);
+    size_t count = 0, offset = 0;
+    while (offset < bytes && count < 255) {
+        size_t piece = sizes[count % 10] * element;
+        piece = piece < bytes - offset ? piece : bytes - offset;
+        unsigned char *output = count % 2 ? split->outputs + offset : buffer + offset;
+        split->pieces[count] = (struct allreduce_piece){buffer + offset, output, offset, piece};
+        count++;
+        offset += piece;
+    }
+    split->pieces[count++] = (struct allreduce_piece){buffer + offset, buffer + offset, offset,
+                                                      bytes - offset};
+    split->count = count;
+    args->buffer = NULL;
+    args->pieces = split->pieces;
+    args->piece_count = count;
+}
+
+/* Puts the out-of-place results back into `buffer` for the check; false when an out-of-place
+ * input was modified. */
+static bool join_pieces(struct split *split, unsigned char *buffer, const struct rank_job *job,
+                        uint64_t seed, size_t count)
+{
+    size_t element = chorus_dtype_size(job->dtype);
+    unsigned char *original = malloc(count * element + 1);
+    reference_fill(original, count, job->dtype, job->op, seed, job->rank);
+    bool inputs_kept = true;
+    for (size_t i = 0; i < split->count; i++) {
+        const struct allreduce_piece *piece = &split->pieces[i];
+        if (piece->output == piece->input)
+            continue;
+        inputs_kept &= memcmp(buffer + piece->offset, original + piece->offset, piece->bytes) == 0;
+        memcpy(buffer + piece->offset, piece->output, piece->bytes);
+    }
+    free(original);
+    free(split->outputs);
+    return inputs_kept;
 }
 
 static void *run_rank(void *argument)
@@ -65,8 +117,14 @@ static void *run_rank(void *argument)
                                       .dtype = job->dtype,
                                       .op = job->op,
                                       .postscale = job->postscale != 0 ? &job->postscale : NULL};
+        struct split split = {0};
+        if (job->as_pieces)
+            split_into_pieces(&split, &args, buffer, count * element, element);
         status = table[job->algorithm].run.allreduce(&args);
         char why[256] = "";
+        if (job->as_pieces && !join_pieces(&split, buffer, job, seed, count) && !job->failure[0])
+            snprintf(job->failure, sizeof job->failure,
+                     "rank %d, call %d: an out-of-place piece's input changed", job->rank, call);
         if (status == CHORUS_OK && !job->failure[0] &&
             reference_check_allreduce(buffer, count, job->dtype, job->op, job->nranks, NULL, seed,
                                       1.0, job->postscale != 0 ? job->postscale : 1.0, why,
@@ -285,6 +343,27 @@ START_TEST(hierarchical_back_to_back_calls_share_the_segment_safely)
 }
 END_TEST
 
+/* A fused allreduce reduced where its tensors lie: irregular pieces, half out of place. */
+START_TEST(hierarchical_reduces_a_list_of_pieces)
+{
+    int nranks = _i;
+    const chorus_dtype dtypes[] = {CHORUS_FLOAT32, CHORUS_INT64, CHORUS_BFLOAT16, CHORUS_UINT8};
+    size_t counts[] = {1, 7, 1021, 65537};
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            struct rank_job job = {.collective = CHORUS_ALLREDUCE,
+                                   .algorithm = ALLREDUCE_HIERARCHICAL,
+                                   .dtype = dtypes[d],
+                                   .op = c % 2 ? CHORUS_SUM : CHORUS_MAX,
+                                   .count = counts[c],
+                                   .as_pieces = true,
+                                   .postscale = c == 2 ? 0.5 : 0,
+                                   .seed = 606 + c};
+            assert_case_passes(job, nranks);
+        }
+}
+END_TEST
+
 START_TEST(shared_memory_algorithms_back_to_back_share_the_segment_safely)
 {
     int nranks = _i;
@@ -378,6 +457,7 @@ int main(void)
     tcase_add_loop_test(allreduce, hierarchical_back_to_back_calls_share_the_segment_safely, 1, 6);
     tcase_add_loop_test(allreduce, shared_memory_algorithms_back_to_back_share_the_segment_safely,
                         1, 6);
+    tcase_add_loop_test(allreduce, hierarchical_reduces_a_list_of_pieces, 1, 6);
     suite_add_tcase(suite, allreduce);
     TCase *others = tcase_create("broadcast_allgather");
     tcase_set_timeout(others, 300);
