@@ -5,6 +5,17 @@
 #include "node_segment.h"
 
 #include <sched.h>
+
+/* Tells the CPU this is a spin-wait: it saves power and lets a hypervisor run another virtual
+ * CPU (pause-loop exiting) instead of this one spinning away its time slice. */
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +32,8 @@ void node_segment_barrier(struct node_segment *segment)
              * cores it may need this core to get there. */
             if (segment->yield_while_waiting || ++polls > 4096)
                 sched_yield();
+            else
+                spin_pause();
         }
     }
 }

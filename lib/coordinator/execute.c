@@ -34,10 +34,11 @@ static double output_factor(const struct wire_response *response)
     return factor;
 }
 
-/* Bytes of each of a rank's two staging areas in the host's shared segment: the chunk being
- * reduced and the one being staged stay in L2 (1 MiB per core on the development VM; 128 KiB
- * and 512 KiB measured slower there at 1-64 MiB). */
-#define NODE_CHUNK_BYTES ((size_t)256 << 10)
+/* Bytes of each of a rank's two staging areas in the host's shared segment. Measured with the
+ * algorithm alone (np=2, 256 KiB-64 MiB, 3 interleaved rounds, 2026-11-22) on the development VM
+ * (1 MiB L2 per core): 512 KiB was fastest (1 MiB in 67-78 us, 64 MiB in 9.3-10 ms), ahead of
+ * 256 KiB (94-100 us, 10.1-10.7 ms), 1 MiB and 2 MiB. */
+#define NODE_CHUNK_BYTES ((size_t)512 << 10)
 
 /* Creates the host's shared segment the first time an algorithm that works through it runs.
  * Every rank selects it for the same response, so the collective calls here line up. */
