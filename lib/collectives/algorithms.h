@@ -69,6 +69,13 @@ typedef chorus_status (*allreduce_run)(const struct allreduce_args *args);
 typedef chorus_status (*broadcast_run)(const struct broadcast_args *args);
 typedef chorus_status (*allgather_run)(const struct allgather_args *args);
 
+/* What an algorithm needs of the placement of the ranks. */
+enum host_need {
+    NEEDS_NOTHING,
+    NEEDS_SHARED_HOST, /* the same number, more than one, of ranks on every host */
+    NEEDS_ONE_HOST,    /* every rank on one host */
+};
+
 struct algorithm {
     const char *name;
     const char *summary;
@@ -77,6 +84,8 @@ struct algorithm {
         broadcast_run broadcast;
         allgather_run allgather;
     } run;
+    enum host_need needs; /* anything but NEEDS_NOTHING works through the host's segment */
+    int fallback;         /* what runs instead when forced where its need is not met */
 };
 
 enum allreduce_algorithm_id {
@@ -121,11 +130,13 @@ char *algorithm_names(chorus_collective collective);
 
 /* Chooses an algorithm: `forced` (an index, or -1 for the tuning table) for a message of
  * `bytes` on `nranks` ranks, `local_ranks` per host when every host runs the same number, else
- * 1. The hierarchical allreduce needs local_ranks > 1, the shared-memory broadcast and
- * allgather local_ranks == nranks (one host); forced without that, the fallback of the
- * collective runs. Identical on every rank for identical arguments. */
+ * 1. A forced algorithm whose host need is not met gives way to its fallback. Identical on
+ * every rank for identical arguments. */
 int algorithm_select(chorus_collective collective, int forced, size_t bytes, int nranks,
                      int local_ranks);
+
+/* Whether algorithm `id` of `collective` works through the host's shared segment. */
+bool algorithm_uses_node(chorus_collective collective, int id);
 
 /* Splits `count` items into `parts` nearly equal contiguous parts: part i starts at
  * part_start(i) and the first count % parts parts have one more item. */

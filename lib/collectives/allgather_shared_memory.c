@@ -17,15 +17,6 @@
 
 #include <string.h>
 
-/* The part of `block_bytes` that round `index` moves: offset and length (maybe 0). */
-static size_t round_length(size_t block_bytes, size_t chunk_bytes, size_t index)
-{
-    size_t offset = index * chunk_bytes;
-    if (offset >= block_bytes)
-        return 0;
-    return block_bytes - offset < chunk_bytes ? block_bytes - offset : chunk_bytes;
-}
-
 chorus_status allgather_shared_memory(const struct allgather_args *args)
 {
     struct node_segment *node = args->node;
@@ -40,22 +31,22 @@ chorus_status allgather_shared_memory(const struct allgather_args *args)
         largest = args->block_bytes[r] > largest ? args->block_bytes[r] : largest;
     if (local_size == 1 || largest == 0)
         return CHORUS_OK;
-    size_t rounds = (largest + node->chunk_bytes - 1) / node->chunk_bytes;
-    unsigned area = node->next_area;
+    size_t chunk = node->chunk_bytes;
+    size_t rounds = (largest + chunk - 1) / chunk;
+    size_t turn = node_segment_take_turns(node, rounds);
     const unsigned char *mine = recv + args->offsets[me];
     for (size_t k = 0; k <= rounds; k++) {
         if (k > 0)
             for (int r = 0; r < local_size; r++) {
-                size_t length = round_length(args->block_bytes[r], node->chunk_bytes, k - 1);
+                size_t length = node_chunk_length(args->block_bytes[r], chunk, k - 1);
                 if (r != me && length != 0)
-                    memcpy(recv + args->offsets[r] + (k - 1) * node->chunk_bytes,
-                           node->staging[r][(area + k - 1) % 2], length);
+                    memcpy(recv + args->offsets[r] + (k - 1) * chunk,
+                           node_staging(node, r, turn + k - 1), length);
             }
-        size_t length = k < rounds ? round_length(args->block_bytes[me], node->chunk_bytes, k) : 0;
+        size_t length = k < rounds ? node_chunk_length(args->block_bytes[me], chunk, k) : 0;
         if (length != 0)
-            memcpy(node->staging[me][(area + k) % 2], mine + k * node->chunk_bytes, length);
+            memcpy(node_staging(node, me, turn + k), mine + k * chunk, length);
         node_segment_barrier(node);
     }
-    node->next_area = (unsigned)((area + rounds) % 2);
     return CHORUS_OK;
 }

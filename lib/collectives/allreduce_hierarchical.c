@@ -43,7 +43,7 @@ struct chunk {
     size_t start;   /* byte offset of this chunk in the (logical) buffer */
     size_t elements;
     size_t layout;  /* elements the slices are cut for: this chunk has layout or layout-1 */
-    int area;       /* which of the two staging areas it uses */
+    size_t turn;    /* which turn of the staging areas it uses */
 };
 
 /* The caller's buffer: its pieces, or one piece over args->buffer. */
@@ -71,7 +71,7 @@ static size_t slice_bytes(const struct chunk *chunk, int local_size, int owner, 
 static void stage(const struct node_segment *node, const struct buffer *buffer,
                   const struct chunk *chunk, size_t width)
 {
-    unsigned char *area = node->staging[node->local_rank][chunk->area];
+    unsigned char *area = node_staging(node, node->local_rank, chunk->turn);
     for (int owner = 0; owner < node->local_size; owner++) {
         size_t offset = slice_offset(chunk, node->local_size, owner, width);
         size_t bytes = slice_bytes(chunk, node->local_size, owner, width);
@@ -88,13 +88,13 @@ static void reduce_slice(const struct node_segment *node, const struct allreduce
                          size_t bytes, size_t width)
 {
     int me = node->local_rank, local_size = node->local_size;
-    unsigned char *result = node->staging[me][chunk->area] + offset;
+    unsigned char *result = node_staging(node, me, chunk->turn) + offset;
     for (size_t done = 0; done < bytes;) {
         struct piece_run run =
             piece_run_at(buffer->pieces, buffer->count, chunk->start + offset + done, bytes - done);
         const unsigned char *operands[NODE_MAX_LOCAL_RANKS] = {NULL};
         for (int r = 0; r < local_size; r++)
-            operands[r] = r == me ? run.input : node->staging[r][chunk->area] + offset + done;
+            operands[r] = r == me ? run.input : node_staging(node, r, chunk->turn) + offset + done;
         size_t length = run.bytes / width;
         if (local_size == 1) {
             memcpy(result + done, operands[0], run.bytes);
@@ -114,7 +114,7 @@ static chorus_status reduce_own_slice(struct node_segment *node, const struct al
     int me = node->local_rank;
     size_t offset = slice_offset(chunk, node->local_size, me, width);
     size_t bytes = slice_bytes(chunk, node->local_size, me, width);
-    unsigned char *result = node->staging[me][chunk->area] + offset;
+    unsigned char *result = node_staging(node, me, chunk->turn) + offset;
     reduce_slice(node, args, buffer, chunk, offset, bytes, width);
     if (node->cross != NULL) {
         struct allreduce_args cross = {
@@ -147,19 +147,19 @@ static void copy_out(const struct node_segment *node, const struct buffer *buffe
         size_t bytes = slice_bytes(chunk, node->local_size, owner, width);
         if (owner != node->local_rank && bytes != 0)
             pieces_scatter(buffer->pieces, buffer->count, chunk->start + offset,
-                           node->staging[owner][chunk->area] + offset, bytes);
+                           node_staging(node, owner, chunk->turn) + offset, bytes);
     }
 }
 
 /* Chunk `index` of `chunks` nearly equal ones. */
 static struct chunk chunk_at(const struct allreduce_args *args, size_t chunks, size_t index,
-                             unsigned area, size_t width)
+                             size_t turn, size_t width)
 {
     return (struct chunk){
         .start = part_start(args->count, chunks, index) * width,
         .elements = part_length(args->count, chunks, index),
         .layout = part_length(args->count, chunks, 0),
-        .area = (int)(area % 2),
+        .turn = turn,
     };
 }
 
@@ -176,11 +176,8 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
     struct allreduce_piece whole = {args->buffer, args->buffer, 0, args->count * width};
     struct buffer buffer = {args->pieces ? args->pieces : &whole,
                             args->pieces ? args->piece_count : 1};
-    /* The areas alternate across calls too: a peer may still copy out of the last call's area
-     * while this rank stages the first chunk of this one. */
-    unsigned area = node->next_area;
-    node->next_area = (unsigned)((area + chunks) % 2);
-    struct chunk current = chunk_at(args, chunks, 0, area, width);
+    size_t turn = node_segment_take_turns(node, chunks);
+    struct chunk current = chunk_at(args, chunks, 0, turn, width);
     stage(node, &buffer, &current, width);
     node_segment_barrier(node);
     for (size_t k = 0; k < chunks; k++) {
@@ -189,7 +186,7 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
             return status;
         struct chunk next = {0};
         if (k + 1 < chunks) {
-            next = chunk_at(args, chunks, k + 1, area + (unsigned)k + 1, width);
+            next = chunk_at(args, chunks, k + 1, turn + k + 1, width);
             stage(node, &buffer, &next, width);
         }
         node_segment_barrier(node);

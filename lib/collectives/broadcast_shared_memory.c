@@ -17,13 +17,6 @@
 
 #include <string.h>
 
-static void chunk_span(size_t bytes, size_t chunk_bytes, size_t index, size_t *offset,
-                       size_t *length)
-{
-    *offset = index * chunk_bytes;
-    *length = bytes - *offset < chunk_bytes ? bytes - *offset : chunk_bytes;
-}
-
 chorus_status broadcast_shared_memory(const struct broadcast_args *args)
 {
     struct node_segment *node = args->node;
@@ -32,20 +25,18 @@ chorus_status broadcast_shared_memory(const struct broadcast_args *args)
     if (args->bytes == 0 || node->local_size == 1)
         return CHORUS_OK;
     bool root = node->local_rank == args->root;
-    size_t chunks = (args->bytes + node->chunk_bytes - 1) / node->chunk_bytes;
-    unsigned area = node->next_area;
+    size_t chunk = node->chunk_bytes;
+    size_t chunks = (args->bytes + chunk - 1) / chunk;
+    size_t turn = node_segment_take_turns(node, chunks);
     unsigned char *buffer = args->buffer;
     for (size_t k = 0; k <= chunks; k++) {
-        size_t offset = 0, length = 0;
-        if (root && k < chunks) {
-            chunk_span(args->bytes, node->chunk_bytes, k, &offset, &length);
-            memcpy(node->staging[args->root][(area + k) % 2], buffer + offset, length);
-        } else if (!root && k > 0) {
-            chunk_span(args->bytes, node->chunk_bytes, k - 1, &offset, &length);
-            memcpy(buffer + offset, node->staging[args->root][(area + k - 1) % 2], length);
-        }
+        if (root && k < chunks)
+            memcpy(node_staging(node, args->root, turn + k), buffer + k * chunk,
+                   node_chunk_length(args->bytes, chunk, k));
+        else if (!root && k > 0)
+            memcpy(buffer + (k - 1) * chunk, node_staging(node, args->root, turn + k - 1),
+                   node_chunk_length(args->bytes, chunk, k - 1));
         node_segment_barrier(node);
     }
-    node->next_area = (unsigned)((area + chunks) % 2);
     return CHORUS_OK;
 }

@@ -5,6 +5,8 @@
 #include "node_segment.h"
 
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Tells the CPU this is a spin-wait: it saves power and lets a hypervisor run another virtual
  * CPU (pause-loop exiting) instead of this one spinning away its time slice. */
@@ -16,8 +18,6 @@ static inline void spin_pause(void)
     __asm__ volatile("yield");
 #endif
 }
-#include <stdlib.h>
-#include <string.h>
 
 #define CACHE_LINE 64
 

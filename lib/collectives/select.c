@@ -2,7 +2,8 @@
  * select.c — the algorithm tables and the selection rule: a name forced by parameter, else the
  * tuning table below, else the fallback that supports every call (ring for allreduce and
  * allgather, binomial tree for broadcast). Every algorithm here supports every count, dtype, op
- * and number of ranks, so no algorithm ever declines.
+ * and number of ranks; those that work through the host's shared segment also need a placement
+ * of the ranks (its `needs`), and a forced one gives way to its `fallback` without it.
  */
 #include "algorithms.h"
 
@@ -24,7 +25,9 @@ static const struct algorithm allreduce_algorithms[] = {
     [ALLREDUCE_HIERARCHICAL] = {"hierarchical",
                                 "reduce through a shared-memory segment per host, then across "
                                 "hosts by slice; needs equal ranks per host",
-                                {.allreduce = allreduce_hierarchical}},
+                                {.allreduce = allreduce_hierarchical},
+                                NEEDS_SHARED_HOST,
+                                ALLREDUCE_RING},
 };
 static_assert(ARRAY_LENGTH(allreduce_algorithms) == ALLREDUCE_ALGORITHM_COUNT, "table size");
 
@@ -37,7 +40,9 @@ static const struct algorithm broadcast_algorithms[] = {
     [BROADCAST_SHARED_MEMORY] = {"shared_memory",
                                  "the root stages chunks in the host's shared segment, the "
                                  "others copy them; needs all ranks on one host",
-                                 {.broadcast = broadcast_shared_memory}},
+                                 {.broadcast = broadcast_shared_memory},
+                                 NEEDS_ONE_HOST,
+                                 BROADCAST_PIPELINED_CHAIN},
 };
 static_assert(ARRAY_LENGTH(broadcast_algorithms) == BROADCAST_ALGORITHM_COUNT, "table size");
 
@@ -49,7 +54,9 @@ static const struct algorithm allgather_algorithms[] = {
     [ALLGATHER_SHARED_MEMORY] = {"shared_memory",
                                  "every rank stages its block in the host's shared segment, the "
                                  "others copy it; needs all ranks on one host",
-                                 {.allgather = allgather_shared_memory}},
+                                 {.allgather = allgather_shared_memory},
+                                 NEEDS_ONE_HOST,
+                                 ALLGATHER_RING},
 };
 static_assert(ARRAY_LENGTH(allgather_algorithms) == ALLGATHER_ALGORITHM_COUNT, "table size");
 
@@ -111,14 +118,14 @@ int algorithm_select(chorus_collective collective, int forced, size_t bytes, int
                      int local_ranks)
 {
     bool shared_host = local_ranks > 1, single_host = shared_host && local_ranks == nranks;
-    if (collective == CHORUS_ALLREDUCE && forced == ALLREDUCE_HIERARCHICAL && !shared_host)
-        return ALLREDUCE_RING;
-    if (collective == CHORUS_BROADCAST && forced == BROADCAST_SHARED_MEMORY && !single_host)
-        return BROADCAST_PIPELINED_CHAIN;
-    if (collective == CHORUS_ALLGATHER && forced == ALLGATHER_SHARED_MEMORY && !single_host)
-        return ALLGATHER_RING;
-    if (forced >= 0)
-        return forced;
+    if (forced >= 0) {
+        size_t count = 0;
+        const struct algorithm *algorithm = &algorithm_table(collective, &count)[forced];
+        bool met = algorithm->needs == NEEDS_NOTHING ||
+                   (algorithm->needs == NEEDS_SHARED_HOST && shared_host) ||
+                   (algorithm->needs == NEEDS_ONE_HOST && single_host);
+        return met ? forced : algorithm->fallback;
+    }
     switch (collective) {
     case CHORUS_ALLREDUCE:
         if (shared_host)
@@ -139,6 +146,12 @@ int algorithm_select(chorus_collective collective, int forced, size_t bytes, int
         return bytes <= ALLGATHER_SMALL_BYTES ? ALLGATHER_BRUCK : ALLGATHER_RING;
     }
     return 0;
+}
+
+bool algorithm_uses_node(chorus_collective collective, int id)
+{
+    size_t count = 0;
+    return algorithm_table(collective, &count)[id].needs != NEEDS_NOTHING;
 }
 
 void *scratch_reserve(struct scratch *scratch, size_t bytes)

@@ -65,6 +65,21 @@ static chorus_status ensure_node(struct executor *executor, char *error, size_t 
     return status;
 }
 
+/* The host's shared segment for an algorithm that works through it (created on first use),
+ * else NULL. */
+static chorus_status segment_for(struct executor *executor, chorus_collective collective,
+                                 int chosen, struct node_segment **node, char *error,
+                                 size_t error_size)
+{
+    *node = NULL;
+    if (!algorithm_uses_node(collective, chosen))
+        return CHORUS_OK;
+    chorus_status status = ensure_node(executor, error, error_size);
+    if (status == CHORUS_OK)
+        *node = &executor->node;
+    return status;
+}
+
 static int choose_allreduce(const struct executor *executor, size_t bytes)
 {
     return algorithm_select(CHORUS_ALLREDUCE, executor->forced_algorithm[CHORUS_ALLREDUCE], bytes,
@@ -80,17 +95,17 @@ static chorus_status run_allreduce(struct executor *executor, void *buffer,
 {
     size_t bytes = count * chorus_dtype_size(dtype);
     int chosen = choose_allreduce(executor, bytes);
-    if (chosen == ALLREDUCE_HIERARCHICAL) {
-        chorus_status status = ensure_node(executor, error, error_size);
-        if (status != CHORUS_OK)
-            return status;
-    }
+    struct node_segment *node = NULL;
+    chorus_status status = segment_for(executor, CHORUS_ALLREDUCE, chosen, &node, error,
+                                       error_size);
+    if (status != CHORUS_OK)
+        return status;
     size_t table_size = 0;
     const struct algorithm *table = algorithm_table(CHORUS_ALLREDUCE, &table_size);
     struct allreduce_args args = {
         .transport = &executor->transport,
         .scratch = &executor->scratch,
-        .node = chosen == ALLREDUCE_HIERARCHICAL ? &executor->node : NULL,
+        .node = node,
         .buffer = buffer,
         .pieces = pieces,
         .piece_count = piece_count,
@@ -100,7 +115,7 @@ static chorus_status run_allreduce(struct executor *executor, void *buffer,
         .postscale = factor != 1.0 ? &factor : NULL,
     };
     executor->last_algorithm = table[chosen].name;
-    chorus_status status = table[chosen].run.allreduce(&args);
+    status = table[chosen].run.allreduce(&args);
     if (status != CHORUS_OK)
         snprintf(error, error_size, "allreduce (%s, %zu bytes): %s", table[chosen].name, bytes,
                  executor->transport.error);
@@ -372,21 +387,21 @@ static chorus_status execute_broadcast(struct executor *executor,
     }
     int chosen = algorithm_select(CHORUS_BROADCAST, executor->forced_algorithm[CHORUS_BROADCAST],
                                   bytes, executor->nranks, executor->local_ranks);
-    if (chosen == BROADCAST_SHARED_MEMORY) {
-        chorus_status status = ensure_node(executor, error, error_size);
-        if (status != CHORUS_OK)
-            return status;
-    }
+    struct node_segment *node = NULL;
+    chorus_status status = segment_for(executor, CHORUS_BROADCAST, chosen, &node, error,
+                                       error_size);
+    if (status != CHORUS_OK)
+        return status;
     size_t table_size = 0;
     const struct algorithm *table = algorithm_table(CHORUS_BROADCAST, &table_size);
     struct broadcast_args args = {.transport = &executor->transport,
                                   .scratch = &executor->scratch,
-                                  .node = chosen == BROADCAST_SHARED_MEMORY ? &executor->node : NULL,
+                                  .node = node,
                                   .buffer = buffer,
                                   .bytes = bytes,
                                   .root = root};
     executor->last_algorithm = table[chosen].name;
-    chorus_status status = table[chosen].run.broadcast(&args);
+    status = table[chosen].run.broadcast(&args);
     if (status != CHORUS_OK)
         snprintf(error, error_size, "broadcast (%s, %zu bytes): %s", table[chosen].name, bytes,
                  executor->transport.error);
@@ -446,16 +461,15 @@ static chorus_status execute_allgather(struct executor *executor,
         int chosen = algorithm_select(CHORUS_ALLGATHER,
                                       executor->forced_algorithm[CHORUS_ALLGATHER], total_bytes,
                                       executor->nranks, executor->local_ranks);
-        if (chosen == ALLGATHER_SHARED_MEMORY)
-            status = ensure_node(executor, error, error_size);
+        struct node_segment *node = NULL;
+        status = segment_for(executor, CHORUS_ALLGATHER, chosen, &node, error, error_size);
         if (status != CHORUS_OK)
             goto out;
         size_t table_size = 0;
         const struct algorithm *table = algorithm_table(CHORUS_ALLGATHER, &table_size);
         struct allgather_args args = {.transport = &executor->transport,
                                       .scratch = &executor->scratch,
-                                      .node = chosen == ALLGATHER_SHARED_MEMORY ? &executor->node
-                                                                                : NULL,
+                                      .node = node,
                                       .send = send,
                                       .recv = output,
                                       .block_bytes = block_bytes,
