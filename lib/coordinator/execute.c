@@ -194,13 +194,44 @@ static chorus_status execute_compressed_batch(struct executor *executor,
     return CHORUS_OK;
 }
 
+/* When a fused batch's phases ended; a batch reduced in place has no copies: packed == started
+ * and unpacked == reduced. */
+struct batch_times {
+    double started, packed, reduced, unpacked;
+};
+
+/* The timeline spans of a fused batch, per tensor: the copy in, the allreduce with its
+ * algorithm and fused size, the copy out (the copies only when there were any). */
+static void timeline_batch(struct executor *executor, const struct wire_response *responses,
+                           const size_t *members, size_t member_count, size_t fused_bytes,
+                           bool in_place, const struct batch_times *times)
+{
+    char arguments[256];
+    snprintf(arguments, sizeof arguments,
+             "\"algorithm\": \"%s\", \"fused_bytes\": %zu, \"fused_tensors\": %zu%s",
+             executor->last_algorithm, fused_bytes, member_count,
+             in_place ? ", \"in_place\": true" : "");
+    for (size_t m = 0; m < member_count; m++) {
+        const char *name = responses[members[m]].request.name;
+        if (!in_place)
+            timeline_span(executor->timeline, name, "copy in", times->started, times->packed,
+                          NULL);
+        timeline_span(executor->timeline, name, "allreduce", times->packed, times->reduced,
+                      arguments);
+        if (!in_place)
+            timeline_span(executor->timeline, name, "copy out", times->reduced, times->unpacked,
+                          NULL);
+    }
+}
+
 /* A fused batch on a host's shared segment: the hierarchical algorithm reads the tensors where
  * they lie and writes the results straight into the outputs, so there is no fusion buffer to
  * pack and unpack. A joined rank's missing tensors come from the stand-in buffer. */
 static chorus_status reduce_in_place(struct executor *executor,
                                      const struct wire_response *responses, const size_t *members,
                                      size_t member_count, struct request **requests, size_t total,
-                                     double factor, char *error, size_t error_size)
+                                     double factor, double started, char *error,
+                                     size_t error_size)
 {
     const struct wire_response *first = &responses[members[0]];
     chorus_dtype dtype = (chorus_dtype)first->request.dtype;
@@ -214,7 +245,6 @@ static chorus_status reduce_in_place(struct executor *executor,
     unsigned char *stand_in = missing ? stand_in_buffer(executor, total * element_size) : NULL;
     if (pieces == NULL || (missing && stand_in == NULL))
         return CHORUS_ERR_OUT_OF_MEMORY;
-    double started = monotonic_seconds();
     size_t offset = 0;
     for (size_t m = 0; m < member_count; m++) {
         size_t count = request_elements(&responses[members[m]].request);
@@ -233,14 +263,9 @@ static chorus_status reduce_in_place(struct executor *executor,
                                          factor, error, error_size);
     if (status == CHORUS_OK && executor->timeline != NULL) {
         double reduced = monotonic_seconds();
-        char arguments[256];
-        snprintf(arguments, sizeof arguments,
-                 "\"algorithm\": \"%s\", \"fused_bytes\": %zu, \"fused_tensors\": %zu, "
-                 "\"in_place\": true",
-                 executor->last_algorithm, total * element_size, member_count);
-        for (size_t m = 0; m < member_count; m++)
-            timeline_span(executor->timeline, responses[members[m]].request.name, "allreduce",
-                          started, reduced, arguments);
+        struct batch_times times = {started, started, reduced, reduced};
+        timeline_batch(executor, responses, members, member_count, total * element_size, true,
+                       &times);
     }
     return status;
 }
@@ -289,7 +314,7 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
     size_t total = batch_elements(responses, members, member_count);
     if (prescale == 1.0 && choose_allreduce(executor, total * element_size) == ALLREDUCE_HIERARCHICAL)
         return reduce_in_place(executor, responses, members, member_count, requests, total,
-                               factor, error, error_size);
+                               factor, started, error, error_size);
     char *fused = scratch_reserve(&executor->fusion, total * element_size);
     if (fused == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;
@@ -317,17 +342,9 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
         offset += count * element_size;
     }
     if (executor->timeline != NULL) {
-        double unpacked = monotonic_seconds();
-        char arguments[256];
-        snprintf(arguments, sizeof arguments,
-                 "\"algorithm\": \"%s\", \"fused_bytes\": %zu, \"fused_tensors\": %zu",
-                 executor->last_algorithm, total * element_size, member_count);
-        for (size_t m = 0; m < member_count; m++) {
-            const char *name = responses[members[m]].request.name;
-            timeline_span(executor->timeline, name, "copy in", started, packed, NULL);
-            timeline_span(executor->timeline, name, "allreduce", packed, reduced, arguments);
-            timeline_span(executor->timeline, name, "copy out", reduced, unpacked, NULL);
-        }
+        struct batch_times times = {started, packed, reduced, monotonic_seconds()};
+        timeline_batch(executor, responses, members, member_count, total * element_size, false,
+                       &times);
     }
     return CHORUS_OK;
 }
