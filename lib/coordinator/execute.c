@@ -354,10 +354,6 @@ static chorus_status execute_gpu_allreduce(struct executor *executor,
                                            struct request *request, char *error,
                                            size_t error_size)
 {
-    if (request == NULL) {
-        snprintf(error, error_size, "joined ranks cannot yet stand in for GPU tensors");
-        return CHORUS_ERR_NOT_SUPPORTED;
-    }
     chorus_status status = ensure_gpu(executor, request->desc.device, error, error_size);
     if (status != CHORUS_OK)
         return status;
@@ -388,9 +384,6 @@ static chorus_status execute_broadcast(struct executor *executor,
                 return copied;
             }
         }
-    } else if (gpu) {
-        snprintf(error, error_size, "joined ranks cannot yet stand in for GPU tensors");
-        return CHORUS_ERR_NOT_SUPPORTED;
     } else {
         buffer = stand_in_buffer(executor, bytes);
         if (buffer == NULL)
@@ -452,11 +445,6 @@ static chorus_status execute_allgather(struct executor *executor,
         offsets[r] = total_bytes;
         total_bytes += block_bytes[r];
         total_rows += response->first_dims[r];
-    }
-    if (gpu && request == NULL) {
-        snprintf(error, error_size, "joined ranks cannot yet stand in for GPU tensors");
-        status = CHORUS_ERR_NOT_SUPPORTED;
-        goto out;
     }
     size_t capacity = total_bytes;
     output = gpu ? gpu_malloc(total_bytes, request->desc.device)
@@ -520,6 +508,32 @@ out:
     return status;
 }
 
+/* Runs one batch of the plan. */
+static chorus_status execute_batch(struct executor *executor,
+                                   const struct wire_response *responses, const size_t *members,
+                                   size_t member_count, struct request **requests, char *detail,
+                                   size_t detail_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    bool gpu = first->request.device != DEVICE_HOST;
+    /* A joined rank's stand-in buffers are host memory. */
+    if (gpu && requests[0] == NULL) {
+        snprintf(detail, detail_size, "joined ranks cannot yet stand in for GPU tensors");
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    switch ((chorus_collective)first->request.collective) {
+    case CHORUS_ALLREDUCE:
+        return gpu ? execute_gpu_allreduce(executor, first, requests[0], detail, detail_size)
+                   : execute_allreduce_batch(executor, responses, members, member_count,
+                                             requests, detail, detail_size);
+    case CHORUS_BROADCAST:
+        return execute_broadcast(executor, first, requests[0], detail, detail_size);
+    case CHORUS_ALLGATHER:
+        return execute_allgather(executor, first, requests[0], detail, detail_size);
+    }
+    return CHORUS_OK; /* the wire decoder admits no other collective */
+}
+
 chorus_status executor_run(struct executor *executor, const struct wire_response *responses,
                            size_t count, char *error, size_t error_size)
 {
@@ -561,26 +575,13 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
             continue;
         }
         char detail[1024] = "";
-        chorus_status outcome = CHORUS_OK;
         bool gpu = first->request.device != DEVICE_HOST;
         double started = monotonic_seconds();
         for (size_t m = 0; executor->timeline != NULL && m < batch->count; m++)
             timeline_span(executor->timeline, responses[members[m]].request.name, "queue",
                           responses[members[m]].agreed_at, started, NULL);
-        switch ((chorus_collective)first->request.collective) {
-        case CHORUS_ALLREDUCE:
-            outcome = gpu ? execute_gpu_allreduce(executor, first, requests[0], detail,
-                                                  sizeof detail)
-                          : execute_allreduce_batch(executor, responses, members, batch->count,
-                                                    requests, detail, sizeof detail);
-            break;
-        case CHORUS_BROADCAST:
-            outcome = execute_broadcast(executor, first, requests[0], detail, sizeof detail);
-            break;
-        case CHORUS_ALLGATHER:
-            outcome = execute_allgather(executor, first, requests[0], detail, sizeof detail);
-            break;
-        }
+        chorus_status outcome = execute_batch(executor, responses, members, batch->count,
+                                              requests, detail, sizeof detail);
         if (executor->timeline != NULL && (batch->count == 1 || gpu ||
                                            first->request.collective != CHORUS_ALLREDUCE)) {
             char arguments[256];
