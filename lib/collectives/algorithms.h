@@ -135,9 +135,6 @@ char *algorithm_names(chorus_collective collective);
 int algorithm_select(chorus_collective collective, int forced, size_t bytes, int nranks,
                      int local_ranks);
 
-/* Whether algorithm `id` of `collective` works through the host's shared segment. */
-bool algorithm_uses_node(chorus_collective collective, int id);
-
 /* Splits `count` items into `parts` nearly equal contiguous parts: part i starts at
  * part_start(i) and the first count % parts parts have one more item. */
 static inline size_t part_start(size_t count, size_t parts, size_t index)

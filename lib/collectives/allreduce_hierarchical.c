@@ -40,10 +40,10 @@
 #include <string.h>
 
 struct chunk {
-    size_t start;   /* byte offset of this chunk in the (logical) buffer */
+    size_t start; /* byte offset of this chunk in the (logical) buffer */
     size_t elements;
-    size_t layout;  /* elements the slices are cut for: this chunk has layout or layout-1 */
-    size_t turn;    /* which turn of the staging areas it uses */
+    size_t layout; /* elements the slices are cut for: this chunk has layout or layout-1 */
+    size_t turn;   /* which turn of the staging areas it uses */
 };
 
 /* The caller's buffer: its pieces, or one piece over args->buffer. */

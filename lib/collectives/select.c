@@ -148,12 +148,6 @@ int algorithm_select(chorus_collective collective, int forced, size_t bytes, int
     return 0;
 }
 
-bool algorithm_uses_node(chorus_collective collective, int id)
-{
-    size_t count = 0;
-    return algorithm_table(collective, &count)[id].needs != NEEDS_NOTHING;
-}
-
 void *scratch_reserve(struct scratch *scratch, size_t bytes)
 {
     if (bytes <= scratch->capacity && scratch->memory != NULL)

@@ -65,25 +65,45 @@ static chorus_status ensure_node(struct executor *executor, char *error, size_t 
     return status;
 }
 
-/* The host's shared segment for an algorithm that works through it (created on first use),
- * else NULL. */
-static chorus_status segment_for(struct executor *executor, chorus_collective collective,
-                                 int chosen, struct node_segment **node, char *error,
-                                 size_t error_size)
+static int choose_algorithm(const struct executor *executor, chorus_collective collective,
+                            size_t bytes)
 {
-    *node = NULL;
-    if (!algorithm_uses_node(collective, chosen))
-        return CHORUS_OK;
-    chorus_status status = ensure_node(executor, error, error_size);
-    if (status == CHORUS_OK)
-        *node = &executor->node;
-    return status;
+    return algorithm_select(collective, executor->forced_algorithm[collective], bytes,
+                            executor->nranks, executor->local_ranks);
 }
 
-static int choose_allreduce(const struct executor *executor, size_t bytes)
+/* The algorithm chosen for `bytes` of `collective`, named for the timeline once it can run;
+ * *node is the host's shared segment when the algorithm works through it (created on first
+ * use), else NULL. */
+static const struct algorithm *prepare_algorithm(struct executor *executor,
+                                                 chorus_collective collective, size_t bytes,
+                                                 struct node_segment **node, chorus_status *status,
+                                                 char *error, size_t error_size)
 {
-    return algorithm_select(CHORUS_ALLREDUCE, executor->forced_algorithm[CHORUS_ALLREDUCE], bytes,
-                            executor->nranks, executor->local_ranks);
+    size_t table_size = 0;
+    int chosen = choose_algorithm(executor, collective, bytes);
+    const struct algorithm *algorithm = &algorithm_table(collective, &table_size)[chosen];
+    *node = NULL;
+    *status = CHORUS_OK;
+    if (algorithm->needs != NEEDS_NOTHING) { /* it works through the host's segment */
+        *status = ensure_node(executor, error, error_size);
+        *node = &executor->node;
+    }
+    if (*status == CHORUS_OK)
+        executor->last_algorithm = algorithm->name;
+    return algorithm;
+}
+
+/* On failure, says which algorithm failed on how many bytes, and why. */
+static chorus_status algorithm_outcome(const struct executor *executor,
+                                       chorus_collective collective,
+                                       const struct algorithm *algorithm, size_t bytes,
+                                       chorus_status status, char *error, size_t error_size)
+{
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "%s (%s, %zu bytes): %s", chorus_collective_name(collective),
+                 algorithm->name, bytes, executor->transport.error);
+    return status;
 }
 
 /* Allreduces `buffer`, or, when `pieces` is not NULL, the buffer made of them (the hierarchical
@@ -94,14 +114,12 @@ static chorus_status run_allreduce(struct executor *executor, void *buffer,
                                    char *error, size_t error_size)
 {
     size_t bytes = count * chorus_dtype_size(dtype);
-    int chosen = choose_allreduce(executor, bytes);
     struct node_segment *node = NULL;
-    chorus_status status = segment_for(executor, CHORUS_ALLREDUCE, chosen, &node, error,
-                                       error_size);
+    chorus_status status = CHORUS_OK;
+    const struct algorithm *algorithm =
+        prepare_algorithm(executor, CHORUS_ALLREDUCE, bytes, &node, &status, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    size_t table_size = 0;
-    const struct algorithm *table = algorithm_table(CHORUS_ALLREDUCE, &table_size);
     struct allreduce_args args = {
         .transport = &executor->transport,
         .scratch = &executor->scratch,
@@ -114,12 +132,8 @@ static chorus_status run_allreduce(struct executor *executor, void *buffer,
         .op = op == CHORUS_AVERAGE ? CHORUS_SUM : op,
         .postscale = factor != 1.0 ? &factor : NULL,
     };
-    executor->last_algorithm = table[chosen].name;
-    status = table[chosen].run.allreduce(&args);
-    if (status != CHORUS_OK)
-        snprintf(error, error_size, "allreduce (%s, %zu bytes): %s", table[chosen].name, bytes,
-                 executor->transport.error);
-    return status;
+    return algorithm_outcome(executor, CHORUS_ALLREDUCE, algorithm, bytes,
+                             algorithm->run.allreduce(&args), error, error_size);
 }
 
 /* The buffer a joined rank reduces when it has no tensor of that name: the operator's
@@ -148,8 +162,8 @@ static chorus_status ensure_gpu(struct executor *executor, int device, char *err
             snprintf(error, error_size, "rank 0 could not create the NCCL communicator");
         return CHORUS_ERR_GPU;
     }
-    return gpu_context_create(&executor->gpu, executor->rank, executor->nranks, device < 0 ? 0 : device,
-                              id, error, error_size);
+    return gpu_context_create(&executor->gpu, executor->rank, executor->nranks,
+                              device < 0 ? 0 : device, id, error, error_size);
 }
 
 /* A batch of float32 allreduces that travel as 16-bit values: converted (with the prescale
@@ -162,8 +176,8 @@ static chorus_status execute_compressed_batch(struct executor *executor,
                                               size_t error_size)
 {
     const struct wire_response *first = &responses[members[0]];
-    chorus_dtype wire = first->request.compression == CHORUS_COMPRESSION_BF16 ? CHORUS_BFLOAT16
-                                                                              : CHORUS_FLOAT16;
+    chorus_dtype wire =
+        first->request.compression == CHORUS_COMPRESSION_BF16 ? CHORUS_BFLOAT16 : CHORUS_FLOAT16;
     chorus_op op = (chorus_op)first->request.op;
     size_t total = batch_elements(responses, members, member_count);
     uint16_t *packed = scratch_reserve(&executor->fusion, total * sizeof *packed);
@@ -214,8 +228,7 @@ static void timeline_batch(struct executor *executor, const struct wire_response
     for (size_t m = 0; m < member_count; m++) {
         const char *name = responses[members[m]].request.name;
         if (!in_place)
-            timeline_span(executor->timeline, name, "copy in", times->started, times->packed,
-                          NULL);
+            timeline_span(executor->timeline, name, "copy in", times->started, times->packed, NULL);
         timeline_span(executor->timeline, name, "allreduce", times->packed, times->reduced,
                       arguments);
         if (!in_place)
@@ -230,15 +243,14 @@ static void timeline_batch(struct executor *executor, const struct wire_response
 static chorus_status reduce_in_place(struct executor *executor,
                                      const struct wire_response *responses, const size_t *members,
                                      size_t member_count, struct request **requests, size_t total,
-                                     double factor, double started, char *error,
-                                     size_t error_size)
+                                     double factor, double started, char *error, size_t error_size)
 {
     const struct wire_response *first = &responses[members[0]];
     chorus_dtype dtype = (chorus_dtype)first->request.dtype;
     chorus_op op = (chorus_op)first->request.op;
     size_t element_size = chorus_dtype_size(dtype);
-    struct allreduce_piece *pieces = scratch_reserve(&executor->pieces,
-                                                     member_count * sizeof *pieces);
+    struct allreduce_piece *pieces =
+        scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
     bool missing = false;
     for (size_t m = 0; m < member_count; m++)
         missing |= requests[m] == NULL;
@@ -281,8 +293,8 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
     bool compressed = first->request.compression == CHORUS_COMPRESSION_FP16 ||
                       first->request.compression == CHORUS_COMPRESSION_BF16;
     if (compressed && first->request.dtype == CHORUS_FLOAT32)
-        return execute_compressed_batch(executor, responses, members, member_count, requests,
-                                        error, error_size);
+        return execute_compressed_batch(executor, responses, members, member_count, requests, error,
+                                        error_size);
     chorus_dtype dtype = (chorus_dtype)first->request.dtype;
     chorus_op op = (chorus_op)first->request.op;
     size_t element_size = chorus_dtype_size(dtype);
@@ -312,9 +324,11 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
 
     double started = monotonic_seconds();
     size_t total = batch_elements(responses, members, member_count);
-    if (prescale == 1.0 && choose_allreduce(executor, total * element_size) == ALLREDUCE_HIERARCHICAL)
-        return reduce_in_place(executor, responses, members, member_count, requests, total,
-                               factor, started, error, error_size);
+    /* Only the hierarchical algorithm takes a list of pieces; a prescale needs a copy anyway. */
+    int chosen = choose_algorithm(executor, CHORUS_ALLREDUCE, total * element_size);
+    if (prescale == 1.0 && chosen == ALLREDUCE_HIERARCHICAL)
+        return reduce_in_place(executor, responses, members, member_count, requests, total, factor,
+                               started, error, error_size);
     char *fused = scratch_reserve(&executor->fusion, total * element_size);
     if (fused == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;
@@ -351,8 +365,7 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
 
 static chorus_status execute_gpu_allreduce(struct executor *executor,
                                            const struct wire_response *response,
-                                           struct request *request, char *error,
-                                           size_t error_size)
+                                           struct request *request, char *error, size_t error_size)
 {
     chorus_status status = ensure_gpu(executor, request->desc.device, error, error_size);
     if (status != CHORUS_OK)
@@ -395,27 +408,20 @@ static chorus_status execute_broadcast(struct executor *executor,
             return status;
         return gpu_broadcast(executor->gpu, buffer, bytes, root, error, error_size);
     }
-    int chosen = algorithm_select(CHORUS_BROADCAST, executor->forced_algorithm[CHORUS_BROADCAST],
-                                  bytes, executor->nranks, executor->local_ranks);
     struct node_segment *node = NULL;
-    chorus_status status = segment_for(executor, CHORUS_BROADCAST, chosen, &node, error,
-                                       error_size);
+    chorus_status status = CHORUS_OK;
+    const struct algorithm *algorithm =
+        prepare_algorithm(executor, CHORUS_BROADCAST, bytes, &node, &status, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    size_t table_size = 0;
-    const struct algorithm *table = algorithm_table(CHORUS_BROADCAST, &table_size);
     struct broadcast_args args = {.transport = &executor->transport,
                                   .scratch = &executor->scratch,
                                   .node = node,
                                   .buffer = buffer,
                                   .bytes = bytes,
                                   .root = root};
-    executor->last_algorithm = table[chosen].name;
-    status = table[chosen].run.broadcast(&args);
-    if (status != CHORUS_OK)
-        snprintf(error, error_size, "broadcast (%s, %zu bytes): %s", table[chosen].name, bytes,
-                 executor->transport.error);
-    return status;
+    return algorithm_outcome(executor, CHORUS_BROADCAST, algorithm, bytes,
+                             algorithm->run.broadcast(&args), error, error_size);
 }
 
 static chorus_status execute_allgather(struct executor *executor,
@@ -434,7 +440,7 @@ static chorus_status execute_allgather(struct executor *executor,
     void *output = NULL;
     if (block_bytes == NULL || offsets == NULL || response->first_dim_count != (uint32_t)p) {
         status = response->first_dim_count != (uint32_t)p ? CHORUS_ERR_PROTOCOL
-                                                           : CHORUS_ERR_OUT_OF_MEMORY;
+                                                          : CHORUS_ERR_OUT_OF_MEMORY;
         snprintf(error, error_size, "allgather \"%s\": bad response", shape->name);
         goto out;
     }
@@ -447,7 +453,7 @@ static chorus_status execute_allgather(struct executor *executor,
         total_rows += response->first_dims[r];
     }
     size_t capacity = total_bytes;
-    output = gpu ? gpu_malloc(total_bytes, request->desc.device)
+    output = gpu               ? gpu_malloc(total_bytes, request->desc.device)
              : request != NULL ? output_pool_take(total_bytes, &capacity)
                                : stand_in_buffer(executor, total_bytes);
     if (output == NULL) {
@@ -460,18 +466,14 @@ static chorus_status execute_allgather(struct executor *executor,
     if (gpu) {
         status = ensure_gpu(executor, request->desc.device, error, error_size);
         if (status == CHORUS_OK)
-            status = gpu_allgather(executor->gpu, send, output, block_bytes, offsets, error,
-                                   error_size);
+            status =
+                gpu_allgather(executor->gpu, send, output, block_bytes, offsets, error, error_size);
     } else {
-        int chosen = algorithm_select(CHORUS_ALLGATHER,
-                                      executor->forced_algorithm[CHORUS_ALLGATHER], total_bytes,
-                                      executor->nranks, executor->local_ranks);
         struct node_segment *node = NULL;
-        status = segment_for(executor, CHORUS_ALLGATHER, chosen, &node, error, error_size);
+        const struct algorithm *algorithm = prepare_algorithm(
+            executor, CHORUS_ALLGATHER, total_bytes, &node, &status, error, error_size);
         if (status != CHORUS_OK)
             goto out;
-        size_t table_size = 0;
-        const struct algorithm *table = algorithm_table(CHORUS_ALLGATHER, &table_size);
         struct allgather_args args = {.transport = &executor->transport,
                                       .scratch = &executor->scratch,
                                       .node = node,
@@ -479,11 +481,8 @@ static chorus_status execute_allgather(struct executor *executor,
                                       .recv = output,
                                       .block_bytes = block_bytes,
                                       .offsets = offsets};
-        executor->last_algorithm = table[chosen].name;
-        status = table[chosen].run.allgather(&args);
-        if (status != CHORUS_OK)
-            snprintf(error, error_size, "allgather (%s, %zu bytes): %s", table[chosen].name,
-                     total_bytes, executor->transport.error);
+        status = algorithm_outcome(executor, CHORUS_ALLGATHER, algorithm, total_bytes,
+                                   algorithm->run.allgather(&args), error, error_size);
     }
     if (status == CHORUS_OK && request != NULL) {
         chorus_tensor gathered = {.data = output,
@@ -509,10 +508,9 @@ out:
 }
 
 /* Runs one batch of the plan. */
-static chorus_status execute_batch(struct executor *executor,
-                                   const struct wire_response *responses, const size_t *members,
-                                   size_t member_count, struct request **requests, char *detail,
-                                   size_t detail_size)
+static chorus_status execute_batch(struct executor *executor, const struct wire_response *responses,
+                                   const size_t *members, size_t member_count,
+                                   struct request **requests, char *detail, size_t detail_size)
 {
     const struct wire_response *first = &responses[members[0]];
     bool gpu = first->request.device != DEVICE_HOST;
@@ -524,8 +522,8 @@ static chorus_status execute_batch(struct executor *executor,
     switch ((chorus_collective)first->request.collective) {
     case CHORUS_ALLREDUCE:
         return gpu ? execute_gpu_allreduce(executor, first, requests[0], detail, detail_size)
-                   : execute_allreduce_batch(executor, responses, members, member_count,
-                                             requests, detail, detail_size);
+                   : execute_allreduce_batch(executor, responses, members, member_count, requests,
+                                             detail, detail_size);
     case CHORUS_BROADCAST:
         return execute_broadcast(executor, first, requests[0], detail, detail_size);
     case CHORUS_ALLGATHER:
@@ -555,8 +553,8 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
             continue;
         }
         for (size_t m = 0; m < batch->count; m++) {
-            requests[m] = executor->take_request(executor->owner,
-                                                 responses[members[m]].request.name);
+            requests[m] =
+                executor->take_request(executor->owner, responses[members[m]].request.name);
             if (requests[m] == NULL && first->type == RESPONSE_EXECUTE && !executor->joined) {
                 snprintf(error, error_size,
                          "rank %d was told to run %s \"%s\", which it never submitted",
@@ -580,14 +578,16 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         for (size_t m = 0; executor->timeline != NULL && m < batch->count; m++)
             timeline_span(executor->timeline, responses[members[m]].request.name, "queue",
                           responses[members[m]].agreed_at, started, NULL);
-        chorus_status outcome = execute_batch(executor, responses, members, batch->count,
-                                              requests, detail, sizeof detail);
-        if (executor->timeline != NULL && (batch->count == 1 || gpu ||
-                                           first->request.collective != CHORUS_ALLREDUCE)) {
+        chorus_status outcome = execute_batch(executor, responses, members, batch->count, requests,
+                                              detail, sizeof detail);
+        if (executor->timeline != NULL &&
+            (batch->count == 1 || gpu || first->request.collective != CHORUS_ALLREDUCE)) {
             char arguments[256];
             snprintf(arguments, sizeof arguments,
                      "\"algorithm\": \"%s\", \"bytes\": %zu, \"status\": \"%s\"",
-                     gpu ? "nccl" : executor->last_algorithm ? executor->last_algorithm : "?",
+                     gpu                        ? "nccl"
+                     : executor->last_algorithm ? executor->last_algorithm
+                                                : "?",
                      response_bytes(first), chorus_status_name(outcome));
             timeline_span(executor->timeline, first->request.name,
                           chorus_collective_name(first->request.collective), started,
@@ -599,9 +599,9 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
             if (outcome == CHORUS_OK)
                 executor->finish(executor->owner, requests[m], CHORUS_OK, NULL);
             else {
-                char *message = format_string(
-                    "%s \"%s\": %s", chorus_collective_name(first->request.collective),
-                    responses[members[m]].request.name, detail);
+                char *message = format_string("%s \"%s\": %s",
+                                              chorus_collective_name(first->request.collective),
+                                              responses[members[m]].request.name, detail);
                 executor->finish(executor->owner, requests[m], outcome, message);
                 free(message);
             }
