@@ -310,6 +310,8 @@ static chorus_status start(struct background *background, char *error, size_t er
     executor->local_ranks = context->topology.homogeneous ? context->topology.local_size : 1;
     executor->oversubscribed = context->topology.pus > 0 &&
                                (size_t)context->topology.local_size > context->topology.pus;
+    if (context->params.values.fusion_copier && !copier_start(&executor->copier))
+        LOG(LOG_WARNING, "fusion", "cannot start the copier thread; packing on this thread");
     const char *forced[CHORUS_COLLECTIVE_COUNT] = {
         [CHORUS_ALLREDUCE] = context->params.values.allreduce_algorithm,
         [CHORUS_BROADCAST] = context->params.values.broadcast_algorithm,

@@ -1,8 +1,8 @@
 /*
- * execute.c — see execute.h. A fused batch of allreduces is packed into the fusion buffer
- * (with the prescale factor applied), reduced in place by one collective, and unpacked (with
- * the postscale factor and the average's division). A batch of one tensor skips the copies and
- * works in the output buffer itself.
+ * execute.c — see execute.h. A batch of one host tensor is reduced in its output buffer. A fused
+ * batch is reduced where its tensors lie when the hierarchical algorithm runs it; otherwise it
+ * goes through the fusion buffer in segments (packed_pipeline.h), with the prescale factor
+ * applied while packing. GPU batches go to NCCL through the device's fusion buffer.
  */
 #include "execute.h"
 
@@ -11,6 +11,7 @@
 #include "../core/log.h"
 #include "../core/output_pool.h"
 #include "../fusion/fusion_plan.h"
+#include "../fusion/packed_pipeline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,88 +167,53 @@ static chorus_status ensure_gpu(struct executor *executor, int device, char *err
                               device < 0 ? 0 : device, id, error, error_size);
 }
 
-/* A batch of float32 allreduces that travel as 16-bit values: converted (with the prescale
- * factor) into the fusion buffer, reduced as float16 or bfloat16, converted back (with the
- * postscale factor and the average's division) into the outputs. */
-static chorus_status execute_compressed_batch(struct executor *executor,
-                                              const struct wire_response *responses,
-                                              const size_t *members, size_t member_count,
-                                              struct request **requests, char *error,
-                                              size_t error_size)
-{
-    const struct wire_response *first = &responses[members[0]];
-    chorus_dtype wire =
-        first->request.compression == CHORUS_COMPRESSION_BF16 ? CHORUS_BFLOAT16 : CHORUS_FLOAT16;
-    chorus_op op = (chorus_op)first->request.op;
-    size_t total = batch_elements(responses, members, member_count);
-    uint16_t *packed = scratch_reserve(&executor->fusion, total * sizeof *packed);
-    if (packed == NULL)
-        return CHORUS_ERR_OUT_OF_MEMORY;
-    size_t offset = 0;
-    for (size_t m = 0; m < member_count; m++) {
-        size_t count = request_elements(&responses[members[m]].request);
-        if (requests[m] != NULL)
-            compress_floats(packed + offset, requests[m]->input, count, wire,
-                            (float)first->request.prescale);
-        else
-            fill_identity(packed + offset, count, wire, op);
-        offset += count;
-    }
-    chorus_status status =
-        run_allreduce(executor, packed, NULL, 0, total, wire, op, 1.0, error, error_size);
-    if (status != CHORUS_OK)
-        return status;
-    float factor = (float)output_factor(first);
-    offset = 0;
-    for (size_t m = 0; m < member_count; m++) {
-        size_t count = request_elements(&responses[members[m]].request);
-        if (requests[m] != NULL)
-            decompress_floats(requests[m]->output, packed + offset, count, wire, factor);
-        offset += count;
-    }
-    return CHORUS_OK;
-}
-
 /* When a fused batch's phases ended; a batch reduced in place has no copies: packed == started
  * and unpacked == reduced. */
 struct batch_times {
     double started, packed, reduced, unpacked;
 };
 
+/* Where a fused batch's copies happen. */
+enum batch_layout {
+    BATCH_PACKED,    /* copied into the host fusion buffer and back: spans of their own */
+    BATCH_IN_PLACE,  /* no copies: the algorithm reads and writes the tensors */
+    BATCH_ON_DEVICE, /* copied on the GPU's stream, inside the allreduce span */
+};
+
 /* The timeline spans of a fused batch, per tensor: the copy in, the allreduce with its
- * algorithm and fused size, the copy out (the copies only when there were any). */
+ * algorithm and fused size, the copy out (the copies only for a packed batch). */
 static void timeline_batch(struct executor *executor, const struct wire_response *responses,
                            const size_t *members, size_t member_count, size_t fused_bytes,
-                           bool in_place, const struct batch_times *times)
+                           enum batch_layout layout, const struct batch_times *times)
 {
     char arguments[256];
+    bool packed = layout == BATCH_PACKED;
     snprintf(arguments, sizeof arguments,
              "\"algorithm\": \"%s\", \"fused_bytes\": %zu, \"fused_tensors\": %zu%s",
              executor->last_algorithm, fused_bytes, member_count,
-             in_place ? ", \"in_place\": true" : "");
+             layout == BATCH_IN_PLACE    ? ", \"in_place\": true"
+             : layout == BATCH_ON_DEVICE ? ", \"packed_on_device\": true"
+                                         : "");
     for (size_t m = 0; m < member_count; m++) {
         const char *name = responses[members[m]].request.name;
-        if (!in_place)
+        if (packed)
             timeline_span(executor->timeline, name, "copy in", times->started, times->packed, NULL);
         timeline_span(executor->timeline, name, "allreduce", times->packed, times->reduced,
                       arguments);
-        if (!in_place)
+        if (packed)
             timeline_span(executor->timeline, name, "copy out", times->reduced, times->unpacked,
                           NULL);
     }
 }
 
-/* A fused batch on a host's shared segment: the hierarchical algorithm reads the tensors where
- * they lie and writes the results straight into the outputs, so there is no fusion buffer to
- * pack and unpack. A joined rank's missing tensors come from the stand-in buffer. */
-static chorus_status reduce_in_place(struct executor *executor,
-                                     const struct wire_response *responses, const size_t *members,
-                                     size_t member_count, struct request **requests, size_t total,
-                                     double factor, double started, char *error, size_t error_size)
+/* The pieces of a fused batch: each tensor where it lies, or, for a joined rank's missing
+ * tensor, the operator's identity in the stand-in buffer. NULL when out of memory. */
+static struct allreduce_piece *batch_pieces(struct executor *executor,
+                                            const struct wire_response *responses,
+                                            const size_t *members, size_t member_count,
+                                            struct request **requests, size_t total,
+                                            chorus_dtype dtype, chorus_op op)
 {
-    const struct wire_response *first = &responses[members[0]];
-    chorus_dtype dtype = (chorus_dtype)first->request.dtype;
-    chorus_op op = (chorus_op)first->request.op;
     size_t element_size = chorus_dtype_size(dtype);
     struct allreduce_piece *pieces =
         scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
@@ -256,7 +222,7 @@ static chorus_status reduce_in_place(struct executor *executor,
         missing |= requests[m] == NULL;
     unsigned char *stand_in = missing ? stand_in_buffer(executor, total * element_size) : NULL;
     if (pieces == NULL || (missing && stand_in == NULL))
-        return CHORUS_ERR_OUT_OF_MEMORY;
+        return NULL;
     size_t offset = 0;
     for (size_t m = 0; m < member_count; m++) {
         size_t count = request_elements(&responses[members[m]].request);
@@ -271,13 +237,112 @@ static chorus_status reduce_in_place(struct executor *executor,
         };
         offset += count * element_size;
     }
+    return pieces;
+}
+
+/* A fused batch on a host's shared segment: the hierarchical algorithm reads the tensors where
+ * they lie and writes the results straight into the outputs, so there is no fusion buffer to
+ * pack and unpack. */
+static chorus_status reduce_in_place(struct executor *executor,
+                                     const struct wire_response *responses, const size_t *members,
+                                     size_t member_count, struct request **requests, size_t total,
+                                     double factor, double started, char *error, size_t error_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    chorus_dtype dtype = (chorus_dtype)first->request.dtype;
+    chorus_op op = (chorus_op)first->request.op;
+    struct allreduce_piece *pieces =
+        batch_pieces(executor, responses, members, member_count, requests, total, dtype, op);
+    if (pieces == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
     chorus_status status = run_allreduce(executor, NULL, pieces, member_count, total, dtype, op,
                                          factor, error, error_size);
     if (status == CHORUS_OK && executor->timeline != NULL) {
         double reduced = monotonic_seconds();
         struct batch_times times = {started, started, reduced, reduced};
-        timeline_batch(executor, responses, members, member_count, total * element_size, true,
-                       &times);
+        timeline_batch(executor, responses, members, member_count,
+                       total * chorus_dtype_size(dtype), BATCH_IN_PLACE, &times);
+    }
+    return status;
+}
+
+/* Segments of a packed batch. Measured on the development VM (2 cores, 2026-11-22, np=2, ring
+ * forced, every ResNet-50 gradient fused into one 97 MiB batch, `CHORUS_ALLREDUCE_ALGO=ring
+ * CHORUS_FUSION_TENSOR_LIMIT=1G chorus-bench --workload resnet50`): step 27-33 ms with 1-2 MiB
+ * segments, 33-51 ms with 4 MiB, 52-60 ms with 16 MiB, 66-81 ms unsegmented, 72 ms with
+ * 512 KiB (the ring's per-call latency dominates). Each rank's share of a segment should not
+ * fall far below what a ring step needs to be efficient, so the segment grows with the ranks. */
+#define PACKED_SEGMENT_BYTES ((size_t)2 << 20)
+#define PACKED_SEGMENT_BYTES_PER_RANK ((size_t)256 << 10)
+
+/* What the pipeline needs to run one segment's collective. */
+struct segment_collective {
+    struct executor *executor;
+    chorus_dtype dtype;
+    chorus_op op;
+    double factor;
+    char *error;
+    size_t error_size;
+};
+
+static chorus_status reduce_segment(void *context, void *segment, size_t count)
+{
+    struct segment_collective *collective = context;
+    return run_allreduce(collective->executor, segment, NULL, 0, count, collective->dtype,
+                         collective->op, collective->factor, collective->error,
+                         collective->error_size);
+}
+
+/* A batch through the fusion buffer: packed (with the prescale factor, or converted to 16 bits
+ * for a compressed float32 batch), reduced and unpacked segment by segment (packed_pipeline.h),
+ * with the copier thread when there is one. */
+static chorus_status reduce_packed(struct executor *executor, const struct wire_response *responses,
+                                   const size_t *members, size_t member_count,
+                                   struct request **requests, size_t total, double started,
+                                   char *error, size_t error_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    chorus_dtype dtype = (chorus_dtype)first->request.dtype;
+    chorus_op op = (chorus_op)first->request.op;
+    bool compressed = dtype == CHORUS_FLOAT32 &&
+                      (first->request.compression == CHORUS_COMPRESSION_FP16 ||
+                       first->request.compression == CHORUS_COMPRESSION_BF16);
+    chorus_dtype wire = !compressed ? dtype
+                        : first->request.compression == CHORUS_COMPRESSION_BF16 ? CHORUS_BFLOAT16
+                                                                                : CHORUS_FLOAT16;
+    size_t wire_size = chorus_dtype_size(wire);
+    size_t segment_bytes = PACKED_SEGMENT_BYTES;
+    if (segment_bytes < (size_t)executor->nranks * PACKED_SEGMENT_BYTES_PER_RANK)
+        segment_bytes = (size_t)executor->nranks * PACKED_SEGMENT_BYTES_PER_RANK;
+    size_t segment_elements = segment_bytes / wire_size;
+    size_t half_elements = total < segment_elements ? total : segment_elements;
+    struct allreduce_piece *pieces =
+        batch_pieces(executor, responses, members, member_count, requests, total, dtype, op);
+    char *fusion = scratch_reserve(&executor->fusion, 2 * half_elements * wire_size + 1);
+    if (pieces == NULL || fusion == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    void *const halves[2] = {fusion, fusion + half_elements * wire_size};
+    /* A compressed batch is scaled while it is converted back, in float32. */
+    double factor = output_factor(first);
+    struct packed_batch batch = {
+        .pieces = pieces,
+        .piece_count = member_count,
+        .count = total,
+        .wire_dtype = wire,
+        .compressed = compressed,
+        .prescale = first->request.prescale,
+        .decompress_factor = (float)factor,
+    };
+    struct segment_collective collective = {executor, wire, op, compressed ? 1.0 : factor,
+                                            error, error_size};
+    struct packed_times times;
+    chorus_status status = packed_pipeline_run(
+        &batch, executor->copier.running ? &executor->copier : NULL, halves, segment_elements,
+        reduce_segment, &collective, &times);
+    if (status == CHORUS_OK && executor->timeline != NULL && member_count > 1) {
+        struct batch_times spans = {started, times.packed, times.reduced, monotonic_seconds()};
+        timeline_batch(executor, responses, members, member_count, total * wire_size,
+                       BATCH_PACKED, &spans);
     }
     return status;
 }
@@ -290,18 +355,16 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
                                              size_t error_size)
 {
     const struct wire_response *first = &responses[members[0]];
-    bool compressed = first->request.compression == CHORUS_COMPRESSION_FP16 ||
-                      first->request.compression == CHORUS_COMPRESSION_BF16;
-    if (compressed && first->request.dtype == CHORUS_FLOAT32)
-        return execute_compressed_batch(executor, responses, members, member_count, requests, error,
-                                        error_size);
     chorus_dtype dtype = (chorus_dtype)first->request.dtype;
     chorus_op op = (chorus_op)first->request.op;
     size_t element_size = chorus_dtype_size(dtype);
     double prescale = first->request.prescale;
     double factor = output_factor(first);
+    bool compressed = dtype == CHORUS_FLOAT32 &&
+                      (first->request.compression == CHORUS_COMPRESSION_FP16 ||
+                       first->request.compression == CHORUS_COMPRESSION_BF16);
 
-    if (member_count == 1) {
+    if (member_count == 1 && !compressed) {
         struct request *request = requests[0];
         size_t count = request_elements(&first->request);
         void *buffer;
@@ -324,56 +387,49 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
 
     double started = monotonic_seconds();
     size_t total = batch_elements(responses, members, member_count);
-    /* Only the hierarchical algorithm takes a list of pieces; a prescale needs a copy anyway. */
+    /* Only the hierarchical algorithm takes a list of pieces; a prescale or a conversion to
+     * 16 bits needs a copy anyway. */
     int chosen = choose_algorithm(executor, CHORUS_ALLREDUCE, total * element_size);
-    if (prescale == 1.0 && chosen == ALLREDUCE_HIERARCHICAL)
+    if (prescale == 1.0 && !compressed && chosen == ALLREDUCE_HIERARCHICAL)
         return reduce_in_place(executor, responses, members, member_count, requests, total, factor,
                                started, error, error_size);
-    char *fused = scratch_reserve(&executor->fusion, total * element_size);
-    if (fused == NULL)
-        return CHORUS_ERR_OUT_OF_MEMORY;
-    size_t offset = 0;
-    for (size_t m = 0; m < member_count; m++) {
-        size_t count = request_elements(&responses[members[m]].request);
-        if (requests[m] != NULL)
-            memcpy(fused + offset, requests[m]->input, count * element_size);
-        else
-            fill_identity(fused + offset, count, dtype, op);
-        offset += count * element_size;
-    }
-    scale_buffer(fused, total, dtype, prescale);
-    double packed = monotonic_seconds();
-    chorus_status status =
-        run_allreduce(executor, fused, NULL, 0, total, dtype, op, factor, error, error_size);
-    if (status != CHORUS_OK)
-        return status;
-    double reduced = monotonic_seconds();
-    offset = 0;
-    for (size_t m = 0; m < member_count; m++) {
-        size_t count = request_elements(&responses[members[m]].request);
-        if (requests[m] != NULL && count != 0)
-            memcpy(requests[m]->output, fused + offset, count * element_size);
-        offset += count * element_size;
-    }
-    if (executor->timeline != NULL) {
-        struct batch_times times = {started, packed, reduced, monotonic_seconds()};
-        timeline_batch(executor, responses, members, member_count, total * element_size, false,
-                       &times);
-    }
-    return CHORUS_OK;
+    return reduce_packed(executor, responses, members, member_count, requests, total, started,
+                         error, error_size);
 }
 
+/* A batch of allreduces of GPU tensors: one NCCL call, through the device's fusion buffer when
+ * the batch has more than one tensor. */
 static chorus_status execute_gpu_allreduce(struct executor *executor,
-                                           const struct wire_response *response,
-                                           struct request *request, char *error, size_t error_size)
+                                           const struct wire_response *responses,
+                                           const size_t *members, size_t member_count,
+                                           struct request **requests, char *error,
+                                           size_t error_size)
 {
-    chorus_status status = ensure_gpu(executor, request->desc.device, error, error_size);
+    const struct wire_response *first = &responses[members[0]];
+    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    struct gpu_piece *pieces = scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
     if (status != CHORUS_OK)
         return status;
-    double scale = response->request.prescale * output_factor(response);
-    return gpu_allreduce(executor->gpu, request->input, request->output, request->count,
-                         (chorus_dtype)response->request.dtype, (chorus_op)response->request.op,
-                         scale, error, error_size);
+    if (pieces == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    for (size_t m = 0; m < member_count; m++)
+        pieces[m] = (struct gpu_piece){.input = requests[m]->input,
+                                       .output = requests[m]->output,
+                                       .count = requests[m]->count};
+    double started = monotonic_seconds();
+    double scale = first->request.prescale * output_factor(first);
+    status = gpu_allreduce(executor->gpu, pieces, member_count, (chorus_dtype)first->request.dtype,
+                           (chorus_op)first->request.op, scale, error, error_size);
+    executor->last_algorithm = "nccl";
+    if (status == CHORUS_OK && member_count > 1 && executor->timeline != NULL) {
+        double reduced = monotonic_seconds();
+        struct batch_times times = {started, started, reduced, reduced};
+        timeline_batch(executor, responses, members, member_count,
+                       batch_elements(responses, members, member_count) *
+                           chorus_dtype_size((chorus_dtype)first->request.dtype),
+                       BATCH_ON_DEVICE, &times);
+    }
+    return status;
 }
 
 static chorus_status execute_broadcast(struct executor *executor,
@@ -515,13 +571,15 @@ static chorus_status execute_batch(struct executor *executor, const struct wire_
     const struct wire_response *first = &responses[members[0]];
     bool gpu = first->request.device != DEVICE_HOST;
     /* A joined rank's stand-in buffers are host memory. */
-    if (gpu && requests[0] == NULL) {
-        snprintf(detail, detail_size, "joined ranks cannot yet stand in for GPU tensors");
-        return CHORUS_ERR_NOT_SUPPORTED;
-    }
+    for (size_t m = 0; gpu && m < member_count; m++)
+        if (requests[m] == NULL) {
+            snprintf(detail, detail_size, "joined ranks cannot yet stand in for GPU tensors");
+            return CHORUS_ERR_NOT_SUPPORTED;
+        }
     switch ((chorus_collective)first->request.collective) {
     case CHORUS_ALLREDUCE:
-        return gpu ? execute_gpu_allreduce(executor, first, requests[0], detail, detail_size)
+        return gpu ? execute_gpu_allreduce(executor, responses, members, member_count, requests,
+                                           detail, detail_size)
                    : execute_allreduce_batch(executor, responses, members, member_count, requests,
                                              detail, detail_size);
     case CHORUS_BROADCAST:
@@ -581,7 +639,7 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         chorus_status outcome = execute_batch(executor, responses, members, batch->count, requests,
                                               detail, sizeof detail);
         if (executor->timeline != NULL &&
-            (batch->count == 1 || gpu || first->request.collective != CHORUS_ALLREDUCE)) {
+            (batch->count == 1 || first->request.collective != CHORUS_ALLREDUCE)) {
             char arguments[256];
             snprintf(arguments, sizeof arguments,
                      "\"algorithm\": \"%s\", \"bytes\": %zu, \"status\": \"%s\"",
@@ -625,6 +683,7 @@ void executor_release(struct executor *executor)
     scratch_release(&executor->fusion);
     scratch_release(&executor->stand_in);
     scratch_release(&executor->pieces);
+    copier_stop(&executor->copier);
     gpu_context_destroy(executor->gpu);
     executor->gpu = NULL;
     timeline_close(executor->timeline);

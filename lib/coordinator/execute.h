@@ -9,6 +9,7 @@
 #include "../collectives/algorithms.h"
 #include "../collectives/node_segment.h"
 #include "../core/context.h"
+#include "../fusion/copier.h"
 #include "../gpu/gpu.h"
 #include "timeline.h"
 #include "wire.h"
@@ -19,7 +20,8 @@ struct executor {
     struct transport transport; /* over the data communicator */
     MPI_Comm data_comm;
     struct scratch scratch;     /* algorithm scratch */
-    struct scratch fusion;      /* the fusion buffer */
+    struct scratch fusion;      /* the fusion buffer: two halves, see packed_pipeline.h */
+    struct copier copier;       /* packs and unpacks while a collective runs, when running */
     struct scratch stand_in;    /* data of a joined rank that has no tensor of that name */
     struct scratch pieces;      /* the piece list of a fused batch reduced in place */
     size_t fusion_threshold;

@@ -23,6 +23,9 @@ const struct param_definition param_table[] = {
      "largest fusion buffer in bytes (K/M/G suffixes); 0 turns fusion off"},
     {"CHORUS_FUSION_TENSOR_LIMIT", PARAM_BYTES, "64K", FIELD(fusion_tensor_limit), -1, true,
      "largest tensor that is fused; a larger one is reduced in place, without copies"},
+    {"CHORUS_FUSION_COPIER", PARAM_SWITCH, "off", FIELD(fusion_copier), -1, false,
+     "on: a thread per rank packs and unpacks fusion buffers while collectives run (double "
+     "buffering); worth it only with spare cores"},
     {"CHORUS_CYCLE_TIME_MS", PARAM_SECONDS, "0", FIELD(cycle_time_ms), -1, true,
      "minimum spacing of negotiation cycles in milliseconds; larger values fuse more"},
     {"CHORUS_CACHE_CAPACITY", PARAM_COUNT, "1024", FIELD(cache_capacity), -1, true,
@@ -170,6 +173,17 @@ static bool param_store(struct chorus_params *values, const struct param_definit
         }
         return false;
     }
+    case PARAM_SWITCH: {
+        snprintf(why, why_size, "expected on or off");
+        const char *names[] = {"off", "on", "0", "1", "false", "true", "no", "yes"};
+        for (int i = 0; i < 8; i++) {
+            if (strcasecmp(text, names[i]) == 0) {
+                *(bool *)field = i % 2 == 1;
+                return true;
+            }
+        }
+        return false;
+    }
     case PARAM_PATH:
         snprintf(why, why_size, "longer than %d bytes", PARAM_TEXT_LENGTH - 1);
         if (strlen(text) >= PARAM_TEXT_LENGTH)
@@ -293,6 +307,8 @@ static size_t param_field_size(enum param_type type)
     case PARAM_LOG_LEVEL:
     case PARAM_COMPRESSION:
         return sizeof(int);
+    case PARAM_SWITCH:
+        return sizeof(bool);
     case PARAM_PATH:
     case PARAM_ALGORITHM:
         return PARAM_TEXT_LENGTH;
@@ -340,6 +356,9 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
         return;
     case PARAM_COMPRESSION:
         snprintf(text, text_size, "%s", compression_name(*(const int *)field));
+        return;
+    case PARAM_SWITCH:
+        snprintf(text, text_size, "%s", *(const bool *)field ? "on" : "off");
         return;
     case PARAM_PATH:
     case PARAM_ALGORITHM:

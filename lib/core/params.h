@@ -19,6 +19,7 @@ struct chorus_params {
     double stall_shutdown_seconds; /* 0 = never */
     int log_level;                 /* enum log_level */
     int compression;               /* chorus_compression for CHORUS_COMPRESSION_DEFAULT */
+    bool fusion_copier;            /* a thread packs and unpacks while collectives run */
     char timeline[PARAM_TEXT_LENGTH];
     char allreduce_algorithm[PARAM_TEXT_LENGTH];
     char broadcast_algorithm[PARAM_TEXT_LENGTH];
@@ -40,6 +41,7 @@ enum param_type {
     PARAM_PATH,      /* any text */
     PARAM_ALGORITHM, /* "auto" or an algorithm name of the collective */
     PARAM_COMPRESSION, /* none|fp16|bf16 */
+    PARAM_SWITCH,    /* bool: on|off (also 1|0, true|false, yes|no) */
 };
 
 struct param_definition {

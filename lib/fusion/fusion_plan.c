@@ -26,13 +26,20 @@ size_t response_bytes(const struct wire_response *response)
 static bool fusible(const struct wire_response *response)
 {
     return response->type == RESPONSE_EXECUTE &&
-           response->request.collective == CHORUS_ALLREDUCE &&
-           response->request.device == DEVICE_HOST;
+           response->request.collective == CHORUS_ALLREDUCE;
+}
+
+/* Host tensors fuse in host memory, GPU tensors in the device's fusion buffer; every rank puts
+ * its GPU tensors on its own one device, so the kind of memory is what must match. */
+static bool same_memory(const struct wire_response *a, const struct wire_response *b)
+{
+    return (a->request.device == DEVICE_HOST) == (b->request.device == DEVICE_HOST);
 }
 
 static bool same_reduction(const struct wire_response *a, const struct wire_response *b)
 {
-    return a->request.dtype == b->request.dtype && a->request.op == b->request.op &&
+    return same_memory(a, b) && a->request.dtype == b->request.dtype &&
+           a->request.op == b->request.op &&
            a->request.prescale == b->request.prescale &&
            a->request.postscale == b->request.postscale &&
            a->request.compression == b->request.compression && a->contributors == b->contributors;

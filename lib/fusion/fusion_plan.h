@@ -24,11 +24,11 @@ struct fusion_plan {
     size_t batch_count;
 };
 
-/* Groups `responses` into batches in the order every rank executes them. Allreduces of host
- * tensors with the same dtype, op, scale factors and contributors share a batch while its bytes
- * stay within `threshold`; everything else, and a tensor larger than `tensor_limit` (copying it
- * in and out of the fusion buffer costs more than the latency fusion saves), is a batch of its
- * own. A threshold of 0 turns fusion off. Returns false when out of memory. */
+/* Groups `responses` into batches in the order every rank executes them. Allreduces in the same
+ * kind of memory (host or GPU) with the same dtype, op, scale factors, compression and
+ * contributors share a batch while its bytes stay within `threshold`; everything else, and a
+ * tensor larger than `tensor_limit` (copying it in and out of the fusion buffer costs more than
+ * the latency fusion saves), is a batch of its own. A threshold of 0 turns fusion off. Returns false when out of memory. */
 bool fusion_plan_build(const struct wire_response *responses, size_t count, size_t threshold,
                        size_t tensor_limit, struct fusion_plan *plan);
 void fusion_plan_free(struct fusion_plan *plan);

@@ -29,11 +29,21 @@ chorus_status gpu_context_create(struct gpu_context **context, int rank, int nra
                                  size_t error_size);
 void gpu_context_destroy(struct gpu_context *context);
 
-/* Allreduce of `count` elements from `input` into `output` (may be equal). Sums and averages
- * multiply every input by `scale` first (prescale x postscale / contributors), exactly as NCCL's
- * pre-multiplied sum does; min, max and product require scale == 1. */
-chorus_status gpu_allreduce(struct gpu_context *context, const void *input, void *output,
-                            size_t count, chorus_dtype dtype, chorus_op op, double scale,
+/* One tensor of a GPU allreduce: `count` elements from `input` into `output` (may be equal). */
+struct gpu_piece {
+    const void *input;
+    void *output;
+    size_t count;
+};
+
+/* Allreduces the tensors of `pieces`, all of one dtype, with one NCCL call. One tensor is
+ * reduced where it lies; several are packed into the context's fusion buffer (allocated at first
+ * use, grown when a batch needs more), reduced there and unpacked, all enqueued on the context's
+ * stream so that the host waits once. Sums and averages multiply every input by `scale` first
+ * (prescale x postscale / contributors), exactly as NCCL's pre-multiplied sum does; min, max and
+ * product require scale == 1. */
+chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece *pieces,
+                            size_t piece_count, chorus_dtype dtype, chorus_op op, double scale,
                             char *error, size_t error_size);
 chorus_status gpu_broadcast(struct gpu_context *context, void *buffer, size_t bytes, int root,
                             char *error, size_t error_size);

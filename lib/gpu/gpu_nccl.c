@@ -3,7 +3,9 @@
  * is enqueued on it and the background thread waits for the stream, so a handle completes only
  * when the data is in place. Sums and averages use NCCL's pre-multiplied sum
  * (ncclRedOpCreatePreMulSum), which applies prescale, postscale and the division of an average
- * in one pass without a kernel of our own.
+ * in one pass without a kernel of our own. A fused batch is packed into a fusion buffer on the
+ * device with asynchronous copies on the same stream, so packing, the collective and unpacking
+ * run back to back on the device with no host round trip between them.
  */
 #include "gpu.h"
 
@@ -20,6 +22,8 @@ struct gpu_context {
     cudaStream_t stream;
     int device;
     int nranks;
+    void *fusion; /* the fusion buffer on `device`; NULL until a fused batch needs one */
+    size_t fusion_bytes;
 };
 
 static chorus_status cuda_failure(cudaError_t code, const char *what, char *error,
@@ -98,6 +102,7 @@ void gpu_context_destroy(struct gpu_context *context)
         return;
     ncclCommDestroy(context->comm);
     cudaStreamDestroy(context->stream);
+    cudaFree(context->fusion);
     free(context);
 }
 
@@ -140,8 +145,98 @@ static chorus_status synchronize(struct gpu_context *context, char *error, size_
     return CHORUS_OK;
 }
 
-chorus_status gpu_allreduce(struct gpu_context *context, const void *input, void *output,
-                            size_t count, chorus_dtype dtype, chorus_op op, double scale,
+/* The NCCL reduction for `op` with `scale`; *custom says that it was created here and must be
+ * destroyed once the collective has been enqueued. */
+static chorus_status reduction_for(struct gpu_context *context, ncclDataType_t type,
+                                   chorus_dtype dtype, chorus_op op, double scale,
+                                   ncclRedOp_t *reduction, bool *custom, char *error,
+                                   size_t error_size)
+{
+    bool summing = op == CHORUS_SUM || op == CHORUS_AVERAGE;
+    *custom = false;
+    *reduction = op == CHORUS_MIN ? ncclMin : op == CHORUS_MAX ? ncclMax
+                                       : op == CHORUS_PRODUCT ? ncclProd
+                                                              : ncclSum;
+    if (!summing && scale != 1.0) {
+        snprintf(error, error_size, "scale factors on GPU tensors need op sum or average, not %s",
+                 chorus_op_name(op));
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    if (!summing || scale == 1.0)
+        return CHORUS_OK;
+    /* The scalar lives in host memory and is read when the collective is enqueued; it is given
+     * in the dtype's own type. */
+    union {
+        float f32;
+        double f64;
+    } scalar;
+    switch (dtype) {
+    case CHORUS_FLOAT32:
+        scalar.f32 = (float)scale;
+        break;
+    case CHORUS_FLOAT64:
+        scalar.f64 = scale;
+        break;
+    default:
+        snprintf(error, error_size,
+                 "averages and scale factors of %s tensors on GPU are not supported yet",
+                 chorus_dtype_name(dtype));
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    ncclResult_t code = ncclRedOpCreatePreMulSum(reduction, &scalar, type,
+                                                 ncclScalarHostImmediate, context->comm);
+    if (code != ncclSuccess)
+        return nccl_failure(code, "ncclRedOpCreatePreMulSum", error, error_size);
+    *custom = true;
+    return CHORUS_OK;
+}
+
+/* Makes the fusion buffer hold at least `bytes`. The stream is idle here (every collective
+ * waits for it before returning), so the old buffer can go at once. */
+static chorus_status ensure_fusion(struct gpu_context *context, size_t bytes, char *error,
+                                   size_t error_size)
+{
+    if (context->fusion_bytes >= bytes)
+        return CHORUS_OK;
+    cudaFree(context->fusion);
+    context->fusion = NULL;
+    context->fusion_bytes = 0;
+    cudaError_t cuda = cudaMalloc(&context->fusion, bytes);
+    if (cuda != cudaSuccess) {
+        context->fusion = NULL;
+        return cuda_failure(cuda, "cudaMalloc of the fusion buffer", error, error_size);
+    }
+    context->fusion_bytes = bytes;
+    return CHORUS_OK;
+}
+
+/* Enqueues the copies of every piece into the fusion buffer (`into`) or back out of it. */
+static chorus_status copy_pieces(struct gpu_context *context, const struct gpu_piece *pieces,
+                                 size_t piece_count, size_t element_size, bool into, char *error,
+                                 size_t error_size)
+{
+    char *fused = context->fusion;
+    size_t offset = 0;
+    for (size_t p = 0; p < piece_count; p++) {
+        size_t bytes = pieces[p].count * element_size;
+        if (bytes == 0)
+            continue;
+        cudaError_t cuda =
+            into ? cudaMemcpyAsync(fused + offset, pieces[p].input, bytes, cudaMemcpyDefault,
+                                   context->stream)
+                 : cudaMemcpyAsync(pieces[p].output, fused + offset, bytes, cudaMemcpyDefault,
+                                   context->stream);
+        if (cuda != cudaSuccess)
+            return cuda_failure(cuda, into ? "packing the fusion buffer"
+                                           : "unpacking the fusion buffer",
+                                error, error_size);
+        offset += bytes;
+    }
+    return CHORUS_OK;
+}
+
+chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece *pieces,
+                            size_t piece_count, chorus_dtype dtype, chorus_op op, double scale,
                             char *error, size_t error_size)
 {
     ncclDataType_t type;
@@ -149,59 +244,40 @@ chorus_status gpu_allreduce(struct gpu_context *context, const void *input, void
         snprintf(error, error_size, "dtype %d has no NCCL equivalent", (int)dtype);
         return CHORUS_ERR_NOT_SUPPORTED;
     }
-    bool summing = op == CHORUS_SUM || op == CHORUS_AVERAGE;
-    if (!summing && scale != 1.0) {
-        snprintf(error, error_size, "scale factors on GPU tensors need op sum or average, not %s",
-                 chorus_op_name(op));
-        return CHORUS_ERR_NOT_SUPPORTED;
-    }
+    if (piece_count == 0)
+        return CHORUS_OK;
     cudaSetDevice(context->device);
-    ncclRedOp_t nccl_op = ncclSum;
-    bool custom_op = false;
-    ncclResult_t code = ncclSuccess;
-    if (summing && scale != 1.0) {
-        /* The scalar lives in host memory and is read when the collective is enqueued. It is
-         * given in the dtype's own type, except for integers where NCCL expects the same. */
-        union {
-            uint8_t u8;
-            int8_t i8;
-            int32_t i32;
-            int64_t i64;
-            uint16_t half;
-            float f32;
-            double f64;
-        } scalar;
-        switch (dtype) {
-        case CHORUS_FLOAT32:
-            scalar.f32 = (float)scale;
-            break;
-        case CHORUS_FLOAT64:
-            scalar.f64 = scale;
-            break;
-        default:
-            snprintf(error, error_size,
-                     "averages and scale factors of %s tensors on GPU are not supported yet",
-                     chorus_dtype_name(dtype));
-            return CHORUS_ERR_NOT_SUPPORTED;
-        }
-        code = ncclRedOpCreatePreMulSum(&nccl_op, &scalar, type, ncclScalarHostImmediate,
-                                        context->comm);
+    size_t element_size = chorus_dtype_size(dtype);
+    bool fused = piece_count > 1;
+    size_t count = 0;
+    for (size_t p = 0; p < piece_count; p++)
+        count += pieces[p].count;
+    ncclRedOp_t reduction;
+    bool custom = false;
+    chorus_status status =
+        reduction_for(context, type, dtype, op, scale, &reduction, &custom, error, error_size);
+    if (status == CHORUS_OK && fused)
+        status = ensure_fusion(context, count * element_size, error, error_size);
+    if (status == CHORUS_OK && fused)
+        status = copy_pieces(context, pieces, piece_count, element_size, true, error, error_size);
+    if (status == CHORUS_OK) {
+        const void *input = fused ? context->fusion : pieces[0].input;
+        void *output = fused ? context->fusion : pieces[0].output;
+        ncclResult_t code =
+            ncclAllReduce(input, output, count, type, reduction, context->comm, context->stream);
         if (code != ncclSuccess)
-            return nccl_failure(code, "ncclRedOpCreatePreMulSum", error, error_size);
-        custom_op = true;
-    } else if (op == CHORUS_MIN) {
-        nccl_op = ncclMin;
-    } else if (op == CHORUS_MAX) {
-        nccl_op = ncclMax;
-    } else if (op == CHORUS_PRODUCT) {
-        nccl_op = ncclProd;
+            status = nccl_failure(code, "ncclAllReduce", error, error_size);
     }
-    code = ncclAllReduce(input, output, count, type, nccl_op, context->comm, context->stream);
-    chorus_status status = code == ncclSuccess
-                               ? synchronize(context, error, error_size)
-                               : nccl_failure(code, "ncclAllReduce", error, error_size);
-    if (custom_op)
-        ncclRedOpDestroy(nccl_op, context->comm);
+    if (status == CHORUS_OK && fused)
+        status = copy_pieces(context, pieces, piece_count, element_size, false, error, error_size);
+    /* Whatever was enqueued must finish before the buffers can be reused, also after a
+     * failure (whose message stays). */
+    if (status == CHORUS_OK)
+        status = synchronize(context, error, error_size);
+    else
+        cudaStreamSynchronize(context->stream);
+    if (custom)
+        ncclRedOpDestroy(reduction, context->comm);
     return status;
 }
 

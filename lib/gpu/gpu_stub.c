@@ -43,11 +43,11 @@ void gpu_context_destroy(struct gpu_context *context)
     (void)context;
 }
 
-chorus_status gpu_allreduce(struct gpu_context *context, const void *input, void *output,
-                            size_t count, chorus_dtype dtype, chorus_op op, double scale,
+chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece *pieces,
+                            size_t piece_count, chorus_dtype dtype, chorus_op op, double scale,
                             char *error, size_t error_size)
 {
-    (void)context, (void)input, (void)output, (void)count, (void)dtype, (void)op, (void)scale;
+    (void)context, (void)pieces, (void)piece_count, (void)dtype, (void)op, (void)scale;
     return not_built(error, error_size);
 }
 

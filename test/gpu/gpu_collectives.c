@@ -1,6 +1,6 @@
 /*
- * gpu_collectives.c — the NCCL path: allreduce (sum, average with scale factors, min), broadcast
- * and allgather of CUDA tensors through the public API, checked against the reference. Exits 77
+ * gpu_collectives.c — the NCCL path: allreduce (sum, average with scale factors, min, a fused
+ * batch), broadcast and allgather of CUDA tensors through the public API, checked against the reference. Exits 77
  * (meson: SKIP) when chorus was built without CUDA, when no device is visible, or when there
  * are fewer devices than ranks on this host.
  */
@@ -14,6 +14,54 @@ static void *to_device(const void *host, size_t bytes, int device)
     if (memory != NULL && bytes != 0)
         gpu_copy(memory, host, bytes);
     return memory;
+}
+
+/* Tensors submitted together fuse into the device's fusion buffer: 40 small averages (every
+ * third out of place, one of 0 elements) and one over the fusion tensor limit, each checked. */
+static void check_fused_batch(int device)
+{
+    test_step = "fused allreduce";
+    enum { TENSORS = 41 };
+    size_t counts[TENSORS];
+    void *inputs[TENSORS], *outputs[TENSORS];
+    chorus_handle *handles[TENSORS];
+    for (int t = 0; t < TENSORS; t++) {
+        counts[t] = t == 7 ? 0 : t == TENSORS - 1 ? (size_t)1 << 18 : (size_t)(t * 37 % 1999 + 1);
+        size_t bytes = counts[t] * sizeof(float);
+        float *host = malloc(bytes ? bytes : 1);
+        reference_fill(host, counts[t], CHORUS_FLOAT32, CHORUS_AVERAGE, 100 + (uint64_t)t,
+                       test_rank);
+        inputs[t] = to_device(host, bytes, device);
+        outputs[t] = t % 3 == 0 ? gpu_malloc(bytes, device) : inputs[t];
+        free(host);
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        char name[32];
+        snprintf(name, sizeof name, "gpu.fused.%d", t);
+        args.name = name;
+        args.input = (chorus_tensor){.data = inputs[t], .dtype = CHORUS_FLOAT32, .ndims = 1,
+                                     .shape = {(int64_t)counts[t]},
+                                     .memory = CHORUS_MEMORY_CUDA, .device = device};
+        args.output = outputs[t] != inputs[t] ? outputs[t] : NULL;
+        args.op = CHORUS_AVERAGE;
+        args.postscale_factor = 2.0;
+        EXPECT_STATUS(chorus_submit(&args, &handles[t]), CHORUS_OK);
+    }
+    for (int t = 0; t < TENSORS; t++) {
+        EXPECT_STATUS(chorus_wait(handles[t]), CHORUS_OK);
+        chorus_handle_free(handles[t]);
+        size_t bytes = counts[t] * sizeof(float);
+        float *host = malloc(bytes ? bytes : 1);
+        gpu_copy(host, outputs[t], bytes);
+        char why[256];
+        EXPECT(reference_check_allreduce(host, counts[t], CHORUS_FLOAT32, CHORUS_AVERAGE,
+                                         test_size, NULL, 100 + (uint64_t)t, 1.0, 2.0, why,
+                                         sizeof why) < 0,
+               "gpu.fused.%d: %s", t, why);
+        free(host);
+        if (outputs[t] != inputs[t])
+            gpu_free(outputs[t]);
+        gpu_free(inputs[t]);
+    }
 }
 
 int main(int argc, char **argv)
@@ -67,6 +115,8 @@ int main(int argc, char **argv)
             gpu_free(data);
             free(host);
         }
+    check_fused_batch(device);
+
     test_step = "broadcast";
     size_t bytes = 100003;
     uint8_t *host = malloc(bytes);

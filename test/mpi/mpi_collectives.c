@@ -30,7 +30,9 @@ static size_t operation_count;
 
 static void submit_allreduces(uint64_t seed_base)
 {
-    size_t counts[] = {0, 1, (size_t)test_size - 1, 7, 13, 1021, 65537};
+    /* 300007 (prime): with a raised CHORUS_FUSION_TENSOR_LIMIT a batch spans several segments
+     * of the fusion buffer. */
+    size_t counts[] = {0, 1, (size_t)test_size - 1, 7, 13, 1021, 65537, 300007};
     const chorus_op ops[] = {CHORUS_SUM, CHORUS_AVERAGE, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
     for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++)
         for (size_t o = 0; o < 5; o++)
