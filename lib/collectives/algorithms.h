@@ -100,6 +100,7 @@ enum broadcast_algorithm_id {
     BROADCAST_BINOMIAL,
     BROADCAST_PIPELINED_CHAIN,
     BROADCAST_SHARED_MEMORY,
+    BROADCAST_SINGLE_COPY,
     BROADCAST_ALGORITHM_COUNT,
 };
 
@@ -107,6 +108,7 @@ enum allgather_algorithm_id {
     ALLGATHER_RING,
     ALLGATHER_BRUCK,
     ALLGATHER_SHARED_MEMORY,
+    ALLGATHER_SINGLE_COPY,
     ALLGATHER_ALGORITHM_COUNT,
 };
 
@@ -117,9 +119,11 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args);
 chorus_status broadcast_binomial(const struct broadcast_args *args);
 chorus_status broadcast_pipelined_chain(const struct broadcast_args *args);
 chorus_status broadcast_shared_memory(const struct broadcast_args *args);
+chorus_status broadcast_single_copy(const struct broadcast_args *args);
 chorus_status allgather_ring(const struct allgather_args *args);
 chorus_status allgather_bruck(const struct allgather_args *args);
 chorus_status allgather_shared_memory(const struct allgather_args *args);
+chorus_status allgather_single_copy(const struct allgather_args *args);
 
 /* The algorithms of `collective`, and how many there are. */
 const struct algorithm *algorithm_table(chorus_collective collective, size_t *count);

@@ -1,12 +1,15 @@
 /*
- * node_segment.c — the barrier over shared progress counters, and the thread-local variant of
- * the segment used by unit tests.
+ * node_segment.c — the barrier over shared progress counters, single copies between the ranks'
+ * memory, and the thread-local variant of the segment used by unit tests.
  */
 #include "node_segment.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h> /* process_vm_readv, process_vm_writev (_GNU_SOURCE, set by the build) */
+#include <unistd.h>
 
 /* Tells the CPU this is a spin-wait: it saves power and lets a hypervisor run another virtual
  * CPU (pause-loop exiting) instead of this one spinning away its time slice. */
@@ -38,6 +41,74 @@ void node_segment_barrier(struct node_segment *segment)
     }
 }
 
+/* The kernel may copy less than asked (it stops at the first page it cannot access); the rest
+ * is asked for again, and no progress at all is a failure. */
+static bool copy_with_peer(int pid, void *local, uint64_t remote, size_t bytes, bool to_peer)
+{
+    unsigned char *here = local;
+    while (bytes != 0) {
+        struct iovec mine = {here, bytes};
+        struct iovec theirs = {(void *)(uintptr_t)remote, bytes};
+        ssize_t copied = to_peer ? process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
+                                 : process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+        if (copied <= 0)
+            return false;
+        here += copied;
+        remote += (uint64_t)copied;
+        bytes -= (size_t)copied;
+    }
+    return true;
+}
+
+bool node_copy_from_peer(const struct node_segment *segment, int peer, void *local,
+                         uint64_t remote, size_t bytes)
+{
+    return copy_with_peer(segment->pids[peer], local, remote, bytes, false);
+}
+
+bool node_copy_to_peer(const struct node_segment *segment, int peer, uint64_t remote,
+                       const void *local, size_t bytes)
+{
+    return copy_with_peer(segment->pids[peer], (void *)local, remote, bytes, true);
+}
+
+void node_single_copy_publish(struct node_segment *segment, const void *buffer)
+{
+    segment->mailbox[segment->local_rank][NODE_MAILBOX_ADDRESS] = (uint64_t)(uintptr_t)buffer;
+    node_segment_barrier(segment); /* its release store publishes the word */
+}
+
+chorus_status node_single_copy_finish(struct node_segment *segment, bool copied, char *error,
+                                      size_t error_size)
+{
+    segment->mailbox[segment->local_rank][NODE_MAILBOX_FAILED] = !copied;
+    node_segment_barrier(segment);
+    /* A rank writes its word again only after the next call's publish barrier, which this rank
+     * reaches after reading here. */
+    int failed = -1;
+    for (int r = 0; r < segment->local_size && failed < 0; r++)
+        if (segment->mailbox[r][NODE_MAILBOX_FAILED] != 0)
+            failed = r;
+    if (failed < 0)
+        return CHORUS_OK;
+    snprintf(error, error_size,
+             "a copy between the memory of two ranks of this host (process_vm_readv/writev) "
+             "failed on local rank %d",
+             failed);
+    return CHORUS_ERR_INTERNAL;
+}
+
+bool node_probe_peers(const struct node_segment *segment, const uint64_t *words)
+{
+    for (int r = 0; r < segment->local_size; r++) {
+        uint64_t value = 0;
+        if (!node_copy_from_peer(segment, r, &value, words[r], sizeof value) ||
+            value != node_probe_value(segment->pids[r]))
+            return false;
+    }
+    return true;
+}
+
 struct local_memory {
     unsigned char *memory;
     int local_size;
@@ -67,10 +138,20 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
         segment->owner = me == 0 ? owner : NULL;
         for (int r = 0; r < local_size; r++) {
             segment->progress[r] = (_Atomic uint64_t *)(memory + per_rank * (size_t)r);
+            segment->mailbox[r] = (uint64_t *)(memory + per_rank * (size_t)r) + 1;
+            segment->pids[r] = getpid();
             segment->staging[r][0] = memory + per_rank * (size_t)r + CACHE_LINE;
             segment->staging[r][1] = segment->staging[r][0] + chunk_bytes;
         }
     }
+    /* The threads share one process, which may still be refused (a seccomp filter). */
+    uint64_t word = node_probe_value(getpid());
+    uint64_t words[NODE_MAX_LOCAL_RANKS] = {0};
+    for (int r = 0; r < local_size; r++)
+        words[r] = (uint64_t)(uintptr_t)&word;
+    bool single_copy = node_probe_peers(&segments[0], words);
+    for (int me = 0; me < local_size; me++)
+        segments[me].single_copy = single_copy;
     return segments;
 }
 

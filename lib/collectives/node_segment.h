@@ -2,7 +2,11 @@
  * node_segment.h — memory shared by the ranks of one host, for the hierarchical allreduce:
  * two staging areas per rank (used in turn, so that one chunk is staged while the previous one
  * is read), and a progress counter per rank on its own cache line, through which the ranks of
- * the host wait for each other without MPI.
+ * the host wait for each other without MPI. Next to the counter, on the same cache line, each
+ * rank has a mailbox of a few words through which the single-copy algorithms publish the
+ * addresses of their buffers for one call; those algorithms then copy straight between the
+ * ranks' buffers with Linux's cross-memory attach (process_vm_readv / process_vm_writev), where
+ * the host allows it.
  *
  * Between processes the memory comes from MPI_Win_allocate_shared (node_segment_mpi.c); in unit
  * tests the "ranks" are threads and it is ordinary memory (node_segments_create_local).
@@ -16,12 +20,19 @@
 
 #define NODE_MAX_LOCAL_RANKS 256
 
+/* Words of a rank's mailbox: whether its copies in the current call failed, and the address of
+ * its buffer. */
+enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS };
+
 struct node_segment {
     int local_rank;
     int local_size;
     size_t chunk_bytes;                               /* bytes of each staging area */
     unsigned char *staging[NODE_MAX_LOCAL_RANKS][2];  /* local rank r's two staging areas */
     _Atomic uint64_t *progress[NODE_MAX_LOCAL_RANKS]; /* local rank r's barrier counter */
+    uint64_t *mailbox[NODE_MAX_LOCAL_RANKS];          /* local rank r's mailbox words */
+    int pids[NODE_MAX_LOCAL_RANKS];                   /* local rank r's process */
+    bool single_copy; /* every rank may copy to and from every other's memory */
     uint64_t sequence;                              /* this rank's last barrier */
     unsigned next_area;       /* the staging area the next algorithm starts in */
     bool yield_while_waiting;                       /* more ranks than cores on this host */
@@ -59,6 +70,35 @@ static inline size_t node_chunk_length(size_t total, size_t chunk_bytes, size_t 
 
 /* Waits until every local rank has reached the same barrier. */
 void node_segment_barrier(struct node_segment *segment);
+
+/* Single copy between this rank's memory and local rank `peer`'s (an address it published).
+ * Returns false if the kernel refused or copied less. */
+bool node_copy_from_peer(const struct node_segment *segment, int peer, void *local,
+                         uint64_t remote, size_t bytes);
+bool node_copy_to_peer(const struct node_segment *segment, int peer, uint64_t remote,
+                       const void *local, size_t bytes);
+
+/* A single-copy algorithm's frame: publish() writes the address of this rank's buffer to its
+ * mailbox and waits for everyone's (then node_peer_address gives them); finish() records whether
+ * this rank's copies succeeded, waits until every rank has finished its copies (their buffers
+ * may be reused after it), and fails on every rank when any rank's copies failed, not only on
+ * the one that saw it. */
+void node_single_copy_publish(struct node_segment *segment, const void *buffer);
+static inline uint64_t node_peer_address(const struct node_segment *segment, int peer)
+{
+    return segment->mailbox[peer][NODE_MAILBOX_ADDRESS];
+}
+chorus_status node_single_copy_finish(struct node_segment *segment, bool copied, char *error,
+                                      size_t error_size);
+
+/* Whether every rank of the host may copy from every other (decides `single_copy`): each rank
+ * reads a known word of every peer. `words[r]` is the address of local rank r's word, whose
+ * value must be node_probe_value(pid of r). */
+bool node_probe_peers(const struct node_segment *segment, const uint64_t *words);
+static inline uint64_t node_probe_value(int pid)
+{
+    return 0x63686f7275730000ull ^ (uint64_t)(unsigned)pid;
+}
 
 /* For tests: `local_size` segments over one piece of ordinary memory, one per thread.
  * Free with node_segments_destroy_local. */

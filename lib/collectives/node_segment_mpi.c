@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CACHE_LINE 64
 
@@ -17,6 +18,29 @@ struct mpi_owner {
     MPI_Win window;
     struct transport cross;
 };
+
+/* Learns every local rank's process and whether each may copy from every other: container
+ * seccomp profiles and Yama's ptrace_scope >= 1 forbid it, and then the algorithms stage through
+ * the segment instead. Every rank must see the same answer, hence the MPI_Allreduce; it also
+ * keeps each rank's probe word alive until everyone has read it. */
+static bool probe_single_copy(struct node_segment *segment, MPI_Comm node_comm)
+{
+    int pid = (int)getpid();
+    uint64_t word = node_probe_value(pid);
+    uint64_t mine[2] = {(uint64_t)pid, (uint64_t)(uintptr_t)&word};
+    uint64_t all[2 * NODE_MAX_LOCAL_RANKS], words[NODE_MAX_LOCAL_RANKS];
+    int works = MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, node_comm) ==
+                MPI_SUCCESS;
+    for (int r = 0; works && r < segment->local_size; r++) {
+        segment->pids[r] = (int)all[2 * r];
+        words[r] = all[2 * r + 1];
+    }
+    if (works)
+        works = node_probe_peers(segment, words);
+    if (MPI_Allreduce(MPI_IN_PLACE, &works, 1, MPI_INT, MPI_MIN, node_comm) != MPI_SUCCESS)
+        works = 0;
+    return works == 1;
+}
 
 chorus_status node_segment_create_mpi(struct node_segment *segment, const void *node_comm_pointer,
                                       const void *cross_comm_pointer, size_t chunk_bytes,
@@ -57,6 +81,7 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         unsigned char *peer = NULL;
         MPI_Win_shared_query(owner->window, r, &size, &unit, &peer);
         segment->progress[r] = (_Atomic uint64_t *)peer;
+        segment->mailbox[r] = (uint64_t *)peer + 1;
         segment->staging[r][0] = peer + CACHE_LINE;
         segment->staging[r][1] = peer + CACHE_LINE + chunk_bytes;
     }
@@ -67,6 +92,7 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         segment->cross = &owner->cross;
     }
     segment->owner = owner;
+    segment->single_copy = probe_single_copy(segment, node_comm);
     /* Everyone's counters are zero before anyone waits on them. */
     MPI_Barrier(node_comm);
     return CHORUS_OK;

@@ -43,6 +43,13 @@ static const struct algorithm broadcast_algorithms[] = {
                                  {.broadcast = broadcast_shared_memory},
                                  NEEDS_ONE_HOST,
                                  BROADCAST_PIPELINED_CHAIN},
+    [BROADCAST_SINGLE_COPY] = {"single_copy",
+                               "every rank copies its part straight from the root's buffer "
+                               "into the others' (cross-memory attach); needs all ranks on one "
+                               "host, else shared_memory",
+                               {.broadcast = broadcast_single_copy},
+                               NEEDS_ONE_HOST,
+                               BROADCAST_PIPELINED_CHAIN},
 };
 static_assert(ARRAY_LENGTH(broadcast_algorithms) == BROADCAST_ALGORITHM_COUNT, "table size");
 
@@ -57,6 +64,13 @@ static const struct algorithm allgather_algorithms[] = {
                                  {.allgather = allgather_shared_memory},
                                  NEEDS_ONE_HOST,
                                  ALLGATHER_RING},
+    [ALLGATHER_SINGLE_COPY] = {"single_copy",
+                               "every rank writes its block straight into the others' outputs "
+                               "(cross-memory attach); needs all ranks on one host, else "
+                               "shared_memory",
+                               {.allgather = allgather_single_copy},
+                               NEEDS_ONE_HOST,
+                               ALLGATHER_RING},
 };
 static_assert(ARRAY_LENGTH(allgather_algorithms) == ALLGATHER_ALGORITHM_COUNT, "table size");
 
@@ -106,12 +120,17 @@ char *algorithm_names(chorus_collective collective)
  * shared host: recursive doubling's log2(p) steps below 16 KiB, Rabenseifner up to 256 KiB,
  * then the ring. Broadcast and allgather (`chorus-bench -c broadcast|allgather -b 1M -e 64M -f 4`
  * forcing each, same machine and day): on one host, the shared segment won at np=4 (broadcast
- * 1.5-1.9x MPI from 4 MiB, allgather 1.5-2.2x); at np=2 a broadcast is one message, which Open
- * MPI copies once, straight from the root's buffer (binomial 0.5-1.15x, shared segment 0.2-0.5x,
- * with its two copies). */
+ * 1.5-1.9x MPI from 4 MiB, allgather 1.5-2.2x). At np=2 the single-copy algorithms win
+ * (2026-11-22, the algorithms alone, 3 rounds, best of each): broadcast 1.7-2.0x MPI_Bcast from
+ * 256 KiB (1 MiB: 51 against 99 us), where the staged segment and a binomial tree are at most
+ * 1.0x; allgather 1.0-1.3x MPI_Allgather, the staged segment 0.2-0.5x. Below 32 KiB a broadcast
+ * through the API took 14-20 us as a binomial tree (the root does not wait) and 23-28 us as a
+ * single copy. At np=4 on 2 cores neither the single copy nor the staged segment won clearly, so
+ * the staged segment stays there. */
 #define ALLREDUCE_SMALL_BYTES ((size_t)16 << 10)
 #define ALLREDUCE_MEDIUM_BYTES ((size_t)256 << 10)
 #define BROADCAST_SMALL_BYTES ((size_t)64 << 10)
+#define BROADCAST_SINGLE_COPY_BYTES ((size_t)32 << 10)
 #define ALLGATHER_SMALL_BYTES ((size_t)16 << 10)
 
 int algorithm_select(chorus_collective collective, int forced, size_t bytes, int nranks,
@@ -136,11 +155,15 @@ int algorithm_select(chorus_collective collective, int forced, size_t bytes, int
             return ALLREDUCE_RABENSEIFNER;
         return ALLREDUCE_RING;
     case CHORUS_BROADCAST:
+        if (single_host && nranks == 2 && bytes >= BROADCAST_SINGLE_COPY_BYTES)
+            return BROADCAST_SINGLE_COPY;
         if (single_host && nranks > 2)
             return BROADCAST_SHARED_MEMORY;
         return bytes <= BROADCAST_SMALL_BYTES || nranks <= 2 ? BROADCAST_BINOMIAL
                                                               : BROADCAST_PIPELINED_CHAIN;
     case CHORUS_ALLGATHER:
+        if (single_host && nranks == 2 && bytes > ALLGATHER_SMALL_BYTES)
+            return ALLGATHER_SINGLE_COPY;
         if (single_host)
             return ALLGATHER_SHARED_MEMORY;
         return bytes <= ALLGATHER_SMALL_BYTES ? ALLGATHER_BRUCK : ALLGATHER_RING;

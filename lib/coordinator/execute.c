@@ -13,6 +13,7 @@
 #include "../fusion/fusion_plan.h"
 #include "../fusion/packed_pipeline.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -674,6 +675,12 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
     free(requests);
     fusion_plan_free(&plan);
     timeline_flush(executor->timeline);
+    /* A user thread just woken by a completion may be waiting for this core: while idle, the
+     * background thread polls for 50 us before it yields. Yielding now measured (np=2 on 2
+     * cores, chorus-bench, 4 interleaved rounds) allreduce 64 B-4 KiB in 14-18 us instead of
+     * 15-100 us, broadcast 8 B-32 KiB in 16-21 us instead of 20-30 us. */
+    if (count > 0)
+        sched_yield();
     return status;
 }
 

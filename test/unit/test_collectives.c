@@ -31,6 +31,8 @@ struct rank_job {
     int calls;        /* allreduce: back-to-back calls, count growing by 37 each; 0 means 1 */
     int mixed_calls;  /* one host: this many calls rotating through the shared-memory algorithms */
     bool as_pieces;   /* hierarchical: the buffer as a list of pieces, every other out of place */
+    enum { SINGLE_COPY_AS_PROBED, SINGLE_COPY_REFUSED, SINGLE_COPY_BROKEN } single_copy;
+    chorus_status expected; /* what every rank's call must return (results checked when OK) */
     struct node_segment *node; /* hierarchical: this rank's host segment */
     char failure[768];
 };
@@ -173,26 +175,28 @@ static void *run_rank(void *argument)
         free(bytes);
         free(offsets);
     }
-    if (status != CHORUS_OK)
-        snprintf(job->failure, sizeof job->failure, "rank %d: %s: %s", job->rank,
-                 chorus_status_name(status), transport.error);
+    if (status != job->expected)
+        snprintf(job->failure, sizeof job->failure, "rank %d: %s (expected %s): %s", job->rank,
+                 chorus_status_name(status), chorus_status_name(job->expected), transport.error);
     scratch_release(&scratch);
     return NULL;
 }
 
-/* Calls in a row on one shared segment: hierarchical allreduce, shared-memory broadcast (the
- * root moving round) and allgather in turn, of changing sizes. */
+/* Calls in a row on one shared segment: hierarchical allreduce, shared-memory and single-copy
+ * broadcast (the root moving round) and allgather in turn, of changing sizes. */
 static void *run_mixed_rank(void *argument)
 {
     struct rank_job *job = argument;
     struct rank_job call = *job;
     /* Every rank makes every call, also after a wrong result: the others wait for it. */
     for (int i = 0; i < job->mixed_calls; i++) {
-        const chorus_collective kinds[] = {CHORUS_ALLREDUCE, CHORUS_BROADCAST, CHORUS_ALLGATHER};
+        const chorus_collective kinds[] = {CHORUS_ALLREDUCE, CHORUS_BROADCAST, CHORUS_ALLGATHER,
+                                           CHORUS_BROADCAST, CHORUS_ALLGATHER};
         const int algorithms[] = {ALLREDUCE_HIERARCHICAL, BROADCAST_SHARED_MEMORY,
-                                  ALLGATHER_SHARED_MEMORY};
-        call.collective = kinds[i % 3];
-        call.algorithm = algorithms[i % 3];
+                                  ALLGATHER_SHARED_MEMORY, BROADCAST_SINGLE_COPY,
+                                  ALLGATHER_SINGLE_COPY};
+        call.collective = kinds[i % 5];
+        call.algorithm = algorithms[i % 5];
         call.dtype = CHORUS_INT32;
         call.op = CHORUS_SUM;
         call.count = 1000 + (size_t)i * 53 % 9000;
@@ -222,10 +226,11 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
     struct thread_fabric *fabric = thread_fabric_create(nranks);
     struct rank_job jobs[5];
     pthread_t threads[5];
+    size_t table_size = 0;
     bool one_host_segment =
         prototype.mixed_calls > 0 ||
-        (prototype.collective == CHORUS_BROADCAST && prototype.algorithm == BROADCAST_SHARED_MEMORY) ||
-        (prototype.collective == CHORUS_ALLGATHER && prototype.algorithm == ALLGATHER_SHARED_MEMORY);
+        algorithm_table(prototype.collective, &table_size)[prototype.algorithm].needs ==
+            NEEDS_ONE_HOST;
     bool hierarchical = one_host_segment || (prototype.collective == CHORUS_ALLREDUCE &&
                                              prototype.algorithm == ALLREDUCE_HIERARCHICAL);
     int hosts = one_host_segment ? 1 : host_count(nranks), local_size = nranks / hosts;
@@ -234,6 +239,14 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
     struct transport cross[5];
     for (int h = 0; hierarchical && h < hosts; h++)
         segments[h] = node_segments_create_local(local_size, TEST_CHUNK_BYTES);
+    for (int r = 0; hierarchical && r < local_size; r++) {
+        if (prototype.single_copy == SINGLE_COPY_REFUSED)
+            segments[0][r].single_copy = false;
+        /* Local rank 0 sees a process that does not exist where rank 1 is: its copies to rank
+         * 1 fail (rank 0 always has data to send: the broadcast's root, a non-empty block). */
+        if (prototype.single_copy == SINGLE_COPY_BROKEN && r == 0 && local_size > 1)
+            segments[0][r].pids[1] = -1;
+    }
     for (int l = 0; hierarchical && hosts > 1 && l < local_size; l++)
         cross_fabrics[l] = thread_fabric_create(hosts);
     for (int r = 0; r < nranks; r++) {
@@ -372,6 +385,34 @@ START_TEST(shared_memory_algorithms_back_to_back_share_the_segment_safely)
 }
 END_TEST
 
+/* Single-copy broadcast and allgather: where the host refuses cross-memory copies they stage
+ * through the segment instead; where a copy fails on one rank, every rank's call fails. */
+START_TEST(single_copy_falls_back_or_fails_on_every_rank)
+{
+    int nranks = _i;
+    struct node_segment *probe = node_segments_create_local(1, TEST_CHUNK_BYTES);
+    bool available = probe->single_copy;
+    node_segments_destroy_local(probe);
+    const chorus_collective kinds[] = {CHORUS_BROADCAST, CHORUS_ALLGATHER};
+    const int algorithms[] = {BROADCAST_SINGLE_COPY, ALLGATHER_SINGLE_COPY};
+    for (int k = 0; k < 2; k++) {
+        struct rank_job job = {.collective = kinds[k],
+                               .algorithm = algorithms[k],
+                               .count = 70001,
+                               .seed = 31,
+                               .single_copy = SINGLE_COPY_REFUSED};
+        assert_case_passes(job, nranks);
+        if (!available || nranks < 2)
+            continue;
+        job.single_copy = SINGLE_COPY_BROKEN;
+        job.expected = CHORUS_ERR_INTERNAL;
+        assert_case_passes(job, nranks);
+    }
+    if (!available)
+        printf("single_copy: cross-memory copies refused here; only the fallback was tested\n");
+}
+END_TEST
+
 START_TEST(broadcast_every_algorithm_root_and_size)
 {
     int nranks = _i;
@@ -440,7 +481,13 @@ START_TEST(selection_is_deterministic_and_covers_every_size)
     /* One host: everything through the shared segment. */
     ck_assert_int_eq(algorithm_select(CHORUS_ALLREDUCE, -1, 1 << 20, 4, 4), ALLREDUCE_HIERARCHICAL);
     ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, -1, 1 << 20, 4, 4), BROADCAST_SHARED_MEMORY);
-    ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, -1, 1 << 20, 2, 2), BROADCAST_BINOMIAL);
+    ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, -1, 1 << 20, 2, 2), BROADCAST_SINGLE_COPY);
+    ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, -1, 1 << 10, 2, 2), BROADCAST_BINOMIAL);
+    ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, -1, 1 << 20, 2, 2), ALLGATHER_SINGLE_COPY);
+    ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, -1, 1 << 10, 2, 2),
+                     ALLGATHER_SHARED_MEMORY);
+    ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, BROADCAST_SINGLE_COPY, 1 << 20, 4, 2),
+                     BROADCAST_PIPELINED_CHAIN);
     ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, -1, 1 << 20, 4, 4), ALLGATHER_SHARED_MEMORY);
     ck_assert_int_eq(algorithm_find(CHORUS_ALLREDUCE, "ring"), ALLREDUCE_RING);
     ck_assert_int_eq(algorithm_find(CHORUS_ALLREDUCE, "no_such"), -1);
@@ -463,6 +510,7 @@ int main(void)
     tcase_set_timeout(others, 300);
     tcase_add_loop_test(others, broadcast_every_algorithm_root_and_size, 1, 6);
     tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
+    tcase_add_loop_test(others, single_copy_falls_back_or_fails_on_every_rank, 1, 6);
     tcase_add_test(others, selection_is_deterministic_and_covers_every_size);
     suite_add_tcase(suite, others);
     return run_suite(suite);
