@@ -6,11 +6,15 @@
  *
  *   chorus-bench [-c allreduce|broadcast|allgather] [-b 8] [-e 256M] [-f 2] [-n iters]
  *                [-w warmup] [-d float32|...] [--csv FILE]
- *   chorus-bench --cycle N      (the cost of a step of N tiny allreduces: negotiation)
- *   chorus-bench --workload resnet50|bert|FILE [--steps N]
+ *   chorus-bench --cycle N [-c broadcast]
+ *                               (the cost of a step of N tiny allreduces, or broadcasts:
+ *                                negotiation)
+ *   chorus-bench --workload resnet50|bert|FILE [--steps N] [-c broadcast]
  *                               (a training step: every gradient of a real model, submitted in
  *                                reverse order, against MPI per tensor and MPI on one packed
- *                                buffer; last line: summary: workload=... chorus_ms=...)
+ *                                buffer; last line: summary: workload=... chorus_ms=...; with
+ *                                -c broadcast every tensor is broadcast from rank 0 instead,
+ *                                as broadcast_parameters does)
  *
  * busbw factors: allreduce 2(n-1)/n, allgather (n-1)/n, broadcast 1. The last line is
  *   summary: <collective> np=<n> min_ratio=<x> ratio_at_64MiB=<z> latency_8B_us=<l>
@@ -243,8 +247,9 @@ static int compare_doubles(const void *a, const void *b)
 }
 
 /* The negotiation cost of a training step: N tiny tensors submitted at once, then waited for.
- * They fuse into one small allreduce, so the step time is mostly negotiation. */
-static void cycle_benchmark(int tensors)
+ * They fuse into one small allreduce (or broadcast from rank 0), so the step time is mostly
+ * negotiation. */
+static void cycle_benchmark(int tensors, chorus_collective collective)
 {
     enum { STEPS = 200, WARMUP = 20 };
     float *values = calloc((size_t)tensors, sizeof *values);
@@ -259,8 +264,11 @@ static void cycle_benchmark(int tensors)
         for (int t = tensors - 1; t >= 0; t--) {
             chorus_tensor tensor = {.data = &values[t], .dtype = CHORUS_FLOAT32, .ndims = 1,
                                     .shape = {1}};
-            if (chorus_allreduce_async(names[t], &tensor, NULL, CHORUS_SUM, &handles[t]) !=
-                CHORUS_OK) {
+            chorus_status submitted =
+                collective == CHORUS_BROADCAST
+                    ? chorus_broadcast_async(names[t], &tensor, 0, &handles[t])
+                    : chorus_allreduce_async(names[t], &tensor, NULL, CHORUS_SUM, &handles[t]);
+            if (submitted != CHORUS_OK) {
                 fprintf(stderr, "rank %d: %s\n", rank, chorus_last_error());
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
@@ -276,9 +284,9 @@ static void cycle_benchmark(int tensors)
     }
     qsort(times, STEPS, sizeof *times, compare_doubles);
     if (rank == 0)
-        printf("cycle: np=%d tensors=%d median_step_us=%.1f p10_us=%.1f p90_us=%.1f\n", size,
-               tensors, times[STEPS / 2] * 1e6, times[STEPS / 10] * 1e6,
-               times[STEPS * 9 / 10] * 1e6);
+        printf("cycle: np=%d tensors=%d%s median_step_us=%.1f p10_us=%.1f p90_us=%.1f\n", size,
+               tensors, collective == CHORUS_BROADCAST ? " broadcast" : "",
+               times[STEPS / 2] * 1e6, times[STEPS / 10] * 1e6, times[STEPS * 9 / 10] * 1e6);
     free(values);
     free(handles);
     free(names);
@@ -357,6 +365,10 @@ static double median(double *values, int count)
     return values[count / 2];
 }
 
+/* What a workload step does with every tensor: allreduce it (a training step's gradients) or
+ * broadcast it from rank 0 (broadcast_parameters at start-up or after restoring a checkpoint). */
+static chorus_collective workload_collective = CHORUS_ALLREDUCE;
+
 /* One step through chorus: every gradient submitted in reverse order (as backward produces
  * them), then all waited for. */
 static double chorus_step(struct gradient *gradients, size_t count, chorus_handle **handles)
@@ -366,8 +378,12 @@ static double chorus_step(struct gradient *gradients, size_t count, chorus_handl
     for (size_t i = count; i-- > 0;) {
         chorus_tensor tensor = {.data = gradients[i].data, .dtype = CHORUS_FLOAT32, .ndims = 1,
                                 .shape = {(int64_t)gradients[i].count}};
-        if (chorus_allreduce_async(gradients[i].name, &tensor, NULL, CHORUS_AVERAGE,
-                                   &handles[i]) != CHORUS_OK) {
+        chorus_status submitted =
+            workload_collective == CHORUS_BROADCAST
+                ? chorus_broadcast_async(gradients[i].name, &tensor, 0, &handles[i])
+                : chorus_allreduce_async(gradients[i].name, &tensor, NULL, CHORUS_AVERAGE,
+                                         &handles[i]);
+        if (submitted != CHORUS_OK) {
             fprintf(stderr, "rank %d: %s\n", rank, chorus_last_error());
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
@@ -388,9 +404,13 @@ static double mpi_per_tensor_step(struct gradient *gradients, size_t count)
 {
     MPI_Barrier(MPI_COMM_WORLD);
     double start = now();
-    for (size_t i = count; i-- > 0;)
-        MPI_Allreduce(MPI_IN_PLACE, gradients[i].data, (int)gradients[i].count, MPI_FLOAT, MPI_SUM,
-                      MPI_COMM_WORLD);
+    for (size_t i = count; i-- > 0;) {
+        if (workload_collective == CHORUS_BROADCAST)
+            MPI_Bcast(gradients[i].data, (int)gradients[i].count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        else
+            MPI_Allreduce(MPI_IN_PLACE, gradients[i].data, (int)gradients[i].count, MPI_FLOAT,
+                          MPI_SUM, MPI_COMM_WORLD);
+    }
     double elapsed = now() - start, slowest = 0;
     MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return slowest;
@@ -400,7 +420,10 @@ static double mpi_fused_step(float *packed, size_t total)
 {
     MPI_Barrier(MPI_COMM_WORLD);
     double start = now();
-    MPI_Allreduce(MPI_IN_PLACE, packed, (int)total, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (workload_collective == CHORUS_BROADCAST)
+        MPI_Bcast(packed, (int)total, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    else
+        MPI_Allreduce(MPI_IN_PLACE, packed, (int)total, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     double elapsed = now() - start, slowest = 0;
     MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return slowest;
@@ -435,6 +458,14 @@ static void restart_chorus(const char *parameters)
     }
 }
 
+/* "<collective><what>", for a table label. */
+static const char *format_label(const char *collective, const char *what)
+{
+    static char label[64];
+    snprintf(label, sizeof label, "%s%s", collective, what);
+    return label;
+}
+
 static void workload_benchmark(const char *workload, int steps)
 {
     size_t count = 0, total = 0;
@@ -455,15 +486,18 @@ static void workload_benchmark(const char *workload, int steps)
         printf("# %d ranks, median of %d steps after 3 warm-up steps; memory copy bandwidth "
                "%.2f GB/s\n", size, steps, bandwidth);
         printf("%-34s %10s %8s\n", "#", "step (ms)", "vs MPI");
+        const char *mpi = workload_collective == CHORUS_BROADCAST ? "MPI_Bcast" : "MPI_Allreduce";
         printf("%-34s %10.2f %8.2f\n", "chorus, default fusion", fused, fused / per_tensor);
         printf("%-34s %10.2f %8.2f\n", "chorus, fusion off", unfused, unfused / per_tensor);
-        printf("%-34s %10.2f %8.2f\n", "MPI_Allreduce per tensor", per_tensor, 1.0);
-        printf("%-34s %10.2f %8.2f\n", "MPI_Allreduce, one packed buffer", ideal,
+        printf("%-34s %10.2f %8.2f\n", format_label(mpi, " per tensor"), per_tensor, 1.0);
+        printf("%-34s %10.2f %8.2f\n", format_label(mpi, ", one packed buffer"), ideal,
                ideal / per_tensor);
         printf("%-34s %10.2f %8.2f\n", "floor: bytes / copy bandwidth", floor_ms,
                floor_ms / per_tensor);
-        printf("summary: workload=%s np=%d chorus_ms=%.2f mpi_per_tensor_ms=%.2f "
-               "mpi_fused_ideal_ms=%.2f\n", workload, size, fused, per_tensor, ideal);
+        printf("summary: workload=%s%s np=%d chorus_ms=%.2f mpi_per_tensor_ms=%.2f "
+               "mpi_fused_ideal_ms=%.2f\n", workload,
+               workload_collective == CHORUS_BROADCAST ? " broadcast" : "", size, fused,
+               per_tensor, ideal);
     }
     for (size_t i = 0; i < count; i++)
         free(gradients[i].data);
@@ -536,10 +570,12 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (o.workload != NULL || o.cycle_tensors > 0) {
-        if (o.workload != NULL)
+        if (o.workload != NULL) {
+            workload_collective = o.collective;
             workload_benchmark(o.workload, o.steps > 0 ? o.steps : 20);
+        }
         else
-            cycle_benchmark(o.cycle_tensors);
+            cycle_benchmark(o.cycle_tensors, o.collective);
         chorus_shutdown();
         MPI_Finalize();
         return 0;

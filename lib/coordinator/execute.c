@@ -433,38 +433,10 @@ static chorus_status execute_gpu_allreduce(struct executor *executor,
     return status;
 }
 
-static chorus_status execute_broadcast(struct executor *executor,
-                                       const struct wire_response *response,
-                                       struct request *request, char *error, size_t error_size)
+/* Broadcasts `bytes` of host memory from `root` with the algorithm the selection picks. */
+static chorus_status run_broadcast(struct executor *executor, void *buffer, size_t bytes, int root,
+                                   char *error, size_t error_size)
 {
-    size_t bytes = response_bytes(response);
-    int root = response->request.root;
-    bool gpu = response->request.device != DEVICE_HOST;
-    void *buffer;
-    if (request != NULL) {
-        buffer = request->output;
-        if (executor->rank == root && request->output != request->input && bytes != 0) {
-            chorus_status copied = CHORUS_OK;
-            if (gpu)
-                copied = gpu_copy(request->output, request->input, bytes);
-            else
-                memcpy(request->output, request->input, bytes);
-            if (copied != CHORUS_OK) {
-                snprintf(error, error_size, "copying the root's input to its output failed");
-                return copied;
-            }
-        }
-    } else {
-        buffer = stand_in_buffer(executor, bytes);
-        if (buffer == NULL)
-            return CHORUS_ERR_OUT_OF_MEMORY;
-    }
-    if (gpu) {
-        chorus_status status = ensure_gpu(executor, response->request.device, error, error_size);
-        if (status != CHORUS_OK)
-            return status;
-        return gpu_broadcast(executor->gpu, buffer, bytes, root, error, error_size);
-    }
     struct node_segment *node = NULL;
     chorus_status status = CHORUS_OK;
     const struct algorithm *algorithm =
@@ -481,6 +453,146 @@ static chorus_status execute_broadcast(struct executor *executor,
                              algorithm->run.broadcast(&args), error, error_size);
 }
 
+/* The root's input must also be its output. */
+static chorus_status root_output(struct request *request, size_t bytes, bool gpu, char *error,
+                                 size_t error_size)
+{
+    if (request == NULL || request->output == request->input || bytes == 0)
+        return CHORUS_OK;
+    if (!gpu) {
+        memcpy(request->output, request->input, bytes);
+        return CHORUS_OK;
+    }
+    chorus_status copied = gpu_copy(request->output, request->input, bytes);
+    if (copied != CHORUS_OK)
+        snprintf(error, error_size, "copying the root's input to its output failed");
+    return copied;
+}
+
+/* A broadcast of one tensor, host or GPU, in its output buffer. */
+static chorus_status execute_broadcast(struct executor *executor,
+                                       const struct wire_response *response,
+                                       struct request *request, char *error, size_t error_size)
+{
+    size_t bytes = response_bytes(response);
+    int root = response->request.root;
+    bool gpu = response->request.device != DEVICE_HOST;
+    chorus_status status = CHORUS_OK;
+    if (executor->rank == root)
+        status = root_output(request, bytes, gpu, error, error_size);
+    void *buffer = request != NULL ? request->output : stand_in_buffer(executor, bytes);
+    if (status != CHORUS_OK)
+        return status;
+    if (buffer == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    if (gpu) {
+        status = ensure_gpu(executor, response->request.device, error, error_size);
+        if (status != CHORUS_OK)
+            return status;
+        return gpu_broadcast(executor->gpu, buffer, bytes, root, error, error_size);
+    }
+    return run_broadcast(executor, buffer, bytes, root, error, error_size);
+}
+
+/* Broadcasts of host tensors from one root: the root packs them into the fusion buffer, one
+ * broadcast moves it, the others unpack it. A joined rank's missing tensors take no part in
+ * the copies. */
+static chorus_status execute_broadcast_batch(struct executor *executor,
+                                             const struct wire_response *responses,
+                                             const size_t *members, size_t member_count,
+                                             struct request **requests, char *error,
+                                             size_t error_size)
+{
+    int root = responses[members[0]].request.root;
+    bool is_root = executor->rank == root;
+    size_t total = 0;
+    for (size_t m = 0; m < member_count; m++)
+        total += response_bytes(&responses[members[m]]);
+    unsigned char *fused = scratch_reserve(&executor->fusion, total + 1);
+    if (fused == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    size_t offset = 0;
+    for (size_t m = 0; is_root && m < member_count; m++) {
+        size_t bytes = response_bytes(&responses[members[m]]);
+        if (requests[m] != NULL && bytes != 0) {
+            memcpy(fused + offset, requests[m]->input, bytes);
+            root_output(requests[m], bytes, false, error, error_size);
+        }
+        offset += bytes;
+    }
+    chorus_status status = run_broadcast(executor, fused, total, root, error, error_size);
+    offset = 0;
+    for (size_t m = 0; status == CHORUS_OK && !is_root && m < member_count; m++) {
+        size_t bytes = response_bytes(&responses[members[m]]);
+        if (requests[m] != NULL && bytes != 0)
+            memcpy(requests[m]->output, fused + offset, bytes);
+        offset += bytes;
+    }
+    return status;
+}
+
+/* Allgathers blocks of host memory (rank r's `block_bytes[r]` land at recv + offsets[r]) with
+ * the algorithm the selection picks for `total` bytes. */
+static chorus_status run_allgather(struct executor *executor, const void *send, void *recv,
+                                   const size_t *block_bytes, const size_t *offsets, size_t total,
+                                   char *error, size_t error_size)
+{
+    struct node_segment *node = NULL;
+    chorus_status status = CHORUS_OK;
+    const struct algorithm *algorithm =
+        prepare_algorithm(executor, CHORUS_ALLGATHER, total, &node, &status, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    struct allgather_args args = {.transport = &executor->transport,
+                                  .scratch = &executor->scratch,
+                                  .node = node,
+                                  .send = send,
+                                  .recv = recv,
+                                  .block_bytes = block_bytes,
+                                  .offsets = offsets};
+    return algorithm_outcome(executor, CHORUS_ALLGATHER, algorithm, total,
+                             algorithm->run.allgather(&args), error, error_size);
+}
+
+/* An allgather's output for its request: a buffer of `bytes` from the output pool (host) or
+ * the device; *capacity is what the pool gave. */
+static void *gathered_buffer(const struct wire_request *shape, const struct request *request,
+                             size_t bytes, size_t *capacity)
+{
+    *capacity = bytes;
+    return shape->device != DEVICE_HOST ? gpu_malloc(bytes, request->desc.device)
+                                        : output_pool_take(bytes, capacity);
+}
+
+/* Hands the gathered tensor (all ranks' rows, `output`) to the request's handle, which owns it
+ * from now on. */
+static void deliver_gathered(const struct wire_response *response, struct request *request,
+                             void *output, size_t capacity)
+{
+    const struct wire_request *shape = &response->request;
+    bool gpu = shape->device != DEVICE_HOST;
+    int64_t rows = 0;
+    for (uint32_t r = 0; r < response->first_dim_count; r++)
+        rows += response->first_dims[r];
+    chorus_tensor gathered = {.data = output,
+                              .dtype = (chorus_dtype)shape->dtype,
+                              .ndims = shape->ndims,
+                              .memory = gpu ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
+                              .device = gpu ? shape->device : 0};
+    memcpy(gathered.shape, shape->shape, sizeof gathered.shape);
+    gathered.shape[0] = rows;
+    handle_set_output(request->handle, &gathered, true, capacity);
+}
+
+static void release_gathered(const struct wire_request *shape, void *output, size_t capacity)
+{
+    if (shape->device != DEVICE_HOST)
+        gpu_free(output);
+    else
+        output_pool_give(output, capacity);
+}
+
+/* An allgather of one tensor, host or GPU, straight into its output. */
 static chorus_status execute_allgather(struct executor *executor,
                                        const struct wire_response *response,
                                        struct request *request, char *error, size_t error_size)
@@ -488,34 +600,26 @@ static chorus_status execute_allgather(struct executor *executor,
     int p = executor->nranks;
     const struct wire_request *shape = &response->request;
     bool gpu = shape->device != DEVICE_HOST;
-    size_t row_bytes = chorus_dtype_size((chorus_dtype)shape->dtype);
-    for (size_t i = 1; i < shape->ndims; i++)
-        row_bytes *= (size_t)shape->shape[i];
+    size_t row_bytes = allgather_row_bytes(shape);
     size_t *block_bytes = calloc((size_t)p, sizeof *block_bytes);
     size_t *offsets = calloc((size_t)p, sizeof *offsets);
     chorus_status status = CHORUS_OK;
     void *output = NULL;
-    if (block_bytes == NULL || offsets == NULL || response->first_dim_count != (uint32_t)p) {
-        status = response->first_dim_count != (uint32_t)p ? CHORUS_ERR_PROTOCOL
-                                                          : CHORUS_ERR_OUT_OF_MEMORY;
-        snprintf(error, error_size, "allgather \"%s\": bad response", shape->name);
+    size_t total = 0, capacity = 0;
+    if (block_bytes == NULL || offsets == NULL) {
+        status = CHORUS_ERR_OUT_OF_MEMORY;
         goto out;
     }
-    int64_t total_rows = 0;
-    size_t total_bytes = 0;
     for (int r = 0; r < p; r++) {
         block_bytes[r] = (size_t)response->first_dims[r] * row_bytes;
-        offsets[r] = total_bytes;
-        total_bytes += block_bytes[r];
-        total_rows += response->first_dims[r];
+        offsets[r] = total;
+        total += block_bytes[r];
     }
-    size_t capacity = total_bytes;
-    output = gpu               ? gpu_malloc(total_bytes, request->desc.device)
-             : request != NULL ? output_pool_take(total_bytes, &capacity)
-                               : stand_in_buffer(executor, total_bytes);
+    output = request != NULL ? gathered_buffer(shape, request, total, &capacity)
+                             : stand_in_buffer(executor, total);
     if (output == NULL) {
         snprintf(error, error_size, "allgather \"%s\": cannot allocate %zu bytes of output",
-                 shape->name, total_bytes);
+                 shape->name, total);
         status = CHORUS_ERR_OUT_OF_MEMORY;
         goto out;
     }
@@ -526,41 +630,108 @@ static chorus_status execute_allgather(struct executor *executor,
             status =
                 gpu_allgather(executor->gpu, send, output, block_bytes, offsets, error, error_size);
     } else {
-        struct node_segment *node = NULL;
-        const struct algorithm *algorithm = prepare_algorithm(
-            executor, CHORUS_ALLGATHER, total_bytes, &node, &status, error, error_size);
-        if (status != CHORUS_OK)
-            goto out;
-        struct allgather_args args = {.transport = &executor->transport,
-                                      .scratch = &executor->scratch,
-                                      .node = node,
-                                      .send = send,
-                                      .recv = output,
-                                      .block_bytes = block_bytes,
-                                      .offsets = offsets};
-        status = algorithm_outcome(executor, CHORUS_ALLGATHER, algorithm, total_bytes,
-                                   algorithm->run.allgather(&args), error, error_size);
+        status = run_allgather(executor, send, output, block_bytes, offsets, total, error,
+                               error_size);
     }
     if (status == CHORUS_OK && request != NULL) {
-        chorus_tensor gathered = {.data = output,
-                                  .dtype = (chorus_dtype)shape->dtype,
-                                  .ndims = shape->ndims,
-                                  .memory = gpu ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
-                                  .device = gpu ? shape->device : 0};
-        memcpy(gathered.shape, shape->shape, sizeof gathered.shape);
-        gathered.shape[0] = total_rows;
-        handle_set_output(request->handle, &gathered, true, capacity);
+        deliver_gathered(response, request, output, capacity);
         output = NULL;
     }
 out:
-    if (output != NULL && request != NULL) {
-        if (gpu)
-            gpu_free(output);
-        else
-            output_pool_give(output, capacity);
-    }
+    if (output != NULL && request != NULL)
+        release_gathered(shape, output, capacity);
     free(block_bytes);
     free(offsets);
+    return status;
+}
+
+/* Allgathers of host tensors together: each rank's contribution is its blocks of every member
+ * in a row, packed into the fusion buffer after the room for the gathered result; one allgather
+ * moves the contributions; each member's rows are then copied out of every rank's contribution
+ * into the member's output. */
+static chorus_status execute_allgather_batch(struct executor *executor,
+                                             const struct wire_response *responses,
+                                             const size_t *members, size_t member_count,
+                                             struct request **requests, char *error,
+                                             size_t error_size)
+{
+    int p = executor->nranks, me = executor->rank;
+    size_t *block_bytes = calloc((size_t)p, sizeof *block_bytes);
+    size_t *offsets = calloc((size_t)p, sizeof *offsets);
+    void **outputs = calloc(member_count, sizeof *outputs);
+    size_t *capacities = calloc(member_count, sizeof *capacities);
+    chorus_status status = CHORUS_OK;
+    if (block_bytes == NULL || offsets == NULL || outputs == NULL || capacities == NULL) {
+        status = CHORUS_ERR_OUT_OF_MEMORY;
+        goto out;
+    }
+    size_t total = 0;
+    for (int r = 0; r < p; r++) {
+        for (size_t m = 0; m < member_count; m++) {
+            const struct wire_response *response = &responses[members[m]];
+            block_bytes[r] +=
+                (size_t)response->first_dims[r] * allgather_row_bytes(&response->request);
+        }
+        offsets[r] = total;
+        total += block_bytes[r];
+    }
+    unsigned char *gathered = scratch_reserve(&executor->fusion, total + block_bytes[me] + 1);
+    if (gathered == NULL) {
+        status = CHORUS_ERR_OUT_OF_MEMORY;
+        goto out;
+    }
+    unsigned char *send = gathered + total;
+    size_t packed = 0;
+    for (size_t m = 0; m < member_count; m++) {
+        const struct wire_response *response = &responses[members[m]];
+        size_t bytes = (size_t)response->first_dims[me] * allgather_row_bytes(&response->request);
+        if (requests[m] != NULL && bytes != 0)
+            memcpy(send + packed, requests[m]->input, bytes);
+        packed += bytes;
+    }
+    status = run_allgather(executor, send, gathered, block_bytes, offsets, total, error,
+                           error_size);
+    /* Member m's rows from rank r follow the rows of members before m in r's contribution. */
+    size_t *within = calloc((size_t)p, sizeof *within);
+    if (status == CHORUS_OK && within == NULL)
+        status = CHORUS_ERR_OUT_OF_MEMORY;
+    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
+        const struct wire_response *response = &responses[members[m]];
+        size_t row_bytes = allgather_row_bytes(&response->request);
+        size_t bytes = batch_member_bytes(response), written = 0;
+        unsigned char *output =
+            requests[m] != NULL ? gathered_buffer(&response->request, requests[m], bytes,
+                                                  &capacities[m])
+                                : NULL;
+        if (requests[m] != NULL && output == NULL) {
+            snprintf(error, error_size, "allgather \"%s\": cannot allocate %zu bytes of output",
+                     response->request.name, bytes);
+            status = CHORUS_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        outputs[m] = output;
+        for (int r = 0; r < p; r++) {
+            size_t block = (size_t)response->first_dims[r] * row_bytes;
+            if (output != NULL && block != 0)
+                memcpy(output + written, gathered + offsets[r] + within[r], block);
+            written += block;
+            within[r] += block;
+        }
+    }
+    free(within);
+    for (size_t m = 0; m < member_count; m++) {
+        if (outputs[m] == NULL)
+            continue;
+        if (status == CHORUS_OK)
+            deliver_gathered(&responses[members[m]], requests[m], outputs[m], capacities[m]);
+        else
+            release_gathered(&responses[members[m]].request, outputs[m], capacities[m]);
+    }
+out:
+    free(block_bytes);
+    free(offsets);
+    free(outputs);
+    free(capacities);
     return status;
 }
 
@@ -571,6 +742,12 @@ static chorus_status execute_batch(struct executor *executor, const struct wire_
 {
     const struct wire_response *first = &responses[members[0]];
     bool gpu = first->request.device != DEVICE_HOST;
+    for (size_t m = 0; first->request.collective == CHORUS_ALLGATHER && m < member_count; m++)
+        if (responses[members[m]].first_dim_count != (uint32_t)executor->nranks) {
+            snprintf(detail, detail_size, "allgather \"%s\": bad response",
+                     responses[members[m]].request.name);
+            return CHORUS_ERR_PROTOCOL;
+        }
     /* A joined rank's stand-in buffers are host memory. */
     for (size_t m = 0; gpu && m < member_count; m++)
         if (requests[m] == NULL) {
@@ -584,9 +761,17 @@ static chorus_status execute_batch(struct executor *executor, const struct wire_
                    : execute_allreduce_batch(executor, responses, members, member_count, requests,
                                              detail, detail_size);
     case CHORUS_BROADCAST:
-        return execute_broadcast(executor, first, requests[0], detail, detail_size);
+        return member_count > 1 ? execute_broadcast_batch(executor, responses, members,
+                                                          member_count, requests, detail,
+                                                          detail_size)
+                                : execute_broadcast(executor, first, requests[0], detail,
+                                                    detail_size);
     case CHORUS_ALLGATHER:
-        return execute_allgather(executor, first, requests[0], detail, detail_size);
+        return member_count > 1 ? execute_allgather_batch(executor, responses, members,
+                                                          member_count, requests, detail,
+                                                          detail_size)
+                                : execute_allgather(executor, first, requests[0], detail,
+                                                    detail_size);
     }
     return CHORUS_OK; /* the wire decoder admits no other collective */
 }
@@ -639,18 +824,24 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                           responses[members[m]].agreed_at, started, NULL);
         chorus_status outcome = execute_batch(executor, responses, members, batch->count, requests,
                                               detail, sizeof detail);
+        /* Fused allreduces write their own spans, with their copies. */
         if (executor->timeline != NULL &&
             (batch->count == 1 || first->request.collective != CHORUS_ALLREDUCE)) {
-            char arguments[256];
-            snprintf(arguments, sizeof arguments,
-                     "\"algorithm\": \"%s\", \"bytes\": %zu, \"status\": \"%s\"",
-                     gpu                        ? "nccl"
-                     : executor->last_algorithm ? executor->last_algorithm
-                                                : "?",
-                     response_bytes(first), chorus_status_name(outcome));
-            timeline_span(executor->timeline, first->request.name,
-                          chorus_collective_name(first->request.collective), started,
-                          monotonic_seconds(), arguments);
+            double ended = monotonic_seconds();
+            for (size_t m = 0; m < batch->count; m++) {
+                const struct wire_response *member = &responses[members[m]];
+                char arguments[256];
+                snprintf(arguments, sizeof arguments,
+                         "\"algorithm\": \"%s\", \"bytes\": %zu, \"status\": \"%s\"%s",
+                         gpu                        ? "nccl"
+                         : executor->last_algorithm ? executor->last_algorithm
+                                                    : "?",
+                         batch_member_bytes(member), chorus_status_name(outcome),
+                         batch->count > 1 ? ", \"fused\": true" : "");
+                timeline_span(executor->timeline, member->request.name,
+                              chorus_collective_name(member->request.collective), started, ended,
+                              arguments);
+            }
         }
         for (size_t m = 0; m < batch->count; m++) {
             if (requests[m] == NULL)

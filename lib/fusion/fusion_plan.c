@@ -2,7 +2,7 @@
  * fusion_plan.c — see fusion_plan.h. Example, threshold 1 KiB, responses
  *   0: a f32 400 B, 1: b i32 100 B, 2: c f32 400 B, 3: d f32 400 B, 4: e broadcast
  * gives batches {a, c} (800 B; d would pass 1 KiB), {b}, {d}, {e}, executed in the order of
- * their first members: {a, c}, {b}, {d}, {e}.
+ * their first members: {a, c}, {b}, {d}, {e}. A second broadcast from e's root would join e.
  */
 #include "fusion_plan.h"
 
@@ -23,10 +23,14 @@ size_t response_bytes(const struct wire_response *response)
            chorus_dtype_size((chorus_dtype)response->request.dtype);
 }
 
+/* Allreduces fuse in host memory or in the GPU's fusion buffer; broadcasts and allgathers of
+ * host tensors fuse through the host fusion buffer (on a GPU each is one NCCL call anyway). */
 static bool fusible(const struct wire_response *response)
 {
-    return response->type == RESPONSE_EXECUTE &&
-           response->request.collective == CHORUS_ALLREDUCE;
+    if (response->type != RESPONSE_EXECUTE)
+        return false;
+    return response->request.collective == CHORUS_ALLREDUCE ||
+           response->request.device == DEVICE_HOST;
 }
 
 /* Host tensors fuse in host memory, GPU tensors in the device's fusion buffer; every rank puts
@@ -36,13 +40,43 @@ static bool same_memory(const struct wire_response *a, const struct wire_respons
     return (a->request.device == DEVICE_HOST) == (b->request.device == DEVICE_HOST);
 }
 
-static bool same_reduction(const struct wire_response *a, const struct wire_response *b)
+/* Whether two fusible responses can share a batch: allreduces with the same reduction,
+ * broadcasts from the same root, allgathers (of any dtypes and shapes). */
+static bool same_batch(const struct wire_response *a, const struct wire_response *b)
 {
-    return same_memory(a, b) && a->request.dtype == b->request.dtype &&
-           a->request.op == b->request.op &&
-           a->request.prescale == b->request.prescale &&
-           a->request.postscale == b->request.postscale &&
-           a->request.compression == b->request.compression && a->contributors == b->contributors;
+    if (a->request.collective != b->request.collective || !same_memory(a, b))
+        return false;
+    switch ((chorus_collective)a->request.collective) {
+    case CHORUS_ALLREDUCE:
+        return a->request.dtype == b->request.dtype && a->request.op == b->request.op &&
+               a->request.prescale == b->request.prescale &&
+               a->request.postscale == b->request.postscale &&
+               a->request.compression == b->request.compression &&
+               a->contributors == b->contributors;
+    case CHORUS_BROADCAST:
+        return a->request.root == b->request.root;
+    case CHORUS_ALLGATHER:
+        return true;
+    }
+    return false;
+}
+
+size_t allgather_row_bytes(const struct wire_request *request)
+{
+    size_t row_bytes = chorus_dtype_size((chorus_dtype)request->dtype);
+    for (size_t i = 1; i < request->ndims; i++)
+        row_bytes *= (size_t)request->shape[i];
+    return row_bytes;
+}
+
+size_t batch_member_bytes(const struct wire_response *response)
+{
+    if (response->request.collective != CHORUS_ALLGATHER)
+        return response_bytes(response);
+    int64_t rows = 0;
+    for (uint32_t r = 0; r < response->first_dim_count; r++)
+        rows += response->first_dims[r];
+    return (size_t)rows * allgather_row_bytes(&response->request);
 }
 
 bool fusion_plan_build(const struct wire_response *responses, size_t count, size_t threshold,
@@ -62,15 +96,15 @@ bool fusion_plan_build(const struct wire_response *responses, size_t count, size
     }
     size_t batches = 0;
     for (size_t i = 0; i < count; i++) {
-        size_t bytes = response_bytes(&responses[i]);
+        size_t bytes = batch_member_bytes(&responses[i]);
         size_t chosen = batches;
         if (fusible(&responses[i]) && bytes <= largest_fused) {
             size_t oldest = batches > FUSION_LOOKAHEAD ? batches - FUSION_LOOKAHEAD : 0;
             for (size_t b = oldest; b < batches && chosen == batches; b++) {
                 const struct wire_response *first = &responses[leader[b]];
-                if (fusible(first) && same_reduction(first, &responses[i]) &&
+                if (fusible(first) && same_batch(first, &responses[i]) &&
                     plan->batches[b].bytes + bytes <= threshold &&
-                    response_bytes(first) <= largest_fused)
+                    batch_member_bytes(first) <= largest_fused)
                     chosen = b;
             }
         }

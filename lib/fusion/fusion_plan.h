@@ -24,11 +24,12 @@ struct fusion_plan {
     size_t batch_count;
 };
 
-/* Groups `responses` into batches in the order every rank executes them. Allreduces in the same
- * kind of memory (host or GPU) with the same dtype, op, scale factors, compression and
- * contributors share a batch while its bytes stay within `threshold`; everything else, and a
- * tensor larger than `tensor_limit` (copying it in and out of the fusion buffer costs more than
- * the latency fusion saves), is a batch of its own. A threshold of 0 turns fusion off. Returns false when out of memory. */
+/* Groups `responses` into batches in the order every rank executes them, while a batch's bytes
+ * stay within `threshold`: allreduces in the same kind of memory (host or GPU) with the same
+ * dtype, op, scale factors, compression and contributors; broadcasts of host tensors from the
+ * same root; allgathers of host tensors. Everything else, and a tensor larger than
+ * `tensor_limit` (copying it in and out of the fusion buffer costs more than the latency fusion
+ * saves), is a batch of its own. A threshold of 0 turns fusion off. Returns false when out of memory. */
 bool fusion_plan_build(const struct wire_response *responses, size_t count, size_t threshold,
                        size_t tensor_limit, struct fusion_plan *plan);
 void fusion_plan_free(struct fusion_plan *plan);
@@ -37,5 +38,9 @@ void fusion_plan_free(struct fusion_plan *plan);
 size_t request_elements(const struct wire_request *request);
 /* Bytes of the tensor a response describes. */
 size_t response_bytes(const struct wire_response *response);
+/* Bytes an allgather's row (everything but the first dimension) takes. */
+size_t allgather_row_bytes(const struct wire_request *request);
+/* Bytes a response adds to a batch: an allgather's whole gathered tensor, else its tensor. */
+size_t batch_member_bytes(const struct wire_response *response);
 
 #endif

@@ -2,8 +2,9 @@
  * mpi_collectives.c — every collective through the public API under mpirun: allreduce of every
  * dtype and op on odd counts (in place and out of place, with and without scale factors),
  * broadcast from every root, allgather with uneven first dimensions (some ranks 0 rows), and
- * grouped allreduce. Operations are submitted asynchronously in bulk, so they are negotiated
- * together and fused, then checked against the reference every rank computes.
+ * grouped allreduce. Allreduces, and a second set of broadcasts and allgathers, are submitted
+ * asynchronously in bulk, so they are negotiated together and fused, then checked against the
+ * reference every rank computes.
  * The algorithm is whatever CHORUS_*_ALGO selects (meson runs this once per algorithm).
  */
 #include "../common/reference.h"
@@ -160,6 +161,90 @@ static void test_allgathers(void)
     }
 }
 
+/* Broadcasts from every root and allgathers of uneven rows, all submitted before any is waited
+ * for, so that they are agreed together and fused (those within CHORUS_FUSION_TENSOR_LIMIT). */
+static void test_fused_broadcasts_and_allgathers(void)
+{
+    enum { SIZES = 5, GATHERS = 6 };
+    const size_t sizes[SIZES] = {0, 1, 7, 4097, 100003};
+    struct fused_case {
+        uint8_t *input, *output;
+        size_t bytes;
+        uint64_t seed;
+        chorus_handle *handle;
+        char name[48];
+    } *broadcasts = calloc((size_t)test_size * SIZES, sizeof *broadcasts), gathers[GATHERS];
+    for (int root = 0; root < test_size; root++)
+        for (int s = 0; s < SIZES; s++) {
+            struct fused_case *c = &broadcasts[root * SIZES + s];
+            c->bytes = sizes[s];
+            c->seed = 1500 + (uint64_t)(root * SIZES + s);
+            c->input = malloc(c->bytes + 1);
+            c->output = s % 2 == 1 ? malloc(c->bytes + 1) : c->input;
+            if (test_rank == root)
+                reference_fill_bytes(c->input, c->bytes, c->seed, root);
+            else
+                memset(c->input, 0x5a, c->bytes);
+            snprintf(c->name, sizeof c->name, "fbc.%d.%d", root, s);
+            chorus_op_args args = CHORUS_OP_ARGS_INIT;
+            args.collective = CHORUS_BROADCAST;
+            args.name = c->name;
+            args.input = (chorus_tensor){.data = c->input, .dtype = CHORUS_UINT8, .ndims = 1,
+                                         .shape = {(int64_t)c->bytes}};
+            args.output = c->output != c->input ? c->output : NULL;
+            args.root = root;
+            EXPECT_STATUS(chorus_submit(&args, &c->handle), CHORUS_OK);
+        }
+    const chorus_dtype dtypes[GATHERS] = {CHORUS_FLOAT32, CHORUS_INT8,    CHORUS_FLOAT64,
+                                          CHORUS_UINT8,   CHORUS_BFLOAT16, CHORUS_INT64};
+    for (int g = 0; g < GATHERS; g++) {
+        struct fused_case *c = &gathers[g];
+        int64_t rows = (test_rank + g) % 3, columns = g * 5 + 1;
+        c->bytes = (size_t)(rows * columns) * chorus_dtype_size(dtypes[g]);
+        c->seed = 1900 + (uint64_t)g;
+        c->input = malloc(c->bytes + 1);
+        reference_fill_bytes(c->input, c->bytes, c->seed, test_rank);
+        snprintf(c->name, sizeof c->name, "fag.%d", g);
+        chorus_tensor tensor = {.data = c->input, .dtype = dtypes[g], .ndims = 2,
+                                .shape = {rows, columns}};
+        EXPECT_STATUS(chorus_allgather_async(c->name, &tensor, &c->handle), CHORUS_OK);
+    }
+    for (int i = 0; i < test_size * SIZES; i++) {
+        struct fused_case *c = &broadcasts[i];
+        EXPECT_STATUS(chorus_wait(c->handle), CHORUS_OK);
+        long wrong = reference_check_bytes(c->output, c->bytes, c->seed, i / SIZES);
+        EXPECT(wrong < 0, "broadcast %s: byte %ld wrong", c->name, wrong);
+        chorus_handle_free(c->handle);
+        if (c->output != c->input)
+            free(c->output);
+        free(c->input);
+    }
+    for (int g = 0; g < GATHERS; g++) {
+        struct fused_case *c = &gathers[g];
+        EXPECT_STATUS(chorus_wait(c->handle), CHORUS_OK);
+        chorus_tensor gathered;
+        EXPECT_STATUS(chorus_handle_output(c->handle, &gathered), CHORUS_OK);
+        int64_t total = 0, columns = g * 5 + 1;
+        for (int r = 0; r < test_size; r++)
+            total += (r + g) % 3;
+        EXPECT(gathered.shape[0] == total && gathered.shape[1] == columns &&
+                   gathered.dtype == dtypes[g],
+               "%s: gathered [%lld,%lld] of %s", c->name, (long long)gathered.shape[0],
+               (long long)gathered.shape[1], chorus_dtype_name(gathered.dtype));
+        size_t offset = 0;
+        for (int r = 0; r < test_size && gathered.shape[0] == total; r++) {
+            size_t block = (size_t)(((r + g) % 3) * columns) * chorus_dtype_size(dtypes[g]);
+            long wrong =
+                reference_check_bytes((uint8_t *)gathered.data + offset, block, c->seed, r);
+            EXPECT(wrong < 0, "%s: rows of rank %d wrong at byte %ld", c->name, r, wrong);
+            offset += block;
+        }
+        chorus_handle_free(c->handle);
+        free(c->input);
+    }
+    free(broadcasts);
+}
+
 static void test_grouped_allreduce(void)
 {
     enum { MEMBERS = 5 };
@@ -204,6 +289,8 @@ int main(int argc, char **argv)
     test_broadcasts();
     test_step = "allgather";
     test_allgathers();
+    test_step = "fused broadcasts and allgathers";
+    test_fused_broadcasts_and_allgathers();
     test_step = "grouped allreduce";
     test_grouped_allreduce();
     test_step = "shutdown";

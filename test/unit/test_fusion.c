@@ -1,7 +1,7 @@
 /*
  * test_fusion.c — fusion planning: batches by threshold, look-ahead past other dtypes, tensors
- * larger than the threshold alone, threshold 0 = no fusion, non-allreduce responses alone, GPU
- * tensors fused apart from host tensors; the copier thread's order and waiting; the packed
+ * larger than the threshold alone, threshold 0 = no fusion, GPU tensors fused apart from host
+ * tensors, broadcasts fused by root and allgathers by gathered size; the copier thread's order and waiting; the packed
  * pipeline's segments, packing (with prescale, or converted to 16 bits) and unpacking into
  * irregular pieces, in and out of place, with and without the copier.
  */
@@ -138,6 +138,41 @@ START_TEST(gpu_tensors_fuse_with_each_other_not_with_host_tensors)
     describe(&plan, text, sizeof text);
     ck_assert_str_eq(text, "0,2|1,3|4");
     ck_assert_uint_eq(plan.batches[1].bytes, 80);
+    fusion_plan_free(&plan);
+}
+END_TEST
+
+START_TEST(broadcasts_fuse_by_root_and_allgathers_by_gathered_size)
+{
+    int64_t first_dims[2][3] = {{2, 0, 5}, {1, 1, 1}};
+    struct wire_response list[] = {
+        response(CHORUS_BROADCAST, CHORUS_UINT8, 100),  /* root 0 */
+        response(CHORUS_BROADCAST, CHORUS_FLOAT32, 10), /* root 1 */
+        response(CHORUS_BROADCAST, CHORUS_INT64, 5),    /* root 0, another dtype */
+        response(CHORUS_ALLGATHER, CHORUS_FLOAT32, 0),  /* 7 rows of 4 floats: 112 B */
+        response(CHORUS_ALLGATHER, CHORUS_INT8, 0),     /* 3 rows of 1 byte */
+        response(CHORUS_BROADCAST, CHORUS_UINT8, 7),    /* root 0, on a GPU */
+        response(CHORUS_ALLGATHER, CHORUS_FLOAT64, 0),  /* 3 rows of 16 doubles: over 256 B */
+    };
+    list[1].request.root = 1;
+    list[5].request.device = 0;
+    list[3].request.ndims = list[4].request.ndims = list[6].request.ndims = 2;
+    list[3].request.shape[1] = 4;
+    list[4].request.shape[1] = 1;
+    list[6].request.shape[1] = 16;
+    list[3].first_dim_count = 3;
+    list[3].first_dims = first_dims[0];
+    list[4].first_dim_count = list[6].first_dim_count = 3;
+    list[4].first_dims = list[6].first_dims = first_dims[1];
+    ck_assert_uint_eq(batch_member_bytes(&list[3]), 112);
+    ck_assert_uint_eq(batch_member_bytes(&list[6]), 384);
+    struct fusion_plan plan;
+    char text[128];
+    ck_assert(fusion_plan_build(list, 7, 1 << 20, 256, &plan));
+    describe(&plan, text, sizeof text);
+    ck_assert_str_eq(text, "0,2|1|3,4|5|6");
+    ck_assert_uint_eq(plan.batches[0].bytes, 140);
+    ck_assert_uint_eq(plan.batches[2].bytes, 115);
     fusion_plan_free(&plan);
 }
 END_TEST
@@ -366,6 +401,7 @@ int main(void)
     tcase_add_test(tc, tensors_over_the_tensor_limit_go_alone);
     tcase_add_test(tc, different_reductions_do_not_fuse);
     tcase_add_test(tc, gpu_tensors_fuse_with_each_other_not_with_host_tensors);
+    tcase_add_test(tc, broadcasts_fuse_by_root_and_allgathers_by_gathered_size);
     tcase_add_test(tc, plan_of_nothing_is_empty);
     suite_add_tcase(suite, tc);
     TCase *copying = tcase_create("copying");
