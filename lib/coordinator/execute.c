@@ -516,7 +516,8 @@ static chorus_status execute_broadcast_batch(struct executor *executor,
         size_t bytes = response_bytes(&responses[members[m]]);
         if (requests[m] != NULL && bytes != 0) {
             memcpy(fused + offset, requests[m]->input, bytes);
-            root_output(requests[m], bytes, false, error, error_size);
+            if (requests[m]->output != requests[m]->input)
+                memcpy(requests[m]->output, requests[m]->input, bytes);
         }
         offset += bytes;
     }
