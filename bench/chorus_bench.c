@@ -6,9 +6,9 @@
  *
  *   chorus-bench [-c allreduce|broadcast|allgather] [-b 8] [-e 256M] [-f 2] [-n iters]
  *                [-w warmup] [-d float32|...] [--csv FILE]
- *   chorus-bench --cycle N [-c broadcast]
- *                               (the cost of a step of N tiny allreduces, or broadcasts:
- *                                negotiation)
+ *   chorus-bench --cycle N [-c broadcast|allgather]
+ *                               (the cost of a step of N tiny allreduces, broadcasts or
+ *                                allgathers: negotiation)
  *   chorus-bench --workload resnet50|bert|FILE [--steps N] [-c broadcast]
  *                               (a training step: every gradient of a real model, submitted in
  *                                reverse order, against MPI per tensor and MPI on one packed
@@ -247,8 +247,8 @@ static int compare_doubles(const void *a, const void *b)
 }
 
 /* The negotiation cost of a training step: N tiny tensors submitted at once, then waited for.
- * They fuse into one small allreduce (or broadcast from rank 0), so the step time is mostly
- * negotiation. */
+ * They fuse into one small allreduce (or broadcast from rank 0, or allgather), so the step time
+ * is mostly negotiation. */
 static void cycle_benchmark(int tensors, chorus_collective collective)
 {
     enum { STEPS = 200, WARMUP = 20 };
@@ -267,6 +267,8 @@ static void cycle_benchmark(int tensors, chorus_collective collective)
             chorus_status submitted =
                 collective == CHORUS_BROADCAST
                     ? chorus_broadcast_async(names[t], &tensor, 0, &handles[t])
+                : collective == CHORUS_ALLGATHER
+                    ? chorus_allgather_async(names[t], &tensor, &handles[t])
                     : chorus_allreduce_async(names[t], &tensor, NULL, CHORUS_SUM, &handles[t]);
             if (submitted != CHORUS_OK) {
                 fprintf(stderr, "rank %d: %s\n", rank, chorus_last_error());
@@ -285,7 +287,10 @@ static void cycle_benchmark(int tensors, chorus_collective collective)
     qsort(times, STEPS, sizeof *times, compare_doubles);
     if (rank == 0)
         printf("cycle: np=%d tensors=%d%s median_step_us=%.1f p10_us=%.1f p90_us=%.1f\n", size,
-               tensors, collective == CHORUS_BROADCAST ? " broadcast" : "",
+               tensors,
+               collective == CHORUS_BROADCAST   ? " broadcast"
+               : collective == CHORUS_ALLGATHER ? " allgather"
+                                                : "",
                times[STEPS / 2] * 1e6, times[STEPS / 10] * 1e6, times[STEPS * 9 / 10] * 1e6);
     free(values);
     free(handles);
