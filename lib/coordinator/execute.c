@@ -469,29 +469,50 @@ static chorus_status root_output(struct request *request, size_t bytes, bool gpu
     return copied;
 }
 
-/* A broadcast of one tensor, host or GPU, in its output buffer. */
+/* A broadcast of one host tensor, in its output buffer. */
 static chorus_status execute_broadcast(struct executor *executor,
                                        const struct wire_response *response,
                                        struct request *request, char *error, size_t error_size)
 {
     size_t bytes = response_bytes(response);
     int root = response->request.root;
-    bool gpu = response->request.device != DEVICE_HOST;
     chorus_status status = CHORUS_OK;
     if (executor->rank == root)
-        status = root_output(request, bytes, gpu, error, error_size);
+        status = root_output(request, bytes, false, error, error_size);
     void *buffer = request != NULL ? request->output : stand_in_buffer(executor, bytes);
     if (status != CHORUS_OK)
         return status;
     if (buffer == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;
-    if (gpu) {
-        status = ensure_gpu(executor, response->request.device, error, error_size);
-        if (status != CHORUS_OK)
-            return status;
-        return gpu_broadcast(executor->gpu, buffer, bytes, root, error, error_size);
-    }
     return run_broadcast(executor, buffer, bytes, root, error, error_size);
+}
+
+/* Broadcasts of GPU tensors from one root, each in its own output: one NCCL group. */
+static chorus_status execute_gpu_broadcast(struct executor *executor,
+                                           const struct wire_response *responses,
+                                           const size_t *members, size_t member_count,
+                                           struct request **requests, char *error,
+                                           size_t error_size)
+{
+    int root = responses[members[0]].request.root;
+    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    void **buffers = calloc(member_count, sizeof *buffers);
+    size_t *bytes = calloc(member_count, sizeof *bytes);
+    if (status == CHORUS_OK && (buffers == NULL || bytes == NULL))
+        status = CHORUS_ERR_OUT_OF_MEMORY;
+    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
+        bytes[m] = response_bytes(&responses[members[m]]);
+        buffers[m] = requests[m]->output;
+        if (executor->rank == root)
+            status = root_output(requests[m], bytes[m], true, error, error_size);
+    }
+    if (status == CHORUS_OK)
+        status = gpu_broadcast(executor->gpu, buffers, bytes, member_count, root, error,
+                               error_size);
+    executor->last_algorithm = "nccl";
+    free(buffers);
+    free(bytes);
+    return status;
 }
 
 /* Broadcasts of host tensors from one root: the root packs them into the fusion buffer, one
@@ -593,29 +614,36 @@ static void release_gathered(const struct wire_request *shape, void *output, siz
         output_pool_give(output, capacity);
 }
 
-/* An allgather of one tensor, host or GPU, straight into its output. */
+/* Where each rank's rows of an allgather land in the gathered tensor; returns its bytes. */
+static size_t gather_layout(const struct wire_response *response, int nranks, size_t *block_bytes,
+                            size_t *offsets)
+{
+    size_t row_bytes = allgather_row_bytes(&response->request), total = 0;
+    for (int r = 0; r < nranks; r++) {
+        block_bytes[r] = (size_t)response->first_dims[r] * row_bytes;
+        offsets[r] = total;
+        total += block_bytes[r];
+    }
+    return total;
+}
+
+/* An allgather of one host tensor, straight into its output. */
 static chorus_status execute_allgather(struct executor *executor,
                                        const struct wire_response *response,
                                        struct request *request, char *error, size_t error_size)
 {
     int p = executor->nranks;
     const struct wire_request *shape = &response->request;
-    bool gpu = shape->device != DEVICE_HOST;
-    size_t row_bytes = allgather_row_bytes(shape);
     size_t *block_bytes = calloc((size_t)p, sizeof *block_bytes);
     size_t *offsets = calloc((size_t)p, sizeof *offsets);
     chorus_status status = CHORUS_OK;
     void *output = NULL;
-    size_t total = 0, capacity = 0;
+    size_t capacity = 0;
     if (block_bytes == NULL || offsets == NULL) {
         status = CHORUS_ERR_OUT_OF_MEMORY;
         goto out;
     }
-    for (int r = 0; r < p; r++) {
-        block_bytes[r] = (size_t)response->first_dims[r] * row_bytes;
-        offsets[r] = total;
-        total += block_bytes[r];
-    }
+    size_t total = gather_layout(response, p, block_bytes, offsets);
     output = request != NULL ? gathered_buffer(shape, request, total, &capacity)
                              : stand_in_buffer(executor, total);
     if (output == NULL) {
@@ -625,15 +653,7 @@ static chorus_status execute_allgather(struct executor *executor,
         goto out;
     }
     const void *send = request != NULL ? request->input : output;
-    if (gpu) {
-        status = ensure_gpu(executor, request->desc.device, error, error_size);
-        if (status == CHORUS_OK)
-            status =
-                gpu_allgather(executor->gpu, send, output, block_bytes, offsets, error, error_size);
-    } else {
-        status = run_allgather(executor, send, output, block_bytes, offsets, total, error,
-                               error_size);
-    }
+    status = run_allgather(executor, send, output, block_bytes, offsets, total, error, error_size);
     if (status == CHORUS_OK && request != NULL) {
         deliver_gathered(response, request, output, capacity);
         output = NULL;
@@ -643,6 +663,50 @@ out:
         release_gathered(shape, output, capacity);
     free(block_bytes);
     free(offsets);
+    return status;
+}
+
+/* Allgathers of GPU tensors, each into its own device output: one NCCL group. */
+static chorus_status execute_gpu_allgather(struct executor *executor,
+                                           const struct wire_response *responses,
+                                           const size_t *members, size_t member_count,
+                                           struct request **requests, char *error,
+                                           size_t error_size)
+{
+    size_t p = (size_t)executor->nranks;
+    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    struct gpu_gather *gathers = calloc(member_count, sizeof *gathers);
+    size_t *layout = calloc(2 * p * member_count, sizeof *layout);
+    size_t *capacities = calloc(member_count, sizeof *capacities);
+    if (status == CHORUS_OK && (gathers == NULL || layout == NULL || capacities == NULL))
+        status = CHORUS_ERR_OUT_OF_MEMORY;
+    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
+        const struct wire_response *response = &responses[members[m]];
+        size_t *block_bytes = layout + 2 * p * m, *offsets = block_bytes + p;
+        size_t total = gather_layout(response, (int)p, block_bytes, offsets);
+        void *output = gathered_buffer(&response->request, requests[m], total, &capacities[m]);
+        if (output == NULL) {
+            snprintf(error, error_size, "allgather \"%s\": cannot allocate %zu bytes of output",
+                     response->request.name, total);
+            status = CHORUS_ERR_OUT_OF_MEMORY;
+        }
+        gathers[m] = (struct gpu_gather){requests[m]->input, output, block_bytes, offsets};
+    }
+    if (status == CHORUS_OK)
+        status = gpu_allgather(executor->gpu, gathers, member_count, error, error_size);
+    executor->last_algorithm = "nccl";
+    for (size_t m = 0; gathers != NULL && m < member_count; m++) {
+        if (gathers[m].recv == NULL)
+            continue;
+        if (status == CHORUS_OK)
+            deliver_gathered(&responses[members[m]], requests[m], gathers[m].recv,
+                             capacities[m]);
+        else
+            release_gathered(&responses[members[m]].request, gathers[m].recv, capacities[m]);
+    }
+    free(gathers);
+    free(layout);
+    free(capacities);
     return status;
 }
 
@@ -762,12 +826,18 @@ static chorus_status execute_batch(struct executor *executor, const struct wire_
                    : execute_allreduce_batch(executor, responses, members, member_count, requests,
                                              detail, detail_size);
     case CHORUS_BROADCAST:
+        if (gpu)
+            return execute_gpu_broadcast(executor, responses, members, member_count, requests,
+                                         detail, detail_size);
         return member_count > 1 ? execute_broadcast_batch(executor, responses, members,
                                                           member_count, requests, detail,
                                                           detail_size)
                                 : execute_broadcast(executor, first, requests[0], detail,
                                                     detail_size);
     case CHORUS_ALLGATHER:
+        if (gpu)
+            return execute_gpu_allgather(executor, responses, members, member_count, requests,
+                                         detail, detail_size);
         return member_count > 1 ? execute_allgather_batch(executor, responses, members,
                                                           member_count, requests, detail,
                                                           detail_size)

@@ -23,18 +23,15 @@ size_t response_bytes(const struct wire_response *response)
            chorus_dtype_size((chorus_dtype)response->request.dtype);
 }
 
-/* Allreduces fuse in host memory or in the GPU's fusion buffer; broadcasts and allgathers of
- * host tensors fuse through the host fusion buffer (on a GPU each is one NCCL call anyway). */
+/* Allreduces fuse in host memory or in the GPU's fusion buffer; broadcasts and allgathers
+ * through the host fusion buffer, or on a GPU as one NCCL group. */
 static bool fusible(const struct wire_response *response)
 {
-    if (response->type != RESPONSE_EXECUTE)
-        return false;
-    return response->request.collective == CHORUS_ALLREDUCE ||
-           response->request.device == DEVICE_HOST;
+    return response->type == RESPONSE_EXECUTE;
 }
 
-/* Host tensors fuse in host memory, GPU tensors in the device's fusion buffer; every rank puts
- * its GPU tensors on its own one device, so the kind of memory is what must match. */
+/* Host tensors fuse with host tensors, GPU tensors with GPU tensors; every rank puts its GPU
+ * tensors on its own one device, so the kind of memory is what must match. */
 static bool same_memory(const struct wire_response *a, const struct wire_response *b)
 {
     return (a->request.device == DEVICE_HOST) == (b->request.device == DEVICE_HOST);

@@ -25,9 +25,9 @@ struct fusion_plan {
 };
 
 /* Groups `responses` into batches in the order every rank executes them, while a batch's bytes
- * stay within `threshold`: allreduces in the same kind of memory (host or GPU) with the same
- * dtype, op, scale factors, compression and contributors; broadcasts of host tensors from the
- * same root; allgathers of host tensors. Everything else, and a tensor larger than
+ * stay within `threshold`, in the same kind of memory (host or GPU): allreduces with the same
+ * dtype, op, scale factors, compression and contributors; broadcasts from the same root;
+ * allgathers. Everything else, and a tensor larger than
  * `tensor_limit` (copying it in and out of the fusion buffer costs more than the latency fusion
  * saves), is a batch of its own. A threshold of 0 turns fusion off. Returns false when out of memory. */
 bool fusion_plan_build(const struct wire_response *responses, size_t count, size_t threshold,

@@ -45,12 +45,22 @@ struct gpu_piece {
 chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece *pieces,
                             size_t piece_count, chorus_dtype dtype, chorus_op op, double scale,
                             char *error, size_t error_size);
-chorus_status gpu_broadcast(struct gpu_context *context, void *buffer, size_t bytes, int root,
-                            char *error, size_t error_size);
-/* Rank r's `block_bytes[r]` bytes land at recv + offsets[r] on every rank. */
-chorus_status gpu_allgather(struct gpu_context *context, const void *send, void *recv,
-                            const size_t *block_bytes, const size_t *offsets, char *error,
-                            size_t error_size);
+/* Broadcasts `count` device buffers from `root` (buffer i holds bytes[i]) in one NCCL group,
+ * which NCCL launches as one operation. */
+chorus_status gpu_broadcast(struct gpu_context *context, void *const *buffers, const size_t *bytes,
+                            size_t count, int root, char *error, size_t error_size);
+
+/* One tensor of an allgather: rank r's `block_bytes[r]` bytes land at recv + offsets[r] on
+ * every rank; `send` is this rank's block. */
+struct gpu_gather {
+    const void *send;
+    void *recv;
+    const size_t *block_bytes;
+    const size_t *offsets;
+};
+/* Allgathers `count` tensors in one NCCL group. */
+chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather *gathers,
+                            size_t count, char *error, size_t error_size);
 
 /* Device memory on `device`; NULL on failure. */
 void *gpu_malloc(size_t bytes, int device);

@@ -281,31 +281,38 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
     return status;
 }
 
-chorus_status gpu_broadcast(struct gpu_context *context, void *buffer, size_t bytes, int root,
-                            char *error, size_t error_size)
+chorus_status gpu_broadcast(struct gpu_context *context, void *const *buffers, const size_t *bytes,
+                            size_t count, int root, char *error, size_t error_size)
 {
     cudaSetDevice(context->device);
-    ncclResult_t code =
-        ncclBroadcast(buffer, buffer, bytes, ncclUint8, root, context->comm, context->stream);
+    ncclResult_t code = ncclGroupStart();
+    for (size_t i = 0; code == ncclSuccess && i < count; i++)
+        code = ncclBroadcast(buffers[i], buffers[i], bytes[i], ncclUint8, root, context->comm,
+                             context->stream);
+    ncclResult_t ended = ncclGroupEnd();
+    if (code == ncclSuccess)
+        code = ended;
     if (code != ncclSuccess)
-        return nccl_failure(code, "ncclBroadcast", error, error_size);
+        return nccl_failure(code, "grouped ncclBroadcast", error, error_size);
     return synchronize(context, error, error_size);
 }
 
-chorus_status gpu_allgather(struct gpu_context *context, const void *send, void *recv,
-                            const size_t *block_bytes, const size_t *offsets, char *error,
-                            size_t error_size)
+chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather *gathers,
+                            size_t count, char *error, size_t error_size)
 {
-    /* Blocks of different sizes: one broadcast per rank inside a group, which NCCL runs as
-     * one operation. */
+    /* Blocks of different sizes: one broadcast per rank and tensor, all in one group. */
     cudaSetDevice(context->device);
     int rank = 0;
     ncclCommUserRank(context->comm, &rank);
     ncclResult_t code = ncclGroupStart();
-    for (int r = 0; code == ncclSuccess && r < context->nranks; r++) {
-        const void *source = r == rank ? send : (const char *)recv + offsets[r];
-        code = ncclBroadcast(source, (char *)recv + offsets[r], block_bytes[r], ncclUint8, r,
-                             context->comm, context->stream);
+    for (size_t i = 0; code == ncclSuccess && i < count; i++) {
+        const struct gpu_gather *gather = &gathers[i];
+        char *recv = gather->recv;
+        for (int r = 0; code == ncclSuccess && r < context->nranks; r++) {
+            const void *source = r == rank ? gather->send : recv + gather->offsets[r];
+            code = ncclBroadcast(source, recv + gather->offsets[r], gather->block_bytes[r],
+                                 ncclUint8, r, context->comm, context->stream);
+        }
     }
     ncclResult_t ended = ncclGroupEnd();
     if (code == ncclSuccess)

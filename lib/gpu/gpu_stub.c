@@ -51,18 +51,17 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
     return not_built(error, error_size);
 }
 
-chorus_status gpu_broadcast(struct gpu_context *context, void *buffer, size_t bytes, int root,
-                            char *error, size_t error_size)
+chorus_status gpu_broadcast(struct gpu_context *context, void *const *buffers, const size_t *bytes,
+                            size_t count, int root, char *error, size_t error_size)
 {
-    (void)context, (void)buffer, (void)bytes, (void)root;
+    (void)context, (void)buffers, (void)bytes, (void)count, (void)root;
     return not_built(error, error_size);
 }
 
-chorus_status gpu_allgather(struct gpu_context *context, const void *send, void *recv,
-                            const size_t *block_bytes, const size_t *offsets, char *error,
-                            size_t error_size)
+chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather *gathers,
+                            size_t count, char *error, size_t error_size)
 {
-    (void)context, (void)send, (void)recv, (void)block_bytes, (void)offsets;
+    (void)context, (void)gathers, (void)count;
     return not_built(error, error_size);
 }
 

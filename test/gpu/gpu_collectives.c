@@ -1,6 +1,6 @@
 /*
  * gpu_collectives.c — the NCCL path: allreduce (sum, average with scale factors, min, a fused
- * batch), broadcast and allgather of CUDA tensors through the public API, checked against the reference. Exits 77
+ * batch), broadcast and allgather (alone and fused) of CUDA tensors through the public API, checked against the reference. Exits 77
  * (meson: SKIP) when chorus was built without CUDA, when no device is visible, or when there
  * are fewer devices than ranks on this host.
  */
@@ -64,6 +64,79 @@ static void check_fused_batch(int device)
     }
 }
 
+/* Broadcasts from the last rank and allgathers of uneven rows, submitted together so that each
+ * kind runs as one NCCL group; every result checked. */
+static void check_fused_broadcasts_and_allgathers(int device)
+{
+    test_step = "fused broadcasts and allgathers";
+    enum { BROADCASTS = 5, GATHERS = 4 };
+    const size_t sizes[BROADCASTS] = {1, 7, 1000, 4099, 65537};
+    int root = test_size - 1;
+    void *broadcast_data[BROADCASTS], *gather_data[GATHERS];
+    chorus_handle *broadcasts[BROADCASTS], *gathers[GATHERS];
+    for (int b = 0; b < BROADCASTS; b++) {
+        uint8_t *host = malloc(sizes[b]);
+        reference_fill_bytes(host, sizes[b], 40 + (uint64_t)b, root);
+        if (test_rank != root)
+            memset(host, 0, sizes[b]);
+        broadcast_data[b] = to_device(host, sizes[b], device);
+        free(host);
+        char name[32];
+        snprintf(name, sizeof name, "gpu.fbc.%d", b);
+        chorus_tensor tensor = {.data = broadcast_data[b], .dtype = CHORUS_UINT8, .ndims = 1,
+                                .shape = {(int64_t)sizes[b]}, .memory = CHORUS_MEMORY_CUDA,
+                                .device = device};
+        EXPECT_STATUS(chorus_broadcast_async(name, &tensor, root, &broadcasts[b]), CHORUS_OK);
+    }
+    for (int g = 0; g < GATHERS; g++) {
+        int64_t rows = (test_rank + g) % 3, columns = g * 7 + 1;
+        size_t bytes = (size_t)(rows * columns) * sizeof(float);
+        uint8_t *host = malloc(bytes + 1);
+        reference_fill_bytes(host, bytes, 60 + (uint64_t)g, test_rank);
+        gather_data[g] = to_device(host, bytes, device);
+        free(host);
+        char name[32];
+        snprintf(name, sizeof name, "gpu.fag.%d", g);
+        chorus_tensor tensor = {.data = gather_data[g], .dtype = CHORUS_FLOAT32, .ndims = 2,
+                                .shape = {rows, columns}, .memory = CHORUS_MEMORY_CUDA,
+                                .device = device};
+        EXPECT_STATUS(chorus_allgather_async(name, &tensor, &gathers[g]), CHORUS_OK);
+    }
+    for (int b = 0; b < BROADCASTS; b++) {
+        EXPECT_STATUS(chorus_wait(broadcasts[b]), CHORUS_OK);
+        chorus_handle_free(broadcasts[b]);
+        uint8_t *host = malloc(sizes[b]);
+        gpu_copy(host, broadcast_data[b], sizes[b]);
+        EXPECT(reference_check_bytes(host, sizes[b], 40 + (uint64_t)b, root) < 0,
+               "broadcast gpu.fbc.%d wrong", b);
+        free(host);
+        gpu_free(broadcast_data[b]);
+    }
+    for (int g = 0; g < GATHERS; g++) {
+        EXPECT_STATUS(chorus_wait(gathers[g]), CHORUS_OK);
+        chorus_tensor gathered;
+        EXPECT_STATUS(chorus_handle_take_output(gathers[g], &gathered), CHORUS_OK);
+        chorus_handle_free(gathers[g]);
+        int64_t total = 0, columns = g * 7 + 1;
+        for (int r = 0; r < test_size; r++)
+            total += (r + g) % 3;
+        EXPECT(gathered.shape[0] == total && gathered.memory == CHORUS_MEMORY_CUDA,
+               "gpu.fag.%d: gathered %lld rows", g, (long long)gathered.shape[0]);
+        size_t bytes = (size_t)(total * columns) * sizeof(float), offset = 0;
+        uint8_t *host = malloc(bytes + 1);
+        gpu_copy(host, gathered.data, bytes);
+        for (int r = 0; r < test_size && gathered.shape[0] == total; r++) {
+            size_t block = (size_t)(((r + g) % 3) * columns) * sizeof(float);
+            EXPECT(reference_check_bytes(host + offset, block, 60 + (uint64_t)g, r) < 0,
+                   "gpu.fag.%d: rows of rank %d wrong", g, r);
+            offset += block;
+        }
+        free(host);
+        gpu_free(gathered.data);
+        gpu_free(gather_data[g]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (!gpu_compiled() || gpu_device_count() == 0) {
@@ -116,6 +189,7 @@ int main(int argc, char **argv)
             free(host);
         }
     check_fused_batch(device);
+    check_fused_broadcasts_and_allgathers(device);
 
     test_step = "broadcast";
     size_t bytes = 100003;

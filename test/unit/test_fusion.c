@@ -153,9 +153,10 @@ START_TEST(broadcasts_fuse_by_root_and_allgathers_by_gathered_size)
         response(CHORUS_ALLGATHER, CHORUS_INT8, 0),     /* 3 rows of 1 byte */
         response(CHORUS_BROADCAST, CHORUS_UINT8, 7),    /* root 0, on a GPU */
         response(CHORUS_ALLGATHER, CHORUS_FLOAT64, 0),  /* 3 rows of 16 doubles: over 256 B */
+        response(CHORUS_BROADCAST, CHORUS_FLOAT32, 3),  /* root 0, on a GPU: joins 5 */
     };
     list[1].request.root = 1;
-    list[5].request.device = 0;
+    list[5].request.device = list[7].request.device = 0;
     list[3].request.ndims = list[4].request.ndims = list[6].request.ndims = 2;
     list[3].request.shape[1] = 4;
     list[4].request.shape[1] = 1;
@@ -168,9 +169,9 @@ START_TEST(broadcasts_fuse_by_root_and_allgathers_by_gathered_size)
     ck_assert_uint_eq(batch_member_bytes(&list[6]), 384);
     struct fusion_plan plan;
     char text[128];
-    ck_assert(fusion_plan_build(list, 7, 1 << 20, 256, &plan));
+    ck_assert(fusion_plan_build(list, 8, 1 << 20, 256, &plan));
     describe(&plan, text, sizeof text);
-    ck_assert_str_eq(text, "0,2|1|3,4|5|6");
+    ck_assert_str_eq(text, "0,2|1|3,4|5,7|6");
     ck_assert_uint_eq(plan.batches[0].bytes, 140);
     ck_assert_uint_eq(plan.batches[2].bytes, 115);
     fusion_plan_free(&plan);
