@@ -15,9 +15,9 @@
 chorus_status allgather_single_copy(const struct allgather_args *args)
 {
     struct node_segment *node = args->node;
-    if (node == NULL || node->local_size != args->transport->nranks) /* not one host */
-        return allgather_ring(args);
-    if (!node->single_copy)
+    /* Not one host, or copies refused: the staged algorithm, which itself gives way to one
+     * through MPI where the ranks do not share a host. */
+    if (node == NULL || node->local_size != args->transport->nranks || !node->single_copy)
         return allgather_shared_memory(args);
     int p = node->local_size, me = node->local_rank;
     unsigned char *recv = args->recv;

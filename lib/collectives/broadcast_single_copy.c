@@ -14,13 +14,12 @@
 #include "algorithms.h"
 #include "node_segment.h"
 
-
 chorus_status broadcast_single_copy(const struct broadcast_args *args)
 {
     struct node_segment *node = args->node;
-    if (node == NULL || node->local_size != args->transport->nranks) /* not one host */
-        return broadcast_pipelined_chain(args);
-    if (!node->single_copy)
+    /* Not one host, or copies refused: the staged algorithm, which itself gives way to one
+     * through MPI where the ranks do not share a host. */
+    if (node == NULL || node->local_size != args->transport->nranks || !node->single_copy)
         return broadcast_shared_memory(args);
     int p = node->local_size, me = node->local_rank, root = args->root;
     if (args->bytes == 0 || p == 1)

@@ -28,6 +28,17 @@ static size_t batch_elements(const struct wire_response *responses, const size_t
     return total;
 }
 
+/* The dtype an allreduce travels as: float16 or bfloat16 for a compressed float32 tensor, else
+ * its own. */
+static chorus_dtype wire_dtype(const struct wire_request *request)
+{
+    if (request->dtype != CHORUS_FLOAT32)
+        return (chorus_dtype)request->dtype;
+    return request->compression == CHORUS_COMPRESSION_BF16   ? CHORUS_BFLOAT16
+           : request->compression == CHORUS_COMPRESSION_FP16 ? CHORUS_FLOAT16
+                                                             : CHORUS_FLOAT32;
+}
+
 static double output_factor(const struct wire_response *response)
 {
     double factor = response->request.postscale;
@@ -305,12 +316,8 @@ static chorus_status reduce_packed(struct executor *executor, const struct wire_
     const struct wire_response *first = &responses[members[0]];
     chorus_dtype dtype = (chorus_dtype)first->request.dtype;
     chorus_op op = (chorus_op)first->request.op;
-    bool compressed = dtype == CHORUS_FLOAT32 &&
-                      (first->request.compression == CHORUS_COMPRESSION_FP16 ||
-                       first->request.compression == CHORUS_COMPRESSION_BF16);
-    chorus_dtype wire = !compressed ? dtype
-                        : first->request.compression == CHORUS_COMPRESSION_BF16 ? CHORUS_BFLOAT16
-                                                                                : CHORUS_FLOAT16;
+    chorus_dtype wire = wire_dtype(&first->request);
+    bool compressed = wire != dtype;
     size_t wire_size = chorus_dtype_size(wire);
     size_t segment_bytes = PACKED_SEGMENT_BYTES;
     if (segment_bytes < (size_t)executor->nranks * PACKED_SEGMENT_BYTES_PER_RANK)
@@ -361,9 +368,7 @@ static chorus_status execute_allreduce_batch(struct executor *executor,
     size_t element_size = chorus_dtype_size(dtype);
     double prescale = first->request.prescale;
     double factor = output_factor(first);
-    bool compressed = dtype == CHORUS_FLOAT32 &&
-                      (first->request.compression == CHORUS_COMPRESSION_FP16 ||
-                       first->request.compression == CHORUS_COMPRESSION_BF16);
+    bool compressed = wire_dtype(&first->request) != dtype;
 
     if (member_count == 1 && !compressed) {
         struct request *request = requests[0];
@@ -535,18 +540,19 @@ static chorus_status execute_broadcast_batch(struct executor *executor,
     size_t offset = 0;
     for (size_t m = 0; is_root && m < member_count; m++) {
         size_t bytes = response_bytes(&responses[members[m]]);
-        if (requests[m] != NULL && bytes != 0) {
+        if (requests[m] != NULL && bytes != 0)
             memcpy(fused + offset, requests[m]->input, bytes);
-            if (requests[m]->output != requests[m]->input)
-                memcpy(requests[m]->output, requests[m]->input, bytes);
-        }
         offset += bytes;
     }
     chorus_status status = run_broadcast(executor, fused, total, root, error, error_size);
+    /* The root's fusion buffer still holds its inputs: it unpacks them into outputs of its own
+     * like everyone else. */
     offset = 0;
-    for (size_t m = 0; status == CHORUS_OK && !is_root && m < member_count; m++) {
+    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
         size_t bytes = response_bytes(&responses[members[m]]);
-        if (requests[m] != NULL && bytes != 0)
+        bool in_place = is_root && requests[m] != NULL &&
+                        requests[m]->output == requests[m]->input;
+        if (requests[m] != NULL && bytes != 0 && !in_place)
             memcpy(requests[m]->output, fused + offset, bytes);
         offset += bytes;
     }
@@ -576,14 +582,22 @@ static chorus_status run_allgather(struct executor *executor, const void *send, 
                              algorithm->run.allgather(&args), error, error_size);
 }
 
-/* An allgather's output for its request: a buffer of `bytes` from the output pool (host) or
- * the device; *capacity is what the pool gave. */
-static void *gathered_buffer(const struct wire_request *shape, const struct request *request,
-                             size_t bytes, size_t *capacity)
+/* An allgather's output: for a request, `bytes` from the output pool (host; *capacity is what
+ * the pool gave) or the device; for a joined rank, the stand-in buffer. NULL, with the reason in
+ * `error`, when out of memory. */
+static void *gathered_output(struct executor *executor, const struct wire_response *response,
+                             const struct request *request, size_t bytes, size_t *capacity,
+                             char *error, size_t error_size)
 {
     *capacity = bytes;
-    return shape->device != DEVICE_HOST ? gpu_malloc(bytes, request->desc.device)
-                                        : output_pool_take(bytes, capacity);
+    void *output = request == NULL                          ? stand_in_buffer(executor, bytes)
+                   : response->request.device != DEVICE_HOST ? gpu_malloc(bytes,
+                                                                          request->desc.device)
+                                                             : output_pool_take(bytes, capacity);
+    if (output == NULL)
+        snprintf(error, error_size, "allgather \"%s\": cannot allocate %zu bytes of output",
+                 response->request.name, bytes);
+    return output;
 }
 
 /* Hands the gathered tensor (all ranks' rows, `output`) to the request's handle, which owns it
@@ -606,9 +620,16 @@ static void deliver_gathered(const struct wire_response *response, struct reques
     handle_set_output(request->handle, &gathered, true, capacity);
 }
 
-static void release_gathered(const struct wire_request *shape, void *output, size_t capacity)
+/* After the collective: a request's output goes to its handle when it succeeded, else back to
+ * where it came from. A joined rank's stand-in stays. */
+static void settle_gathered(const struct wire_response *response, struct request *request,
+                            void *output, size_t capacity, chorus_status status)
 {
-    if (shape->device != DEVICE_HOST)
+    if (request == NULL || output == NULL)
+        return;
+    if (status == CHORUS_OK)
+        deliver_gathered(response, request, output, capacity);
+    else if (response->request.device != DEVICE_HOST)
         gpu_free(output);
     else
         output_pool_give(output, capacity);
@@ -633,34 +654,18 @@ static chorus_status execute_allgather(struct executor *executor,
                                        struct request *request, char *error, size_t error_size)
 {
     int p = executor->nranks;
-    const struct wire_request *shape = &response->request;
     size_t *block_bytes = calloc((size_t)p, sizeof *block_bytes);
     size_t *offsets = calloc((size_t)p, sizeof *offsets);
-    chorus_status status = CHORUS_OK;
-    void *output = NULL;
-    size_t capacity = 0;
-    if (block_bytes == NULL || offsets == NULL) {
-        status = CHORUS_ERR_OUT_OF_MEMORY;
-        goto out;
+    chorus_status status = CHORUS_ERR_OUT_OF_MEMORY;
+    if (block_bytes != NULL && offsets != NULL) {
+        size_t total = gather_layout(response, p, block_bytes, offsets), capacity = 0;
+        void *output =
+            gathered_output(executor, response, request, total, &capacity, error, error_size);
+        if (output != NULL)
+            status = run_allgather(executor, request != NULL ? request->input : output, output,
+                                   block_bytes, offsets, total, error, error_size);
+        settle_gathered(response, request, output, capacity, status);
     }
-    size_t total = gather_layout(response, p, block_bytes, offsets);
-    output = request != NULL ? gathered_buffer(shape, request, total, &capacity)
-                             : stand_in_buffer(executor, total);
-    if (output == NULL) {
-        snprintf(error, error_size, "allgather \"%s\": cannot allocate %zu bytes of output",
-                 shape->name, total);
-        status = CHORUS_ERR_OUT_OF_MEMORY;
-        goto out;
-    }
-    const void *send = request != NULL ? request->input : output;
-    status = run_allgather(executor, send, output, block_bytes, offsets, total, error, error_size);
-    if (status == CHORUS_OK && request != NULL) {
-        deliver_gathered(response, request, output, capacity);
-        output = NULL;
-    }
-out:
-    if (output != NULL && request != NULL)
-        release_gathered(shape, output, capacity);
     free(block_bytes);
     free(offsets);
     return status;
@@ -684,26 +689,18 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
         const struct wire_response *response = &responses[members[m]];
         size_t *block_bytes = layout + 2 * p * m, *offsets = block_bytes + p;
         size_t total = gather_layout(response, (int)p, block_bytes, offsets);
-        void *output = gathered_buffer(&response->request, requests[m], total, &capacities[m]);
-        if (output == NULL) {
-            snprintf(error, error_size, "allgather \"%s\": cannot allocate %zu bytes of output",
-                     response->request.name, total);
+        void *output = gathered_output(executor, response, requests[m], total, &capacities[m],
+                                       error, error_size);
+        if (output == NULL)
             status = CHORUS_ERR_OUT_OF_MEMORY;
-        }
         gathers[m] = (struct gpu_gather){requests[m]->input, output, block_bytes, offsets};
     }
     if (status == CHORUS_OK)
         status = gpu_allgather(executor->gpu, gathers, member_count, error, error_size);
     executor->last_algorithm = "nccl";
-    for (size_t m = 0; gathers != NULL && m < member_count; m++) {
-        if (gathers[m].recv == NULL)
-            continue;
-        if (status == CHORUS_OK)
-            deliver_gathered(&responses[members[m]], requests[m], gathers[m].recv,
-                             capacities[m]);
-        else
-            release_gathered(&responses[members[m]].request, gathers[m].recv, capacities[m]);
-    }
+    for (size_t m = 0; gathers != NULL && m < member_count; m++)
+        settle_gathered(&responses[members[m]], requests[m], gathers[m].recv, capacities[m],
+                        status);
     free(gathers);
     free(layout);
     free(capacities);
@@ -764,13 +761,12 @@ static chorus_status execute_allgather_batch(struct executor *executor,
         const struct wire_response *response = &responses[members[m]];
         size_t row_bytes = allgather_row_bytes(&response->request);
         size_t bytes = batch_member_bytes(response), written = 0;
+        /* A joined rank's missing member needs no output: nothing is unpacked for it. */
         unsigned char *output =
-            requests[m] != NULL ? gathered_buffer(&response->request, requests[m], bytes,
-                                                  &capacities[m])
+            requests[m] != NULL ? gathered_output(executor, response, requests[m], bytes,
+                                                  &capacities[m], error, error_size)
                                 : NULL;
         if (requests[m] != NULL && output == NULL) {
-            snprintf(error, error_size, "allgather \"%s\": cannot allocate %zu bytes of output",
-                     response->request.name, bytes);
             status = CHORUS_ERR_OUT_OF_MEMORY;
             break;
         }
@@ -784,14 +780,8 @@ static chorus_status execute_allgather_batch(struct executor *executor,
         }
     }
     free(within);
-    for (size_t m = 0; m < member_count; m++) {
-        if (outputs[m] == NULL)
-            continue;
-        if (status == CHORUS_OK)
-            deliver_gathered(&responses[members[m]], requests[m], outputs[m], capacities[m]);
-        else
-            release_gathered(&responses[members[m]].request, outputs[m], capacities[m]);
-    }
+    for (size_t m = 0; m < member_count; m++)
+        settle_gathered(&responses[members[m]], requests[m], outputs[m], capacities[m], status);
 out:
     free(block_bytes);
     free(offsets);

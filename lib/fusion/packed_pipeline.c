@@ -20,51 +20,48 @@ struct segment_job {
     size_t count;
 };
 
-static void pack_segment(void *argument)
+/* Moves a segment into the fusion buffer (packing: with the prescale factor) or out of it. A
+ * compressed batch's segment is converted run by run between the float32 tensors and the
+ * 16-bit values of the buffer. */
+static void move_segment(const struct segment_job *job, bool packing)
 {
-    const struct segment_job *job = argument;
     const struct packed_batch *batch = job->batch;
     if (!batch->compressed) {
         size_t element_size = chorus_dtype_size(batch->wire_dtype);
-        pieces_gather(batch->pieces, batch->piece_count, job->first * element_size, job->half,
-                      job->count * element_size);
+        size_t offset = job->first * element_size, bytes = job->count * element_size;
+        if (!packing) {
+            pieces_scatter(batch->pieces, batch->piece_count, offset, job->half, bytes);
+            return;
+        }
+        pieces_gather(batch->pieces, batch->piece_count, offset, job->half, bytes);
         scale_buffer(job->half, job->count, batch->wire_dtype, batch->prescale);
         return;
     }
-    uint16_t *to = job->half;
+    uint16_t *values = job->half;
     size_t offset = job->first * sizeof(float), bytes = job->count * sizeof(float);
     while (bytes != 0) {
         struct piece_run run = piece_run_at(batch->pieces, batch->piece_count, offset, bytes);
         size_t count = run.bytes / sizeof(float);
-        compress_floats(to, (const float *)run.input, count, batch->wire_dtype,
-                        (float)batch->prescale);
-        to += count;
+        if (packing)
+            compress_floats(values, (const float *)run.input, count, batch->wire_dtype,
+                            (float)batch->prescale);
+        else
+            decompress_floats((float *)run.output, values, count, batch->wire_dtype,
+                              batch->decompress_factor);
+        values += count;
         offset += run.bytes;
         bytes -= run.bytes;
     }
 }
 
-static void unpack_segment(void *argument)
+static void pack_segment(void *job)
 {
-    const struct segment_job *job = argument;
-    const struct packed_batch *batch = job->batch;
-    if (!batch->compressed) {
-        size_t element_size = chorus_dtype_size(batch->wire_dtype);
-        pieces_scatter(batch->pieces, batch->piece_count, job->first * element_size, job->half,
-                       job->count * element_size);
-        return;
-    }
-    const uint16_t *from = job->half;
-    size_t offset = job->first * sizeof(float), bytes = job->count * sizeof(float);
-    while (bytes != 0) {
-        struct piece_run run = piece_run_at(batch->pieces, batch->piece_count, offset, bytes);
-        size_t count = run.bytes / sizeof(float);
-        decompress_floats((float *)run.output, from, count, batch->wire_dtype,
-                          batch->decompress_factor);
-        from += count;
-        offset += run.bytes;
-        bytes -= run.bytes;
-    }
+    move_segment(job, true);
+}
+
+static void unpack_segment(void *job)
+{
+    move_segment(job, false);
 }
 
 /* Runs a job on the copier, or at once without one. Returns its ticket (0 without a copier). */
