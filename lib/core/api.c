@@ -112,9 +112,6 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
         LOG(LOG_WARNING, "params", "ignoring unknown variables: %s",
             context->params.unknown_variables);
     instance = context;
-    bool oversubscribed = context->topology.pus > 0 &&
-                          (size_t)context->topology.local_size > context->topology.pus;
-    handle_set_oversubscribed(oversubscribed);
     LOG(LOG_INFO, "init",
         "rank %d of %d, local %d of %d, host %d of %d, %zu cores, %zu NUMA nodes",
         context->topology.rank, context->topology.size, context->topology.local_rank,

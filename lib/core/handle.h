@@ -34,9 +34,6 @@ struct chorus_handle *handle_create(chorus_collective collective, size_t members
 void handle_member_done(struct chorus_handle *handle, chorus_status status, const char *format,
                         ...) CHORUS_PRINTF(3, 4);
 
-/* Tunes waiting for more ranks on this host than cores (see handle.c). */
-void handle_set_oversubscribed(bool oversubscribed);
-
 /* Sets the allgather output before the member reports done. */
 void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output, bool owned,
                        size_t capacity);
