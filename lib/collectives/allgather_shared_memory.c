@@ -33,7 +33,7 @@ chorus_status allgather_shared_memory(const struct allgather_args *args)
         return CHORUS_OK;
     size_t chunk = node->chunk_bytes;
     size_t rounds = (largest + chunk - 1) / chunk;
-    size_t turn = node_segment_take_turns(node, rounds);
+    size_t turn = node_segment_take_turns(node, rounds, 2);
     const unsigned char *mine = recv + args->offsets[me];
     for (size_t k = 0; k <= rounds; k++) {
         if (k > 0)

@@ -3,7 +3,8 @@
  *
  * The buffer is processed in chunks; chunk k is split into one slice per local rank, and local
  * rank r owns slice r: it alone reduces it, so every rank ends with bitwise identical results.
- * Each rank has two staging areas in the segment and uses them in turn (k % 2):
+ * Each rank has staging areas in the segment and uses them in turn (two, or more: see
+ * staging_depth.c; shown here for two, k % 2):
  *   stage(k):   copy the slices of chunk k that the *other* ranks own into staging[k % 2]
  *               (the own slice is read straight from the buffer, never staged);
  *   reduce(k):  reduce the own slice from the own buffer and every peer's staging, in rank
@@ -176,10 +177,11 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
     struct allreduce_piece whole = {args->buffer, args->buffer, 0, args->count * width};
     struct buffer buffer = {args->pieces ? args->pieces : &whole,
                             args->pieces ? args->piece_count : 1};
-    size_t turn = node_segment_take_turns(node, chunks);
+    size_t turn = node_segment_take_turns(node, chunks, node_staging_begin(node));
     struct chunk current = chunk_at(args, chunks, 0, turn, width);
     stage(node, &buffer, &current, width);
     node_segment_barrier(node);
+    double started = monotonic_seconds();
     for (size_t k = 0; k < chunks; k++) {
         chorus_status status = reduce_own_slice(node, args, &buffer, &current, width);
         if (status != CHORUS_OK)
@@ -188,10 +190,13 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
         if (k + 1 < chunks) {
             next = chunk_at(args, chunks, k + 1, turn + k + 1, width);
             stage(node, &buffer, &next, width);
+        } else {
+            node_staging_measure(node, args->count * width, chunks, started);
         }
         node_segment_barrier(node);
         copy_out(node, &buffer, &current, width);
         current = next;
     }
+    node_staging_agree(node);
     return CHORUS_OK;
 }

@@ -27,7 +27,7 @@ chorus_status broadcast_shared_memory(const struct broadcast_args *args)
     bool root = node->local_rank == args->root;
     size_t chunk = node->chunk_bytes;
     size_t chunks = (args->bytes + chunk - 1) / chunk;
-    size_t turn = node_segment_take_turns(node, chunks);
+    size_t turn = node_segment_take_turns(node, chunks, 2);
     unsigned char *buffer = args->buffer;
     for (size_t k = 0; k <= chunks; k++) {
         if (root && k < chunks)

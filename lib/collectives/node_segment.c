@@ -114,11 +114,14 @@ struct local_memory {
     int local_size;
 };
 
-struct node_segment *node_segments_create_local(int local_size, size_t chunk_bytes)
+struct node_segment *node_segments_create_local(int local_size, size_t chunk_bytes,
+                                                unsigned staging_areas)
 {
+    bool adapt = false;
+    unsigned areas = node_staging_areas(staging_areas, local_size, chunk_bytes, false, &adapt);
     struct node_segment *segments = calloc((size_t)local_size, sizeof *segments);
     struct local_memory *owner = calloc(1, sizeof *owner);
-    size_t per_rank = CACHE_LINE + 2 * chunk_bytes;
+    size_t per_rank = CACHE_LINE + areas * chunk_bytes;
     unsigned char *memory = NULL;
     if (segments == NULL || owner == NULL ||
         posix_memalign((void **)&memory, CACHE_LINE, per_rank * (size_t)local_size)) {
@@ -134,14 +137,16 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
         segment->local_rank = me;
         segment->local_size = local_size;
         segment->chunk_bytes = chunk_bytes;
+        node_segment_set_depth(segment, areas, adapt);
         segment->yield_while_waiting = true;
         segment->owner = me == 0 ? owner : NULL;
         for (int r = 0; r < local_size; r++) {
             segment->progress[r] = (_Atomic uint64_t *)(memory + per_rank * (size_t)r);
             segment->mailbox[r] = (uint64_t *)(memory + per_rank * (size_t)r) + 1;
             segment->pids[r] = getpid();
-            segment->staging[r][0] = memory + per_rank * (size_t)r + CACHE_LINE;
-            segment->staging[r][1] = segment->staging[r][0] + chunk_bytes;
+            for (unsigned area = 0; area < areas; area++)
+                segment->staging[r][area] =
+                    memory + per_rank * (size_t)r + CACHE_LINE + area * chunk_bytes;
         }
     }
     /* The threads share one process, which may still be refused (a seccomp filter). */

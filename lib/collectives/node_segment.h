@@ -1,12 +1,17 @@
 /*
  * node_segment.h — memory shared by the ranks of one host, for the hierarchical allreduce:
- * two staging areas per rank (used in turn, so that one chunk is staged while the previous one
+ * staging areas per rank (used in turn, so that one chunk is staged while the previous one
  * is read), and a progress counter per rank on its own cache line, through which the ranks of
  * the host wait for each other without MPI. Next to the counter, on the same cache line, each
  * rank has a mailbox of a few words through which the single-copy algorithms publish the
  * addresses of their buffers for one call; those algorithms then copy straight between the
  * ranks' buffers with Linux's cross-memory attach (process_vm_readv / process_vm_writev), where
  * the host allows it.
+ *
+ * How many staging areas a call rotates through is chosen per call (see staging_depth.c): two
+ * keep the working set in cache, which is fastest while the ranks' cores share caches; many
+ * let a peer's copies of a line age out before the line is written again, which is fastest
+ * when every such write has to invalidate a copy in a distant cache.
  *
  * Between processes the memory comes from MPI_Win_allocate_shared (node_segment_mpi.c); in unit
  * tests the "ranks" are threads and it is ordinary memory (node_segments_create_local).
@@ -19,44 +24,82 @@
 #include <stdatomic.h>
 
 #define NODE_MAX_LOCAL_RANKS 256
+#define NODE_MAX_STAGING_AREAS 16
 
-/* Words of a rank's mailbox: whether its copies in the current call failed, and the address of
- * its buffer. */
-enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS };
+/* Words of a rank's mailbox: whether its copies in the current call failed, the address of its
+ * buffer, and (local rank 0's only) how many staging areas the next hierarchical allreduce
+ * uses. */
+enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS, NODE_MAILBOX_AREAS };
+
+/* Local rank 0's record of how fast hierarchical allreduces ran with two staging areas
+ * (index 0) and with all of them (index 1). */
+struct staging_depth {
+    double rate[2]; /* bytes per second, a moving average; 0 until measured */
+    int last_used;  /* which count the last measured call used */
+    int preferred;  /* which count calls use, unless trying the other */
+    unsigned long measured_calls;
+};
 
 struct node_segment {
     int local_rank;
     int local_size;
     size_t chunk_bytes;                               /* bytes of each staging area */
-    unsigned char *staging[NODE_MAX_LOCAL_RANKS][2];  /* local rank r's two staging areas */
+    unsigned char *staging[NODE_MAX_LOCAL_RANKS][NODE_MAX_STAGING_AREAS]; /* rank r's areas */
+    unsigned staging_areas; /* allocated per rank: a power of two, 2..NODE_MAX_STAGING_AREAS */
+    bool adapt_depth;       /* choose between 2 areas and all of them by measured speed */
+    unsigned areas_in_use;  /* the current call's: a power of two, 2..staging_areas */
+    unsigned next_areas;    /* agreed for the next hierarchical allreduce */
+    struct staging_depth depth; /* local rank 0's measurements */
     _Atomic uint64_t *progress[NODE_MAX_LOCAL_RANKS]; /* local rank r's barrier counter */
     uint64_t *mailbox[NODE_MAX_LOCAL_RANKS];          /* local rank r's mailbox words */
     int pids[NODE_MAX_LOCAL_RANKS];                   /* local rank r's process */
     bool single_copy; /* every rank may copy to and from every other's memory */
     uint64_t sequence;                              /* this rank's last barrier */
-    unsigned next_area;       /* the staging area the next algorithm starts in */
+    uint64_t next_turn;       /* the turn the next algorithm starts at */
     bool yield_while_waiting;                       /* more ranks than cores on this host */
     struct transport *cross;  /* the ranks of the same local rank on the other hosts, or NULL */
     struct scratch cross_scratch;
     void *owner;              /* what to free: the MPI window, or the local allocation */
 };
 
-/* The algorithms use the two staging areas in turn, chunk after chunk and across calls: a
- * peer may still read the area of one call's last chunk while this rank stages the next call's
- * first chunk. An algorithm that needs `chunks` turns takes them in a row; returns the first. */
-static inline size_t node_segment_take_turns(struct node_segment *segment, size_t chunks)
+/* The algorithms use the staging areas in turn, chunk after chunk and across calls: a peer
+ * may still read the area of one call's last chunk while this rank stages the next call's first
+ * chunk. An algorithm that needs `chunks` turns takes them in a row, rotating through `areas`
+ * areas (a power of two, the same on every rank); returns the first. Because every count of
+ * areas is a power of two, turns in a row land in areas of different parity, so they never share
+ * an area even when the count changes between calls. */
+static inline size_t node_segment_take_turns(struct node_segment *segment, size_t chunks,
+                                             unsigned areas)
 {
-    size_t first = segment->next_area;
-    segment->next_area = (unsigned)((first + chunks) % 2);
-    return first;
+    segment->areas_in_use = areas;
+    uint64_t first = segment->next_turn;
+    segment->next_turn += chunks;
+    return (size_t)first;
 }
 
 /* Local rank `rank`'s staging area for turn `turn`. */
 static inline unsigned char *node_staging(const struct node_segment *segment, int rank,
                                           size_t turn)
 {
-    return segment->staging[rank][turn % 2];
+    return segment->staging[rank][turn & (segment->areas_in_use - 1)];
 }
+
+/* Staging depth (staging_depth.c). Every rank calls begin() as a hierarchical allreduce starts
+ * (it returns the areas to use: the count agreed at the end of the previous one), measure()
+ * just before the allreduce's last barrier (`started`: when it passed the first one) (local rank 0 then publishes the count for the next
+ * one), and agree() after that barrier (every rank reads it). Local rank 0 writes the count
+ * again only after the next allreduce's first barrier, which every rank reaches after reading. */
+unsigned node_staging_begin(struct node_segment *segment);
+void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chunks,
+                          double started);
+void node_staging_agree(struct node_segment *segment);
+/* The staging areas of `chunk_bytes` to allocate per rank for `requested` (0: automatic) with
+ * `local_size` ranks on the host (more than its cores if `oversubscribed`), and whether the
+ * count is chosen per call. */
+unsigned node_staging_areas(unsigned requested, int local_size, size_t chunk_bytes,
+                            bool oversubscribed, bool *adapt);
+/* Sets up a new segment's staging depth: `areas` allocated, chosen per call if `adapt`. */
+void node_segment_set_depth(struct node_segment *segment, unsigned areas, bool adapt);
 
 /* Bytes of chunk `index` when `total` bytes are cut into chunks of `chunk_bytes` (0 past the
  * end). */
@@ -102,14 +145,16 @@ static inline uint64_t node_probe_value(int pid)
 
 /* For tests: `local_size` segments over one piece of ordinary memory, one per thread.
  * Free with node_segments_destroy_local. */
-struct node_segment *node_segments_create_local(int local_size, size_t chunk_bytes);
+struct node_segment *node_segments_create_local(int local_size, size_t chunk_bytes,
+                                                unsigned staging_areas);
 void node_segments_destroy_local(struct node_segment *segments);
 
 /* Over MPI: collective over `node_comm` (the ranks of this host, an MPI_Comm passed by
  * pointer); `cross_comm` groups the ranks of the same local rank across hosts. */
 chorus_status node_segment_create_mpi(struct node_segment *segment, const void *node_comm,
                                       const void *cross_comm, size_t chunk_bytes,
-                                      bool yield_while_waiting, char *error, size_t error_size);
+                                      unsigned staging_areas, bool yield_while_waiting,
+                                      char *error, size_t error_size);
 void node_segment_destroy_mpi(struct node_segment *segment);
 
 #endif

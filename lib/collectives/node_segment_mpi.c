@@ -1,7 +1,7 @@
 /*
  * node_segment_mpi.c — the host's shared segment from MPI_Win_allocate_shared: each local rank
- * allocates its progress counter (one cache line) and its two staging areas, so each part lies
- * in memory local to the rank that writes it. MPI_Win_shared_query gives every rank the
+ * allocates its progress counter (one cache line) and its staging areas, so each part lies in
+ * memory local to the rank that writes it. MPI_Win_shared_query gives every rank the
  * addresses of the others' parts.
  */
 #include "node_segment.h"
@@ -44,7 +44,8 @@ static bool probe_single_copy(struct node_segment *segment, MPI_Comm node_comm)
 
 chorus_status node_segment_create_mpi(struct node_segment *segment, const void *node_comm_pointer,
                                       const void *cross_comm_pointer, size_t chunk_bytes,
-                                      bool yield_while_waiting, char *error, size_t error_size)
+                                      unsigned staging_areas, bool yield_while_waiting,
+                                      char *error, size_t error_size)
 {
     MPI_Comm node_comm, cross_comm;
     memcpy(&node_comm, node_comm_pointer, sizeof node_comm);
@@ -62,7 +63,11 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         return CHORUS_ERR_OUT_OF_MEMORY;
     segment->chunk_bytes = chunk_bytes;
     segment->yield_while_waiting = yield_while_waiting;
-    size_t mine = CACHE_LINE + 2 * chunk_bytes;
+    bool adapt = false;
+    unsigned areas = node_staging_areas(staging_areas, segment->local_size, chunk_bytes,
+                                        yield_while_waiting, &adapt);
+    node_segment_set_depth(segment, areas, adapt);
+    size_t mine = CACHE_LINE + areas * chunk_bytes;
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
@@ -74,6 +79,8 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         snprintf(error, error_size, "MPI_Win_allocate_shared of %zu bytes failed", mine);
         return CHORUS_ERR_MPI;
     }
+    /* Touching the part places it near this rank, and keeps page faults out of the first calls
+     * (which would also make a deep rotation look slow when it is first measured). */
     memset(base, 0, mine);
     for (int r = 0; r < segment->local_size; r++) {
         MPI_Aint size = 0;
@@ -82,8 +89,8 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         MPI_Win_shared_query(owner->window, r, &size, &unit, &peer);
         segment->progress[r] = (_Atomic uint64_t *)peer;
         segment->mailbox[r] = (uint64_t *)peer + 1;
-        segment->staging[r][0] = peer + CACHE_LINE;
-        segment->staging[r][1] = peer + CACHE_LINE + chunk_bytes;
+        for (unsigned area = 0; area < areas; area++)
+            segment->staging[r][area] = peer + CACHE_LINE + area * chunk_bytes;
     }
     int cross_size = 1;
     MPI_Comm_size(cross_comm, &cross_size);

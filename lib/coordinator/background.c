@@ -307,6 +307,7 @@ static chorus_status start(struct background *background, char *error, size_t er
     transport_mpi_init(&executor->transport, &context->data_comm);
     executor->fusion_threshold = context->params.values.fusion_threshold;
     executor->fusion_tensor_limit = context->params.values.fusion_tensor_limit;
+    executor->staging_areas = (unsigned)context->params.values.staging_areas;
     executor->local_ranks = context->topology.homogeneous ? context->topology.local_size : 1;
     executor->oversubscribed = context->topology.pus > 0 &&
                                (size_t)context->topology.local_size > context->topology.pus;

@@ -47,7 +47,7 @@ static double output_factor(const struct wire_response *response)
     return factor;
 }
 
-/* Bytes of each of a rank's two staging areas in the host's shared segment. Measured with the
+/* Bytes of each of a rank's staging areas in the host's shared segment. Measured with the
  * algorithm alone (np=2, 256 KiB-64 MiB, 3 interleaved rounds, 2026-11-22) on the development VM
  * (1 MiB L2 per core): 512 KiB was fastest (1 MiB in 67-78 us, 64 MiB in 9.3-10 ms), ahead of
  * 256 KiB (94-100 us, 10.1-10.7 ms), 1 MiB and 2 MiB. */
@@ -73,7 +73,8 @@ static chorus_status ensure_node(struct executor *executor, char *error, size_t 
     }
     chorus_status status =
         node_segment_create_mpi(&executor->node, &executor->node_comm, &executor->cross_comm,
-                                NODE_CHUNK_BYTES, executor->oversubscribed, error, error_size);
+                                NODE_CHUNK_BYTES, executor->staging_areas, executor->oversubscribed,
+                                error, error_size);
     executor->node_ready = status == CHORUS_OK;
     return status;
 }

@@ -30,6 +30,9 @@ const struct param_definition param_table[] = {
      "minimum spacing of negotiation cycles in milliseconds; larger values fuse more"},
     {"CHORUS_CACHE_CAPACITY", PARAM_COUNT, "1024", FIELD(cache_capacity), -1, true,
      "entries of the response cache; 0 turns the cache off"},
+    {"CHORUS_STAGING_AREAS", PARAM_COUNT, "0", FIELD(staging_areas), -1, true,
+     "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0 chooses between "
+     "2 and 16 by the speed measured while the job runs"},
     {"CHORUS_STALL_WARNING_SECONDS", PARAM_SECONDS, "60", FIELD(stall_warning_seconds), -1, true,
      "warn when a tensor has been submitted by some ranks but not others for this long (0: "
      "never)"},

@@ -15,6 +15,7 @@ struct chorus_params {
     size_t fusion_tensor_limit;    /* bytes: larger tensors are not fused */
     double cycle_time_ms;          /* minimum spacing of negotiation cycles */
     size_t cache_capacity;         /* response cache entries */
+    size_t staging_areas;          /* per rank in the host's segment; 0 = chosen per call */
     double stall_warning_seconds;  /* 0 disables the warning */
     double stall_shutdown_seconds; /* 0 = never */
     int log_level;                 /* enum log_level */

@@ -31,6 +31,7 @@ struct rank_job {
     int calls;        /* allreduce: back-to-back calls, count growing by 37 each; 0 means 1 */
     int mixed_calls;  /* one host: this many calls rotating through the shared-memory algorithms */
     bool as_pieces;   /* hierarchical: the buffer as a list of pieces, every other out of place */
+    unsigned staging_areas; /* per rank in the segment; 0: chosen per call, as by default */
     enum { SINGLE_COPY_AS_PROBED, SINGLE_COPY_REFUSED, SINGLE_COPY_BROKEN } single_copy;
     chorus_status expected; /* what every rank's call must return (results checked when OK) */
     struct node_segment *node; /* hierarchical: this rank's host segment */
@@ -238,14 +239,16 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
     struct thread_fabric *cross_fabrics[5] = {NULL};
     struct transport cross[5];
     for (int h = 0; hierarchical && h < hosts; h++)
-        segments[h] = node_segments_create_local(local_size, TEST_CHUNK_BYTES);
+        segments[h] =
+            node_segments_create_local(local_size, TEST_CHUNK_BYTES, prototype.staging_areas);
     for (int r = 0; hierarchical && r < local_size; r++) {
         if (prototype.single_copy == SINGLE_COPY_REFUSED)
             segments[0][r].single_copy = false;
-        /* Local rank 0 sees a process that does not exist where rank 1 is: its copies to rank
-         * 1 fail (rank 0 always has data to send: the broadcast's root, a non-empty block). */
-        if (prototype.single_copy == SINGLE_COPY_BROKEN && r == 0 && local_size > 1)
-            segments[0][r].pids[1] = -1;
+        /* Local rank 1 sees a process that does not exist where rank 0 is: its copies from
+         * rank 0 fail (rank 1 always reads from rank 0: its part of the broadcast from root 0,
+         * rank 0's non-empty block of the allgather). */
+        if (prototype.single_copy == SINGLE_COPY_BROKEN && r == 1)
+            segments[0][r].pids[0] = -1;
     }
     for (int l = 0; hierarchical && hosts > 1 && l < local_size; l++)
         cross_fabrics[l] = thread_fabric_create(hosts);
@@ -341,18 +344,86 @@ START_TEST(allreduce_large_buffers_are_pipelined_correctly)
 END_TEST
 
 /* Calls in a row on one segment, each a different length, so the chunks' slices fall in other
- * places every call, while a slow rank may still be copying the previous result out. */
+ * places every call, while a slow rank may still be copying the previous result out: with two
+ * staging areas, four, and the count chosen per call (which changes between calls). */
 START_TEST(hierarchical_back_to_back_calls_share_the_segment_safely)
 {
     int nranks = _i;
-    struct rank_job job = {.collective = CHORUS_ALLREDUCE,
-                           .algorithm = ALLREDUCE_HIERARCHICAL,
-                           .dtype = CHORUS_INT32,
-                           .op = CHORUS_SUM,
-                           .count = 2000,
-                           .calls = 400,
-                           .seed = 31337};
-    assert_case_passes(job, nranks);
+    const unsigned depths[] = {2, 4, 0};
+    for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
+        struct rank_job job = {.collective = CHORUS_ALLREDUCE,
+                               .algorithm = ALLREDUCE_HIERARCHICAL,
+                               .dtype = CHORUS_INT32,
+                               .op = CHORUS_SUM,
+                               .count = 2000,
+                               .calls = 400,
+                               .staging_areas = depths[d],
+                               .seed = 31337 + d};
+        assert_case_passes(job, nranks);
+    }
+}
+END_TEST
+
+/* Local rank 0 measures allreduces of `chunks` chunks as if they took `seconds`, and every rank
+ * agrees on the count for the next one, which is returned. */
+static unsigned measured_call(struct node_segment *segments, int local_size, size_t chunks,
+                              double seconds)
+{
+    for (int r = 0; r < local_size; r++)
+        node_segment_take_turns(&segments[r], chunks, node_staging_begin(&segments[r]));
+    node_staging_measure(&segments[0], chunks * TEST_CHUNK_BYTES, chunks,
+                         monotonic_seconds() - seconds);
+    for (int r = 0; r < local_size; r++)
+        node_staging_agree(&segments[r]);
+    for (int r = 1; r < local_size; r++)
+        ck_assert_uint_eq(segments[r].next_areas, segments[0].next_areas);
+    return segments[0].next_areas;
+}
+
+/* The count of staging areas follows the faster of two and all, tries the other one on every
+ * 32nd measured call, and switches when the other has become faster by a margin. */
+START_TEST(staging_depth_follows_the_faster_count)
+{
+    bool adapt = false;
+    ck_assert_uint_eq(node_staging_areas(0, 2, 512 << 10, false, &adapt), 16);
+    ck_assert(adapt);
+    ck_assert_uint_eq(node_staging_areas(0, 8, 512 << 10, false, &adapt), 4);
+    ck_assert(adapt);
+    ck_assert_uint_eq(node_staging_areas(0, 64, 512 << 10, false, &adapt), 2);
+    ck_assert(!adapt);
+    ck_assert_uint_eq(node_staging_areas(0, 4, 512 << 10, true, &adapt), 2);
+    ck_assert(!adapt);
+    ck_assert_uint_eq(node_staging_areas(5, 2, 512 << 10, true, &adapt), 4);
+    ck_assert(!adapt);
+    ck_assert_uint_eq(node_staging_areas(100, 2, 512 << 10, false, &adapt), 16);
+
+    struct node_segment *segments = node_segments_create_local(3, TEST_CHUNK_BYTES, 0);
+    unsigned deep = segments[0].staging_areas;
+    ck_assert_uint_eq(segments[0].next_areas, 2);
+    /* The first six measured calls alternate; a call too small to count changes nothing. */
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 9e-3), deep);
+    ck_assert_uint_eq(measured_call(segments, 3, 2, 1.0), deep);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 4e-3), 2);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), deep);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 4e-3), 2);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), deep);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 4e-3), 2); /* two areas were faster */
+    for (int call = 7; call < 32; call++)
+        ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), 2);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), deep); /* the 32nd: explore */
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 0.9e-3), 2);  /* faster, within noise */
+    for (int call = 34; call < 64; call++)
+        ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), 2);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), deep); /* the 64th: explore */
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 0.5e-3), deep); /* deep became faster */
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 0.5e-3), deep);
+    node_segments_destroy_local(segments);
+
+    segments = node_segments_create_local(2, TEST_CHUNK_BYTES, 4);
+    ck_assert_uint_eq(segments[0].next_areas, 4);
+    ck_assert_uint_eq(measured_call(segments, 2, 8, 1e-3), 4);
+    ck_assert_uint_eq(measured_call(segments, 2, 8, 9e-3), 4);
+    node_segments_destroy_local(segments);
 }
 END_TEST
 
@@ -390,7 +461,7 @@ END_TEST
 START_TEST(single_copy_falls_back_or_fails_on_every_rank)
 {
     int nranks = _i;
-    struct node_segment *probe = node_segments_create_local(1, TEST_CHUNK_BYTES);
+    struct node_segment *probe = node_segments_create_local(1, TEST_CHUNK_BYTES, 2);
     bool available = probe->single_copy;
     node_segments_destroy_local(probe);
     const chorus_collective kinds[] = {CHORUS_BROADCAST, CHORUS_ALLGATHER};
@@ -505,6 +576,7 @@ int main(void)
     tcase_add_loop_test(allreduce, shared_memory_algorithms_back_to_back_share_the_segment_safely,
                         1, 6);
     tcase_add_loop_test(allreduce, hierarchical_reduces_a_list_of_pieces, 1, 6);
+    tcase_add_test(allreduce, staging_depth_follows_the_faster_count);
     suite_add_tcase(suite, allreduce);
     TCase *others = tcase_create("broadcast_allgather");
     tcase_set_timeout(others, 300);
