@@ -86,11 +86,13 @@ chorus_status chorus_test(const chorus_handle *handle)
  * for up to WAIT_YIELD_SECONDS. Yielding lets the background thread of the same rank run when the
  * cores are shared, and a woken sleeper costs a futex wake plus a trip through the scheduler.
  * Measured with chorus-bench on the 2-core development VM, np=2, 4 interleaved rounds
- * (2026-11-22, medians): 8-byte allreduce 10 us instead of 45 us when sleeping after 20 polls;
- * allgather 1 MiB 79-82 us instead of 115 us. Bounded in time so that a waiter on a long
- * collective stops taking turns on the core after a fraction of a millisecond. */
+ * (2026-11-22, medians): an 8-byte allreduce took 13 us when waiters slept after 20 polls, 7 us
+ * yielding for up to 50 us; a 1 MiB allgather 74 against 54 us. Yielding for up to 200 us was
+ * no faster there but made a step of 100 fused tiny broadcasts slower (260-380 against 125-190
+ * us; 144-188 us with 50), because waiting user threads then compete with both ranks'
+ * background threads for the two cores. */
 #define WAIT_SPINS 20
-#define WAIT_YIELD_SECONDS 200e-6
+#define WAIT_YIELD_SECONDS 50e-6
 
 chorus_status chorus_wait(chorus_handle *handle)
 {
