@@ -32,11 +32,14 @@
 enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS, NODE_MAILBOX_AREAS };
 
 /* Local rank 0's record of how fast hierarchical allreduces ran with two staging areas
- * (index 0) and with all of them (index 1). */
+ * (index 0) and with all of them (index 1), per size class (4-7 chunks, 8-15, ...). */
+#define STAGING_SIZE_CLASSES 8
 struct staging_depth {
-    double rate[2]; /* bytes per second, a moving average; 0 until measured */
-    int last_used;  /* which count the last measured call used */
-    int preferred;  /* which count calls use, unless trying the other */
+    double rate[STAGING_SIZE_CLASSES][2]; /* bytes per second, a moving average; 0: unknown */
+    unsigned samples[STAGING_SIZE_CLASSES][2]; /* calls measured, up to a few */
+    int last_used[STAGING_SIZE_CLASSES];  /* which count the class's last call used */
+    int last_class;                       /* the last measured call's class */
+    int preferred;                        /* which count calls use, unless trying the other */
     unsigned long measured_calls;
 };
 

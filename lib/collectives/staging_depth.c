@@ -17,11 +17,14 @@
  *
  * Neither count wins everywhere and the placement changes while a job runs, so local rank 0
  * measures each allreduce of several chunks (from its first barrier, so that a late peer does
- * not count), keeps the speed reached with two areas and with all of them, uses the one that
- * is faster (by a margin, to not follow noise), and tries the other on every 32nd measured
- * call. The first measured calls alternate, as a job's first calls run cold. It publishes the
- * count for the next allreduce in its mailbox; see node_segment.h for why every rank reads the
- * same count. In 5 interleaved runs each, ResNet-50's gradients at np=2 took 30-34 ms per step in
+ * not count), keeps the speed reached with two areas and with all of them per size class (a
+ * class is first measured twice with each, alternating), uses the one that is faster in the
+ * class of the last call (by a margin, to not follow noise), and tries the other on every 32nd
+ * measured call.
+ * Comparing across sizes misled it: after 4 MiB calls, the first 64 MiB calls looked slow
+ * against the old 4 MiB speed of the other count, and it switched to the wrong one. It
+ * publishes the count for the next allreduce in its mailbox; see node_segment.h for why every
+ * rank reads the same count. In 5 interleaved runs each, ResNet-50's gradients at np=2 took 30-34 ms per step in
  * the far placement against 64-66 ms with two areas, and 17 ms in the near one either way.
  *
  * With more ranks than cores, calls take as long as the scheduler lets them, and the choice
@@ -32,10 +35,11 @@
 
 /* Allreduces of fewer chunks are not measured: their time says little about bandwidth. */
 #define MEASURED_CHUNKS 4
+/* A size class alternates between the counts until each was measured this often: the first
+ * calls of a job, or of a size, run cold, and later samples of a count replace earlier ones. */
+#define WARM_SAMPLES 2
 /* One measured call in this many runs with the other count, to notice a change. */
 #define EXPLORE_EVERY 32
-/* The first measured calls alternate between the counts: a job's first calls run cold. */
-#define ALTERNATING_CALLS 6
 /* The other count must have been this much faster to be preferred: single calls are noisy. */
 #define SWITCH_MARGIN 1.2
 /* Shared memory for staging on one host, at most, when the count is automatic. */
@@ -79,6 +83,18 @@ unsigned node_staging_begin(struct node_segment *segment)
     return segment->next_areas;
 }
 
+/* Which size class a call of `chunks` chunks belongs to: speeds are compared within a class,
+ * as a large call runs slower than a small one with either count. */
+static int size_class(size_t chunks)
+{
+    int class = 0;
+    while (chunks >= 2 * MEASURED_CHUNKS && class < STAGING_SIZE_CLASSES - 1) {
+        chunks /= 2;
+        class++;
+    }
+    return class;
+}
+
 void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chunks,
                           double started)
 {
@@ -89,19 +105,29 @@ void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chu
     double seconds = monotonic_seconds() - started;
     if (chunks >= MEASURED_CHUNKS && seconds > 0) {
         /* Calls in a row with one count are averaged; the first after a change replaces what
-         * is known of that count, which may be from long ago. */
+         * is known of that count, which may be from long ago (or from a cold first call). */
+        int class = size_class(chunks);
+        double *rates = depth->rate[class];
         double rate = (double)bytes / seconds;
-        bool again = depth->measured_calls > 0 && depth->last_used == used;
-        depth->rate[used] = again ? (depth->rate[used] + rate) / 2 : rate;
-        depth->last_used = used;
+        rates[used] = depth->last_used[class] == used && depth->samples[class][used] > 0
+                          ? (rates[used] + rate) / 2
+                          : rate;
+        depth->last_used[class] = used;
+        if (depth->samples[class][used] < WARM_SAMPLES)
+            depth->samples[class][used]++;
+        depth->last_class = class;
         depth->measured_calls++;
     }
-    int next;
-    if (depth->measured_calls < ALTERNATING_CALLS) {
-        next = (int)(depth->measured_calls % 2);
+    /* The next call most likely has the size of the last measured one (a training step repeats
+     * its calls): decide by that class. */
+    const double *rates = depth->rate[depth->last_class];
+    const unsigned *samples = depth->samples[depth->last_class];
+    int next = depth->preferred;
+    if (samples[0] < WARM_SAMPLES || samples[1] < WARM_SAMPLES) {
+        next = samples[1] < samples[0] ? 1 : 0; /* alternate until both are measured warm */
     } else {
         int other = 1 - depth->preferred;
-        if (depth->rate[other] > depth->rate[depth->preferred] * SWITCH_MARGIN)
+        if (rates[other] > rates[depth->preferred] * SWITCH_MARGIN)
             depth->preferred = other;
         next = depth->measured_calls % EXPLORE_EVERY == 0 ? 1 - depth->preferred
                                                             : depth->preferred;
