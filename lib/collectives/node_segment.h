@@ -36,7 +36,7 @@ enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS, NODE_MAILBOX
 #define STAGING_SIZE_CLASSES 8
 struct staging_depth {
     double rate[STAGING_SIZE_CLASSES][2]; /* bytes per second, a moving average; 0: unknown */
-    unsigned samples[STAGING_SIZE_CLASSES][2]; /* calls measured, up to a few */
+    unsigned long calls[STAGING_SIZE_CLASSES]; /* measured calls of the class */
     int last_used[STAGING_SIZE_CLASSES];  /* which count the class's last call used */
     int last_class;                       /* the last measured call's class */
     int preferred;                        /* which count calls use, unless trying the other */

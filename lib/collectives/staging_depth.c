@@ -17,10 +17,10 @@
  *
  * Neither count wins everywhere and the placement changes while a job runs, so local rank 0
  * measures each allreduce of several chunks (from its first barrier, so that a late peer does
- * not count), keeps the speed reached with two areas and with all of them per size class (a
- * class is first measured twice with each, alternating), uses the one that is faster in the
- * class of the last call (by a margin, to not follow noise), and tries the other on every 32nd
- * measured call.
+ * not count), keeps the speed reached with two areas and with all of them per size class,
+ * uses the one that is faster in the class of the last call (by a margin, to not follow noise),
+ * and tries the other on every 32nd measured call. A new class starts with the count preferred
+ * so far and tries the other on its third call (its first runs cold and is not kept).
  * Comparing across sizes misled it: after 4 MiB calls, the first 64 MiB calls looked slow
  * against the old 4 MiB speed of the other count, and it switched to the wrong one. It
  * publishes the count for the next allreduce in its mailbox; see node_segment.h for why every
@@ -35,9 +35,6 @@
 
 /* Allreduces of fewer chunks are not measured: their time says little about bandwidth. */
 #define MEASURED_CHUNKS 4
-/* A size class alternates between the counts until each was measured this often: the first
- * calls of a job, or of a size, run cold, and later samples of a count replace earlier ones. */
-#define WARM_SAMPLES 2
 /* One measured call in this many runs with the other count, to notice a change. */
 #define EXPLORE_EVERY 32
 /* The other count must have been this much faster to be preferred: single calls are noisy. */
@@ -104,30 +101,31 @@ void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chu
     int used = segment->areas_in_use == 2 ? 0 : 1;
     double seconds = monotonic_seconds() - started;
     if (chunks >= MEASURED_CHUNKS && seconds > 0) {
-        /* Calls in a row with one count are averaged; the first after a change replaces what
-         * is known of that count, which may be from long ago (or from a cold first call). */
         int class = size_class(chunks);
-        double *rates = depth->rate[class];
-        double rate = (double)bytes / seconds;
-        rates[used] = depth->last_used[class] == used && depth->samples[class][used] > 0
-                          ? (rates[used] + rate) / 2
-                          : rate;
-        depth->last_used[class] = used;
-        if (depth->samples[class][used] < WARM_SAMPLES)
-            depth->samples[class][used]++;
         depth->last_class = class;
         depth->measured_calls++;
+        /* A class's first call runs cold (first touches, first use of the size): not kept.
+         * Later calls in a row with one count are averaged; the first after a change replaces
+         * what is known of that count, which may be from long ago. */
+        if (depth->calls[class]++ > 0) {
+            double *rates = depth->rate[class];
+            double rate = (double)bytes / seconds;
+            rates[used] = depth->last_used[class] == used && rates[used] > 0
+                              ? (rates[used] + rate) / 2
+                              : rate;
+            depth->last_used[class] = used;
+        }
     }
     /* The next call most likely has the size of the last measured one (a training step repeats
-     * its calls): decide by that class. */
-    const double *rates = depth->rate[depth->last_class];
-    const unsigned *samples = depth->samples[depth->last_class];
-    int next = depth->preferred;
-    if (samples[0] < WARM_SAMPLES || samples[1] < WARM_SAMPLES) {
-        next = samples[1] < samples[0] ? 1 : 0; /* alternate until both are measured warm */
-    } else {
-        int other = 1 - depth->preferred;
-        if (rates[other] > rates[depth->preferred] * SWITCH_MARGIN)
+     * its calls): decide by that class. A class new to both counts goes on with the preferred
+     * one, tries the other once when it has two warm calls, and from then on compares. */
+    int class = depth->last_class, preferred = depth->preferred, other = 1 - preferred;
+    const double *rates = depth->rate[class];
+    int next = preferred;
+    if (depth->measured_calls > 0 && rates[preferred] > 0 && rates[other] == 0) {
+        next = depth->calls[class] >= 3 ? other : preferred;
+    } else if (rates[preferred] > 0 && rates[other] > 0) {
+        if (rates[other] > rates[preferred] * SWITCH_MARGIN)
             depth->preferred = other;
         next = depth->measured_calls % EXPLORE_EVERY == 0 ? 1 - depth->preferred
                                                             : depth->preferred;
