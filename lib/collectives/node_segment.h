@@ -89,9 +89,10 @@ static inline unsigned char *node_staging(const struct node_segment *segment, in
 
 /* Staging depth (staging_depth.c). Every rank calls begin() as a hierarchical allreduce starts
  * (it returns the areas to use: the count agreed at the end of the previous one), measure()
- * just before the allreduce's last barrier (`started`: when it passed the first one) (local rank 0 then publishes the count for the next
- * one), and agree() after that barrier (every rank reads it). Local rank 0 writes the count
- * again only after the next allreduce's first barrier, which every rank reaches after reading. */
+ * just before the allreduce's last barrier (`started`: when it passed the first one; local
+ * rank 0 then publishes the count for the next allreduce), and agree() after that barrier
+ * (every rank reads it). Local rank 0 writes the count again only after the next allreduce's
+ * first barrier, which every rank reaches after reading. */
 unsigned node_staging_begin(struct node_segment *segment);
 void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chunks,
                           double started);

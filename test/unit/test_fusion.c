@@ -42,6 +42,16 @@ static void describe(const struct fusion_plan *plan, char *text, size_t size)
                                      plan->order[plan->batches[b].first + m]);
 }
 
+/* Plans `list` and checks its batches against `expected` (as describe() writes them). */
+static void assert_plan(const struct wire_response *list, size_t count, size_t threshold,
+                        size_t tensor_limit, const char *expected, struct fusion_plan *plan)
+{
+    char text[128];
+    ck_assert(fusion_plan_build(list, count, threshold, tensor_limit, plan));
+    describe(plan, text, sizeof text);
+    ck_assert_str_eq(text, expected);
+}
+
 START_TEST(batches_respect_threshold_and_look_past_other_dtypes)
 {
     struct wire_response list[] = {
@@ -53,10 +63,7 @@ START_TEST(batches_respect_threshold_and_look_past_other_dtypes)
         response(CHORUS_ALLREDUCE, CHORUS_INT32, 25),
     };
     struct fusion_plan plan;
-    ck_assert(fusion_plan_build(list, 6, 1024, 1024, &plan));
-    char text[128];
-    describe(&plan, text, sizeof text);
-    ck_assert_str_eq(text, "0,2|1,5|3|4");
+    assert_plan(list, 6, 1024, 1024, "0,2|1,5|3|4", &plan);
     ck_assert_uint_eq(plan.batches[0].bytes, 800);
     fusion_plan_free(&plan);
 }
@@ -71,14 +78,9 @@ START_TEST(threshold_zero_and_large_tensors_go_alone)
         response(CHORUS_ALLREDUCE, CHORUS_FLOAT32, 10),
     };
     struct fusion_plan plan;
-    char text[128];
-    ck_assert(fusion_plan_build(list, 4, 0, 1 << 20, &plan));
-    describe(&plan, text, sizeof text);
-    ck_assert_str_eq(text, "0|1|2|3");
+    assert_plan(list, 4, 0, 1 << 20, "0|1|2|3", &plan);
     fusion_plan_free(&plan);
-    ck_assert(fusion_plan_build(list, 4, 100, 1 << 20, &plan));
-    describe(&plan, text, sizeof text);
-    ck_assert_str_eq(text, "0,1|2|3"); /* 3 would make 120 B */
+    assert_plan(list, 4, 100, 1 << 20, "0,1|2|3", &plan); /* 3 would make 120 B */
     fusion_plan_free(&plan);
 }
 END_TEST
@@ -92,10 +94,7 @@ START_TEST(tensors_over_the_tensor_limit_go_alone)
         response(CHORUS_ALLREDUCE, CHORUS_FLOAT32, 64),  /* 256 B: fused */
     };
     struct fusion_plan plan;
-    char text[128];
-    ck_assert(fusion_plan_build(list, 4, 1 << 20, 256, &plan));
-    describe(&plan, text, sizeof text);
-    ck_assert_str_eq(text, "0,2,3|1");
+    assert_plan(list, 4, 1 << 20, 256, "0,2,3|1", &plan);
     fusion_plan_free(&plan);
 }
 END_TEST
@@ -112,10 +111,7 @@ START_TEST(different_reductions_do_not_fuse)
     list[2].request.postscale = 2;
     list[3].request.device = 0;
     struct fusion_plan plan;
-    char text[128];
-    ck_assert(fusion_plan_build(list, 4, 1 << 20, 1 << 20, &plan));
-    describe(&plan, text, sizeof text);
-    ck_assert_str_eq(text, "0|1|2|3");
+    assert_plan(list, 4, 1 << 20, 1 << 20, "0|1|2|3", &plan);
     fusion_plan_free(&plan);
 }
 END_TEST
@@ -133,10 +129,7 @@ START_TEST(gpu_tensors_fuse_with_each_other_not_with_host_tensors)
     list[3].request.device = 1;
     list[4].request.device = 0;
     struct fusion_plan plan;
-    char text[128];
-    ck_assert(fusion_plan_build(list, 5, 1 << 20, 256, &plan));
-    describe(&plan, text, sizeof text);
-    ck_assert_str_eq(text, "0,2|1,3|4");
+    assert_plan(list, 5, 1 << 20, 256, "0,2|1,3|4", &plan);
     ck_assert_uint_eq(plan.batches[1].bytes, 80);
     fusion_plan_free(&plan);
 }
@@ -168,10 +161,7 @@ START_TEST(broadcasts_fuse_by_root_and_allgathers_by_gathered_size)
     ck_assert_uint_eq(batch_member_bytes(&list[3]), 112);
     ck_assert_uint_eq(batch_member_bytes(&list[6]), 384);
     struct fusion_plan plan;
-    char text[128];
-    ck_assert(fusion_plan_build(list, 8, 1 << 20, 256, &plan));
-    describe(&plan, text, sizeof text);
-    ck_assert_str_eq(text, "0,2|1|3,4|5,7|6");
+    assert_plan(list, 8, 1 << 20, 256, "0,2|1|3,4|5,7|6", &plan);
     ck_assert_uint_eq(plan.batches[0].bytes, 140);
     ck_assert_uint_eq(plan.batches[2].bytes, 115);
     fusion_plan_free(&plan);
