@@ -18,6 +18,14 @@ void reduce_into(void *restrict accumulator, const void *restrict operand, size_
 void reduce_pair(void *restrict result, const void *restrict a, const void *restrict b,
                  size_t count, chorus_dtype dtype, chorus_op op);
 
+/* The same, then multiplied by `factor` (a postscale or an average's division) in the same pass
+ * where the dtype and op allow it (float32 and float64 sums), else in a second pass; the result
+ * is the same either way. */
+void reduce_into_scaled(void *restrict accumulator, const void *restrict operand, size_t count,
+                        chorus_dtype dtype, chorus_op op, double factor);
+void reduce_pair_scaled(void *restrict result, const void *restrict a, const void *restrict b,
+                        size_t count, chorus_dtype dtype, chorus_op op, double factor);
+
 /* buffer[i] *= factor. Integers are scaled in double and rounded to the nearest integer
  * (halfway away from zero), then wrapped to the dtype. */
 void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor);

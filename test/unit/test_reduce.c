@@ -1,7 +1,7 @@
 /*
  * test_reduce.c — the elementwise kernels: float16 and bfloat16 conversions (exhaustively for
  * every 16-bit pattern, and rounding to nearest even), the reduction loops against scalar
- * reference arithmetic, scaling and identity fills.
+ * reference arithmetic, the kernels that scale in the same pass, scaling and identity fills.
  */
 #include "../../lib/collectives/reduce.h"
 #include "../common/reference.h"
@@ -99,6 +99,42 @@ START_TEST(reductions_match_scalar_arithmetic)
 }
 END_TEST
 
+/* The scaled kernels give bitwise what a reduction followed by scale_buffer gives: the fused
+ * float sums and the two-pass fallback of the other dtypes and ops alike. */
+START_TEST(scaled_reductions_equal_reduction_then_scale)
+{
+    const size_t count = 1031;
+    const chorus_op ops[] = {CHORUS_SUM, CHORUS_AVERAGE, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
+    const double factors[] = {1.0, 0.5, 1.0 / 3.0, 2.75};
+    for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++)
+        for (size_t o = 0; o < 5; o++)
+            for (size_t f = 0; f < 4; f++) {
+                chorus_dtype type = (chorus_dtype)dtype;
+                size_t bytes = count * chorus_dtype_size(type);
+                uint8_t *a = malloc(bytes), *b = malloc(bytes), *expected = malloc(bytes);
+                uint8_t *pair = malloc(bytes), *into = malloc(bytes);
+                reference_fill(a, count, type, ops[o], 11, 0);
+                reference_fill(b, count, type, ops[o], 11, 1);
+                reduce_pair(expected, a, b, count, type, ops[o]);
+                scale_buffer(expected, count, type, factors[f]);
+                reduce_pair_scaled(pair, a, b, count, type, ops[o], factors[f]);
+                memcpy(into, a, bytes);
+                reduce_into_scaled(into, b, count, type, ops[o], factors[f]);
+                ck_assert_msg(memcmp(pair, expected, bytes) == 0,
+                              "reduce_pair_scaled differs (%s %s, factor %g)",
+                              chorus_dtype_name(type), chorus_op_name(ops[o]), factors[f]);
+                ck_assert_msg(memcmp(into, expected, bytes) == 0,
+                              "reduce_into_scaled differs (%s %s, factor %g)",
+                              chorus_dtype_name(type), chorus_op_name(ops[o]), factors[f]);
+                free(a);
+                free(b);
+                free(expected);
+                free(pair);
+                free(into);
+            }
+}
+END_TEST
+
 START_TEST(identity_leaves_reductions_unchanged)
 {
     const chorus_op ops[] = {CHORUS_SUM, CHORUS_AVERAGE, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
@@ -141,6 +177,7 @@ int main(void)
     tcase_add_test(tc, bfloat16_round_trips_for_every_pattern);
     tcase_add_test(tc, float_to_half_rounds_to_nearest_even);
     tcase_add_test(tc, reductions_match_scalar_arithmetic);
+    tcase_add_test(tc, scaled_reductions_equal_reduction_then_scale);
     tcase_add_test(tc, identity_leaves_reductions_unchanged);
     tcase_add_test(tc, scaling_rounds_integers_and_multiplies_floats);
     suite_add_tcase(suite, tc);
