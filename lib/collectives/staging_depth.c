@@ -29,7 +29,11 @@
  *
  * With more ranks than cores, calls take as long as the scheduler lets them, and the choice
  * followed that noise: at np=4 on the 2-core VM, choosing per call cost 25-45% at 16-64 MiB
- * where two areas were right, so there the count stays two unless set.
+ * where two areas were right, so there the count stays two unless set. Whole runs there fall
+ * into a fast and a slow mode (ResNet-50 step, chorus-bench --workload resnet50, 6 interleaved
+ * runs, 2026-11-22): two areas 32-41 or 93-114 ms, eight 45-50 or 70-75 ms, MPI per tensor 82-90
+ * or 110-147 ms. Two stay the default for the fast mode; CHORUS_STAGING_AREAS=8 trades it for a
+ * better slow one.
  */
 #include "node_segment.h"
 
