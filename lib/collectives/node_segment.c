@@ -118,7 +118,7 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
                                                 unsigned staging_areas)
 {
     bool adapt = false;
-    unsigned areas = node_staging_areas(staging_areas, local_size, chunk_bytes, false, &adapt);
+    unsigned areas = node_staging_areas(staging_areas, local_size, chunk_bytes, &adapt);
     struct node_segment *segments = calloc((size_t)local_size, sizeof *segments);
     struct local_memory *owner = calloc(1, sizeof *owner);
     size_t per_rank = CACHE_LINE + areas * chunk_bytes;
@@ -137,7 +137,7 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
         segment->local_rank = me;
         segment->local_size = local_size;
         segment->chunk_bytes = chunk_bytes;
-        node_segment_set_depth(segment, areas, adapt);
+        node_segment_set_depth(segment, areas, adapt, false);
         segment->yield_while_waiting = true;
         segment->owner = me == 0 ? owner : NULL;
         for (int r = 0; r < local_size; r++) {

@@ -41,6 +41,7 @@ struct staging_depth {
     int last_class;                       /* the last measured call's class */
     int preferred;                        /* which count calls use, unless trying the other */
     unsigned long measured_calls;
+    double switch_margin;                 /* how much faster the other must be to switch */
 };
 
 struct node_segment {
@@ -98,12 +99,12 @@ void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chu
                           double started);
 void node_staging_agree(struct node_segment *segment);
 /* The staging areas of `chunk_bytes` to allocate per rank for `requested` (0: automatic) with
- * `local_size` ranks on the host (more than its cores if `oversubscribed`), and whether the
- * count is chosen per call. */
-unsigned node_staging_areas(unsigned requested, int local_size, size_t chunk_bytes,
-                            bool oversubscribed, bool *adapt);
-/* Sets up a new segment's staging depth: `areas` allocated, chosen per call if `adapt`. */
-void node_segment_set_depth(struct node_segment *segment, unsigned areas, bool adapt);
+ * `local_size` ranks on the host, and whether the count is chosen per call. */
+unsigned node_staging_areas(unsigned requested, int local_size, size_t chunk_bytes, bool *adapt);
+/* Sets up a new segment's staging depth: `areas` allocated, chosen per call if `adapt`, with a
+ * wider margin against noise on a host with more ranks than cores (`oversubscribed`). */
+void node_segment_set_depth(struct node_segment *segment, unsigned areas, bool adapt,
+                            bool oversubscribed);
 
 /* Bytes of chunk `index` when `total` bytes are cut into chunks of `chunk_bytes` (0 past the
  * end). */

@@ -64,9 +64,8 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
     segment->chunk_bytes = chunk_bytes;
     segment->yield_while_waiting = yield_while_waiting;
     bool adapt = false;
-    unsigned areas = node_staging_areas(staging_areas, segment->local_size, chunk_bytes,
-                                        yield_while_waiting, &adapt);
-    node_segment_set_depth(segment, areas, adapt);
+    unsigned areas = node_staging_areas(staging_areas, segment->local_size, chunk_bytes, &adapt);
+    node_segment_set_depth(segment, areas, adapt, yield_while_waiting);
     size_t mine = CACHE_LINE + areas * chunk_bytes;
     MPI_Info info;
     MPI_Info_create(&info);

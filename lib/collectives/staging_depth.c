@@ -27,13 +27,14 @@
  * rank reads the same count. In 5 interleaved runs each, ResNet-50's gradients at np=2 took 30-34 ms per step in
  * the far placement against 64-66 ms with two areas, and 17 ms in the near one either way.
  *
- * With more ranks than cores, calls take as long as the scheduler lets them, and the choice
- * followed that noise: at np=4 on the 2-core VM, choosing per call cost 25-45% at 16-64 MiB
- * where two areas were right, so there the count stays two unless set. Whole runs there fall
- * into a fast and a slow mode (ResNet-50 step, chorus-bench --workload resnet50, 6 interleaved
- * runs, 2026-11-22): two areas 32-41 or 93-114 ms, eight 45-50 or 70-75 ms, MPI per tensor 82-90
- * or 110-147 ms. Two stay the default for the fast mode; CHORUS_STAGING_AREAS=8 trades it for a
- * better slow one.
+ * With more ranks than cores, calls take as long as the scheduler lets them, and single calls
+ * are noisier: there the other count must be 1.5 times as fast, not 1.2. The choice matters
+ * there too: at np=4 on the 2-core VM, whole runs fall into a fast and a slow mode (the same
+ * work, memmove and the reductions 3-4x slower under perf). ResNet-50 steps (8 interleaved
+ * runs, 2026-11-22): two areas 37-42 ms fast, 115 ms slow; chosen per call 36-42 ms fast,
+ * 69-73 ms slow. chorus-bench 16 / 64 MiB (3 interleaved runs): two areas 6.1-18.7 / 67-72 ms,
+ * chosen per call 5.6-7.3 / 23.5-25.0 ms. An earlier version, with the 1.2 margin everywhere,
+ * had cost 25-45% at np=4 where two areas were right, and left such hosts at two.
  */
 #include "node_segment.h"
 
@@ -41,8 +42,10 @@
 #define MEASURED_CHUNKS 4
 /* One measured call in this many runs with the other count, to notice a change. */
 #define EXPLORE_EVERY 32
-/* The other count must have been this much faster to be preferred: single calls are noisy. */
+/* The other count must have been this much faster to be preferred: single calls are noisy,
+ * more so on a host with more ranks than cores. */
 #define SWITCH_MARGIN 1.2
+#define OVERSUBSCRIBED_SWITCH_MARGIN 1.5
 /* Shared memory for staging on one host, at most, when the count is automatic. */
 #define AUTOMATIC_BUDGET_BYTES ((size_t)16 << 20)
 
@@ -54,13 +57,10 @@ static unsigned power_of_two_at_most(unsigned value)
     return power;
 }
 
-unsigned node_staging_areas(unsigned requested, int local_size, size_t chunk_bytes,
-                            bool oversubscribed, bool *adapt)
+unsigned node_staging_areas(unsigned requested, int local_size, size_t chunk_bytes, bool *adapt)
 {
     unsigned areas = requested;
-    if (requested == 0 && oversubscribed) {
-        areas = 2;
-    } else if (requested == 0) {
+    if (requested == 0) {
         size_t per_rank = AUTOMATIC_BUDGET_BYTES / (size_t)(local_size > 0 ? local_size : 1);
         size_t fit = chunk_bytes > 0 ? per_rank / chunk_bytes : NODE_MAX_STAGING_AREAS;
         areas = fit > NODE_MAX_STAGING_AREAS ? NODE_MAX_STAGING_AREAS : (unsigned)fit;
@@ -71,8 +71,10 @@ unsigned node_staging_areas(unsigned requested, int local_size, size_t chunk_byt
     return areas;
 }
 
-void node_segment_set_depth(struct node_segment *segment, unsigned areas, bool adapt)
+void node_segment_set_depth(struct node_segment *segment, unsigned areas, bool adapt,
+                            bool oversubscribed)
 {
+    segment->depth.switch_margin = oversubscribed ? OVERSUBSCRIBED_SWITCH_MARGIN : SWITCH_MARGIN;
     segment->staging_areas = areas;
     segment->adapt_depth = adapt;
     segment->areas_in_use = 2;
@@ -129,7 +131,7 @@ void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chu
     if (depth->measured_calls > 0 && rates[preferred] > 0 && rates[other] == 0) {
         next = depth->calls[class] >= 3 ? other : preferred;
     } else if (rates[preferred] > 0 && rates[other] > 0) {
-        if (rates[other] > rates[preferred] * SWITCH_MARGIN)
+        if (rates[other] > rates[preferred] * depth->switch_margin)
             depth->preferred = other;
         next = depth->measured_calls % EXPLORE_EVERY == 0 ? 1 - depth->preferred
                                                             : depth->preferred;

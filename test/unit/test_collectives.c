@@ -385,17 +385,15 @@ static unsigned measured_call(struct node_segment *segments, int local_size, siz
 START_TEST(staging_depth_follows_the_faster_count)
 {
     bool adapt = false;
-    ck_assert_uint_eq(node_staging_areas(0, 2, 512 << 10, false, &adapt), 16);
+    ck_assert_uint_eq(node_staging_areas(0, 2, 512 << 10, &adapt), 16);
     ck_assert(adapt);
-    ck_assert_uint_eq(node_staging_areas(0, 8, 512 << 10, false, &adapt), 4);
+    ck_assert_uint_eq(node_staging_areas(0, 8, 512 << 10, &adapt), 4);
     ck_assert(adapt);
-    ck_assert_uint_eq(node_staging_areas(0, 64, 512 << 10, false, &adapt), 2);
+    ck_assert_uint_eq(node_staging_areas(0, 64, 512 << 10, &adapt), 2);
     ck_assert(!adapt);
-    ck_assert_uint_eq(node_staging_areas(0, 4, 512 << 10, true, &adapt), 2);
+    ck_assert_uint_eq(node_staging_areas(5, 2, 512 << 10, &adapt), 4);
     ck_assert(!adapt);
-    ck_assert_uint_eq(node_staging_areas(5, 2, 512 << 10, true, &adapt), 4);
-    ck_assert(!adapt);
-    ck_assert_uint_eq(node_staging_areas(100, 2, 512 << 10, false, &adapt), 16);
+    ck_assert_uint_eq(node_staging_areas(100, 2, 512 << 10, &adapt), 16);
 
     struct node_segment *segments = node_segments_create_local(3, TEST_CHUNK_BYTES, 0);
     unsigned deep = segments[0].staging_areas;
@@ -426,6 +424,20 @@ START_TEST(staging_depth_follows_the_faster_count)
     /* Back in the first class, where deep is slow: the first call there (deep, as preferred)
      * measures it, and two areas are preferred again. */
     ck_assert_uint_eq(measured_call(segments, 3, 8, 2e-3), 2);
+    node_segments_destroy_local(segments);
+
+    /* More ranks than cores: 1.25 times as fast is noise, twice as fast is not. */
+    segments = node_segments_create_local(3, TEST_CHUNK_BYTES, 0);
+    for (int r = 0; r < 3; r++)
+        node_segment_set_depth(&segments[r], deep, true, true);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 9e-3), 2);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), 2);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), deep);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 0.8e-3), 2);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 30e-3), 2);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), 2);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), deep);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 4e-3), deep);
     node_segments_destroy_local(segments);
 
     segments = node_segments_create_local(2, TEST_CHUNK_BYTES, 4);
