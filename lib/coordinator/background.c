@@ -79,15 +79,30 @@ static void join_done(void *owner)
         handle_member_done(handle, CHORUS_OK, NULL);
 }
 
-void fail_everything(struct background *background, chorus_status status,
-                            const char *reason)
+/* From now on submits fail with `status` and `reason` (the first reason stays). */
+static void refuse_submissions(struct chorus_context *context, chorus_status status,
+                               const char *reason)
 {
-    struct chorus_context *context = background->context;
     pthread_mutex_lock(&context->lock);
     if (atomic_load(&context->stopped) == CHORUS_OK) {
         snprintf(context->stopped_message, sizeof context->stopped_message, "%s", reason);
         atomic_store(&context->stopped, status);
     }
+    pthread_mutex_unlock(&context->lock);
+}
+
+static void executor_fatal_error(void *owner, chorus_status status, const char *message)
+{
+    struct background *background = owner;
+    refuse_submissions(background->context, status, message);
+}
+
+void fail_everything(struct background *background, chorus_status status,
+                            const char *reason)
+{
+    struct chorus_context *context = background->context;
+    refuse_submissions(context, status, reason);
+    pthread_mutex_lock(&context->lock);
     struct request *queued = context->queue_head;
     context->queue_head = context->queue_tail = NULL;
     struct chorus_handle *join_handle = context->join_handle;
@@ -325,6 +340,7 @@ static chorus_status start(struct background *background, char *error, size_t er
     executor->take_request = take_request;
     executor->finish = finish_request;
     executor->join_done = join_done;
+    executor->fatal_error = executor_fatal_error;
     background->last_stall_check = monotonic_seconds();
     return CHORUS_OK;
 }

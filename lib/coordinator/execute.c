@@ -14,6 +14,7 @@
 #include "../fusion/packed_pipeline.h"
 
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -838,6 +839,23 @@ static chorus_status execute_batch(struct executor *executor, const struct wire_
     return CHORUS_OK; /* the wire decoder admits no other collective */
 }
 
+/* Batches to run until the injected fault, that one included; 0: none armed. */
+static _Atomic long batches_before_fault;
+
+void executor_inject_fault(long nth)
+{
+    atomic_store(&batches_before_fault, nth > 0 ? nth : 0);
+}
+
+/* Whether the injected fault hits this batch (see executor_inject_fault). */
+static bool injected_fault_now(void)
+{
+    long left = atomic_load(&batches_before_fault);
+    while (left > 0 && !atomic_compare_exchange_weak(&batches_before_fault, &left, left - 1))
+        ;
+    return left == 1;
+}
+
 chorus_status executor_run(struct executor *executor, const struct wire_response *responses,
                            size_t count, char *error, size_t error_size)
 {
@@ -884,8 +902,13 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         for (size_t m = 0; executor->timeline != NULL && m < batch->count; m++)
             timeline_span(executor->timeline, responses[members[m]].request.name, "queue",
                           responses[members[m]].agreed_at, started, NULL);
-        chorus_status outcome = execute_batch(executor, responses, members, batch->count, requests,
-                                              detail, sizeof detail);
+        chorus_status outcome = CHORUS_ERR_MPI;
+        if (injected_fault_now())
+            snprintf(detail, sizeof detail, "injected fault (a test's stand-in for a failed MPI "
+                                            "call) on rank %d", executor->rank);
+        else
+            outcome = execute_batch(executor, responses, members, batch->count, requests, detail,
+                                    sizeof detail);
         /* Fused allreduces write their own spans, with their copies. */
         if (executor->timeline != NULL &&
             (batch->count == 1 || first->request.collective != CHORUS_ALLREDUCE)) {
@@ -905,6 +928,12 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                               arguments);
             }
         }
+        /* A failed collective leaves the ranks out of step, except for errors decided the same
+         * way on every rank before any data moved (unsupported GPU features). */
+        bool fatal = outcome != CHORUS_OK && outcome != CHORUS_ERR_NOT_SUPPORTED;
+        /* Before the handles complete: their owners may submit again at once. */
+        if (fatal && executor->fatal_error != NULL)
+            executor->fatal_error(executor->owner, outcome, detail);
         for (size_t m = 0; m < batch->count; m++) {
             if (requests[m] == NULL)
                 continue;
@@ -918,9 +947,7 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                 free(message);
             }
         }
-        /* A failed collective leaves the ranks out of step, except for errors decided the same
-         * way on every rank before any data moved (unsupported GPU features). */
-        if (outcome != CHORUS_OK && outcome != CHORUS_ERR_NOT_SUPPORTED) {
+        if (fatal) {
             snprintf(error, error_size, "%s", detail);
             status = outcome;
         }

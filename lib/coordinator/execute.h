@@ -45,6 +45,8 @@ struct executor {
     void (*finish)(void *owner, struct request *request, chorus_status status,
                    const char *message);
     void (*join_done)(void *owner);
+    /* A fatal error is about to complete handles: later submits must already fail. */
+    void (*fatal_error)(void *owner, chorus_status status, const char *message);
 };
 
 /* Runs `count` responses in the fusion plan's order. Returns CHORUS_OK, or a fatal error
@@ -53,5 +55,11 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                            size_t count, char *error, size_t error_size);
 
 void executor_release(struct executor *executor);
+
+/* For tests of the fatal-error path: the `nth` batch this process runs from now on (1: the next
+ * one) fails as a failed MPI call would; every rank that arms the same `nth` at the same point
+ * fails the same batch, as they all run the same batches in the same order. 0 disarms it. Any
+ * thread, before or while chorus runs. */
+void executor_inject_fault(long nth);
 
 #endif

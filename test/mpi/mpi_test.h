@@ -31,9 +31,14 @@ static const char *volatile test_step = "start";
         }                                                                                        \
     } while (0)
 
+/* Evaluates `got` once: it is often a call. */
 #define EXPECT_STATUS(got, expected)                                                             \
-    EXPECT((got) == (expected), "got %s, expected %s (%s)", chorus_status_name(got),             \
-           chorus_status_name(expected), chorus_last_error())
+    do {                                                                                         \
+        chorus_status got_status = (got);                                                        \
+        EXPECT(got_status == (expected), "got %s, expected %s (%s)",                             \
+               chorus_status_name(got_status), chorus_status_name(expected),                     \
+               chorus_last_error());                                                             \
+    } while (0)
 
 static void test_watchdog(int signal_number)
 {

@@ -1,0 +1,77 @@
+/*
+ * mpi_fatal.c — a fatal error in the data path (here injected where an MPI call would fail, on
+ * every rank at the same batch): the failing batch's handles and every other pending handle
+ * complete with CHORUS_ERR_MPI and a message naming the tensor and the cause, later submits fail
+ * fast with the same cause, and chorus_shutdown returns, on every rank, without a hang.
+ */
+#include "../../lib/coordinator/execute.h"
+#include "mpi_test.h"
+
+enum { COUNT = 13, PENDING = 6 };
+
+static chorus_tensor floats(float *data, int64_t count)
+{
+    return (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {count}};
+}
+
+/* A blocking allreduce that must succeed: each rank contributes rank + 1 + i at element i. */
+static void expect_good_allreduce(const char *name)
+{
+    float data[COUNT];
+    for (int i = 0; i < COUNT; i++)
+        data[i] = (float)(test_rank + 1 + i);
+    chorus_tensor tensor = floats(data, COUNT);
+    EXPECT_STATUS(chorus_allreduce(name, &tensor, NULL, CHORUS_SUM), CHORUS_OK);
+    for (int i = 0; i < COUNT; i++) {
+        double expected = (double)test_size * (test_size + 1) / 2 + (double)i * test_size;
+        EXPECT(data[i] == (float)expected, "%s[%d] = %g, expected %g", name, i, data[i],
+               expected);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    test_start(&argc, &argv, 60);
+    test_init_chorus();
+    test_step = "before the fault";
+    expect_good_allreduce("good.first");
+    /* Nothing is in flight anywhere now; every rank arms the same batch: the one after next. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    executor_inject_fault(2);
+    expect_good_allreduce("good.second");
+
+    test_step = "pending handles";
+    float data[PENDING][COUNT] = {{0}};
+    chorus_handle *handles[PENDING];
+    for (int i = 0; i < PENDING; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "pending.%d", i);
+        chorus_tensor tensor = floats(data[i], COUNT);
+        EXPECT_STATUS(chorus_allreduce_async(name, &tensor, NULL, CHORUS_SUM, &handles[i]),
+                      CHORUS_OK);
+    }
+    for (int i = 0; i < PENDING; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "\"pending.%d\"", i);
+        EXPECT_STATUS(chorus_wait(handles[i]), CHORUS_ERR_MPI);
+        const char *message = chorus_handle_error(handles[i]);
+        EXPECT(strstr(message, name) != NULL && strstr(message, "injected fault") != NULL,
+               "handle %d: %s", i, message);
+        chorus_handle_free(handles[i]);
+    }
+
+    test_step = "submit after the fault";
+    float value = 1;
+    chorus_tensor tensor = floats(&value, 1);
+    chorus_handle *late = (chorus_handle *)1;
+    EXPECT_STATUS(chorus_allreduce_async("late", &tensor, NULL, CHORUS_SUM, &late),
+                  CHORUS_ERR_MPI);
+    EXPECT(late == NULL, "no handle after a failed submit");
+    EXPECT(strstr(chorus_last_error(), "\"late\"") != NULL &&
+               strstr(chorus_last_error(), "injected fault") != NULL,
+           "message: %s", chorus_last_error());
+
+    test_step = "shutdown after the fault";
+    EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
+    return test_finish("fatal");
+}
