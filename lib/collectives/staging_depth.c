@@ -24,8 +24,9 @@
  * Comparing across sizes misled it: after 4 MiB calls, the first 64 MiB calls looked slow
  * against the old 4 MiB speed of the other count, and it switched to the wrong one. It
  * publishes the count for the next allreduce in its mailbox; see node_segment.h for why every
- * rank reads the same count. In 5 interleaved runs each, ResNet-50's gradients at np=2 took 30-34 ms per step in
- * the far placement against 64-66 ms with two areas, and 17 ms in the near one either way.
+ * rank reads the same count. In 5 interleaved runs each, ResNet-50's gradients at np=2 took
+ * 30-34 ms per step in the far placement against 64-66 ms with two areas, and 17 ms in the
+ * near one either way.
  *
  * With more ranks than cores, calls take as long as the scheduler lets them, and single calls
  * are noisier: there the other count must be 1.5 times as fast, not 1.2. The choice matters
