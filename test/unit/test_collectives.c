@@ -207,7 +207,7 @@ static void *run_mixed_rank(void *argument)
         call.failure[0] = '\0';
         run_rank(&call);
         if (call.failure[0] && !job->failure[0])
-            snprintf(job->failure, sizeof job->failure, "call %d: %s", i, call.failure);
+            snprintf(job->failure, sizeof job->failure, "call %d: %.700s", i, call.failure);
     }
     return NULL;
 }
