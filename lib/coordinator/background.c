@@ -138,6 +138,7 @@ void fatal(struct background *background, chorus_status status, const char *what
     LOG(LOG_ERROR, "background", "%s", what);
     fail_everything(background, status, what);
     background->finished = true;
+    background->failed = true;
 }
 
 /* ----- taking submissions ----------------------------------------------------------------- */

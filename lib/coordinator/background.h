@@ -42,6 +42,7 @@ struct background {
     bool stopping;         /* handles failed; waiting for BYEs (rank 0) */
     int byes;
     bool finished;
+    bool failed;           /* a fatal error: peers may never receive what is still outgoing */
 
     double last_cycle;
     double last_stall_check;
@@ -58,7 +59,8 @@ void fatal(struct background *background, chorus_status status, const char *what
 void clear_unsent(struct background *background);
 
 /* exchange.c */
-/* Frees the buffers of sends that completed. With `wait`, blocks until all have. */
+/* Frees the buffers of sends that completed. With `wait`, blocks until all have; after a fatal
+ * error only for a while, then it gives the rest up (see exchange.c). */
 void progress_outgoing(struct background *background, bool wait);
 /* Sends (or, on rank 0, records) what was submitted since the last time. */
 bool flush_requests(struct background *background);

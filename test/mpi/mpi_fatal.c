@@ -2,12 +2,14 @@
  * mpi_fatal.c — a fatal error in the data path (here injected where an MPI call would fail, on
  * every rank at the same batch): the failing batch's handles and every other pending handle
  * complete with CHORUS_ERR_MPI and a message naming the tensor and the cause, later submits fail
- * fast with the same cause, and chorus_shutdown returns, on every rank, without a hang.
+ * fast with the same cause, and chorus_shutdown returns, on every rank, without a hang. Then
+ * again with a backlog of many long names, whose negotiation messages are too large to leave
+ * without a receiver: shutdown must not wait for them forever.
  */
 #include "../../lib/coordinator/execute.h"
 #include "mpi_test.h"
 
-enum { COUNT = 13, PENDING = 6 };
+enum { COUNT = 13, PENDING = 6, BACKLOG = 400 };
 
 static chorus_tensor floats(float *data, int64_t count)
 {
@@ -27,6 +29,41 @@ static void expect_good_allreduce(const char *name)
         EXPECT(data[i] == (float)expected, "%s[%d] = %g, expected %g", name, i, data[i],
                expected);
     }
+}
+
+/* The next batch fails while every rank still submits BACKLOG tensors with long names. */
+static void expect_backlog_fails(void)
+{
+    test_step = "backlog";
+    test_init_chorus();
+    MPI_Barrier(MPI_COMM_WORLD);
+    executor_inject_fault(1);
+    static float data[BACKLOG][4];
+    static chorus_handle *handles[BACKLOG];
+    static char names[BACKLOG][128];
+    for (int i = 0; i < BACKLOG; i++) {
+        snprintf(names[i], sizeof names[i],
+                 "backlog.encoder.layer%03d.attention.output.dense.weight.gradient", i);
+        chorus_tensor tensor = floats(data[i], 4);
+        chorus_status status = chorus_allreduce_async(names[i], &tensor, NULL, CHORUS_SUM,
+                                                      &handles[i]);
+        /* Once the fault has hit, submits fail at once instead. */
+        EXPECT(status == CHORUS_OK || status == CHORUS_ERR_MPI, "submit %d: %s", i,
+               chorus_status_name(status));
+        if (status != CHORUS_OK)
+            handles[i] = NULL;
+    }
+    test_step = "backlog: waiting";
+    for (int i = 0; i < BACKLOG; i++) {
+        if (handles[i] == NULL)
+            continue;
+        EXPECT_STATUS(chorus_wait(handles[i]), CHORUS_ERR_MPI);
+        EXPECT(strstr(chorus_handle_error(handles[i]), names[i]) != NULL, "handle %d: %s", i,
+               chorus_handle_error(handles[i]));
+        chorus_handle_free(handles[i]);
+    }
+    test_step = "backlog: shutdown";
+    EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
 }
 
 int main(int argc, char **argv)
@@ -73,5 +110,6 @@ int main(int argc, char **argv)
 
     test_step = "shutdown after the fault";
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
+    expect_backlog_fails();
     return test_finish("fatal");
 }
