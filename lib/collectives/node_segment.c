@@ -24,6 +24,19 @@ static inline void spin_pause(void)
 
 #define CACHE_LINE 64
 
+size_t node_segment_part_bytes(unsigned staging_areas, size_t chunk_bytes)
+{
+    return CACHE_LINE + staging_areas * chunk_bytes;
+}
+
+void node_segment_map_part(struct node_segment *segment, int rank, unsigned char *part)
+{
+    segment->progress[rank] = (_Atomic uint64_t *)part;
+    segment->mailbox[rank] = (uint64_t *)part + 1;
+    for (unsigned area = 0; area < segment->staging_areas; area++)
+        segment->staging[rank][area] = part + CACHE_LINE + area * segment->chunk_bytes;
+}
+
 void node_segment_barrier(struct node_segment *segment)
 {
     uint64_t target = ++segment->sequence;
@@ -121,7 +134,7 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
     unsigned areas = node_staging_areas(staging_areas, local_size, chunk_bytes, &adapt);
     struct node_segment *segments = calloc((size_t)local_size, sizeof *segments);
     struct local_memory *owner = calloc(1, sizeof *owner);
-    size_t per_rank = CACHE_LINE + areas * chunk_bytes;
+    size_t per_rank = node_segment_part_bytes(areas, chunk_bytes);
     unsigned char *memory = NULL;
     if (segments == NULL || owner == NULL ||
         posix_memalign((void **)&memory, CACHE_LINE, per_rank * (size_t)local_size)) {
@@ -141,12 +154,8 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
         segment->yield_while_waiting = true;
         segment->owner = me == 0 ? owner : NULL;
         for (int r = 0; r < local_size; r++) {
-            segment->progress[r] = (_Atomic uint64_t *)(memory + per_rank * (size_t)r);
-            segment->mailbox[r] = (uint64_t *)(memory + per_rank * (size_t)r) + 1;
+            node_segment_map_part(segment, r, memory + per_rank * (size_t)r);
             segment->pids[r] = getpid();
-            for (unsigned area = 0; area < areas; area++)
-                segment->staging[r][area] =
-                    memory + per_rank * (size_t)r + CACHE_LINE + area * chunk_bytes;
         }
     }
     /* The threads share one process, which may still be refused (a seccomp filter). */

@@ -148,6 +148,13 @@ static inline uint64_t node_probe_value(int pid)
     return 0x63686f7275730000ull ^ (uint64_t)(unsigned)pid;
 }
 
+/* The layout of one rank's part of the segment, shared by both constructors: a cache line with
+ * its progress counter and mailbox, then its staging areas. part_bytes() is the size of a part;
+ * map_part() points local rank `rank`'s counter, mailbox and areas into its part at `part`
+ * (after the segment's chunk size and staging depth are set). */
+size_t node_segment_part_bytes(unsigned staging_areas, size_t chunk_bytes);
+void node_segment_map_part(struct node_segment *segment, int rank, unsigned char *part);
+
 /* For tests: `local_size` segments over one piece of ordinary memory, one per thread.
  * Free with node_segments_destroy_local. */
 struct node_segment *node_segments_create_local(int local_size, size_t chunk_bytes,

@@ -12,8 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CACHE_LINE 64
-
 struct mpi_owner {
     MPI_Win window;
     struct transport cross;
@@ -66,7 +64,7 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
     bool adapt = false;
     unsigned areas = node_staging_areas(staging_areas, segment->local_size, chunk_bytes, &adapt);
     node_segment_set_depth(segment, areas, adapt, yield_while_waiting);
-    size_t mine = CACHE_LINE + areas * chunk_bytes;
+    size_t mine = node_segment_part_bytes(areas, chunk_bytes);
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
@@ -86,10 +84,7 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         int unit = 0;
         unsigned char *peer = NULL;
         MPI_Win_shared_query(owner->window, r, &size, &unit, &peer);
-        segment->progress[r] = (_Atomic uint64_t *)peer;
-        segment->mailbox[r] = (uint64_t *)peer + 1;
-        for (unsigned area = 0; area < areas; area++)
-            segment->staging[r][area] = peer + CACHE_LINE + area * chunk_bytes;
+        node_segment_map_part(segment, r, peer);
     }
     int cross_size = 1;
     MPI_Comm_size(cross_comm, &cross_size);
