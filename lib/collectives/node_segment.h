@@ -40,7 +40,6 @@ struct staging_depth {
     int last_used[STAGING_SIZE_CLASSES];  /* which count the class's last call used */
     int last_class;                       /* the last measured call's class */
     int preferred;                        /* which count calls use, unless trying the other */
-    unsigned long measured_calls;
     double switch_margin;                 /* how much faster the other must be to switch */
 };
 

@@ -99,6 +99,15 @@ static int size_class(size_t chunks)
     return class;
 }
 
+/* Measured calls of every class together. */
+static unsigned long measured_calls(const struct staging_depth *depth)
+{
+    unsigned long total = 0;
+    for (int class = 0; class < STAGING_SIZE_CLASSES; class++)
+        total += depth->calls[class];
+    return total;
+}
+
 void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chunks,
                           double started)
 {
@@ -110,7 +119,6 @@ void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chu
     if (chunks >= MEASURED_CHUNKS && seconds > 0) {
         int class = size_class(chunks);
         depth->last_class = class;
-        depth->measured_calls++;
         /* A class's first call runs cold (first touches, first use of the size): not kept.
          * Later calls in a row with one count are averaged; the first after a change replaces
          * what is known of that count, which may be from long ago. */
@@ -129,13 +137,13 @@ void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chu
     int class = depth->last_class, preferred = depth->preferred, other = 1 - preferred;
     const double *rates = depth->rate[class];
     int next = preferred;
-    if (depth->measured_calls > 0 && rates[preferred] > 0 && rates[other] == 0) {
+    if (rates[preferred] > 0 && rates[other] == 0) { /* a known rate implies measured calls */
         next = depth->calls[class] >= 3 ? other : preferred;
     } else if (rates[preferred] > 0 && rates[other] > 0) {
         if (rates[other] > rates[preferred] * depth->switch_margin)
             depth->preferred = other;
-        next = depth->measured_calls % EXPLORE_EVERY == 0 ? 1 - depth->preferred
-                                                            : depth->preferred;
+        next = measured_calls(depth) % EXPLORE_EVERY == 0 ? 1 - depth->preferred
+                                                          : depth->preferred;
     }
     segment->mailbox[0][NODE_MAILBOX_AREAS] = next == 0 ? 2 : segment->staging_areas;
 }
