@@ -932,7 +932,7 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
          * way on every rank before any data moved (unsupported GPU features). */
         bool fatal = outcome != CHORUS_OK && outcome != CHORUS_ERR_NOT_SUPPORTED;
         /* Before the handles complete: their owners may submit again at once. */
-        if (fatal && executor->fatal_error != NULL)
+        if (fatal)
             executor->fatal_error(executor->owner, outcome, detail);
         for (size_t m = 0; m < batch->count; m++) {
             if (requests[m] == NULL)
