@@ -5,11 +5,6 @@
  */
 #include "mpi_test.h"
 
-static chorus_tensor floats(float *data, int64_t count)
-{
-    return (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {count}};
-}
-
 static void expect_not_initialized(void)
 {
     float value = 1;

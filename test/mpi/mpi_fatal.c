@@ -11,11 +11,6 @@
 
 enum { COUNT = 13, PENDING = 6, BACKLOG = 400 };
 
-static chorus_tensor floats(float *data, int64_t count)
-{
-    return (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {count}};
-}
-
 /* A blocking allreduce that must succeed: each rank contributes rank + 1 + i at element i. */
 static void expect_good_allreduce(const char *name)
 {

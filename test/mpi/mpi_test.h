@@ -40,6 +40,12 @@ static const char *volatile test_step = "start";
                chorus_last_error());                                                             \
     } while (0)
 
+/* A one-dimensional float32 tensor over `data`. */
+static inline chorus_tensor floats(float *data, int64_t count)
+{
+    return (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {count}};
+}
+
 static void test_watchdog(int signal_number)
 {
     (void)signal_number;
