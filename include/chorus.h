@@ -208,6 +208,14 @@ CHORUS_API chorus_status chorus_get_topology(chorus_topology *topology);
  * names the tensor, what differs and which ranks sent which value. A name may be reused once its
  * handle has completed. Submitting a name already in flight on this rank fails with
  * CHORUS_ERR_DUPLICATE_NAME.
+ * A fatal error (a failed MPI call, memory that cannot be allocated) stops chorus on the rank
+ * where it happens and, through a notice that rank sends, on every other rank: each pending
+ * handle completes with that rank's status and a message naming the tensor, the rank that
+ * failed and why; later submits fail at once with the same message. The contents of the
+ * failed operations' outputs are undefined. Call chorus_shutdown then (chorus_init may follow;
+ * some memory and communicators of the failed instance stay allocated). Not yet covered: ranks
+ * waiting inside an NCCL call, and ranks still creating the host's shared segment or the NCCL
+ * communicator (collective MPI calls at the first use of each), do not see the notice.
  */
 typedef struct chorus_handle chorus_handle;
 

@@ -38,6 +38,7 @@
 #include "pieces.h"
 #include "reduce.h"
 
+#include <stdio.h>
 #include <string.h>
 
 struct chunk {
@@ -129,6 +130,14 @@ static chorus_status reduce_own_slice(struct node_segment *node, const struct al
      * over every host. */
     reduce_slice(node, args, buffer, chunk, offset, bytes, width,
                  node->cross == NULL ? postscale : 1.0);
+    /* A rank of this host stopped after a fatal error (see node_segment_poison): what was just
+     * reduced is garbage, which must not reach the other hosts, where nothing would tell it from
+     * a result. */
+    if (node->cross != NULL && node_segment_poisoned(node) >= 0) {
+        snprintf(args->transport->error, sizeof args->transport->error,
+                 "a rank of this host failed");
+        return CHORUS_ERR_INTERNAL;
+    }
     if (node->cross != NULL) {
         struct allreduce_args cross = {
             .transport = node->cross,

@@ -54,6 +54,25 @@ void node_segment_barrier(struct node_segment *segment)
     }
 }
 
+void node_segment_poison(struct node_segment *segment)
+{
+    atomic_store_explicit(segment->progress[segment->local_rank], NODE_POISON,
+                          memory_order_release);
+}
+
+static bool poisoned(const struct node_segment *segment, int rank)
+{
+    return atomic_load_explicit(segment->progress[rank], memory_order_acquire) == NODE_POISON;
+}
+
+int node_segment_poisoned(const struct node_segment *segment)
+{
+    for (int r = 0; r < segment->local_size; r++)
+        if (poisoned(segment, r))
+            return r;
+    return -1;
+}
+
 /* The kernel may copy less than asked (it stops at the first page it cannot access); the rest
  * is asked for again, and no progress at all is a failure. */
 static bool copy_with_peer(int pid, void *local, uint64_t remote, size_t bytes, bool to_peer)
@@ -73,15 +92,21 @@ static bool copy_with_peer(int pid, void *local, uint64_t remote, size_t bytes, 
     return true;
 }
 
+/* A poisoned peer may never have published this call's address: the one in its mailbox is an
+ * old call's, which may point at memory it has freed or reused since. */
 bool node_copy_from_peer(const struct node_segment *segment, int peer, void *local,
                          uint64_t remote, size_t bytes)
 {
+    if (poisoned(segment, peer))
+        return false;
     return copy_with_peer(segment->pids[peer], local, remote, bytes, false);
 }
 
 bool node_copy_to_peer(const struct node_segment *segment, int peer, uint64_t remote,
                        const void *local, size_t bytes)
 {
+    if (poisoned(segment, peer))
+        return false;
     return copy_with_peer(segment->pids[peer], (void *)local, remote, bytes, true);
 }
 

@@ -118,6 +118,16 @@ static inline size_t node_chunk_length(size_t total, size_t chunk_bytes, size_t 
 /* Waits until every local rank has reached the same barrier. */
 void node_segment_barrier(struct node_segment *segment);
 
+/* A rank that stops after a fatal error poisons its barrier counter: every barrier then lets
+ * the others through at once instead of waiting for it forever, copies to and from it are
+ * refused, and the others finish the algorithm they are in (on data that no longer means
+ * anything) and see afterwards, by node_segment_poisoned(), that it failed. The poison stays
+ * until the segment is destroyed. */
+#define NODE_POISON UINT64_MAX
+void node_segment_poison(struct node_segment *segment);
+/* The lowest local rank whose counter is poisoned, or -1. */
+int node_segment_poisoned(const struct node_segment *segment);
+
 /* Single copy between this rank's memory and local rank `peer`'s (an address it published).
  * Returns false if the kernel refused or copied less. */
 bool node_copy_from_peer(const struct node_segment *segment, int peer, void *local,

@@ -33,6 +33,11 @@ struct transport {
     int nranks;
     void *context;
     char error[512]; /* the reason of the last failure */
+    /* Asked now and then during a long wait (NULL: never). Anything but CHORUS_OK ends the wait
+     * with that status and the reason written to `error`: another rank stopped after a fatal
+     * error and will never send what is waited for. */
+    chorus_status (*interrupted)(void *context, char *error, size_t error_size);
+    void *interrupt_context;
 };
 
 static inline chorus_status transport_isend(struct transport *transport, const void *buffer,

@@ -54,6 +54,15 @@ static int isend_adapter(void *buffer, int count, MPI_Datatype type, int peer, i
     return MPI_Isend(buffer, count, type, peer, tag, comm, request);
 }
 
+static int irecv_adapter(void *buffer, int count, MPI_Datatype type, int peer, int tag,
+                         MPI_Comm comm, MPI_Request *request)
+{
+    return MPI_Irecv(buffer, count, type, peer, tag, comm, request);
+}
+
+/* slots[2] of a receive's request points here. */
+static char receive_mark;
+
 /* Posts a send or receive of any size as at most two MPI requests. */
 static chorus_status post(struct transport *transport, mpi_point_to_point start, void *buffer,
                           size_t bytes, int peer, int tag, struct transport_request *request,
@@ -62,6 +71,7 @@ static chorus_status post(struct transport *transport, mpi_point_to_point start,
     MPI_Comm comm = transport_comm(transport);
     request_set(request, 0, MPI_REQUEST_NULL);
     request_set(request, 1, MPI_REQUEST_NULL);
+    request->slots[2] = start == irecv_adapter ? &receive_mark : NULL;
     MPI_Request mpi_request = MPI_REQUEST_NULL;
     size_t blocks = bytes / MPI_BLOCK_BYTES;
     size_t tail = bytes % MPI_BLOCK_BYTES;
@@ -97,16 +107,43 @@ static chorus_status mpi_isend(struct transport *transport, const void *buffer, 
     return post(transport, isend_adapter, (void *)buffer, bytes, peer, tag, request, "send");
 }
 
-static int irecv_adapter(void *buffer, int count, MPI_Datatype type, int peer, int tag,
-                         MPI_Comm comm, MPI_Request *request)
-{
-    return MPI_Irecv(buffer, count, type, peer, tag, comm, request);
-}
-
 static chorus_status mpi_irecv(struct transport *transport, void *buffer, size_t bytes, int peer,
                                int tag, struct transport_request *request)
 {
     return post(transport, irecv_adapter, buffer, bytes, peer, tag, request, "receive");
+}
+
+/* How long an interrupted wait still lets its transfers finish. A receive already matched
+ * cannot be cancelled and one already copying must not land in a buffer its owner has freed;
+ * a send a peer is already reading must not lose its buffer. Transfers between ranks that are
+ * both still running finish within this; the rest never start (their communicator is never
+ * freed after a fatal error, so nothing matches them later). */
+#define INTERRUPTED_DRAIN_SECONDS 1.0
+
+/* An interrupted wait gives up the transfers still outstanding: receives not yet matched are
+ * cancelled, the others get a moment to finish, and whatever is left is freed. */
+static void abandon(struct transport_request *requests, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        for (size_t slot = 0; slot < 2; slot++) {
+            MPI_Request request = request_get(&requests[i], slot);
+            if (request != MPI_REQUEST_NULL && requests[i].slots[2] == &receive_mark)
+                MPI_Cancel(&request);
+        }
+    double give_up = MPI_Wtime() + INTERRUPTED_DRAIN_SECONDS;
+    for (size_t i = 0; i < count; i++)
+        for (size_t slot = 0; slot < 2; slot++) {
+            MPI_Request request = request_get(&requests[i], slot);
+            int done = 0;
+            while (request != MPI_REQUEST_NULL && !done && MPI_Wtime() < give_up) {
+                if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                    break;
+                sched_yield();
+            }
+            if (request != MPI_REQUEST_NULL && !done)
+                MPI_Request_free(&request);
+            request_set(&requests[i], slot, MPI_REQUEST_NULL);
+        }
 }
 
 static chorus_status mpi_waitall(struct transport *transport, size_t count,
@@ -124,8 +161,19 @@ static chorus_status mpi_waitall(struct transport *transport, size_t count,
                 if (done)
                     break;
                 /* Spin briefly for latency, then give the core away between polls. */
-                if (++polls > 64)
-                    sched_yield();
+                if (++polls <= 64)
+                    continue;
+                sched_yield();
+                chorus_status interrupted =
+                    transport->interrupted == NULL
+                        ? CHORUS_OK
+                        : transport->interrupted(transport->interrupt_context, transport->error,
+                                                 sizeof transport->error);
+                if (interrupted != CHORUS_OK) {
+                    request_set(&requests[i], slot, request);
+                    abandon(requests + i, count - i);
+                    return interrupted;
+                }
             }
             request_set(&requests[i], slot, MPI_REQUEST_NULL);
         }

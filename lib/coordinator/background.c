@@ -136,6 +136,7 @@ void fail_everything(struct background *background, chorus_status status,
 void fatal(struct background *background, chorus_status status, const char *what)
 {
     LOG(LOG_ERROR, "background", "%s", what);
+    executor_abort(&background->executor, status, what);
     fail_everything(background, status, what);
     background->finished = true;
     background->failed = true;
@@ -342,6 +343,10 @@ static chorus_status start(struct background *background, char *error, size_t er
     executor->finish = finish_request;
     executor->join_done = join_done;
     executor->fatal_error = executor_fatal_error;
+    if (!executor_watch_aborts(executor, context->control_comm)) {
+        snprintf(error, error_size, "posting the receive for abort notices failed");
+        return CHORUS_ERR_MPI;
+    }
     background->last_stall_check = monotonic_seconds();
     return CHORUS_OK;
 }
@@ -395,6 +400,11 @@ void *background_main(void *argument)
         else
             active |= follow(background);
         progress_outgoing(background, false);
+        char failure[sizeof background->error];
+        chorus_status peer = executor_peer_failure(&background->executor, failure,
+                                                   sizeof failure);
+        if (peer != CHORUS_OK)
+            fatal(background, peer, failure);
         if (active)
             idle_since = monotonic_seconds();
         else
@@ -408,7 +418,12 @@ void *background_main(void *argument)
     executor_release(&background->executor);
     response_cache_destroy(&background->cache);
     name_table_destroy(&background->pending);
-    release_communicators(context);
+    /* After a fatal error, messages nobody received (abandoned sends, other ranks' abort
+     * notices) may still arrive. Freed communicators hand their context ids to the next ones,
+     * where Open MPI would deliver such messages to a later chorus_init's communicators; kept,
+     * they stay out of the way. */
+    if (!background->failed)
+        release_communicators(context);
     free(background);
     return NULL;
 }

@@ -11,7 +11,7 @@
 #include "negotiation.h"
 #include "response_cache.h"
 
-enum { TAG_REQUESTS = 1, TAG_RESPONSES = 2 };
+enum { TAG_REQUESTS = 1, TAG_RESPONSES = 2 }; /* and abort.h's TAG_ABORT */
 
 struct outgoing {
     uint8_t *bytes;

@@ -77,6 +77,10 @@ static chorus_status ensure_node(struct executor *executor, char *error, size_t 
                                 NODE_CHUNK_BYTES, executor->staging_areas, executor->oversubscribed,
                                 error, error_size);
     executor->node_ready = status == CHORUS_OK;
+    if (executor->node_ready && executor->node.cross != NULL) {
+        executor->node.cross->interrupted = executor->transport.interrupted;
+        executor->node.cross->interrupt_context = executor->transport.interrupt_context;
+    }
     return status;
 }
 
@@ -109,12 +113,36 @@ static const struct algorithm *prepare_algorithm(struct executor *executor,
     return algorithm;
 }
 
+/* How long a rank that finds a peer of its host poisoned waits for that peer's notice, which
+ * says why: the peer sends it before it poisons its counter, so it is normally there. */
+#define NOTICE_WAIT_SECONDS 1.0
+
+/* A peer of this host (local rank `peer`) stopped after a fatal error in the middle of the
+ * algorithm that just ran, so that its result means nothing. */
+static chorus_status local_peer_failed(struct executor *executor, int peer, char *error,
+                                       size_t error_size)
+{
+    double deadline = monotonic_seconds() + NOTICE_WAIT_SECONDS;
+    chorus_status status;
+    while ((status = executor_peer_failure(executor, error, error_size)) == CHORUS_OK &&
+           monotonic_seconds() < deadline)
+        sched_yield();
+    if (status != CHORUS_OK)
+        return status;
+    snprintf(error, error_size, "stopped because local rank %d of this host failed", peer);
+    return CHORUS_ERR_INTERNAL;
+}
+
 /* On failure, says which algorithm failed on how many bytes, and why. */
-static chorus_status algorithm_outcome(const struct executor *executor,
-                                       chorus_collective collective,
-                                       const struct algorithm *algorithm, size_t bytes,
+static chorus_status algorithm_outcome(struct executor *executor, chorus_collective collective,
+                                       const struct algorithm *algorithm,
+                                       const struct node_segment *node, size_t bytes,
                                        chorus_status status, char *error, size_t error_size)
 {
+    int poisoned = node != NULL ? node_segment_poisoned(node) : -1;
+    if (poisoned >= 0)
+        status = local_peer_failed(executor, poisoned, executor->transport.error,
+                                   sizeof executor->transport.error);
     if (status != CHORUS_OK)
         snprintf(error, error_size, "%s (%s, %zu bytes): %s", chorus_collective_name(collective),
                  algorithm->name, bytes, executor->transport.error);
@@ -147,7 +175,7 @@ static chorus_status run_allreduce(struct executor *executor, void *buffer,
         .op = op == CHORUS_AVERAGE ? CHORUS_SUM : op,
         .postscale = factor != 1.0 ? &factor : NULL,
     };
-    return algorithm_outcome(executor, CHORUS_ALLREDUCE, algorithm, bytes,
+    return algorithm_outcome(executor, CHORUS_ALLREDUCE, algorithm, node, bytes,
                              algorithm->run.allreduce(&args), error, error_size);
 }
 
@@ -456,7 +484,7 @@ static chorus_status run_broadcast(struct executor *executor, void *buffer, size
                                   .buffer = buffer,
                                   .bytes = bytes,
                                   .root = root};
-    return algorithm_outcome(executor, CHORUS_BROADCAST, algorithm, bytes,
+    return algorithm_outcome(executor, CHORUS_BROADCAST, algorithm, node, bytes,
                              algorithm->run.broadcast(&args), error, error_size);
 }
 
@@ -580,7 +608,7 @@ static chorus_status run_allgather(struct executor *executor, const void *send, 
                                   .recv = recv,
                                   .block_bytes = block_bytes,
                                   .offsets = offsets};
-    return algorithm_outcome(executor, CHORUS_ALLGATHER, algorithm, total,
+    return algorithm_outcome(executor, CHORUS_ALLGATHER, algorithm, node, total,
                              algorithm->run.allgather(&args), error, error_size);
 }
 
@@ -931,9 +959,12 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         /* A failed collective leaves the ranks out of step, except for errors decided the same
          * way on every rank before any data moved (unsupported GPU features). */
         bool fatal = outcome != CHORUS_OK && outcome != CHORUS_ERR_NOT_SUPPORTED;
-        /* Before the handles complete: their owners may submit again at once. */
-        if (fatal)
+        /* Before the handles complete: their owners may submit again at once, and the other
+         * ranks may be waiting for this one inside the collective. */
+        if (fatal) {
+            executor_abort(executor, outcome, detail);
             executor->fatal_error(executor->owner, outcome, detail);
+        }
         for (size_t m = 0; m < batch->count; m++) {
             if (requests[m] == NULL)
                 continue;
@@ -964,18 +995,59 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
     return status;
 }
 
+static chorus_status interrupt_on_peer_failure(void *context, char *error, size_t error_size)
+{
+    return executor_peer_failure(context, error, error_size);
+}
+
+bool executor_watch_aborts(struct executor *executor, MPI_Comm control_comm)
+{
+    executor->transport.interrupted = interrupt_on_peer_failure;
+    executor->transport.interrupt_context = executor;
+    return abort_watch_start(&executor->abort, control_comm);
+}
+
+chorus_status executor_peer_failure(struct executor *executor, char *error, size_t error_size)
+{
+    if (!abort_watch_poll(&executor->abort))
+        return CHORUS_OK;
+    const struct abort_notice *notice = &executor->abort.notice;
+    snprintf(error, error_size, "stopped because rank %d failed: %.440s", (int)notice->rank,
+             notice->reason);
+    chorus_status status = (chorus_status)notice->status;
+    return status < 0 ? status : CHORUS_ERR_INTERNAL;
+}
+
+void executor_abort(struct executor *executor, chorus_status status, const char *reason)
+{
+    if (executor->aborted)
+        return;
+    executor->aborted = true;
+    /* A rank that stops because another did has nothing to tell: everyone got that notice. */
+    if (!executor->abort.received)
+        abort_notify(executor->abort.comm, status, reason);
+    if (executor->node_ready)
+        node_segment_poison(&executor->node);
+}
+
 void executor_release(struct executor *executor)
 {
-    scratch_release(&executor->scratch);
-    scratch_release(&executor->fusion);
-    scratch_release(&executor->stand_in);
+    abort_watch_stop(&executor->abort);
+    /* After a fatal error, sends that a wait gave up on (transport_mpi.c) may still read their
+     * buffers: the scratch buffers, the fusion buffer, the host's segment. They are leaked. */
+    bool in_use = executor->aborted;
+    if (!in_use) {
+        scratch_release(&executor->scratch);
+        scratch_release(&executor->fusion);
+        scratch_release(&executor->stand_in);
+    }
     scratch_release(&executor->pieces);
     copier_stop(&executor->copier);
     gpu_context_destroy(executor->gpu);
     executor->gpu = NULL;
     timeline_close(executor->timeline);
     executor->timeline = NULL;
-    if (executor->node_ready) {
+    if (executor->node_ready && !in_use) {
         node_segment_destroy_mpi(&executor->node);
         MPI_Comm_free(&executor->node_comm);
         MPI_Comm_free(&executor->cross_comm);

@@ -11,6 +11,7 @@
 #include "../core/context.h"
 #include "../fusion/copier.h"
 #include "../gpu/gpu.h"
+#include "abort.h"
 #include "timeline.h"
 #include "wire.h"
 
@@ -37,6 +38,8 @@ struct executor {
     bool joined;                /* this rank has joined: it has no tensors for new names */
     struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */
     const char *last_algorithm; /* of the last collective, for the timeline */
+    struct abort_watch abort;   /* for another rank's notice that it stopped */
+    bool aborted;               /* this rank stopped after a fatal error */
 
     /* Supplied by the owner: find-and-remove the local request of a name (NULL if none), and
      * complete one. */
@@ -55,6 +58,17 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                            size_t count, char *error, size_t error_size);
 
 void executor_release(struct executor *executor);
+
+/* Fatal errors on one rank only. executor_watch_aborts() posts the receive for other ranks'
+ * notices on `control_comm` (abort.h) and makes the transport's waits poll it; false if MPI
+ * refused. executor_abort() is called once this rank stops after a fatal error (`status`,
+ * `reason`): unless it stops because of another rank's notice, it sends its own to every rank,
+ * and it poisons its counter in the host's segment, so that no rank waits for it any more. It
+ * is idempotent. executor_peer_failure() returns CHORUS_OK, or, once another rank's notice has
+ * arrived, that rank's status with "stopped because rank R failed: <reason>" in `error`. */
+bool executor_watch_aborts(struct executor *executor, MPI_Comm control_comm);
+void executor_abort(struct executor *executor, chorus_status status, const char *reason);
+chorus_status executor_peer_failure(struct executor *executor, char *error, size_t error_size);
 
 /* For tests of the fatal-error path: the `nth` batch this process runs from now on (1: the next
  * one) fails as a failed MPI call would; every rank that arms the same `nth` at the same point

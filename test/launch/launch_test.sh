@@ -5,7 +5,8 @@
 # sge:       a 4-rank train_mlp job submitted with qsub -pe mpi 4 (chorusrun reads $PE_HOSTFILE)
 # slurm:     the same with sbatch -n 4 (chorusrun inside the allocation)
 # multihost: 2 emulated hosts x 2 ranks: topology, ring and hierarchical allreduce across hosts,
-#            and chorus-bench across them, also over a link capped at 1 Gbit/s
+#            fatal errors on one rank, and chorus-bench across them, also over a link capped at
+#            1 Gbit/s
 # Prints "N passed, N failed". Exits 77 (skipped) where it cannot run: not root, no
 # ../shared/infra, or the environment could not be stood up (that is not chorus failing).
 set -uo pipefail
@@ -65,6 +66,9 @@ multihost)
         tail -1 "$work/$algorithm.out"
         expect "$algorithm allreduce across hosts" "mpi_collectives np=4: [0-9]* passed, 0 failed" "$work/$algorithm.out"
     done
+    # A fatal error on one rank, while the others wait for it on this host and across hosts.
+    run "$build/test/mpi_fatal" > "$work/fatal.out" 2>&1; tail -1 "$work/fatal.out"
+    expect "fatal errors across hosts" "fatal np=4: [0-9]* passed, 0 failed" "$work/fatal.out"
     run "$build/bench/chorus-bench" -b 4K -e 16M -f 4 -n 10 -w 2 > "$work/bench.out" 2>&1; cat "$work/bench.out"
     expect "chorus-bench across hosts" "summary: allreduce np=4" "$work/bench.out"
     expect "chorus-bench results correct" "^ *16777216 .* 0 .* 0 " "$work/bench.out"

@@ -4,7 +4,10 @@
  * complete with CHORUS_ERR_MPI and a message naming the tensor and the cause, later submits fail
  * fast with the same cause, and chorus_shutdown returns, on every rank, without a hang. Then
  * again with a backlog of many long names, whose negotiation messages are too large to leave
- * without a receiver: shutdown must not wait for them forever.
+ * without a receiver: shutdown must not wait for them forever. Then with the fault on one rank
+ * only, before it moves any data, while the others wait for it inside the collective: through
+ * the host's shared segment, single copies between the ranks, and MPI (a ring); the others must
+ * stop too, saying which rank failed and why.
  */
 #include "../../lib/coordinator/execute.h"
 #include "mpi_test.h"
@@ -59,6 +62,70 @@ static void expect_backlog_fails(void)
     }
     test_step = "backlog: shutdown";
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
+    /* A rank stopped by another's failure before it ran a batch is still armed. */
+    executor_inject_fault(0);
+}
+
+/* Only `victim` fails its next batch: `collective` ("allreduce", "broadcast" or "allgather") of
+ * a 1 MiB tensor, submitted with a few small allreduces behind it. */
+static void expect_one_rank_fails(int victim, const char *collective)
+{
+    enum { BIG = 1 << 18, SMALL = 3 };
+    static float big[BIG];
+    static float small[SMALL][COUNT];
+    chorus_handle *handles[1 + SMALL];
+    char names[1 + SMALL][64];
+    test_init_chorus();
+    expect_good_allreduce("one.good"); /* the host's segment exists before the fault */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (test_rank == victim)
+        executor_inject_fault(1);
+    for (int i = 0; i < BIG; i++)
+        big[i] = (float)(test_rank + i % 7);
+    chorus_tensor tensor = floats(big, BIG);
+    snprintf(names[0], sizeof names[0], "one.%s", collective);
+    chorus_status submitted = CHORUS_ERR_INVALID_ARGUMENT;
+    if (strcmp(collective, "allreduce") == 0)
+        submitted = chorus_allreduce_async(names[0], &tensor, NULL, CHORUS_SUM, &handles[0]);
+    else if (strcmp(collective, "broadcast") == 0)
+        submitted = chorus_broadcast_async(names[0], &tensor, 1 % test_size, &handles[0]);
+    else
+        submitted = chorus_allgather_async(names[0], &tensor, &handles[0]);
+    EXPECT_STATUS(submitted, CHORUS_OK);
+    const char *messages[1 + SMALL] = {NULL};
+    if (submitted != CHORUS_OK) {
+        handles[0] = NULL;
+        messages[0] = strdup(chorus_last_error());
+    }
+    /* Once the failure has reached this rank, submits fail at once, with the same message. */
+    for (int i = 0; i < SMALL; i++) {
+        snprintf(names[1 + i], sizeof names[1 + i], "one.small.%d", i);
+        chorus_tensor piece = floats(small[i], COUNT);
+        chorus_status status = chorus_allreduce_async(names[1 + i], &piece, NULL, CHORUS_SUM,
+                                                      &handles[1 + i]);
+        EXPECT(status == CHORUS_OK || status == CHORUS_ERR_MPI, "submit %s: %s", names[1 + i],
+               chorus_status_name(status));
+        if (status != CHORUS_OK) {
+            handles[1 + i] = NULL;
+            messages[1 + i] = strdup(chorus_last_error());
+        }
+    }
+    char victim_failed[64];
+    snprintf(victim_failed, sizeof victim_failed, "rank %d failed", victim);
+    for (int i = 0; i < 1 + SMALL; i++) {
+        if (handles[i] != NULL) {
+            EXPECT_STATUS(chorus_wait(handles[i]), CHORUS_ERR_MPI);
+            messages[i] = strdup(chorus_handle_error(handles[i]));
+            chorus_handle_free(handles[i]);
+        }
+        const char *message = messages[i];
+        EXPECT(strstr(message, names[i]) != NULL && strstr(message, "injected fault") != NULL &&
+                   (test_rank == victim || strstr(message, victim_failed) != NULL),
+               "handle %s: %s", names[i], message);
+        free((void *)message);
+    }
+    EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
+    executor_inject_fault(0);
 }
 
 int main(int argc, char **argv)
@@ -105,6 +172,18 @@ int main(int argc, char **argv)
 
     test_step = "shutdown after the fault";
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
+    executor_inject_fault(0);
     expect_backlog_fails();
+
+    test_step = "one rank fails an allreduce (shared segment)";
+    expect_one_rank_fails(test_size - 1, "allreduce");
+    test_step = "rank 0 fails a broadcast";
+    expect_one_rank_fails(0, "broadcast");
+    test_step = "one rank fails an allgather";
+    expect_one_rank_fails(test_size / 2, "allgather");
+    test_step = "one rank fails an allreduce (MPI ring)";
+    setenv("CHORUS_ALLREDUCE_ALGO", "ring", 1);
+    expect_one_rank_fails(test_size - 1, "allreduce");
+    unsetenv("CHORUS_ALLREDUCE_ALGO");
     return test_finish("fatal");
 }

@@ -505,6 +505,85 @@ START_TEST(single_copy_falls_back_or_fails_on_every_rank)
 }
 END_TEST
 
+/* A rank of the host that stopped after a fatal error (it poisoned its counter and never
+ * calls): the others' shared-memory algorithms must return instead of waiting for it, see that
+ * it failed, and copy nothing to or from it. */
+struct beside_poisoned {
+    struct node_segment *node;
+    struct thread_fabric *fabric;
+    int rank, nranks, victim;
+    int poisoned;       /* what node_segment_poisoned() said after the calls */
+    bool copy_refused;  /* node_copy_from_peer(victim) failed */
+};
+
+static void *run_beside_poisoned_rank(void *argument)
+{
+    struct beside_poisoned *job = argument;
+    if (job->rank == job->victim) {
+        node_segment_poison(job->node);
+        return NULL;
+    }
+    enum { COUNT = 70001 };
+    struct transport transport;
+    struct scratch scratch = {0};
+    transport_threads_init(&transport, job->fabric, job->rank);
+    float *data = calloc((size_t)COUNT * (size_t)job->nranks, sizeof *data);
+    struct allreduce_args reduce = {.transport = &transport, .scratch = &scratch,
+                                    .node = job->node, .buffer = data, .count = COUNT,
+                                    .dtype = CHORUS_FLOAT32, .op = CHORUS_SUM};
+    allreduce_hierarchical(&reduce);
+    struct broadcast_args broadcast = {.transport = &transport, .scratch = &scratch,
+                                       .node = job->node, .buffer = data,
+                                       .bytes = COUNT * sizeof *data, .root = job->victim};
+    broadcast_shared_memory(&broadcast);
+    broadcast_single_copy(&broadcast);
+    size_t blocks[5], offsets[5];
+    for (int r = 0; r < job->nranks; r++) {
+        blocks[r] = COUNT * sizeof *data;
+        offsets[r] = (size_t)r * blocks[r];
+    }
+    struct allgather_args gather = {.transport = &transport, .scratch = &scratch,
+                                    .node = job->node, .send = data + (size_t)job->rank * COUNT,
+                                    .recv = data, .block_bytes = blocks, .offsets = offsets};
+    allgather_shared_memory(&gather);
+    allgather_single_copy(&gather);
+    job->poisoned = node_segment_poisoned(job->node);
+    float word = 0;
+    job->copy_refused = !node_copy_from_peer(job->node, job->victim, &word,
+                                             (uint64_t)(uintptr_t)data, sizeof word);
+    free(data);
+    scratch_release(&scratch);
+    return NULL;
+}
+
+START_TEST(a_poisoned_rank_is_not_waited_for)
+{
+    int nranks = _i;
+    for (int victim = 0; victim < nranks; victim++) {
+        struct thread_fabric *fabric = thread_fabric_create(nranks);
+        struct node_segment *segments = node_segments_create_local(nranks, TEST_CHUNK_BYTES, 0);
+        struct beside_poisoned jobs[5];
+        pthread_t threads[5];
+        for (int r = 0; r < nranks; r++) {
+            jobs[r] = (struct beside_poisoned){&segments[r], fabric, r, nranks, victim, -1, false};
+            pthread_create(&threads[r], NULL, run_beside_poisoned_rank, &jobs[r]);
+        }
+        for (int r = 0; r < nranks; r++)
+            pthread_join(threads[r], NULL);
+        for (int r = 0; r < nranks; r++) {
+            if (r == victim)
+                continue;
+            ck_assert_msg(jobs[r].poisoned == victim, "%d ranks, victim %d: rank %d saw %d",
+                          nranks, victim, r, jobs[r].poisoned);
+            ck_assert_msg(jobs[r].copy_refused, "%d ranks: rank %d copied from the victim",
+                          nranks, r);
+        }
+        node_segments_destroy_local(segments);
+        thread_fabric_destroy(fabric);
+    }
+}
+END_TEST
+
 START_TEST(broadcast_every_algorithm_root_and_size)
 {
     int nranks = _i;
@@ -604,6 +683,7 @@ int main(void)
     tcase_add_loop_test(others, broadcast_every_algorithm_root_and_size, 1, 6);
     tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
     tcase_add_loop_test(others, single_copy_falls_back_or_fails_on_every_rank, 1, 6);
+    tcase_add_loop_test(others, a_poisoned_rank_is_not_waited_for, 1, 6);
     tcase_add_test(others, selection_is_deterministic_and_covers_every_size);
     suite_add_tcase(suite, others);
     return run_suite(suite);
