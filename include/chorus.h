@@ -214,8 +214,8 @@ CHORUS_API chorus_status chorus_get_topology(chorus_topology *topology);
  * failed and why; later submits fail at once with the same message. The contents of the
  * failed operations' outputs are undefined. Call chorus_shutdown then (chorus_init may follow;
  * some memory and communicators of the failed instance stay allocated). Not yet covered: ranks
- * waiting inside an NCCL call, and ranks still creating the host's shared segment or the NCCL
- * communicator (collective MPI calls at the first use of each), do not see the notice.
+ * waiting inside an NCCL call, or still creating the NCCL communicator (at the first GPU
+ * collective), do not see the notice.
  */
 typedef struct chorus_handle chorus_handle;
 

@@ -347,6 +347,11 @@ static chorus_status start(struct background *background, char *error, size_t er
         snprintf(error, error_size, "posting the receive for abort notices failed");
         return CHORUS_ERR_MPI;
     }
+    status = executor_prepare(executor, error, error_size);
+    if (status != CHORUS_OK) {
+        abort_watch_stop(&executor->abort);
+        return status;
+    }
     background->last_stall_check = monotonic_seconds();
     return CHORUS_OK;
 }

@@ -84,6 +84,11 @@ static chorus_status ensure_node(struct executor *executor, char *error, size_t 
     return status;
 }
 
+chorus_status executor_prepare(struct executor *executor, char *error, size_t error_size)
+{
+    return executor->local_ranks > 1 ? ensure_node(executor, error, error_size) : CHORUS_OK;
+}
+
 static int choose_algorithm(const struct executor *executor, chorus_collective collective,
                             size_t bytes)
 {
@@ -1033,8 +1038,9 @@ void executor_abort(struct executor *executor, chorus_status status, const char 
 void executor_release(struct executor *executor)
 {
     abort_watch_stop(&executor->abort);
-    /* After a fatal error, sends that a wait gave up on (transport_mpi.c) may still read their
-     * buffers: the scratch buffers, the fusion buffer, the host's segment. They are leaked. */
+    /* After a fatal error, transfers that a wait gave up on (transport_mpi.c) may still use
+     * their buffers: the scratch buffers, the fusion buffer, the host's segment. They are
+     * leaked. */
     bool in_use = executor->aborted;
     if (!in_use) {
         scratch_release(&executor->scratch);

@@ -52,6 +52,11 @@ struct executor {
     void (*fatal_error)(void *owner, chorus_status status, const char *message);
 };
 
+/* Collective over the data communicator, once at start-up: creates the host's shared segment
+ * where ranks share hosts, rather than at the first collective that uses it, so that no rank
+ * can be left inside that creation by a rank that failed before reaching it. */
+chorus_status executor_prepare(struct executor *executor, char *error, size_t error_size);
+
 /* Runs `count` responses in the fusion plan's order. Returns CHORUS_OK, or a fatal error
  * (MPI, NCCL, memory) whose text is in `error`: the data path can no longer be trusted. */
 chorus_status executor_run(struct executor *executor, const struct wire_response *responses,
