@@ -347,10 +347,12 @@ static chorus_status start(struct background *background, char *error, size_t er
         snprintf(error, error_size, "posting the receive for abort notices failed");
         return CHORUS_ERR_MPI;
     }
-    status = executor_prepare(executor, error, error_size);
-    if (status != CHORUS_OK) {
-        abort_watch_stop(&executor->abort);
-        return status;
+    /* Where the host's segment cannot be made (a small /dev/shm, say), algorithms over MPI
+     * still work; those that need it try again, and fail, when first chosen. */
+    if (executor_prepare(executor, error, error_size) != CHORUS_OK) {
+        LOG(LOG_WARNING, "node", "%s; shared-memory algorithms are tried again at first use",
+            error);
+        error[0] = '\0';
     }
     background->last_stall_check = monotonic_seconds();
     return CHORUS_OK;
