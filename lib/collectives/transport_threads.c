@@ -112,8 +112,23 @@ static chorus_status threads_irecv(struct transport *transport, void *buffer, si
     return CHORUS_OK;
 }
 
+/* Waits up to 1 ms for a message to arrive in `mailbox` (locked). */
+static void await_arrival(struct mailbox *mailbox)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_nsec += 1000000;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&mailbox->arrived, &mailbox->lock, &deadline);
+}
+
+/* Waits for the receive's message, or until the transport's `interrupted` hook says to stop
+ * (then *interrupted is set). */
 static chorus_status complete_receive(struct transport *transport,
-                                      struct pending_receive *receive)
+                                      struct pending_receive *receive, bool *interrupted)
 {
     struct thread_fabric *fabric = transport->context;
     struct mailbox *mailbox = &fabric->mailboxes[transport->rank];
@@ -146,7 +161,19 @@ static chorus_status complete_receive(struct transport *transport,
             free(message);
             break;
         }
-        pthread_cond_wait(&mailbox->arrived, &mailbox->lock);
+        if (transport->interrupted == NULL) {
+            pthread_cond_wait(&mailbox->arrived, &mailbox->lock);
+            continue;
+        }
+        await_arrival(mailbox);
+        pthread_mutex_unlock(&mailbox->lock);
+        status = transport->interrupted(transport->interrupt_context, transport->error,
+                                        sizeof transport->error);
+        pthread_mutex_lock(&mailbox->lock);
+        if (status != CHORUS_OK) {
+            *interrupted = true;
+            break;
+        }
     }
     pthread_mutex_unlock(&mailbox->lock);
     return status;
@@ -156,11 +183,14 @@ static chorus_status threads_waitall(struct transport *transport, size_t count,
                                      struct transport_request *requests)
 {
     chorus_status status = CHORUS_OK;
+    bool interrupted = false;
     for (size_t i = 0; i < count; i++) {
         struct pending_receive *receive = requests[i].slots[0];
         if (receive == NULL)
             continue;
-        chorus_status one = complete_receive(transport, receive);
+        /* After an interruption the other receives are given up, like MPI's. */
+        chorus_status one =
+            interrupted ? CHORUS_OK : complete_receive(transport, receive, &interrupted);
         if (status == CHORUS_OK)
             status = one;
         free(receive);

@@ -45,7 +45,7 @@ void request_free(struct request *request)
 /* ----- completing handles ----------------------------------------------------------------- */
 
 void finish_request(void *owner, struct request *request, chorus_status status,
-                           const char *message)
+                    const char *message)
 {
     struct background *background = owner;
     struct chorus_context *context = background->context;
@@ -98,7 +98,7 @@ static void executor_fatal_error(void *owner, chorus_status status, const char *
 }
 
 void fail_everything(struct background *background, chorus_status status,
-                            const char *reason)
+                     const char *reason)
 {
     struct chorus_context *context = background->context;
     refuse_submissions(context, status, reason);

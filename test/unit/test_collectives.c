@@ -584,6 +584,113 @@ START_TEST(a_poisoned_rank_is_not_waited_for)
 }
 END_TEST
 
+/* A rank that stopped after a fatal error and never calls: the others' algorithms over the
+ * transport must return once their waits are interrupted (abort.h), with the reason, instead of
+ * waiting for it forever. A rank whose part needs nothing from it may still finish correctly. */
+struct beside_stopped {
+    struct thread_fabric *fabric;
+    chorus_collective collective;
+    int algorithm, rank, nranks, victim;
+    _Atomic bool *stopped;
+    chorus_status status;
+    char error[512];
+};
+
+static chorus_status victim_stopped(void *context, char *error, size_t error_size)
+{
+    if (!atomic_load((_Atomic bool *)context))
+        return CHORUS_OK;
+    snprintf(error, error_size, "stopped because the victim failed");
+    return CHORUS_ERR_INTERNAL;
+}
+
+static void *run_beside_stopped_rank(void *argument)
+{
+    struct beside_stopped *job = argument;
+    if (job->rank == job->victim) {
+        atomic_store(job->stopped, true);
+        return NULL;
+    }
+    enum { COUNT = 65537 };
+    struct transport transport;
+    struct scratch scratch = {0};
+    transport_threads_init(&transport, job->fabric, job->rank);
+    transport.interrupted = victim_stopped;
+    transport.interrupt_context = job->stopped;
+    float *data = calloc((size_t)COUNT * (size_t)job->nranks, sizeof *data);
+    size_t table_size = 0;
+    const struct algorithm *algorithm =
+        &algorithm_table(job->collective, &table_size)[job->algorithm];
+    size_t blocks[5], offsets[5];
+    for (int r = 0; r < job->nranks; r++) {
+        blocks[r] = COUNT * sizeof *data;
+        offsets[r] = (size_t)r * blocks[r];
+    }
+    if (job->collective == CHORUS_ALLREDUCE) {
+        struct allreduce_args args = {.transport = &transport, .scratch = &scratch,
+                                      .buffer = data, .count = COUNT, .dtype = CHORUS_FLOAT32,
+                                      .op = CHORUS_SUM};
+        job->status = algorithm->run.allreduce(&args);
+    } else if (job->collective == CHORUS_BROADCAST) {
+        struct broadcast_args args = {.transport = &transport, .scratch = &scratch,
+                                      .buffer = data, .bytes = COUNT * sizeof *data,
+                                      .root = job->victim};
+        job->status = algorithm->run.broadcast(&args);
+    } else {
+        struct allgather_args args = {.transport = &transport, .scratch = &scratch,
+                                      .send = data + (size_t)job->rank * COUNT, .recv = data,
+                                      .block_bytes = blocks, .offsets = offsets};
+        job->status = algorithm->run.allgather(&args);
+    }
+    snprintf(job->error, sizeof job->error, "%s", transport.error);
+    free(data);
+    scratch_release(&scratch);
+    return NULL;
+}
+
+START_TEST(waits_for_a_stopped_rank_are_interrupted)
+{
+    int nranks = _i;
+    const chorus_collective collectives[] = {CHORUS_ALLREDUCE, CHORUS_BROADCAST,
+                                             CHORUS_ALLGATHER};
+    for (int c = 0; c < 3; c++) {
+        size_t table_size = 0;
+        const struct algorithm *table = algorithm_table(collectives[c], &table_size);
+        for (size_t a = 0; a < table_size; a++) {
+            if (table[a].needs != NEEDS_NOTHING)
+                continue;
+            for (int victim = 0; victim < nranks; victim++) {
+                struct thread_fabric *fabric = thread_fabric_create(nranks);
+                _Atomic bool stopped = false;
+                struct beside_stopped jobs[5];
+                pthread_t threads[5];
+                for (int r = 0; r < nranks; r++) {
+                    jobs[r] = (struct beside_stopped){fabric, collectives[c], (int)a, r, nranks,
+                                                      victim, &stopped, CHORUS_OK, ""};
+                    pthread_create(&threads[r], NULL, run_beside_stopped_rank, &jobs[r]);
+                }
+                int interrupted = 0;
+                for (int r = 0; r < nranks; r++) {
+                    pthread_join(threads[r], NULL);
+                    if (r == victim || jobs[r].status == CHORUS_OK)
+                        continue;
+                    interrupted++;
+                    ck_assert_msg(strstr(jobs[r].error, "the victim failed") != NULL,
+                                  "%s %s, %d ranks, victim %d: rank %d: %s",
+                                  chorus_collective_name(collectives[c]), table[a].name, nranks,
+                                  victim, r, jobs[r].error);
+                }
+                /* Someone always needs the victim's data. */
+                ck_assert_msg(interrupted > 0, "%s %s, %d ranks, victim %d: nobody noticed",
+                              chorus_collective_name(collectives[c]), table[a].name, nranks,
+                              victim);
+                thread_fabric_destroy(fabric);
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(broadcast_every_algorithm_root_and_size)
 {
     int nranks = _i;
@@ -684,6 +791,7 @@ int main(void)
     tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
     tcase_add_loop_test(others, single_copy_falls_back_or_fails_on_every_rank, 1, 6);
     tcase_add_loop_test(others, a_poisoned_rank_is_not_waited_for, 1, 6);
+    tcase_add_loop_test(others, waits_for_a_stopped_rank_are_interrupted, 2, 6);
     tcase_add_test(others, selection_is_deterministic_and_covers_every_size);
     suite_add_tcase(suite, others);
     return run_suite(suite);
