@@ -130,15 +130,15 @@ static chorus_status reduce_own_slice(struct node_segment *node, const struct al
      * over every host. */
     reduce_slice(node, args, buffer, chunk, offset, bytes, width,
                  node->cross == NULL ? postscale : 1.0);
-    /* A rank of this host stopped after a fatal error (see node_segment_poison): what was just
-     * reduced is garbage, which must not reach the other hosts, where nothing would tell it from
-     * a result. */
-    if (node->cross != NULL && node_segment_poisoned(node) >= 0) {
-        snprintf(args->transport->error, sizeof args->transport->error,
-                 "a rank of this host failed");
-        return CHORUS_ERR_INTERNAL;
-    }
     if (node->cross != NULL) {
+        /* A rank of this host stopped after a fatal error (see node_segment_poison): what was
+         * just reduced is garbage, which must not reach the other hosts, where nothing would
+         * tell it from a result. */
+        if (node_segment_poisoned(node) >= 0) {
+            snprintf(args->transport->error, sizeof args->transport->error,
+                     "a rank of this host failed");
+            return CHORUS_ERR_INTERNAL;
+        }
         struct allreduce_args cross = {
             .transport = node->cross,
             .scratch = &node->cross_scratch,
@@ -153,9 +153,8 @@ static chorus_status reduce_own_slice(struct node_segment *node, const struct al
             memcpy(args->transport->error, node->cross->error, sizeof node->cross->error);
             return status;
         }
-    }
-    if (node->cross != NULL)
         scale_buffer(result, bytes / width, args->dtype, postscale);
+    }
     if (bytes != 0)
         pieces_scatter(buffer->pieces, buffer->count, chunk->start + offset, result, bytes);
     return CHORUS_OK;

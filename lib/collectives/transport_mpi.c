@@ -164,11 +164,10 @@ static chorus_status mpi_waitall(struct transport *transport, size_t count,
                 if (++polls <= 64)
                     continue;
                 sched_yield();
-                chorus_status interrupted =
-                    transport->interrupted == NULL
-                        ? CHORUS_OK
-                        : transport->interrupted(transport->interrupt_context, transport->error,
-                                                 sizeof transport->error);
+                if (transport->interrupted == NULL)
+                    continue;
+                chorus_status interrupted = transport->interrupted(
+                    transport->interrupt_context, transport->error, sizeof transport->error);
                 if (interrupted != CHORUS_OK) {
                     request_set(&requests[i], slot, request);
                     abandon(requests + i, count - i);

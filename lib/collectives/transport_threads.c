@@ -112,19 +112,6 @@ static chorus_status threads_irecv(struct transport *transport, void *buffer, si
     return CHORUS_OK;
 }
 
-/* Waits up to 1 ms for a message to arrive in `mailbox` (locked). */
-static void await_arrival(struct mailbox *mailbox)
-{
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += 1000000;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec += 1;
-        deadline.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&mailbox->arrived, &mailbox->lock, &deadline);
-}
-
 /* Waits for the receive's message, or until the transport's `interrupted` hook says to stop
  * (then *interrupted is set). */
 static chorus_status complete_receive(struct transport *transport,
@@ -165,7 +152,9 @@ static chorus_status complete_receive(struct transport *transport,
             pthread_cond_wait(&mailbox->arrived, &mailbox->lock);
             continue;
         }
-        await_arrival(mailbox);
+        /* The mailbox's condition variable runs on the default (realtime) clock. */
+        struct timespec deadline = clock_deadline(CLOCK_REALTIME, 1e-3);
+        pthread_cond_timedwait(&mailbox->arrived, &mailbox->lock, &deadline);
         pthread_mutex_unlock(&mailbox->lock);
         status = transport->interrupted(transport->interrupt_context, transport->error,
                                         sizeof transport->error);

@@ -139,7 +139,6 @@ void fatal(struct background *background, chorus_status status, const char *what
     executor_abort(&background->executor, status, what);
     fail_everything(background, status, what);
     background->finished = true;
-    background->failed = true;
 }
 
 /* ----- taking submissions ----------------------------------------------------------------- */
@@ -227,14 +226,7 @@ static void idle(struct background *background, double idle_since)
                      ? 1e-3
                      : 5e-3;
     nap = nap < 50e-6 ? 50e-6 : nap > cap ? cap : nap;
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    long nanoseconds = (long)(nap * 1e9);
-    deadline.tv_nsec += nanoseconds;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec += 1;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, nap);
     pthread_mutex_lock(&context->lock);
     bool work = context->queue_head != NULL ||
                 (context->shutdown_requested && !background->shutdown_sent) ||
@@ -429,7 +421,7 @@ void *background_main(void *argument)
      * notices) may still arrive. Freed communicators hand their context ids to the next ones,
      * where Open MPI would deliver such messages to a later chorus_init's communicators; kept,
      * they stay out of the way. */
-    if (!background->failed)
+    if (!background->executor.aborted)
         release_communicators(context);
     free(background);
     return NULL;

@@ -42,7 +42,6 @@ struct background {
     bool stopping;         /* handles failed; waiting for BYEs (rank 0) */
     int byes;
     bool finished;
-    bool failed;           /* a fatal error: peers may never receive what is still outgoing */
 
     double last_cycle;
     double last_stall_check;

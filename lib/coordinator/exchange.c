@@ -74,7 +74,8 @@ static void abandon_outgoing(struct background *background)
 
 void progress_outgoing(struct background *background, bool wait)
 {
-    if (wait && background->failed) {
+    /* After a fatal error peers may never receive what is still outgoing. */
+    if (wait && background->executor.aborted) {
         double give_up = monotonic_seconds() + FAILED_DRAIN_SECONDS;
         while (background->outgoing != NULL && monotonic_seconds() < give_up) {
             progress_outgoing(background, false);

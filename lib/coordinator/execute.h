@@ -39,7 +39,7 @@ struct executor {
     struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */
     const char *last_algorithm; /* of the last collective, for the timeline */
     struct abort_watch abort;   /* for another rank's notice that it stopped */
-    bool aborted;               /* this rank stopped after a fatal error */
+    bool aborted;               /* this rank stopped after a fatal error (executor_abort) */
 
     /* Supplied by the owner: find-and-remove the local request of a name (NULL if none), and
      * complete one. */

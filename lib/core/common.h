@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define CHORUS_INTERNAL __attribute__((visibility("hidden")))
 #define CHORUS_PRINTF(fmt_index, args_index) __attribute__((format(printf, fmt_index, args_index)))
@@ -41,6 +42,8 @@ char *format_rank_list(const int *ranks, size_t count);
 
 /* Seconds on a monotonic clock. */
 double monotonic_seconds(void);
+/* The time `seconds` from now on `clock`, as pthread_cond_timedwait takes it. */
+struct timespec clock_deadline(clockid_t clock, double seconds);
 
 /* true for values inside the enums. */
 bool dtype_is_valid(int dtype);

@@ -505,6 +505,15 @@ START_TEST(single_copy_falls_back_or_fails_on_every_rank)
 }
 END_TEST
 
+/* An allgather's layout for `nranks` blocks of `bytes` each, in rank order. */
+static void equal_blocks(size_t *blocks, size_t *offsets, int nranks, size_t bytes)
+{
+    for (int r = 0; r < nranks; r++) {
+        blocks[r] = bytes;
+        offsets[r] = (size_t)r * bytes;
+    }
+}
+
 /* A rank of the host that stopped after a fatal error (it poisoned its counter and never
  * calls): the others' shared-memory algorithms must return instead of waiting for it, see that
  * it failed, and copy nothing to or from it. */
@@ -538,10 +547,7 @@ static void *run_beside_poisoned_rank(void *argument)
     broadcast_shared_memory(&broadcast);
     broadcast_single_copy(&broadcast);
     size_t blocks[5], offsets[5];
-    for (int r = 0; r < job->nranks; r++) {
-        blocks[r] = COUNT * sizeof *data;
-        offsets[r] = (size_t)r * blocks[r];
-    }
+    equal_blocks(blocks, offsets, job->nranks, COUNT * sizeof *data);
     struct allgather_args gather = {.transport = &transport, .scratch = &scratch,
                                     .node = job->node, .send = data + (size_t)job->rank * COUNT,
                                     .recv = data, .block_bytes = blocks, .offsets = offsets};
@@ -622,10 +628,7 @@ static void *run_beside_stopped_rank(void *argument)
     const struct algorithm *algorithm =
         &algorithm_table(job->collective, &table_size)[job->algorithm];
     size_t blocks[5], offsets[5];
-    for (int r = 0; r < job->nranks; r++) {
-        blocks[r] = COUNT * sizeof *data;
-        offsets[r] = (size_t)r * blocks[r];
-    }
+    equal_blocks(blocks, offsets, job->nranks, COUNT * sizeof *data);
     if (job->collective == CHORUS_ALLREDUCE) {
         struct allreduce_args args = {.transport = &transport, .scratch = &scratch,
                                       .buffer = data, .count = COUNT, .dtype = CHORUS_FLOAT32,
