@@ -110,7 +110,13 @@ typedef enum chorus_op {
 #define CHORUS_MAX_DIMS 8
 
 /* Where a tensor's data lives. The zero value is host memory, so a tensor initialized with
- * designated initializers that leave it out is a host tensor. */
+ * designated initializers that leave it out is a host tensor.
+ * CUDA tensors go through NCCL (chorus built with CUDA and NCCL; else CHORUS_ERR_NOT_SUPPORTED).
+ * There, sums of floating dtypes take prescale and postscale factors and averages (NCCL's
+ * pre-multiplied sum: every input is multiplied by prescale x postscale / contributors, in the
+ * tensor's dtype, before the sum); averages and scale factors of integer tensors, and scale
+ * factors with min, max or product, fail with CHORUS_ERR_NOT_SUPPORTED on every rank. CUDA
+ * tensors always travel uncompressed (chorus_compression applies to host tensors). */
 typedef enum chorus_memory {
     CHORUS_MEMORY_HOST = 0,
     CHORUS_MEMORY_CUDA = 1,
@@ -213,9 +219,10 @@ CHORUS_API chorus_status chorus_get_topology(chorus_topology *topology);
  * handle completes with that rank's status and a message naming the tensor, the rank that
  * failed and why; later submits fail at once with the same message. The contents of the
  * failed operations' outputs are undefined. Call chorus_shutdown then (chorus_init may follow;
- * some memory and communicators of the failed instance stay allocated). Not yet covered: ranks
- * waiting inside an NCCL call, or still creating the NCCL communicator (at the first GPU
- * collective), do not see the notice.
+ * some memory and communicators of the failed instance stay allocated). Ranks waiting for a
+ * GPU collective see the notice too and abort the NCCL communicator; an asynchronous NCCL error
+ * (a peer's connection lost) is fatal the same way. Not covered: a rank still creating the NCCL
+ * communicator (ncclCommInitRank, at the first GPU collective) waits for every rank to join it.
  */
 typedef struct chorus_handle chorus_handle;
 

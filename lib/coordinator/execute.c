@@ -191,27 +191,60 @@ static void *stand_in_buffer(struct executor *executor, size_t bytes)
     return scratch_reserve(&executor->stand_in, bytes ? bytes : 1);
 }
 
+static chorus_status interrupt_on_peer_failure(void *context, char *error, size_t error_size)
+{
+    return executor_peer_failure(context, error, error_size);
+}
+
+/* Rank 0's NCCL id (with a leading byte that says whether it could make one) to every rank,
+ * waiting the way transports do: a rank that failed before this point sends a notice instead. */
+static chorus_status broadcast_nccl_id(struct executor *executor,
+                                       uint8_t message[1 + GPU_UNIQUE_ID_BYTES], char *error,
+                                       size_t error_size)
+{
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Ibcast(message, 1 + GPU_UNIQUE_ID_BYTES, MPI_BYTE, 0, executor->data_comm,
+                   &request) != MPI_SUCCESS) {
+        snprintf(error, error_size, "broadcasting the NCCL id failed");
+        return CHORUS_ERR_MPI;
+    }
+    for (unsigned polls = 0;; polls++) {
+        int done = 0;
+        if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            snprintf(error, error_size, "broadcasting the NCCL id failed");
+            return CHORUS_ERR_MPI;
+        }
+        if (done)
+            return CHORUS_OK;
+        if (polls < 64)
+            continue;
+        sched_yield();
+        /* The request is left behind: after a fatal error the communicator is never freed. */
+        chorus_status status = executor_peer_failure(executor, error, error_size);
+        if (status != CHORUS_OK)
+            return status;
+    }
+}
+
 static chorus_status ensure_gpu(struct executor *executor, int device, char *error,
                                 size_t error_size)
 {
     if (executor->gpu != NULL)
         return CHORUS_OK;
-    uint8_t id[GPU_UNIQUE_ID_BYTES] = {0};
-    int32_t ok = 1;
+    uint8_t message[1 + GPU_UNIQUE_ID_BYTES] = {1};
     if (executor->rank == 0)
-        ok = gpu_unique_id(id, error, error_size) == CHORUS_OK;
-    if (MPI_Bcast(&ok, 1, MPI_INT32_T, 0, executor->data_comm) != MPI_SUCCESS ||
-        MPI_Bcast(id, GPU_UNIQUE_ID_BYTES, MPI_BYTE, 0, executor->data_comm) != MPI_SUCCESS) {
-        snprintf(error, error_size, "broadcasting the NCCL id failed");
-        return CHORUS_ERR_MPI;
-    }
-    if (!ok) {
+        message[0] = gpu_unique_id(message + 1, error, error_size) == CHORUS_OK;
+    chorus_status status = broadcast_nccl_id(executor, message, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    if (!message[0]) {
         if (executor->rank != 0)
             snprintf(error, error_size, "rank 0 could not create the NCCL communicator");
         return CHORUS_ERR_GPU;
     }
+    struct gpu_interrupt interrupt = {interrupt_on_peer_failure, executor};
     return gpu_context_create(&executor->gpu, executor->rank, executor->nranks,
-                              device < 0 ? 0 : device, id, error, error_size);
+                              device < 0 ? 0 : device, message + 1, interrupt, error, error_size);
 }
 
 /* When a fused batch's phases ended; a batch reduced in place has no copies: packed == started
@@ -1000,11 +1033,6 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
     return status;
 }
 
-static chorus_status interrupt_on_peer_failure(void *context, char *error, size_t error_size)
-{
-    return executor_peer_failure(context, error, error_size);
-}
-
 bool executor_watch_aborts(struct executor *executor, MPI_Comm control_comm)
 {
     executor->transport.interrupted = interrupt_on_peer_failure;
@@ -1049,7 +1077,7 @@ void executor_release(struct executor *executor)
     }
     scratch_release(&executor->pieces);
     copier_stop(&executor->copier);
-    gpu_context_destroy(executor->gpu);
+    gpu_context_destroy(executor->gpu, executor->aborted);
     executor->gpu = NULL;
     timeline_close(executor->timeline);
     executor->timeline = NULL;

@@ -22,12 +22,23 @@ bool gpu_compiled(void);
 /* Number of CUDA devices visible (0 without GPU support or without devices). */
 int gpu_device_count(void);
 
+/* Asked while the host waits for the GPU. A status other than CHORUS_OK (its message in
+ * `error`), such as another rank's notice that it failed, stops the wait: the NCCL communicator
+ * is aborted, which ends kernels waiting for a peer that will never send, and the collective
+ * returns that status. */
+struct gpu_interrupt {
+    chorus_status (*check)(void *context, char *error, size_t error_size);
+    void *context;
+};
+
 /* Rank 0 makes the NCCL unique id that every rank then receives. */
 chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t error_size);
 chorus_status gpu_context_create(struct gpu_context **context, int rank, int nranks, int device,
-                                 const uint8_t id[GPU_UNIQUE_ID_BYTES], char *error,
-                                 size_t error_size);
-void gpu_context_destroy(struct gpu_context *context);
+                                 const uint8_t id[GPU_UNIQUE_ID_BYTES],
+                                 struct gpu_interrupt interrupt, char *error, size_t error_size);
+/* Frees the context. `abandon` (after a fatal error) aborts the NCCL communicator instead of
+ * destroying it, which would wait for work that a failed peer never joins. */
+void gpu_context_destroy(struct gpu_context *context, bool abandon);
 
 /* One tensor of a GPU allreduce: `count` elements from `input` into `output` (may be equal). */
 struct gpu_piece {

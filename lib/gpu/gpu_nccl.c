@@ -9,8 +9,11 @@
  */
 #include "gpu.h"
 
+#include "../collectives/reduce.h"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +21,13 @@
 static_assert(sizeof(ncclUniqueId) <= GPU_UNIQUE_ID_BYTES, "NCCL unique id must fit");
 
 struct gpu_context {
-    ncclComm_t comm;
+    ncclComm_t comm; /* NULL once aborted */
     cudaStream_t stream;
     int device;
     int nranks;
     void *fusion; /* the fusion buffer on `device`; NULL until a fused batch needs one */
     size_t fusion_bytes;
+    struct gpu_interrupt interrupt;
 };
 
 static chorus_status cuda_failure(cudaError_t code, const char *what, char *error,
@@ -65,8 +69,8 @@ chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t
 }
 
 chorus_status gpu_context_create(struct gpu_context **context, int rank, int nranks, int device,
-                                 const uint8_t id[GPU_UNIQUE_ID_BYTES], char *error,
-                                 size_t error_size)
+                                 const uint8_t id[GPU_UNIQUE_ID_BYTES],
+                                 struct gpu_interrupt interrupt, char *error, size_t error_size)
 {
     *context = NULL;
     struct gpu_context *created = calloc(1, sizeof *created);
@@ -74,6 +78,7 @@ chorus_status gpu_context_create(struct gpu_context **context, int rank, int nra
         return CHORUS_ERR_OUT_OF_MEMORY;
     created->device = device;
     created->nranks = nranks;
+    created->interrupt = interrupt;
     cudaError_t cuda = cudaSetDevice(device);
     if (cuda != cudaSuccess) {
         free(created);
@@ -96,11 +101,23 @@ chorus_status gpu_context_create(struct gpu_context **context, int rank, int nra
     return CHORUS_OK;
 }
 
-void gpu_context_destroy(struct gpu_context *context)
+/* Ends the communicator at once: kernels still waiting for a peer stop, and later calls fail
+ * (see usable). */
+static void abort_communicator(struct gpu_context *context)
+{
+    if (context->comm != NULL)
+        ncclCommAbort(context->comm);
+    context->comm = NULL;
+}
+
+void gpu_context_destroy(struct gpu_context *context, bool abandon)
 {
     if (context == NULL)
         return;
-    ncclCommDestroy(context->comm);
+    if (abandon)
+        abort_communicator(context);
+    else if (context->comm != NULL)
+        ncclCommDestroy(context->comm);
     cudaStreamDestroy(context->stream);
     cudaFree(context->fusion);
     free(context);
@@ -137,12 +154,60 @@ static bool nccl_dtype(chorus_dtype dtype, ncclDataType_t *type)
     return false;
 }
 
+/* An aborted communicator (after a peer failed) takes no more work. */
+static chorus_status usable(const struct gpu_context *context, char *error, size_t error_size)
+{
+    if (context->comm != NULL)
+        return CHORUS_OK;
+    snprintf(error, error_size, "the NCCL communicator was aborted after an earlier failure");
+    return CHORUS_ERR_GPU;
+}
+
+/* How the host waits for the stream: it polls for latency, yields the core for up to a
+ * millisecond, then sleeps between polls, so that a long collective does not cost a core. */
+#define POLL_SPINS 64
+#define POLL_YIELD_SECONDS 1e-3
+#define POLL_SLEEP_NANOSECONDS 20000
+
+/* Waits until the stream's work is done. It polls instead of blocking in
+ * cudaStreamSynchronize: NCCL's kernels wait forever for a peer that failed before it joined
+ * the collective. Between polls it asks NCCL for an asynchronous error (a peer's connection
+ * lost) and chorus, through the interrupt, whether a rank has sent notice that it failed; either
+ * aborts the communicator. */
 static chorus_status synchronize(struct gpu_context *context, char *error, size_t error_size)
 {
-    cudaError_t cuda = cudaStreamSynchronize(context->stream);
-    if (cuda != cudaSuccess)
-        return cuda_failure(cuda, "cudaStreamSynchronize", error, error_size);
-    return CHORUS_OK;
+    double yield_until = 0;
+    for (unsigned polls = 0;; polls++) {
+        cudaError_t cuda = cudaStreamQuery(context->stream);
+        if (cuda == cudaSuccess)
+            return CHORUS_OK;
+        if (cuda != cudaErrorNotReady)
+            return cuda_failure(cuda, "waiting for the GPU stream", error, error_size);
+        if (polls < POLL_SPINS)
+            continue;
+        ncclResult_t asynchronous = ncclSuccess;
+        ncclResult_t code = ncclCommGetAsyncError(context->comm, &asynchronous);
+        if (code == ncclSuccess && asynchronous != ncclInProgress)
+            code = asynchronous;
+        if (code != ncclSuccess) {
+            abort_communicator(context);
+            return nccl_failure(code, "a collective on the NCCL communicator", error, error_size);
+        }
+        chorus_status interrupted =
+            context->interrupt.check == NULL
+                ? CHORUS_OK
+                : context->interrupt.check(context->interrupt.context, error, error_size);
+        if (interrupted != CHORUS_OK) {
+            abort_communicator(context);
+            return interrupted;
+        }
+        if (yield_until == 0)
+            yield_until = monotonic_seconds() + POLL_YIELD_SECONDS;
+        if (monotonic_seconds() < yield_until)
+            sched_yield();
+        else
+            nanosleep(&(struct timespec){.tv_nsec = POLL_SLEEP_NANOSECONDS}, NULL);
+    }
 }
 
 /* The NCCL reduction for `op` with `scale`; *custom says that it was created here and must be
@@ -164,13 +229,20 @@ static chorus_status reduction_for(struct gpu_context *context, ncclDataType_t t
     }
     if (!summing || scale == 1.0)
         return CHORUS_OK;
-    /* The scalar lives in host memory and is read when the collective is enqueued; it is given
-     * in the dtype's own type. */
+    /* The scalar lives in host memory and is read when the operator is created; it is given
+     * in the dtype's own type (the bits of a half or bfloat16 for the 16-bit floats). */
     union {
+        uint16_t f16;
         float f32;
         double f64;
     } scalar;
     switch (dtype) {
+    case CHORUS_FLOAT16:
+        scalar.f16 = float_to_half((float)scale);
+        break;
+    case CHORUS_BFLOAT16:
+        scalar.f16 = float_to_bfloat16((float)scale);
+        break;
     case CHORUS_FLOAT32:
         scalar.f32 = (float)scale;
         break;
@@ -178,8 +250,10 @@ static chorus_status reduction_for(struct gpu_context *context, ncclDataType_t t
         scalar.f64 = scale;
         break;
     default:
+        /* NCCL's own average of integers truncates, where chorus rounds to the nearest. */
         snprintf(error, error_size,
-                 "averages and scale factors of %s tensors on GPU are not supported yet",
+                 "averages and scale factors of %s tensors on GPU are not supported; sum them "
+                 "and divide",
                  chorus_dtype_name(dtype));
         return CHORUS_ERR_NOT_SUPPORTED;
     }
@@ -246,6 +320,8 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
     }
     if (piece_count == 0)
         return CHORUS_OK;
+    if (usable(context, error, error_size) != CHORUS_OK)
+        return CHORUS_ERR_GPU;
     cudaSetDevice(context->device);
     size_t element_size = chorus_dtype_size(dtype);
     bool fused = piece_count > 1;
@@ -272,11 +348,12 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
         status = copy_pieces(context, pieces, piece_count, element_size, false, error, error_size);
     /* Whatever was enqueued must finish before the buffers can be reused, also after a
      * failure (whose message stays). */
+    char ignored[256];
     if (status == CHORUS_OK)
         status = synchronize(context, error, error_size);
     else
-        cudaStreamSynchronize(context->stream);
-    if (custom)
+        synchronize(context, ignored, sizeof ignored);
+    if (custom && context->comm != NULL)
         ncclRedOpDestroy(reduction, context->comm);
     return status;
 }
@@ -284,6 +361,8 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
 chorus_status gpu_broadcast(struct gpu_context *context, void *const *buffers, const size_t *bytes,
                             size_t count, int root, char *error, size_t error_size)
 {
+    if (usable(context, error, error_size) != CHORUS_OK)
+        return CHORUS_ERR_GPU;
     cudaSetDevice(context->device);
     ncclResult_t code = ncclGroupStart();
     for (size_t i = 0; code == ncclSuccess && i < count; i++)
@@ -301,6 +380,8 @@ chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather
                             size_t count, char *error, size_t error_size)
 {
     /* Blocks of different sizes: one broadcast per rank and tensor, all in one group. */
+    if (usable(context, error, error_size) != CHORUS_OK)
+        return CHORUS_ERR_GPU;
     cudaSetDevice(context->device);
     int rank = 0;
     ncclCommUserRank(context->comm, &rank);

@@ -30,17 +30,17 @@ chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t
 }
 
 chorus_status gpu_context_create(struct gpu_context **context, int rank, int nranks, int device,
-                                 const uint8_t id[GPU_UNIQUE_ID_BYTES], char *error,
-                                 size_t error_size)
+                                 const uint8_t id[GPU_UNIQUE_ID_BYTES],
+                                 struct gpu_interrupt interrupt, char *error, size_t error_size)
 {
-    (void)rank, (void)nranks, (void)device, (void)id;
+    (void)rank, (void)nranks, (void)device, (void)id, (void)interrupt;
     *context = NULL;
     return not_built(error, error_size);
 }
 
-void gpu_context_destroy(struct gpu_context *context)
+void gpu_context_destroy(struct gpu_context *context, bool abandon)
 {
-    (void)context;
+    (void)context, (void)abandon;
 }
 
 chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece *pieces,

@@ -1,8 +1,9 @@
 /*
  * gpu_collectives.c — the NCCL path: allreduce (sum, average with scale factors, min, a fused
- * batch), broadcast and allgather (alone and fused) of CUDA tensors through the public API, checked against the reference. Exits 77
- * (meson: SKIP) when chorus was built without CUDA, when no device is visible, or when there
- * are fewer devices than ranks on this host.
+ * batch; averages of float16 and bfloat16), broadcast and allgather (alone and fused) of CUDA
+ * tensors through the public API, checked against the reference. Exits 77 (meson: SKIP) when
+ * chorus was built without CUDA, when no device is visible, or when there are fewer devices than
+ * ranks on this host.
  */
 #include "../../lib/gpu/gpu.h"
 #include "../common/reference.h"
@@ -14,6 +15,55 @@ static void *to_device(const void *host, size_t bytes, int device)
     if (memory != NULL && bytes != 0)
         gpu_copy(memory, host, bytes);
     return memory;
+}
+
+/* One allreduce of `count` elements, in place, with a postscale of 2 where the op allows one,
+ * checked against the reference. */
+static void check_allreduce(chorus_dtype dtype, size_t count, chorus_op op, uint64_t seed,
+                            int device)
+{
+    test_step = "allreduce";
+    size_t bytes = count * chorus_dtype_size(dtype);
+    void *host = malloc(bytes);
+    reference_fill(host, count, dtype, op, seed, test_rank);
+    void *data = to_device(host, bytes, device);
+    double post = op == CHORUS_MIN ? 1.0 : 2.0;
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    char name[64];
+    snprintf(name, sizeof name, "gpu.%s.%s.%zu", chorus_dtype_name(dtype), chorus_op_name(op),
+             count);
+    args.name = name;
+    args.input = (chorus_tensor){.data = data, .dtype = dtype, .ndims = 1,
+                                 .shape = {(int64_t)count}, .memory = CHORUS_MEMORY_CUDA,
+                                 .device = device};
+    args.op = op;
+    args.postscale_factor = post;
+    expect_completes(&args);
+    gpu_copy(host, data, bytes);
+    char why[256];
+    EXPECT(reference_check_allreduce(host, count, dtype, op, test_size, NULL, seed, 1.0, post,
+                                     why, sizeof why) < 0,
+           "%s: %s", name, why);
+    gpu_free(data);
+    free(host);
+}
+
+/* An average of integers on the GPU fails cleanly on every rank, and chorus goes on. */
+static void check_unsupported_average(int device)
+{
+    test_step = "unsupported average";
+    int32_t host[5] = {1, 2, 3, 4, 5};
+    void *data = to_device(host, sizeof host, device);
+    chorus_tensor tensor = {.data = data, .dtype = CHORUS_INT32, .ndims = 1, .shape = {5},
+                            .memory = CHORUS_MEMORY_CUDA, .device = device};
+    EXPECT_STATUS(chorus_allreduce("gpu.int.average", &tensor, NULL, CHORUS_AVERAGE),
+                  CHORUS_ERR_NOT_SUPPORTED);
+    EXPECT(strstr(chorus_last_error(), "gpu.int.average") != NULL &&
+               strstr(chorus_last_error(), "int32") != NULL,
+           "unclear error: %s", chorus_last_error());
+    gpu_copy(host, data, sizeof host);
+    EXPECT(host[0] == 1 && host[4] == 5, "a failed allreduce changed its tensor");
+    gpu_free(data);
 }
 
 /* Tensors submitted together fuse into the device's fusion buffer: 40 small averages (every
@@ -159,35 +209,14 @@ int main(int argc, char **argv)
     const size_t counts[] = {1, 1021, 1 << 20};
     const chorus_op ops[] = {CHORUS_SUM, CHORUS_AVERAGE, CHORUS_MIN};
     for (size_t c = 0; c < 3; c++)
-        for (size_t o = 0; o < 3; o++) {
-            test_step = "allreduce";
-            size_t count = counts[c], bytes = count * sizeof(float);
-            float *host = malloc(bytes);
-            uint64_t seed = 10 * c + o;
-            reference_fill(host, count, CHORUS_FLOAT32, ops[o], seed, test_rank);
-            void *data = to_device(host, bytes, device);
-            double post = ops[o] == CHORUS_MIN ? 1.0 : 2.0;
-            chorus_op_args args = CHORUS_OP_ARGS_INIT;
-            char name[32];
-            snprintf(name, sizeof name, "gpu.%zu.%zu", c, o);
-            args.name = name;
-            args.input = (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1,
-                                         .shape = {(int64_t)count},
-                                         .memory = CHORUS_MEMORY_CUDA, .device = device};
-            args.op = ops[o];
-            args.postscale_factor = post;
-            chorus_handle *handle = NULL;
-            EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
-            EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
-            chorus_handle_free(handle);
-            gpu_copy(host, data, bytes);
-            char why[256];
-            EXPECT(reference_check_allreduce(host, count, CHORUS_FLOAT32, ops[o], test_size,
-                                             NULL, seed, 1.0, post, why, sizeof why) < 0,
-                   "%s: %s", name, why);
-            gpu_free(data);
-            free(host);
-        }
+        for (size_t o = 0; o < 3; o++)
+            check_allreduce(CHORUS_FLOAT32, counts[c], ops[o], 10 * c + o, device);
+    /* Mixed-precision gradients: averages of 16-bit floats scale by a 16-bit scalar. */
+    const chorus_dtype halves[] = {CHORUS_FLOAT16, CHORUS_BFLOAT16};
+    for (size_t h = 0; h < 2; h++)
+        for (size_t c = 0; c < 3; c++)
+            check_allreduce(halves[h], counts[c], CHORUS_AVERAGE, 50 + 10 * h + c, device);
+    check_unsupported_average(device);
     check_fused_batch(device);
     check_fused_broadcasts_and_allgathers(device);
 

@@ -22,10 +22,7 @@ static void check_compressed(chorus_compression compression, size_t count, choru
                                  .shape = {(int64_t)count}};
     args.op = op;
     args.compression = compression;
-    chorus_handle *handle = NULL;
-    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
-    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
-    chorus_handle_free(handle);
+    expect_completes(&args);
     /* CHORUS_COMPRESSION=bf16 is this test's default. */
     bool bf16 = compression == CHORUS_COMPRESSION_BF16 || compression == CHORUS_COMPRESSION_DEFAULT;
     double bits = bf16 ? 8 : 11;
@@ -94,10 +91,7 @@ int main(int argc, char **argv)
     args.name = "double.not.compressed";
     args.input = (chorus_tensor){.data = exact, .dtype = CHORUS_FLOAT64, .ndims = 1, .shape = {5}};
     args.compression = CHORUS_COMPRESSION_BF16;
-    chorus_handle *handle = NULL;
-    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
-    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
-    chorus_handle_free(handle);
+    expect_completes(&args);
     EXPECT(exact[0] == (1e10 + 1) * test_size, "float64 was compressed: %.17g", exact[0]);
 
     if (test_size > 1) {
@@ -107,6 +101,7 @@ int main(int argc, char **argv)
         args.input = (chorus_tensor){.data = &value, .dtype = CHORUS_FLOAT32, .ndims = 1,
                                      .shape = {1}};
         args.compression = test_rank == 0 ? CHORUS_COMPRESSION_NONE : CHORUS_COMPRESSION_FP16;
+        chorus_handle *handle = NULL;
         EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
         EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_MISMATCH);
         EXPECT(strstr(chorus_handle_error(handle), "compression mismatch") != NULL, "message: %s",

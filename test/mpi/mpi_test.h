@@ -40,6 +40,15 @@ static const char *volatile test_step = "start";
                chorus_last_error());                                                             \
     } while (0)
 
+/* Submits `args`, expects the operation to complete with CHORUS_OK, frees its handle. */
+static inline void expect_completes(const chorus_op_args *args)
+{
+    chorus_handle *handle = NULL;
+    EXPECT_STATUS(chorus_submit(args, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+    chorus_handle_free(handle);
+}
+
 /* A one-dimensional float32 tensor over `data`. */
 static inline chorus_tensor floats(float *data, int64_t count)
 {
