@@ -3,8 +3,8 @@
  *
  * The buffer is processed in chunks; chunk k is split into one slice per local rank, and local
  * rank r owns slice r: it alone reduces it, so every rank ends with bitwise identical results.
- * Each rank has staging areas in the segment and uses them in turn (two, or more: see
- * staging_depth.c; shown here for two, k % 2):
+ * Each rank has staging areas in the segment and uses them in turn (two by default, shown here
+ * as k % 2):
  *   stage(k):   copy the slices of chunk k that the *other* ranks own into staging[k % 2]
  *               (the own slice is read straight from the buffer, never staged);
  *   reduce(k):  reduce the own slice from the own buffer and every peer's staging, in rank
@@ -28,6 +28,11 @@
  * gathers from them and the results are scattered straight into them, so a fused allreduce
  * needs no fusion buffer and no copies besides the algorithm's own.
  *
+ * Where the ranks' cores sit far apart, a call may write its staging areas with streaming
+ * stores instead (see staging_stores.c): the reduction then lands in the rank's own memory and
+ * is copied into the staging area from there, and a fence orders those stores before each
+ * barrier.
+ *
  * Example, one host, L = 2, a chunk of 8 elements: rank 0 stages elements 4-7 and rank 1
  * elements 0-3; after the barrier rank 0 writes buffer0[0-3] + staging1[0-3] into staging0[0-3]
  * and rank 1 writes staging0[4-7] + buffer1[4-7] into staging1[4-7]; after the next barrier
@@ -37,6 +42,7 @@
 #include "node_segment.h"
 #include "pieces.h"
 #include "reduce.h"
+#include "streaming_copy.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -77,7 +83,12 @@ static void stage(const struct node_segment *node, const struct buffer *buffer,
     for (int owner = 0; owner < node->local_size; owner++) {
         size_t offset = slice_offset(chunk, node->local_size, owner, width);
         size_t bytes = slice_bytes(chunk, node->local_size, owner, width);
-        if (owner != node->local_rank && bytes != 0)
+        if (owner == node->local_rank || bytes == 0)
+            continue;
+        if (node->streaming)
+            pieces_gather_with(buffer->pieces, buffer->count, chunk->start + offset,
+                               area + offset, bytes, copy_streaming);
+        else
             pieces_gather(buffer->pieces, buffer->count, chunk->start + offset, area + offset,
                           bytes);
     }
@@ -88,10 +99,9 @@ static void stage(const struct node_segment *node, const struct buffer *buffer,
  * The last combination applies the factor, saving a pass over the slice. */
 static void reduce_slice(const struct node_segment *node, const struct allreduce_args *args,
                          const struct buffer *buffer, const struct chunk *chunk, size_t offset,
-                         size_t bytes, size_t width, double factor)
+                         size_t bytes, size_t width, double factor, unsigned char *result)
 {
     int me = node->local_rank, local_size = node->local_size;
-    unsigned char *result = node_staging(node, me, chunk->turn) + offset;
     for (size_t done = 0; done < bytes;) {
         struct piece_run run =
             piece_run_at(buffer->pieces, buffer->count, chunk->start + offset + done, bytes - done);
@@ -124,12 +134,13 @@ static chorus_status reduce_own_slice(struct node_segment *node, const struct al
     int me = node->local_rank;
     size_t offset = slice_offset(chunk, node->local_size, me, width);
     size_t bytes = slice_bytes(chunk, node->local_size, me, width);
-    unsigned char *result = node_staging(node, me, chunk->turn) + offset;
+    unsigned char *staged = node_staging(node, me, chunk->turn) + offset;
+    unsigned char *result = node->streaming ? node->own_result : staged;
     double postscale = args->postscale != NULL ? *args->postscale : 1.0;
     /* On one host the reduction applies the postscale; across hosts it must wait for the sum
      * over every host. */
     reduce_slice(node, args, buffer, chunk, offset, bytes, width,
-                 node->cross == NULL ? postscale : 1.0);
+                 node->cross == NULL ? postscale : 1.0, result);
     if (node->cross != NULL) {
         /* A rank of this host stopped after a fatal error (see node_segment_poison): what was
          * just reduced is garbage, which must not reach the other hosts, where nothing would
@@ -155,6 +166,8 @@ static chorus_status reduce_own_slice(struct node_segment *node, const struct al
         }
         scale_buffer(result, bytes / width, args->dtype, postscale);
     }
+    if (node->streaming)
+        copy_streaming(staged, result, bytes);
     if (bytes != 0)
         pieces_scatter(buffer->pieces, buffer->count, chunk->start + offset, result, bytes);
     return CHORUS_OK;
@@ -170,6 +183,14 @@ static void copy_out(const struct node_segment *node, const struct buffer *buffe
             pieces_scatter(buffer->pieces, buffer->count, chunk->start + offset,
                            node_staging(node, owner, chunk->turn) + offset, bytes);
     }
+}
+
+/* Streaming stores are weakly ordered: they must be done before the barrier that tells the
+ * peers to read them. */
+static void publish_staged(const struct node_segment *node)
+{
+    if (node->streaming)
+        streaming_fence();
 }
 
 /* Chunk `index` of `chunks` nearly equal ones. */
@@ -197,9 +218,11 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
     struct allreduce_piece whole = {args->buffer, args->buffer, 0, args->count * width};
     struct buffer buffer = {args->pieces ? args->pieces : &whole,
                             args->pieces ? args->piece_count : 1};
-    size_t turn = node_segment_take_turns(node, chunks, node_staging_begin(node));
+    node_staging_begin(node);
+    size_t turn = node_segment_take_turns(node, chunks, node->staging_areas);
     struct chunk current = chunk_at(args, chunks, 0, turn, width);
     stage(node, &buffer, &current, width);
+    publish_staged(node);
     node_segment_barrier(node);
     double started = monotonic_seconds();
     for (size_t k = 0; k < chunks; k++) {
@@ -213,6 +236,7 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
         } else {
             node_staging_measure(node, args->count * width, chunks, started);
         }
+        publish_staged(node);
         node_segment_barrier(node);
         copy_out(node, &buffer, &current, width);
         current = next;

@@ -37,6 +37,23 @@ void node_segment_map_part(struct node_segment *segment, int rank, unsigned char
         segment->staging[rank][area] = part + CACHE_LINE + area * segment->chunk_bytes;
 }
 
+bool node_segment_setup_private(struct node_segment *segment)
+{
+    if (posix_memalign((void **)&segment->own_result, CACHE_LINE, segment->chunk_bytes) != 0) {
+        segment->own_result = NULL;
+        return false;
+    }
+    memset(segment->own_result, 0, segment->chunk_bytes);
+    return true;
+}
+
+void node_segment_free_private(struct node_segment *segment)
+{
+    scratch_release(&segment->cross_scratch);
+    free(segment->own_result);
+    segment->own_result = NULL;
+}
+
 void node_segment_barrier(struct node_segment *segment)
 {
     uint64_t target = ++segment->sequence;
@@ -153,10 +170,10 @@ struct local_memory {
 };
 
 struct node_segment *node_segments_create_local(int local_size, size_t chunk_bytes,
-                                                unsigned staging_areas)
+                                                unsigned staging_areas,
+                                                enum staging_stores stores)
 {
-    bool adapt = false;
-    unsigned areas = node_staging_areas(staging_areas, local_size, chunk_bytes, &adapt);
+    unsigned areas = node_staging_areas(staging_areas);
     struct node_segment *segments = calloc((size_t)local_size, sizeof *segments);
     struct local_memory *owner = calloc(1, sizeof *owner);
     size_t per_rank = node_segment_part_bytes(areas, chunk_bytes);
@@ -175,8 +192,16 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
         segment->local_rank = me;
         segment->local_size = local_size;
         segment->chunk_bytes = chunk_bytes;
-        node_segment_set_depth(segment, areas, adapt, false);
+        node_segment_set_staging(segment, areas, stores, false);
         segment->yield_while_waiting = true;
+        if (!node_segment_setup_private(segment)) {
+            for (int r = 0; r <= me; r++)
+                node_segment_free_private(&segments[r]);
+            free(memory);
+            free(segments);
+            free(owner);
+            return NULL;
+        }
         segment->owner = me == 0 ? owner : NULL;
         for (int r = 0; r < local_size; r++) {
             node_segment_map_part(segment, r, memory + per_rank * (size_t)r);
@@ -200,7 +225,7 @@ void node_segments_destroy_local(struct node_segment *segments)
         return;
     struct local_memory *owner = segments[0].owner;
     for (int r = 0; owner != NULL && r < owner->local_size; r++)
-        scratch_release(&segments[r].cross_scratch);
+        node_segment_free_private(&segments[r]);
     if (owner != NULL)
         free(owner->memory);
     free(owner);

@@ -8,10 +8,11 @@
  * ranks' buffers with Linux's cross-memory attach (process_vm_readv / process_vm_writev), where
  * the host allows it.
  *
- * How many staging areas a call rotates through is chosen per call (see staging_depth.c): two
- * keep the working set in cache, which is fastest while the ranks' cores share caches; many
- * let a peer's copies of a line age out before the line is written again, which is fastest
- * when every such write has to invalidate a copy in a distant cache.
+ * Whether a call writes the staging areas with ordinary or streaming (non-temporal) stores is
+ * chosen per call (see staging_stores.c): ordinary stores keep the working set in cache, which
+ * is fastest while the ranks' cores share caches; streaming stores write to memory without
+ * first invalidating a peer's copy of the line, which is fastest when that copy sits in a
+ * distant cache.
  *
  * Between processes the memory comes from MPI_Win_allocate_shared (node_segment_mpi.c); in unit
  * tests the "ranks" are threads and it is ordinary memory (node_segments_create_local).
@@ -27,19 +28,26 @@
 #define NODE_MAX_STAGING_AREAS 16
 
 /* Words of a rank's mailbox: whether its copies in the current call failed, the address of its
- * buffer, and (local rank 0's only) how many staging areas the next hierarchical allreduce
- * uses. */
-enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS, NODE_MAILBOX_AREAS };
+ * buffer, and (local rank 0's only) whether the next hierarchical allreduce writes its staging
+ * areas with streaming stores. */
+enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS, NODE_MAILBOX_STREAMING };
 
-/* Local rank 0's record of how fast hierarchical allreduces ran with two staging areas
- * (index 0) and with all of them (index 1), per size class (4-7 chunks, 8-15, ...). */
+/* How the hierarchical allreduce writes the staging areas (CHORUS_STAGING_STORES). */
+enum staging_stores {
+    STAGING_STORES_AUTO,      /* chosen per call by measured speed */
+    STAGING_STORES_CACHED,    /* ordinary stores */
+    STAGING_STORES_STREAMING, /* non-temporal stores, straight to memory */
+};
+
+/* Local rank 0's record of how fast hierarchical allreduces ran with ordinary stores (index 0)
+ * and with streaming ones (index 1), per size class (4-7 chunks, 8-15, ...). */
 #define STAGING_SIZE_CLASSES 8
-struct staging_depth {
+struct staging_choice {
     double rate[STAGING_SIZE_CLASSES][2]; /* bytes per second, a moving average; 0: unknown */
     unsigned long calls[STAGING_SIZE_CLASSES]; /* measured calls of the class */
-    int last_used[STAGING_SIZE_CLASSES];  /* which count the class's last call used */
+    int last_used[STAGING_SIZE_CLASSES];  /* which kind the class's last call used */
     int last_class;                       /* the last measured call's class */
-    int preferred;                        /* which count calls use, unless trying the other */
+    int preferred;                        /* which kind calls use, unless trying the other */
     double switch_margin;                 /* how much faster the other must be to switch */
 };
 
@@ -49,10 +57,13 @@ struct node_segment {
     size_t chunk_bytes;                               /* bytes of each staging area */
     unsigned char *staging[NODE_MAX_LOCAL_RANKS][NODE_MAX_STAGING_AREAS]; /* rank r's areas */
     unsigned staging_areas; /* allocated per rank: a power of two, 2..NODE_MAX_STAGING_AREAS */
-    bool adapt_depth;       /* choose between 2 areas and all of them by measured speed */
     unsigned areas_in_use;  /* the current call's: a power of two, 2..staging_areas */
-    unsigned next_areas;    /* agreed for the next hierarchical allreduce */
-    struct staging_depth depth; /* local rank 0's measurements */
+    bool adapt_stores;      /* choose ordinary or streaming stores by measured speed */
+    bool streaming;         /* the current hierarchical allreduce writes with streaming stores */
+    bool next_streaming;    /* agreed for the next one */
+    struct staging_choice choice; /* local rank 0's measurements */
+    unsigned char *own_result; /* chunk_bytes of this rank's memory: where a reduction with
+                                  streaming stores lands before it is copied out */
     _Atomic uint64_t *progress[NODE_MAX_LOCAL_RANKS]; /* local rank r's barrier counter */
     uint64_t *mailbox[NODE_MAX_LOCAL_RANKS];          /* local rank r's mailbox words */
     int pids[NODE_MAX_LOCAL_RANKS];                   /* local rank r's process */
@@ -87,23 +98,23 @@ static inline unsigned char *node_staging(const struct node_segment *segment, in
     return segment->staging[rank][turn & (segment->areas_in_use - 1)];
 }
 
-/* Staging depth (staging_depth.c). Every rank calls begin() as a hierarchical allreduce starts
- * (it returns the areas to use: the count agreed at the end of the previous one), measure()
- * just before the allreduce's last barrier (`started`: when it passed the first one; local
- * rank 0 then publishes the count for the next allreduce), and agree() after that barrier
- * (every rank reads it). Local rank 0 writes the count again only after the next allreduce's
- * first barrier, which every rank reaches after reading. */
-unsigned node_staging_begin(struct node_segment *segment);
+/* Staging stores (staging_stores.c). Every rank calls begin() as a hierarchical allreduce
+ * starts (it sets `streaming` to the kind agreed at the end of the previous one), measure() just
+ * before the allreduce's last barrier (`started`: when it passed the first one; local rank 0
+ * then publishes the kind for the next allreduce), and agree() after that barrier (every rank
+ * reads it). Local rank 0 writes the word again only after the next allreduce's first barrier,
+ * which every rank reaches after reading. */
+void node_staging_begin(struct node_segment *segment);
 void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chunks,
                           double started);
 void node_staging_agree(struct node_segment *segment);
-/* The staging areas of `chunk_bytes` to allocate per rank for `requested` (0: automatic) with
- * `local_size` ranks on the host, and whether the count is chosen per call. */
-unsigned node_staging_areas(unsigned requested, int local_size, size_t chunk_bytes, bool *adapt);
-/* Sets up a new segment's staging depth: `areas` allocated, chosen per call if `adapt`, with a
- * wider margin against noise on a host with more ranks than cores (`oversubscribed`). */
-void node_segment_set_depth(struct node_segment *segment, unsigned areas, bool adapt,
-                            bool oversubscribed);
+/* The staging areas to allocate per rank for `requested` (0: the default, 2). */
+unsigned node_staging_areas(unsigned requested);
+/* Sets up a new segment's staging: `areas` allocated, written as `stores` says (chosen per call
+ * for STAGING_STORES_AUTO, with a wider margin against noise on a host with more ranks than
+ * cores: `oversubscribed`). */
+void node_segment_set_staging(struct node_segment *segment, unsigned areas,
+                              enum staging_stores stores, bool oversubscribed);
 
 /* Bytes of chunk `index` when `total` bytes are cut into chunks of `chunk_bytes` (0 past the
  * end). */
@@ -160,22 +171,27 @@ static inline uint64_t node_probe_value(int pid)
 /* The layout of one rank's part of the segment, shared by both constructors: a cache line with
  * its progress counter and mailbox, then its staging areas. part_bytes() is the size of a part;
  * map_part() points local rank `rank`'s counter, mailbox and areas into its part at `part`
- * (after the segment's chunk size and staging depth are set). */
+ * (after the segment's chunk size and staging areas are set). setup_private() allocates (and
+ * touches) this rank's own memory, free_private() frees it. */
 size_t node_segment_part_bytes(unsigned staging_areas, size_t chunk_bytes);
 void node_segment_map_part(struct node_segment *segment, int rank, unsigned char *part);
+bool node_segment_setup_private(struct node_segment *segment);
+void node_segment_free_private(struct node_segment *segment);
 
 /* For tests: `local_size` segments over one piece of ordinary memory, one per thread.
  * Free with node_segments_destroy_local. */
 struct node_segment *node_segments_create_local(int local_size, size_t chunk_bytes,
-                                                unsigned staging_areas);
+                                                unsigned staging_areas,
+                                                enum staging_stores stores);
 void node_segments_destroy_local(struct node_segment *segments);
 
 /* Over MPI: collective over `node_comm` (the ranks of this host, an MPI_Comm passed by
  * pointer); `cross_comm` groups the ranks of the same local rank across hosts. */
 chorus_status node_segment_create_mpi(struct node_segment *segment, const void *node_comm,
                                       const void *cross_comm, size_t chunk_bytes,
-                                      unsigned staging_areas, bool yield_while_waiting,
-                                      char *error, size_t error_size);
+                                      unsigned staging_areas, enum staging_stores stores,
+                                      bool yield_while_waiting, char *error,
+                                      size_t error_size);
 void node_segment_destroy_mpi(struct node_segment *segment);
 
 #endif

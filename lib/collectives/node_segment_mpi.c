@@ -42,8 +42,9 @@ static bool probe_single_copy(struct node_segment *segment, MPI_Comm node_comm)
 
 chorus_status node_segment_create_mpi(struct node_segment *segment, const void *node_comm_pointer,
                                       const void *cross_comm_pointer, size_t chunk_bytes,
-                                      unsigned staging_areas, bool yield_while_waiting,
-                                      char *error, size_t error_size)
+                                      unsigned staging_areas, enum staging_stores stores,
+                                      bool yield_while_waiting, char *error,
+                                      size_t error_size)
 {
     MPI_Comm node_comm, cross_comm;
     memcpy(&node_comm, node_comm_pointer, sizeof node_comm);
@@ -61,9 +62,12 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         return CHORUS_ERR_OUT_OF_MEMORY;
     segment->chunk_bytes = chunk_bytes;
     segment->yield_while_waiting = yield_while_waiting;
-    bool adapt = false;
-    unsigned areas = node_staging_areas(staging_areas, segment->local_size, chunk_bytes, &adapt);
-    node_segment_set_depth(segment, areas, adapt, yield_while_waiting);
+    unsigned areas = node_staging_areas(staging_areas);
+    node_segment_set_staging(segment, areas, stores, yield_while_waiting);
+    if (!node_segment_setup_private(segment)) {
+        free(owner);
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
     size_t mine = node_segment_part_bytes(areas, chunk_bytes);
     MPI_Info info;
     MPI_Info_create(&info);
@@ -73,11 +77,12 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
     MPI_Info_free(&info);
     if (code != MPI_SUCCESS) {
         free(owner);
+        node_segment_free_private(segment);
         snprintf(error, error_size, "MPI_Win_allocate_shared of %zu bytes failed", mine);
         return CHORUS_ERR_MPI;
     }
     /* Touching the part places it near this rank, and keeps page faults out of the first calls
-     * (which would also make a deep rotation look slow when it is first measured). */
+     * (which would also make them look slow when they are measured). */
     memset(base, 0, mine);
     for (int r = 0; r < segment->local_size; r++) {
         MPI_Aint size = 0;
@@ -104,7 +109,7 @@ void node_segment_destroy_mpi(struct node_segment *segment)
     struct mpi_owner *owner = segment->owner;
     if (owner == NULL)
         return;
-    scratch_release(&segment->cross_scratch);
+    node_segment_free_private(segment);
     MPI_Win_free(&owner->window);
     free(owner);
     segment->owner = NULL;

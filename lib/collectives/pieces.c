@@ -29,17 +29,28 @@ struct piece_run piece_run_at(const struct allreduce_piece *pieces, size_t count
     };
 }
 
-void pieces_gather(const struct allreduce_piece *pieces, size_t count, size_t offset, void *to,
-                   size_t bytes)
+void pieces_gather_with(const struct allreduce_piece *pieces, size_t count, size_t offset,
+                        void *to, size_t bytes, void (*copy)(void *, const void *, size_t))
 {
     unsigned char *destination = to;
     while (bytes != 0) {
         struct piece_run run = piece_run_at(pieces, count, offset, bytes);
-        memcpy(destination, run.input, run.bytes);
+        copy(destination, run.input, run.bytes);
         destination += run.bytes;
         offset += run.bytes;
         bytes -= run.bytes;
     }
+}
+
+static void copy_plainly(void *to, const void *from, size_t bytes)
+{
+    memcpy(to, from, bytes);
+}
+
+void pieces_gather(const struct allreduce_piece *pieces, size_t count, size_t offset, void *to,
+                   size_t bytes)
+{
+    pieces_gather_with(pieces, count, offset, to, bytes, copy_plainly);
 }
 
 void pieces_scatter(const struct allreduce_piece *pieces, size_t count, size_t offset,

@@ -28,6 +28,9 @@ struct piece_run piece_run_at(const struct allreduce_piece *pieces, size_t count
 /* Copies logical bytes [offset, offset + bytes) of the inputs to `to`. */
 void pieces_gather(const struct allreduce_piece *pieces, size_t count, size_t offset, void *to,
                    size_t bytes);
+/* The same with `copy` doing each run's copy (copy_streaming, for example). */
+void pieces_gather_with(const struct allreduce_piece *pieces, size_t count, size_t offset,
+                        void *to, size_t bytes, void (*copy)(void *, const void *, size_t));
 
 /* Copies `from` to logical bytes [offset, offset + bytes) of the outputs. */
 void pieces_scatter(const struct allreduce_piece *pieces, size_t count, size_t offset,

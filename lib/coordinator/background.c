@@ -317,6 +317,7 @@ static chorus_status start(struct background *background, char *error, size_t er
     executor->fusion_threshold = context->params.values.fusion_threshold;
     executor->fusion_tensor_limit = context->params.values.fusion_tensor_limit;
     executor->staging_areas = (unsigned)context->params.values.staging_areas;
+    executor->staging_stores = context->params.values.staging_stores;
     executor->local_ranks = context->topology.homogeneous ? context->topology.local_size : 1;
     executor->oversubscribed = context->topology.pus > 0 &&
                                (size_t)context->topology.local_size > context->topology.pus;

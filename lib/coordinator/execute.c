@@ -74,7 +74,9 @@ static chorus_status ensure_node(struct executor *executor, char *error, size_t 
     }
     chorus_status status =
         node_segment_create_mpi(&executor->node, &executor->node_comm, &executor->cross_comm,
-                                NODE_CHUNK_BYTES, executor->staging_areas, executor->oversubscribed,
+                                NODE_CHUNK_BYTES, executor->staging_areas,
+                                (enum staging_stores)executor->staging_stores,
+                                executor->oversubscribed,
                                 error, error_size);
     executor->node_ready = status == CHORUS_OK;
     if (executor->node_ready && executor->node.cross != NULL) {

@@ -27,7 +27,8 @@ struct executor {
     struct scratch pieces;      /* the piece list of a fused batch reduced in place */
     size_t fusion_threshold;
     size_t fusion_tensor_limit;
-    unsigned staging_areas; /* per rank in the host's segment; 0: chosen per call */
+    unsigned staging_areas; /* per rank in the host's segment; 0: the default */
+    int staging_stores;     /* enum staging_stores */
     int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: tuning table */
     struct gpu_context *gpu;
     int local_ranks;            /* ranks per host when equal on every host, else 1 */

@@ -18,6 +18,9 @@
 
 #define FIELD(member) offsetof(struct chorus_params, member)
 
+/* CHORUS_STAGING_STORES's values, in the order of enum staging_stores. */
+static const char *const staging_stores_names[] = {"auto", "cached", "streaming"};
+
 const struct param_definition param_table[] = {
     {"CHORUS_FUSION_THRESHOLD", PARAM_BYTES, "128M", FIELD(fusion_threshold), -1, true,
      "largest fusion buffer in bytes (K/M/G suffixes); 0 turns fusion off"},
@@ -31,8 +34,11 @@ const struct param_definition param_table[] = {
     {"CHORUS_CACHE_CAPACITY", PARAM_COUNT, "1024", FIELD(cache_capacity), -1, true,
      "entries of the response cache; 0 turns the cache off"},
     {"CHORUS_STAGING_AREAS", PARAM_COUNT, "0", FIELD(staging_areas), -1, true,
-     "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0 chooses between "
-     "2 and 16 by the speed measured while the job runs"},
+     "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0: 2"},
+    {"CHORUS_STAGING_STORES", PARAM_STORES, "auto", FIELD(staging_stores), -1, true,
+     "how the hierarchical allreduce writes its staging areas: cached (ordinary stores), "
+     "streaming (non-temporal stores, straight to memory), or auto: the faster one, measured "
+     "while the job runs"},
     {"CHORUS_STALL_WARNING_SECONDS", PARAM_SECONDS, "60", FIELD(stall_warning_seconds), -1, true,
      "warn when a tensor has been submitted by some ranks but not others for this long (0: "
      "never)"},
@@ -176,6 +182,16 @@ static bool param_store(struct chorus_params *values, const struct param_definit
         }
         return false;
     }
+    case PARAM_STORES: {
+        snprintf(why, why_size, "expected auto, cached or streaming");
+        for (int i = 0; i < 3; i++) {
+            if (strcasecmp(text, staging_stores_names[i]) == 0) {
+                *(int *)field = i;
+                return true;
+            }
+        }
+        return false;
+    }
     case PARAM_SWITCH: {
         snprintf(why, why_size, "expected on or off");
         const char *names[] = {"off", "on", "0", "1", "false", "true", "no", "yes"};
@@ -309,6 +325,7 @@ static size_t param_field_size(enum param_type type)
         return sizeof(double);
     case PARAM_LOG_LEVEL:
     case PARAM_COMPRESSION:
+    case PARAM_STORES:
         return sizeof(int);
     case PARAM_SWITCH:
         return sizeof(bool);
@@ -362,6 +379,9 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
         return;
     case PARAM_SWITCH:
         snprintf(text, text_size, "%s", *(const bool *)field ? "on" : "off");
+        return;
+    case PARAM_STORES:
+        snprintf(text, text_size, "%s", staging_stores_names[*(const int *)field % 3]);
         return;
     case PARAM_PATH:
     case PARAM_ALGORITHM:

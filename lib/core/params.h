@@ -15,7 +15,8 @@ struct chorus_params {
     size_t fusion_tensor_limit;    /* bytes: larger tensors are not fused */
     double cycle_time_ms;          /* minimum spacing of negotiation cycles */
     size_t cache_capacity;         /* response cache entries */
-    size_t staging_areas;          /* per rank in the host's segment; 0 = chosen per call */
+    size_t staging_areas;          /* per rank in the host's segment; 0 = the default */
+    int staging_stores;            /* enum staging_stores: auto, cached, streaming */
     double stall_warning_seconds;  /* 0 disables the warning */
     double stall_shutdown_seconds; /* 0 = never */
     int log_level;                 /* enum log_level */
@@ -43,6 +44,7 @@ enum param_type {
     PARAM_ALGORITHM, /* "auto" or an algorithm name of the collective */
     PARAM_COMPRESSION, /* none|fp16|bf16 */
     PARAM_SWITCH,    /* bool: on|off (also 1|0, true|false, yes|no) */
+    PARAM_STORES,    /* auto|cached|streaming */
 };
 
 struct param_definition {

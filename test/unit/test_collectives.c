@@ -31,7 +31,8 @@ struct rank_job {
     int calls;        /* allreduce: back-to-back calls, count growing by 37 each; 0 means 1 */
     int mixed_calls;  /* one host: this many calls rotating through the shared-memory algorithms */
     bool as_pieces;   /* hierarchical: the buffer as a list of pieces, every other out of place */
-    unsigned staging_areas; /* per rank in the segment; 0: chosen per call, as by default */
+    unsigned staging_areas; /* per rank in the segment; 0: the default */
+    enum staging_stores stores; /* how the hierarchical allreduce writes them */
     enum { SINGLE_COPY_AS_PROBED, SINGLE_COPY_REFUSED, SINGLE_COPY_BROKEN } single_copy;
     chorus_status expected; /* what every rank's call must return (results checked when OK) */
     struct node_segment *node; /* hierarchical: this rank's host segment */
@@ -240,7 +241,8 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
     struct transport cross[5];
     for (int h = 0; hierarchical && h < hosts; h++)
         segments[h] =
-            node_segments_create_local(local_size, TEST_CHUNK_BYTES, prototype.staging_areas);
+            node_segments_create_local(local_size, TEST_CHUNK_BYTES, prototype.staging_areas,
+                                       prototype.stores);
     for (int r = 0; hierarchical && r < local_size; r++) {
         if (prototype.single_copy == SINGLE_COPY_REFUSED)
             segments[0][r].single_copy = false;
@@ -297,10 +299,12 @@ START_TEST(allreduce_every_algorithm_dtype_op_and_count)
     size_t counts[] = {0, 1, (size_t)nranks - 1, 7, 13, 1021, 65537};
     size_t algorithm_count = 0;
     const struct algorithm *table = algorithm_table(CHORUS_ALLREDUCE, &algorithm_count);
-    for (size_t a = 0; a < algorithm_count; a++)
+    for (size_t variant = 0; variant < algorithm_count + 1; variant++)
         for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++)
             for (size_t o = 0; o < sizeof reduce_ops / sizeof reduce_ops[0]; o++)
                 for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                    /* Every algorithm, then the hierarchical one with streaming stores. */
+                    size_t a = variant < algorithm_count ? variant : ALLREDUCE_HIERARCHICAL;
                     struct rank_job job = {.collective = CHORUS_ALLREDUCE,
                                            .algorithm = (int)a,
                                            .dtype = (chorus_dtype)dtype,
@@ -310,12 +314,16 @@ START_TEST(allreduce_every_algorithm_dtype_op_and_count)
                                            /* every other sum is scaled, as averages are */
                                            .postscale = reduce_ops[o] == CHORUS_SUM && c % 2
                                                             ? 0.25
-                                                            : 0};
+                                                            : 0,
+                                           .stores = variant < algorithm_count
+                                                         ? STAGING_STORES_AUTO
+                                                         : STAGING_STORES_STREAMING};
                     char failure[512];
                     run_case(job, nranks, failure, sizeof failure);
-                    ck_assert_msg(failure[0] == '\0', "%s, %d ranks, %s %s, count %zu: %s",
-                                  table[a].name, nranks, chorus_dtype_name(job.dtype),
-                                  chorus_op_name(job.op), job.count, failure);
+                    ck_assert_msg(failure[0] == '\0', "%s%s, %d ranks, %s %s, count %zu: %s",
+                                  table[a].name, variant < algorithm_count ? "" : " (streaming)",
+                                  nranks, chorus_dtype_name(job.dtype), chorus_op_name(job.op),
+                                  job.count, failure);
                 }
 }
 END_TEST
@@ -327,14 +335,18 @@ START_TEST(allreduce_large_buffers_are_pipelined_correctly)
     size_t algorithm_count = 0;
     const struct algorithm *table = algorithm_table(CHORUS_ALLREDUCE, &algorithm_count);
     const chorus_dtype dtypes[] = {CHORUS_FLOAT32, CHORUS_BFLOAT16, CHORUS_INT64};
-    for (size_t a = 0; a < algorithm_count; a++)
+    for (size_t variant = 0; variant < algorithm_count + 1; variant++)
         for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+            /* Every algorithm, then the hierarchical one with streaming stores. */
+            size_t a = variant < algorithm_count ? variant : ALLREDUCE_HIERARCHICAL;
             struct rank_job job = {.collective = CHORUS_ALLREDUCE,
                                    .algorithm = (int)a,
                                    .dtype = dtypes[d],
                                    .op = CHORUS_SUM,
                                    .count = 1000003,
-                                   .seed = 4242 + d};
+                                   .seed = 4242 + d,
+                                   .stores = variant < algorithm_count ? STAGING_STORES_AUTO
+                                                                       : STAGING_STORES_STREAMING};
             char failure[512];
             run_case(job, nranks, failure, sizeof failure);
             ck_assert_msg(failure[0] == '\0', "%s, %d ranks, %s, count %zu: %s", table[a].name,
@@ -345,19 +357,28 @@ END_TEST
 
 /* Calls in a row on one segment, each a different length, so the chunks' slices fall in other
  * places every call, while a slow rank may still be copying the previous result out: with two
- * staging areas, four, and the count chosen per call (which changes between calls). */
+ * staging areas and four, with ordinary and streaming stores, and the kind chosen per call
+ * (which changes between calls). */
 START_TEST(hierarchical_back_to_back_calls_share_the_segment_safely)
 {
     int nranks = _i;
-    const unsigned depths[] = {2, 4, 0};
-    for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
+    const struct {
+        unsigned areas;
+        enum staging_stores stores;
+    } setups[] = {{2, STAGING_STORES_CACHED},
+                  {4, STAGING_STORES_CACHED},
+                  {2, STAGING_STORES_STREAMING},
+                  {4, STAGING_STORES_STREAMING},
+                  {0, STAGING_STORES_AUTO}};
+    for (size_t d = 0; d < sizeof setups / sizeof setups[0]; d++) {
         struct rank_job job = {.collective = CHORUS_ALLREDUCE,
                                .algorithm = ALLREDUCE_HIERARCHICAL,
                                .dtype = CHORUS_INT32,
                                .op = CHORUS_SUM,
                                .count = 2000,
                                .calls = 400,
-                               .staging_areas = depths[d],
+                               .staging_areas = setups[d].areas,
+                               .stores = setups[d].stores,
                                .seed = 31337 + d};
         assert_case_passes(job, nranks);
     }
@@ -365,85 +386,83 @@ START_TEST(hierarchical_back_to_back_calls_share_the_segment_safely)
 END_TEST
 
 /* Local rank 0 measures allreduces of `chunks` chunks as if they took `seconds`, and every rank
- * agrees on the count for the next one, which is returned. */
+ * agrees on the kind of store for the next one: 1 for streaming, 0 for ordinary stores. */
 static unsigned measured_call(struct node_segment *segments, int local_size, size_t chunks,
                               double seconds)
 {
-    for (int r = 0; r < local_size; r++)
-        node_segment_take_turns(&segments[r], chunks, node_staging_begin(&segments[r]));
+    for (int r = 0; r < local_size; r++) {
+        node_staging_begin(&segments[r]);
+        node_segment_take_turns(&segments[r], chunks, segments[r].staging_areas);
+    }
     node_staging_measure(&segments[0], chunks * TEST_CHUNK_BYTES, chunks,
                          monotonic_seconds() - seconds);
     for (int r = 0; r < local_size; r++)
         node_staging_agree(&segments[r]);
     for (int r = 1; r < local_size; r++)
-        ck_assert_uint_eq(segments[r].next_areas, segments[0].next_areas);
-    return segments[0].next_areas;
+        ck_assert_int_eq(segments[r].next_streaming, segments[0].next_streaming);
+    return segments[0].next_streaming ? 1 : 0;
 }
 
-/* The count of staging areas follows the faster of two and all, tries the other one on every
- * 32nd measured call, and switches when the other has become faster by a margin. */
-START_TEST(staging_depth_follows_the_faster_count)
+/* The kind of store follows the faster of ordinary and streaming stores, tries the other on
+ * every 32nd measured call, and switches when the other has become faster by a margin. */
+START_TEST(staging_stores_follow_the_faster_kind)
 {
-    bool adapt = false;
-    ck_assert_uint_eq(node_staging_areas(0, 2, 512 << 10, &adapt), 16);
-    ck_assert(adapt);
-    ck_assert_uint_eq(node_staging_areas(0, 8, 512 << 10, &adapt), 4);
-    ck_assert(adapt);
-    ck_assert_uint_eq(node_staging_areas(0, 64, 512 << 10, &adapt), 2);
-    ck_assert(!adapt);
-    ck_assert_uint_eq(node_staging_areas(5, 2, 512 << 10, &adapt), 4);
-    ck_assert(!adapt);
-    ck_assert_uint_eq(node_staging_areas(100, 2, 512 << 10, &adapt), 16);
+    ck_assert_uint_eq(node_staging_areas(0), 2);
+    ck_assert_uint_eq(node_staging_areas(5), 4);
+    ck_assert_uint_eq(node_staging_areas(100), 16);
 
-    struct node_segment *segments = node_segments_create_local(3, TEST_CHUNK_BYTES, 0);
-    unsigned deep = segments[0].staging_areas;
-    ck_assert_uint_eq(segments[0].next_areas, 2);
-    /* A new size class goes on with two areas (preferred at first), ignores its first (cold)
-     * call, tries the deep count on its third, then compares; a call too small to count changes
-     * nothing. */
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 9e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 2, 1.0), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), deep);
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 4e-3), 2); /* two areas were faster */
+    enum { CACHED = 0, STREAMING = 1 };
+    struct node_segment *segments =
+        node_segments_create_local(3, TEST_CHUNK_BYTES, 0, STAGING_STORES_AUTO);
+    ck_assert_uint_eq(segments[0].staging_areas, 2);
+    ck_assert(!segments[0].next_streaming);
+    /* A new size class goes on with ordinary stores (preferred at first), ignores its first
+     * (cold) call, tries streaming stores on its third, then compares; a call too small to
+     * count changes nothing. */
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 9e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 2, 1.0), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), STREAMING);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 4e-3), CACHED); /* ordinary was faster */
     for (int call = 5; call < 32; call++)
-        ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), deep); /* the 32nd: explore */
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 0.9e-3), 2);  /* faster, within noise */
-    /* Calls four times the size run at half the speed with either count: a new class, so
-     * they are not compared with the smaller calls' speeds. */
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 30e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), deep);
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 16e-3), 2);
+        ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), STREAMING); /* the 32nd: explore */
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 0.9e-3), CACHED);  /* within noise */
+    /* Calls four times the size run at half the speed either way: a new class, so they are
+     * not compared with the smaller calls' speeds. */
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 30e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), STREAMING);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 16e-3), CACHED);
     for (int call = 38; call < 64; call++)
-        ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), deep); /* the 64th: explore */
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 4e-3), deep); /* deep became faster */
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 4e-3), deep);
-    /* Back in the first class, where deep is slow: the first call there (deep, as preferred)
-     * measures it, and two areas are preferred again. */
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 2e-3), 2);
+        ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), STREAMING); /* the 64th: explore */
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 4e-3), STREAMING); /* now faster */
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 4e-3), STREAMING);
+    /* Back in the first class, where streaming is slow: the first call there (streaming, as
+     * preferred) measures it, and ordinary stores are preferred again. */
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 2e-3), CACHED);
     node_segments_destroy_local(segments);
 
     /* More ranks than cores: 1.25 times as fast is noise, twice as fast is not. */
-    segments = node_segments_create_local(3, TEST_CHUNK_BYTES, 0);
+    segments = node_segments_create_local(3, TEST_CHUNK_BYTES, 0, STAGING_STORES_AUTO);
     for (int r = 0; r < 3; r++)
-        node_segment_set_depth(&segments[r], deep, true, true);
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 9e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), deep);
-    ck_assert_uint_eq(measured_call(segments, 3, 8, 0.8e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 30e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), 2);
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), deep);
-    ck_assert_uint_eq(measured_call(segments, 3, 32, 4e-3), deep);
+        node_segment_set_staging(&segments[r], 2, STAGING_STORES_AUTO, true);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 9e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 1e-3), STREAMING);
+    ck_assert_uint_eq(measured_call(segments, 3, 8, 0.8e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 30e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), CACHED);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 8e-3), STREAMING);
+    ck_assert_uint_eq(measured_call(segments, 3, 32, 4e-3), STREAMING);
     node_segments_destroy_local(segments);
 
-    segments = node_segments_create_local(2, TEST_CHUNK_BYTES, 4);
-    ck_assert_uint_eq(segments[0].next_areas, 4);
-    ck_assert_uint_eq(measured_call(segments, 2, 8, 1e-3), 4);
-    ck_assert_uint_eq(measured_call(segments, 2, 8, 9e-3), 4);
+    /* A fixed kind is never changed. */
+    segments = node_segments_create_local(2, TEST_CHUNK_BYTES, 4, STAGING_STORES_STREAMING);
+    ck_assert_uint_eq(segments[0].staging_areas, 4);
+    ck_assert_uint_eq(measured_call(segments, 2, 8, 1e-3), STREAMING);
+    ck_assert_uint_eq(measured_call(segments, 2, 8, 9e-3), STREAMING);
     node_segments_destroy_local(segments);
 }
 END_TEST
@@ -463,6 +482,8 @@ START_TEST(hierarchical_reduces_a_list_of_pieces)
                                    .count = counts[c],
                                    .as_pieces = true,
                                    .postscale = c == 2 ? 0.5 : 0,
+                                   .stores = d % 2 ? STAGING_STORES_STREAMING
+                                                   : STAGING_STORES_CACHED,
                                    .seed = 606 + c};
             assert_case_passes(job, nranks);
         }
@@ -482,7 +503,8 @@ END_TEST
 START_TEST(single_copy_falls_back_or_fails_on_every_rank)
 {
     int nranks = _i;
-    struct node_segment *probe = node_segments_create_local(1, TEST_CHUNK_BYTES, 2);
+    struct node_segment *probe =
+        node_segments_create_local(1, TEST_CHUNK_BYTES, 2, STAGING_STORES_AUTO);
     bool available = probe->single_copy;
     node_segments_destroy_local(probe);
     const chorus_collective kinds[] = {CHORUS_BROADCAST, CHORUS_ALLGATHER};
@@ -567,7 +589,8 @@ START_TEST(a_poisoned_rank_is_not_waited_for)
     int nranks = _i;
     for (int victim = 0; victim < nranks; victim++) {
         struct thread_fabric *fabric = thread_fabric_create(nranks);
-        struct node_segment *segments = node_segments_create_local(nranks, TEST_CHUNK_BYTES, 0);
+        struct node_segment *segments =
+            node_segments_create_local(nranks, TEST_CHUNK_BYTES, 0, STAGING_STORES_AUTO);
         struct beside_poisoned jobs[5];
         pthread_t threads[5];
         for (int r = 0; r < nranks; r++) {
@@ -786,7 +809,7 @@ int main(void)
     tcase_add_loop_test(allreduce, shared_memory_algorithms_back_to_back_share_the_segment_safely,
                         1, 6);
     tcase_add_loop_test(allreduce, hierarchical_reduces_a_list_of_pieces, 1, 6);
-    tcase_add_test(allreduce, staging_depth_follows_the_faster_count);
+    tcase_add_test(allreduce, staging_stores_follow_the_faster_kind);
     suite_add_tcase(suite, allreduce);
     TCase *others = tcase_create("broadcast_allgather");
     tcase_set_timeout(others, 300);

@@ -55,9 +55,10 @@ START_TEST(environment_values_and_sources)
 {
     char *environment[] = {"CHORUS_FUSION_THRESHOLD=64M", "CHORUS_CYCLE_TIME_MS=2.5",
                            "CHORUS_LOG_LEVEL=debug", "CHORUS_ALLREDUCE_ALGO=ring",
-                           "CHORUS_TYPO=1", NULL};
+                           "CHORUS_STAGING_STORES=Streaming", "CHORUS_TYPO=1", NULL};
     ck_assert_int_eq(load(environment, NULL), CHORUS_OK);
     ck_assert_uint_eq(set.values.fusion_threshold, (size_t)64 << 20);
+    ck_assert_int_eq(set.values.staging_stores, 2);
     ck_assert(set.values.cycle_time_ms == 2.5);
     ck_assert_int_eq(set.values.log_level, 3);
     ck_assert_str_eq(set.values.allreduce_algorithm, "ring");
@@ -91,6 +92,12 @@ START_TEST(malformed_values_name_variable_and_value)
     char *bad_level[] = {"CHORUS_LOG_LEVEL=loud", NULL};
     ck_assert_int_eq(load(bad_level, NULL), CHORUS_ERR_BAD_PARAMETER);
     ck_assert_ptr_nonnull(strstr(error, "\"loud\""));
+
+    char *bad_stores[] = {"CHORUS_STAGING_STORES=fast", NULL};
+    ck_assert_int_eq(load(bad_stores, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_msg(strstr(error, "CHORUS_STAGING_STORES") && strstr(error, "\"fast\"") &&
+                      strstr(error, "streaming"),
+                  "names the variable, the value and the valid ones: %s", error);
 
     char *bad_algorithm[] = {"CHORUS_ALLREDUCE_ALGO=fastest", NULL};
     ck_assert_int_eq(load(bad_algorithm, NULL), CHORUS_ERR_BAD_PARAMETER);

@@ -1,0 +1,18 @@
+/*
+ * streaming_copy.h — copies whose stores bypass the caches (non-temporal stores), for staging
+ * areas that another core reads next. See staging_stores.c for when they pay off.
+ */
+#ifndef CHORUS_STREAMING_COPY_H
+#define CHORUS_STREAMING_COPY_H
+
+#include "../core/common.h"
+
+/* Copies `bytes` from `from` to `to` (which must not overlap). Where the CPU has no such stores
+ * it is memcpy. */
+void copy_streaming(void *to, const void *from, size_t bytes);
+
+/* Orders the streaming stores before every later store (they are weakly ordered): call it
+ * before publishing their data, for example by arriving at a barrier. */
+void streaming_fence(void);
+
+#endif
