@@ -45,7 +45,7 @@ chorus_status allgather_shared_memory(const struct allgather_args *args)
             }
         size_t length = k < rounds ? node_chunk_length(args->block_bytes[me], chunk, k) : 0;
         if (length != 0)
-            memcpy(node_staging(node, me, turn + k), mine + k * chunk, length);
+            node_stage_copy(node, node_staging(node, me, turn + k), mine + k * chunk, length);
         node_segment_barrier(node);
     }
     return CHORUS_OK;

@@ -30,8 +30,7 @@
  *
  * Where the ranks' cores sit far apart, a call may write its staging areas with streaming
  * stores instead (see staging_stores.c): the reduction then lands in the rank's own memory and
- * is copied into the staging area from there, and a fence orders those stores before each
- * barrier.
+ * is copied into the staging area from there (the barrier orders those stores before it).
  *
  * Example, one host, L = 2, a chunk of 8 elements: rank 0 stages elements 4-7 and rank 1
  * elements 0-3; after the barrier rank 0 writes buffer0[0-3] + staging1[0-3] into staging0[0-3]
@@ -167,7 +166,7 @@ static chorus_status reduce_own_slice(struct node_segment *node, const struct al
         scale_buffer(result, bytes / width, args->dtype, postscale);
     }
     if (node->streaming)
-        copy_streaming(staged, result, bytes);
+        node_stage_copy(node, staged, result, bytes);
     if (bytes != 0)
         pieces_scatter(buffer->pieces, buffer->count, chunk->start + offset, result, bytes);
     return CHORUS_OK;
@@ -183,14 +182,6 @@ static void copy_out(const struct node_segment *node, const struct buffer *buffe
             pieces_scatter(buffer->pieces, buffer->count, chunk->start + offset,
                            node_staging(node, owner, chunk->turn) + offset, bytes);
     }
-}
-
-/* Streaming stores are weakly ordered: they must be done before the barrier that tells the
- * peers to read them. */
-static void publish_staged(const struct node_segment *node)
-{
-    if (node->streaming)
-        streaming_fence();
 }
 
 /* Chunk `index` of `chunks` nearly equal ones. */
@@ -218,11 +209,9 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
     struct allreduce_piece whole = {args->buffer, args->buffer, 0, args->count * width};
     struct buffer buffer = {args->pieces ? args->pieces : &whole,
                             args->pieces ? args->piece_count : 1};
-    node_staging_begin(node);
     size_t turn = node_segment_take_turns(node, chunks, node->staging_areas);
     struct chunk current = chunk_at(args, chunks, 0, turn, width);
     stage(node, &buffer, &current, width);
-    publish_staged(node);
     node_segment_barrier(node);
     double started = monotonic_seconds();
     for (size_t k = 0; k < chunks; k++) {
@@ -236,7 +225,6 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
         } else {
             node_staging_measure(node, args->count * width, chunks, started);
         }
-        publish_staged(node);
         node_segment_barrier(node);
         copy_out(node, &buffer, &current, width);
         current = next;

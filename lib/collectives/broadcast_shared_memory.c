@@ -31,8 +31,8 @@ chorus_status broadcast_shared_memory(const struct broadcast_args *args)
     unsigned char *buffer = args->buffer;
     for (size_t k = 0; k <= chunks; k++) {
         if (root && k < chunks)
-            memcpy(node_staging(node, args->root, turn + k), buffer + k * chunk,
-                   node_chunk_length(args->bytes, chunk, k));
+            node_stage_copy(node, node_staging(node, args->root, turn + k), buffer + k * chunk,
+                            node_chunk_length(args->bytes, chunk, k));
         else if (!root && k > 0)
             memcpy(buffer + (k - 1) * chunk, node_staging(node, args->root, turn + k - 1),
                    node_chunk_length(args->bytes, chunk, k - 1));

@@ -56,6 +56,8 @@ void node_segment_free_private(struct node_segment *segment)
 
 void node_segment_barrier(struct node_segment *segment)
 {
+    if (segment->streaming)
+        streaming_fence();
     uint64_t target = ++segment->sequence;
     atomic_store_explicit(segment->progress[segment->local_rank], target, memory_order_release);
     for (int r = 0; r < segment->local_size; r++) {

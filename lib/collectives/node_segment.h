@@ -21,8 +21,10 @@
 #define CHORUS_NODE_SEGMENT_H
 
 #include "algorithms.h"
+#include "streaming_copy.h"
 
 #include <stdatomic.h>
+#include <string.h>
 
 #define NODE_MAX_LOCAL_RANKS 256
 #define NODE_MAX_STAGING_AREAS 16
@@ -59,8 +61,8 @@ struct node_segment {
     unsigned staging_areas; /* allocated per rank: a power of two, 2..NODE_MAX_STAGING_AREAS */
     unsigned areas_in_use;  /* the current call's: a power of two, 2..staging_areas */
     bool adapt_stores;      /* choose ordinary or streaming stores by measured speed */
-    bool streaming;         /* the current hierarchical allreduce writes with streaming stores */
-    bool next_streaming;    /* agreed for the next one */
+    bool streaming;         /* staging areas are written with streaming stores: the same on
+                               every rank, agreed after each measured allreduce */
     struct staging_choice choice; /* local rank 0's measurements */
     unsigned char *own_result; /* chunk_bytes of this rank's memory: where a reduction with
                                   streaming stores lands before it is copied out */
@@ -98,13 +100,11 @@ static inline unsigned char *node_staging(const struct node_segment *segment, in
     return segment->staging[rank][turn & (segment->areas_in_use - 1)];
 }
 
-/* Staging stores (staging_stores.c). Every rank calls begin() as a hierarchical allreduce
- * starts (it sets `streaming` to the kind agreed at the end of the previous one), measure() just
- * before the allreduce's last barrier (`started`: when it passed the first one; local rank 0
- * then publishes the kind for the next allreduce), and agree() after that barrier (every rank
- * reads it). Local rank 0 writes the word again only after the next allreduce's first barrier,
- * which every rank reaches after reading. */
-void node_staging_begin(struct node_segment *segment);
+/* Staging stores (staging_stores.c). Every rank calls measure() just before a hierarchical
+ * allreduce's last barrier (`started`: when it passed the first one; local rank 0 then publishes
+ * the kind of store for the next calls), and agree() after that barrier (every rank reads it and
+ * sets `streaming`; the allreduce writes no staging area after it). Local rank 0 writes the word
+ * again only after the next allreduce's first barrier, which every rank reaches after reading. */
 void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chunks,
                           double started);
 void node_staging_agree(struct node_segment *segment);
@@ -126,8 +126,20 @@ static inline size_t node_chunk_length(size_t total, size_t chunk_bytes, size_t 
     return total - offset < chunk_bytes ? total - offset : chunk_bytes;
 }
 
-/* Waits until every local rank has reached the same barrier. */
+/* Waits until every local rank has reached the same barrier. With streaming stores it first
+ * orders them before the barrier (they are weakly ordered), so that what a rank staged is there
+ * for the peers that pass it. */
 void node_segment_barrier(struct node_segment *segment);
+
+/* Copies into a staging area, with the kind of store the segment uses. */
+static inline void node_stage_copy(const struct node_segment *segment, void *area,
+                                   const void *from, size_t bytes)
+{
+    if (segment->streaming)
+        copy_streaming(area, from, bytes);
+    else
+        memcpy(area, from, bytes);
+}
 
 /* A rank that stops after a fatal error poisons its barrier counter: every barrier then lets
  * the others through at once instead of waiting for it forever, copies to and from it are

@@ -148,12 +148,22 @@ int main(int argc, char **argv)
         char name[64];
         snprintf(name, sizeof name, "pending.%d", i);
         chorus_tensor tensor = floats(data[i], COUNT);
-        EXPECT_STATUS(chorus_allreduce_async(name, &tensor, NULL, CHORUS_SUM, &handles[i]),
-                      CHORUS_OK);
+        chorus_status submitted =
+            chorus_allreduce_async(name, &tensor, NULL, CHORUS_SUM, &handles[i]);
+        /* The background thread may run the first tensors' batch, the armed one, before the
+         * later ones are submitted: those then fail at once, with the same cause. */
+        if (i > 0 && submitted == CHORUS_ERR_MPI) {
+            EXPECT(handles[i] == NULL && strstr(chorus_last_error(), "injected fault") != NULL,
+                   "submit %d after the fault: %s", i, chorus_last_error());
+            continue;
+        }
+        EXPECT_STATUS(submitted, CHORUS_OK);
     }
     for (int i = 0; i < PENDING; i++) {
         char name[64];
         snprintf(name, sizeof name, "\"pending.%d\"", i);
+        if (handles[i] == NULL)
+            continue;
         EXPECT_STATUS(chorus_wait(handles[i]), CHORUS_ERR_MPI);
         const char *message = chorus_handle_error(handles[i]);
         EXPECT(strstr(message, name) != NULL && strstr(message, "injected fault") != NULL,

@@ -390,17 +390,15 @@ END_TEST
 static unsigned measured_call(struct node_segment *segments, int local_size, size_t chunks,
                               double seconds)
 {
-    for (int r = 0; r < local_size; r++) {
-        node_staging_begin(&segments[r]);
+    for (int r = 0; r < local_size; r++)
         node_segment_take_turns(&segments[r], chunks, segments[r].staging_areas);
-    }
     node_staging_measure(&segments[0], chunks * TEST_CHUNK_BYTES, chunks,
                          monotonic_seconds() - seconds);
     for (int r = 0; r < local_size; r++)
         node_staging_agree(&segments[r]);
     for (int r = 1; r < local_size; r++)
-        ck_assert_int_eq(segments[r].next_streaming, segments[0].next_streaming);
-    return segments[0].next_streaming ? 1 : 0;
+        ck_assert_int_eq(segments[r].streaming, segments[0].streaming);
+    return segments[0].streaming ? 1 : 0;
 }
 
 /* The kind of store follows the faster of ordinary and streaming stores, tries the other on
@@ -415,7 +413,7 @@ START_TEST(staging_stores_follow_the_faster_kind)
     struct node_segment *segments =
         node_segments_create_local(3, TEST_CHUNK_BYTES, 0, STAGING_STORES_AUTO);
     ck_assert_uint_eq(segments[0].staging_areas, 2);
-    ck_assert(!segments[0].next_streaming);
+    ck_assert(!segments[0].streaming);
     /* A new size class goes on with ordinary stores (preferred at first), ignores its first
      * (cold) call, tries streaming stores on its third, then compares; a call too small to
      * count changes nothing. */
@@ -494,6 +492,8 @@ START_TEST(shared_memory_algorithms_back_to_back_share_the_segment_safely)
 {
     int nranks = _i;
     struct rank_job job = {.mixed_calls = 300, .seed = 2718};
+    assert_case_passes(job, nranks);
+    job.stores = STAGING_STORES_STREAMING;
     assert_case_passes(job, nranks);
 }
 END_TEST
@@ -723,18 +723,24 @@ START_TEST(broadcast_every_algorithm_root_and_size)
     size_t sizes[] = {0, 1, 7, 1021, 600000};
     size_t algorithm_count = 0;
     const struct algorithm *table = algorithm_table(CHORUS_BROADCAST, &algorithm_count);
-    for (size_t a = 0; a < algorithm_count; a++)
+    for (size_t variant = 0; variant < algorithm_count + 1; variant++)
         for (int root = 0; root < nranks; root++)
             for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+                /* Every algorithm, then the shared segment's with streaming stores. */
+                size_t a = variant < algorithm_count ? variant : BROADCAST_SHARED_MEMORY;
                 struct rank_job job = {.collective = CHORUS_BROADCAST,
                                        .algorithm = (int)a,
                                        .count = sizes[s],
                                        .root = root,
-                                       .seed = 77 + s};
+                                       .seed = 77 + s,
+                                       .stores = variant < algorithm_count
+                                                     ? STAGING_STORES_AUTO
+                                                     : STAGING_STORES_STREAMING};
                 char failure[512];
                 run_case(job, nranks, failure, sizeof failure);
-                ck_assert_msg(failure[0] == '\0', "%s, %d ranks, root %d, %zu bytes: %s",
-                              table[a].name, nranks, root, job.count, failure);
+                ck_assert_msg(failure[0] == '\0', "%s%s, %d ranks, root %d, %zu bytes: %s",
+                              table[a].name, variant < algorithm_count ? "" : " (streaming)",
+                              nranks, root, job.count, failure);
             }
 }
 END_TEST
@@ -745,15 +751,21 @@ START_TEST(allgather_every_algorithm_with_uneven_blocks)
     size_t bases[] = {0, 1, 5, 4099};
     size_t algorithm_count = 0;
     const struct algorithm *table = algorithm_table(CHORUS_ALLGATHER, &algorithm_count);
-    for (size_t a = 0; a < algorithm_count; a++)
+    for (size_t variant = 0; variant < algorithm_count + 1; variant++)
         for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
+            /* Every algorithm, then the shared segment's with streaming stores. */
+            size_t a = variant < algorithm_count ? variant : ALLGATHER_SHARED_MEMORY;
             struct rank_job job = {.collective = CHORUS_ALLGATHER,
                                    .algorithm = (int)a,
                                    .count = bases[b],
-                                   .seed = 99 + b};
+                                   .seed = 99 + b,
+                                   .stores = variant < algorithm_count
+                                                 ? STAGING_STORES_AUTO
+                                                 : STAGING_STORES_STREAMING};
             char failure[512];
             run_case(job, nranks, failure, sizeof failure);
-            ck_assert_msg(failure[0] == '\0', "%s, %d ranks, base %zu bytes: %s", table[a].name,
+            ck_assert_msg(failure[0] == '\0', "%s%s, %d ranks, base %zu bytes: %s",
+                          table[a].name, variant < algorithm_count ? "" : " (streaming)",
                           nranks, job.count, failure);
         }
 }
