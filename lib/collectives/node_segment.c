@@ -26,7 +26,7 @@ static inline void spin_pause(void)
 
 size_t node_segment_part_bytes(unsigned staging_areas, size_t chunk_bytes)
 {
-    return CACHE_LINE + staging_areas * chunk_bytes;
+    return CACHE_LINE + (staging_areas + 1) * chunk_bytes;
 }
 
 void node_segment_map_part(struct node_segment *segment, int rank, unsigned char *part)
@@ -35,23 +35,9 @@ void node_segment_map_part(struct node_segment *segment, int rank, unsigned char
     segment->mailbox[rank] = (uint64_t *)part + 1;
     for (unsigned area = 0; area < segment->staging_areas; area++)
         segment->staging[rank][area] = part + CACHE_LINE + area * segment->chunk_bytes;
-}
-
-bool node_segment_setup_private(struct node_segment *segment)
-{
-    if (posix_memalign((void **)&segment->own_result, CACHE_LINE, segment->chunk_bytes) != 0) {
-        segment->own_result = NULL;
-        return false;
-    }
-    memset(segment->own_result, 0, segment->chunk_bytes);
-    return true;
-}
-
-void node_segment_free_private(struct node_segment *segment)
-{
-    scratch_release(&segment->cross_scratch);
-    free(segment->own_result);
-    segment->own_result = NULL;
+    if (rank == segment->local_rank)
+        segment->own_result =
+            part + CACHE_LINE + segment->staging_areas * segment->chunk_bytes;
 }
 
 void node_segment_barrier(struct node_segment *segment)
@@ -196,14 +182,6 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
         segment->chunk_bytes = chunk_bytes;
         node_segment_set_staging(segment, areas, stores, false);
         segment->yield_while_waiting = true;
-        if (!node_segment_setup_private(segment)) {
-            for (int r = 0; r <= me; r++)
-                node_segment_free_private(&segments[r]);
-            free(memory);
-            free(segments);
-            free(owner);
-            return NULL;
-        }
         segment->owner = me == 0 ? owner : NULL;
         for (int r = 0; r < local_size; r++) {
             node_segment_map_part(segment, r, memory + per_rank * (size_t)r);
@@ -227,7 +205,7 @@ void node_segments_destroy_local(struct node_segment *segments)
         return;
     struct local_memory *owner = segments[0].owner;
     for (int r = 0; owner != NULL && r < owner->local_size; r++)
-        node_segment_free_private(&segments[r]);
+        scratch_release(&segments[r].cross_scratch);
     if (owner != NULL)
         free(owner->memory);
     free(owner);

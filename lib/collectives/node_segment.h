@@ -64,8 +64,9 @@ struct node_segment {
     bool streaming;         /* staging areas are written with streaming stores: the same on
                                every rank, agreed after each measured allreduce */
     struct staging_choice choice; /* local rank 0's measurements */
-    unsigned char *own_result; /* chunk_bytes of this rank's memory: where a reduction with
-                                  streaming stores lands before it is copied out */
+    unsigned char *own_result; /* chunk_bytes at the end of this rank's part, which only it
+                                  uses: where a reduction with streaming stores lands before
+                                  it is copied into a staging area */
     _Atomic uint64_t *progress[NODE_MAX_LOCAL_RANKS]; /* local rank r's barrier counter */
     uint64_t *mailbox[NODE_MAX_LOCAL_RANKS];          /* local rank r's mailbox words */
     int pids[NODE_MAX_LOCAL_RANKS];                   /* local rank r's process */
@@ -181,14 +182,14 @@ static inline uint64_t node_probe_value(int pid)
 }
 
 /* The layout of one rank's part of the segment, shared by both constructors: a cache line with
- * its progress counter and mailbox, then its staging areas. part_bytes() is the size of a part;
- * map_part() points local rank `rank`'s counter, mailbox and areas into its part at `part`
- * (after the segment's chunk size and staging areas are set). setup_private() allocates (and
- * touches) this rank's own memory, free_private() frees it. */
+ * its progress counter and mailbox, then its staging areas, then its own result area. It lives
+ * in the segment so that the segment's one collective allocation provides it: a separate
+ * allocation could fail on one rank only, before the others' collective call. part_bytes() is
+ * the size of a part; map_part() points local rank `rank`'s counter, mailbox and areas (and this
+ * rank's own result area) into its part at `part` (after the segment's chunk size and staging
+ * areas are set). */
 size_t node_segment_part_bytes(unsigned staging_areas, size_t chunk_bytes);
 void node_segment_map_part(struct node_segment *segment, int rank, unsigned char *part);
-bool node_segment_setup_private(struct node_segment *segment);
-void node_segment_free_private(struct node_segment *segment);
 
 /* For tests: `local_size` segments over one piece of ordinary memory, one per thread.
  * Free with node_segments_destroy_local. */

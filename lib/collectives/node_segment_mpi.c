@@ -64,10 +64,6 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
     segment->yield_while_waiting = yield_while_waiting;
     unsigned areas = node_staging_areas(staging_areas);
     node_segment_set_staging(segment, areas, stores, yield_while_waiting);
-    if (!node_segment_setup_private(segment)) {
-        free(owner);
-        return CHORUS_ERR_OUT_OF_MEMORY;
-    }
     size_t mine = node_segment_part_bytes(areas, chunk_bytes);
     MPI_Info info;
     MPI_Info_create(&info);
@@ -77,7 +73,6 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
     MPI_Info_free(&info);
     if (code != MPI_SUCCESS) {
         free(owner);
-        node_segment_free_private(segment);
         snprintf(error, error_size, "MPI_Win_allocate_shared of %zu bytes failed", mine);
         return CHORUS_ERR_MPI;
     }
@@ -109,7 +104,7 @@ void node_segment_destroy_mpi(struct node_segment *segment)
     struct mpi_owner *owner = segment->owner;
     if (owner == NULL)
         return;
-    node_segment_free_private(segment);
+    scratch_release(&segment->cross_scratch);
     MPI_Win_free(&owner->window);
     free(owner);
     segment->owner = NULL;
