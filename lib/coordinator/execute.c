@@ -199,33 +199,21 @@ static chorus_status interrupt_on_peer_failure(void *context, char *error, size_
 }
 
 /* Rank 0's NCCL id (with a leading byte that says whether it could make one) to every rank,
- * waiting the way transports do: a rank that failed before this point sends a notice instead. */
+ * by a binomial tree over the executor's transport, whose waits see another rank's notice that
+ * it failed before reaching this point. */
 static chorus_status broadcast_nccl_id(struct executor *executor,
                                        uint8_t message[1 + GPU_UNIQUE_ID_BYTES], char *error,
                                        size_t error_size)
 {
-    MPI_Request request = MPI_REQUEST_NULL;
-    if (MPI_Ibcast(message, 1 + GPU_UNIQUE_ID_BYTES, MPI_BYTE, 0, executor->data_comm,
-                   &request) != MPI_SUCCESS) {
-        snprintf(error, error_size, "broadcasting the NCCL id failed");
-        return CHORUS_ERR_MPI;
-    }
-    for (unsigned polls = 0;; polls++) {
-        int done = 0;
-        if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-            snprintf(error, error_size, "broadcasting the NCCL id failed");
-            return CHORUS_ERR_MPI;
-        }
-        if (done)
-            return CHORUS_OK;
-        if (polls < 64)
-            continue;
-        sched_yield();
-        /* The request is left behind: after a fatal error the communicator is never freed. */
-        chorus_status status = executor_peer_failure(executor, error, error_size);
-        if (status != CHORUS_OK)
-            return status;
-    }
+    struct broadcast_args args = {.transport = &executor->transport,
+                                  .scratch = &executor->scratch,
+                                  .buffer = message,
+                                  .bytes = 1 + GPU_UNIQUE_ID_BYTES,
+                                  .root = 0};
+    chorus_status status = broadcast_binomial(&args);
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "broadcasting the NCCL id: %s", executor->transport.error);
+    return status;
 }
 
 static chorus_status ensure_gpu(struct executor *executor, int device, char *error,
