@@ -146,6 +146,15 @@ static bool parse_seconds(const char *text, double *seconds)
     return true;
 }
 
+/* Index of `text` among `count` names (case ignored), or -1. */
+static int name_index(const char *text, const char *const *names, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (strcasecmp(text, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 /* Stores `text` as the value of parameter `definition`; false when it does not parse. `why`
  * receives a hint for the error message. */
 static bool param_store(struct chorus_params *values, const struct param_definition *definition,
@@ -173,35 +182,26 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     }
     case PARAM_COMPRESSION: {
         snprintf(why, why_size, "expected none, fp16 or bf16");
-        const char *names[] = {"none", "fp16", "bf16"};
-        for (int i = 0; i < 3; i++) {
-            if (strcasecmp(text, names[i]) == 0) {
-                *(int *)field = CHORUS_COMPRESSION_NONE + i;
-                return true;
-            }
-        }
-        return false;
+        const char *const names[] = {"none", "fp16", "bf16"};
+        int index = name_index(text, names, 3);
+        if (index >= 0)
+            *(int *)field = CHORUS_COMPRESSION_NONE + index;
+        return index >= 0;
     }
     case PARAM_STORES: {
         snprintf(why, why_size, "expected auto, cached or streaming");
-        for (int i = 0; i < 3; i++) {
-            if (strcasecmp(text, staging_stores_names[i]) == 0) {
-                *(int *)field = i;
-                return true;
-            }
-        }
-        return false;
+        int index = name_index(text, staging_stores_names, 3);
+        if (index >= 0)
+            *(int *)field = index;
+        return index >= 0;
     }
     case PARAM_SWITCH: {
         snprintf(why, why_size, "expected on or off");
-        const char *names[] = {"off", "on", "0", "1", "false", "true", "no", "yes"};
-        for (int i = 0; i < 8; i++) {
-            if (strcasecmp(text, names[i]) == 0) {
-                *(bool *)field = i % 2 == 1;
-                return true;
-            }
-        }
-        return false;
+        const char *const names[] = {"off", "on", "0", "1", "false", "true", "no", "yes"};
+        int index = name_index(text, names, 8);
+        if (index >= 0)
+            *(bool *)field = index % 2 == 1;
+        return index >= 0;
     }
     case PARAM_PATH:
         snprintf(why, why_size, "longer than %d bytes", PARAM_TEXT_LENGTH - 1);
