@@ -30,7 +30,7 @@
 #define NODE_MAX_STAGING_AREAS 16
 
 /* Words of a rank's mailbox: whether its copies in the current call failed, the address of its
- * buffer, and (local rank 0's only) whether the next hierarchical allreduce writes its staging
+ * buffer, and (local rank 0's only) whether the next staged algorithm writes its staging
  * areas with streaming stores. */
 enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS, NODE_MAILBOX_STREAMING };
 
@@ -41,16 +41,25 @@ enum staging_stores {
     STAGING_STORES_STREAMING, /* non-temporal stores, straight to memory */
 };
 
-/* Local rank 0's record of how fast hierarchical allreduces ran with ordinary stores (index 0)
- * and with streaming ones (index 1), per size class (4-7 chunks, 8-15, ...). */
+/* The algorithms that write staging areas, each measured apart: they move different bytes in
+ * the same time. */
+enum staged_collective { STAGED_ALLREDUCE, STAGED_BROADCAST, STAGED_ALLGATHER, STAGED_COLLECTIVES };
+
+/* Local rank 0's record of how fast the staged algorithms ran with ordinary stores (index 0)
+ * and with streaming ones (index 1), per algorithm and size class (see staging_stores.c). */
 #define STAGING_SIZE_CLASSES 8
-struct staging_choice {
+struct staging_speeds {
     double rate[STAGING_SIZE_CLASSES][2]; /* bytes per second, a moving average; 0: unknown */
     unsigned long calls[STAGING_SIZE_CLASSES]; /* measured calls of the class */
     int last_used[STAGING_SIZE_CLASSES];  /* which kind the class's last call used */
-    int last_class;                       /* the last measured call's class */
-    int preferred;                        /* which kind calls use, unless trying the other */
-    double switch_margin;                 /* how much faster the other must be to switch */
+};
+struct staging_choice {
+    struct staging_speeds speeds[STAGED_COLLECTIVES];
+    enum staged_collective last_collective; /* the last measured call's algorithm... */
+    int last_class;                         /* ...and size class */
+    int preferred;        /* which kind calls use, unless trying the other: one for all, as
+                             they all meet the same placement of the cores */
+    double switch_margin; /* how much faster the other must be to switch */
 };
 
 struct node_segment {
@@ -101,13 +110,14 @@ static inline unsigned char *node_staging(const struct node_segment *segment, in
     return segment->staging[rank][turn & (segment->areas_in_use - 1)];
 }
 
-/* Staging stores (staging_stores.c). Every rank calls measure() just before a hierarchical
- * allreduce's last barrier (`started`: when it passed the first one; local rank 0 then publishes
- * the kind of store for the next calls), and agree() after that barrier (every rank reads it and
- * sets `streaming`; the allreduce writes no staging area after it). Local rank 0 writes the word
- * again only after the next allreduce's first barrier, which every rank reaches after reading. */
-void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chunks,
-                          double started);
+/* Staging stores (staging_stores.c). Every rank calls measure() just before the last barrier of
+ * a staged algorithm that ran `chunks` chunks (more than one barrier), with `started` when its
+ * clock began (local rank 0 then publishes the kind of store for the next calls), and agree()
+ * after that barrier (every rank reads it and sets `streaming`; the algorithm writes no staging
+ * area after it). Local rank 0 writes the word again only after the next staged call's first
+ * barrier, which every rank reaches after reading. */
+void node_staging_measure(struct node_segment *segment, enum staged_collective collective,
+                          size_t bytes, size_t chunks, double started);
 void node_staging_agree(struct node_segment *segment);
 /* The staging areas to allocate per rank for `requested` (0: the default, 2). */
 unsigned node_staging_areas(unsigned requested);

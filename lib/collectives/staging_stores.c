@@ -1,6 +1,7 @@
 /*
- * staging_stores.c — how a hierarchical allreduce writes its staging areas: with ordinary
- * stores, or with streaming (non-temporal) stores that bypass the caches.
+ * staging_stores.c — how the algorithms through the shared segment (the hierarchical allreduce,
+ * the broadcast and the allgather) write their staging areas: with ordinary stores, or with
+ * streaming (non-temporal) stores that bypass the caches.
  *
  * A rank writes each staging area again soon after its peers have read it. While the ranks'
  * cores share their caches, ordinary stores are fastest: the area stays in cache and a peer
@@ -30,13 +31,21 @@
  * With more ranks than cores, calls take as long as the scheduler lets them, and single calls
  * are noisier: there the other kind must be 1.5 times as fast, not 1.2.
  *
- * The broadcast and allgather through the segment write their staging areas with the kind
- * chosen here too: their stores meet the same distant copies.
+ * The broadcast and allgather through the segment meet the same distant copies, and are
+ * measured the same way, each in its own size classes: they move other bytes in the same time.
+ * The preferred kind is one for all three, so a job of allreduces also chooses for its
+ * allgathers. A job without large allreduces chooses too: it used to keep ordinary stores,
+ * with which the far placement made a 16 MiB broadcast at np=4 take 9.6-12.5 ms, against 4.6-5.1
+ * ms with the kind it measured (a 64 MiB allgather 34-35 against 19-25 ms; 2026-11-22).
+ * An allreduce is measured from its first barrier, and only with several chunks: the time of
+ * fewer says little about bandwidth. A broadcast or an allgather writes its first chunk before
+ * that barrier, and one of 2 MiB at np=4 has only one chunk per rank, so they are measured from
+ * their start, and from one chunk.
  */
 #include "node_segment.h"
 
-/* Allreduces of fewer chunks are not measured: their time says little about bandwidth. */
-#define MEASURED_CHUNKS 4
+/* Allreduces of fewer chunks are not measured (see above). */
+#define MEASURED_ALLREDUCE_CHUNKS 4
 /* One measured call in this many runs with the other kind, to notice a change. */
 #define EXPLORE_EVERY 32
 /* The other kind must have been this much faster to be preferred: single calls are noisy,
@@ -70,58 +79,69 @@ void node_segment_set_staging(struct node_segment *segment, unsigned areas,
     segment->streaming = stores == STAGING_STORES_STREAMING;
 }
 
-/* Which size class a call of `chunks` chunks belongs to: speeds are compared within a class,
- * as a large call runs slower than a small one with either kind of store. */
-static int size_class(size_t chunks)
+static size_t fewest_measured_chunks(enum staged_collective collective)
 {
+    return collective == STAGED_ALLREDUCE ? MEASURED_ALLREDUCE_CHUNKS : 1;
+}
+
+/* Which size class a call of `chunks` chunks belongs to (the fewest measured, up to twice as
+ * many, ...): speeds are compared within a class, as a large call runs slower than a small one
+ * with either kind of store. */
+static int size_class(enum staged_collective collective, size_t chunks)
+{
+    size_t fewest = fewest_measured_chunks(collective);
     int class = 0;
-    while (chunks >= 2 * MEASURED_CHUNKS && class < STAGING_SIZE_CLASSES - 1) {
+    while (chunks >= 2 * fewest && class < STAGING_SIZE_CLASSES - 1) {
         chunks /= 2;
         class++;
     }
     return class;
 }
 
-/* Measured calls of every class together. */
+/* Measured calls of every algorithm and class together. */
 static unsigned long measured_calls(const struct staging_choice *choice)
 {
     unsigned long total = 0;
-    for (int class = 0; class < STAGING_SIZE_CLASSES; class++)
-        total += choice->calls[class];
+    for (int c = 0; c < STAGED_COLLECTIVES; c++)
+        for (int class = 0; class < STAGING_SIZE_CLASSES; class++)
+            total += choice->speeds[c].calls[class];
     return total;
 }
 
-void node_staging_measure(struct node_segment *segment, size_t bytes, size_t chunks,
-                          double started)
+void node_staging_measure(struct node_segment *segment, enum staged_collective collective,
+                          size_t bytes, size_t chunks, double started)
 {
     if (!segment->adapt_stores || segment->local_rank != 0)
         return;
     struct staging_choice *choice = &segment->choice;
     int used = segment->streaming ? 1 : 0;
     double seconds = monotonic_seconds() - started;
-    if (chunks >= MEASURED_CHUNKS && seconds > 0) {
-        int class = size_class(chunks);
+    if (chunks >= fewest_measured_chunks(collective) && seconds > 0) {
+        struct staging_speeds *speeds = &choice->speeds[collective];
+        int class = size_class(collective, chunks);
+        choice->last_collective = collective;
         choice->last_class = class;
         /* A class's first call runs cold (first touches, first use of the size): not kept.
          * Later calls in a row with one kind are averaged; the first after a change replaces
          * what is known of that kind, which may be from long ago. */
-        if (choice->calls[class]++ > 0) {
-            double *rates = choice->rate[class];
+        if (speeds->calls[class]++ > 0) {
+            double *rates = speeds->rate[class];
             double rate = (double)bytes / seconds;
-            rates[used] = choice->last_used[class] == used && rates[used] > 0
+            rates[used] = speeds->last_used[class] == used && rates[used] > 0
                               ? (rates[used] + rate) / 2
                               : rate;
-            choice->last_used[class] = used;
+            speeds->last_used[class] = used;
         }
     }
-    /* The next call most likely has the size of the last measured one (a training step repeats
-     * its calls): decide by that class. A class new to both kinds goes on with the preferred
+    /* The next call most likely is like the last measured one (a training step repeats its
+     * calls): decide by that one's class. A class new to both kinds goes on with the preferred
      * one, tries the other once when it has two warm calls, and from then on compares. */
+    const struct staging_speeds *speeds = &choice->speeds[choice->last_collective];
     int class = choice->last_class, preferred = choice->preferred, other = 1 - preferred;
-    const double *rates = choice->rate[class];
+    const double *rates = speeds->rate[class];
     int next = preferred;
     if (rates[preferred] > 0 && rates[other] == 0) { /* a known rate implies measured calls */
-        next = choice->calls[class] >= 3 ? other : preferred;
+        next = speeds->calls[class] >= 3 ? other : preferred;
     } else if (rates[preferred] > 0 && rates[other] > 0) {
         if (rates[other] > rates[preferred] * choice->switch_margin)
             choice->preferred = other;

@@ -36,9 +36,9 @@ const struct param_definition param_table[] = {
     {"CHORUS_STAGING_AREAS", PARAM_COUNT, "0", FIELD(staging_areas), -1, true,
      "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0: 2"},
     {"CHORUS_STAGING_STORES", PARAM_STORES, "auto", FIELD(staging_stores), -1, true,
-     "how the hierarchical allreduce writes its staging areas: cached (ordinary stores), "
-     "streaming (non-temporal stores, straight to memory), or auto: the faster one, measured "
-     "while the job runs"},
+     "how the algorithms through the host's shared segment write their staging areas: cached "
+     "(ordinary stores), streaming (non-temporal stores, straight to memory), or auto: the "
+     "faster one, measured while the job runs"},
     {"CHORUS_STALL_WARNING_SECONDS", PARAM_SECONDS, "60", FIELD(stall_warning_seconds), -1, true,
      "warn when a tensor has been submitted by some ranks but not others for this long (0: "
      "never)"},

@@ -385,20 +385,28 @@ START_TEST(hierarchical_back_to_back_calls_share_the_segment_safely)
 }
 END_TEST
 
-/* Local rank 0 measures allreduces of `chunks` chunks as if they took `seconds`, and every rank
- * agrees on the kind of store for the next one: 1 for streaming, 0 for ordinary stores. */
-static unsigned measured_call(struct node_segment *segments, int local_size, size_t chunks,
-                              double seconds)
+/* Local rank 0 measures a staged call of `collective` over `chunks` chunks as if it took
+ * `seconds`, and every rank agrees on the kind of store for the next one: 1 for streaming, 0 for
+ * ordinary stores. */
+static unsigned measured_staged_call(struct node_segment *segments, int local_size,
+                                     enum staged_collective collective, size_t chunks,
+                                     double seconds)
 {
     for (int r = 0; r < local_size; r++)
         node_segment_take_turns(&segments[r], chunks, segments[r].staging_areas);
-    node_staging_measure(&segments[0], chunks * TEST_CHUNK_BYTES, chunks,
+    node_staging_measure(&segments[0], collective, chunks * TEST_CHUNK_BYTES, chunks,
                          monotonic_seconds() - seconds);
     for (int r = 0; r < local_size; r++)
         node_staging_agree(&segments[r]);
     for (int r = 1; r < local_size; r++)
         ck_assert_int_eq(segments[r].streaming, segments[0].streaming);
     return segments[0].streaming ? 1 : 0;
+}
+
+static unsigned measured_call(struct node_segment *segments, int local_size, size_t chunks,
+                              double seconds)
+{
+    return measured_staged_call(segments, local_size, STAGED_ALLREDUCE, chunks, seconds);
 }
 
 /* The kind of store follows the faster of ordinary and streaming stores, tries the other on
@@ -461,6 +469,36 @@ START_TEST(staging_stores_follow_the_faster_kind)
     ck_assert_uint_eq(segments[0].staging_areas, 4);
     ck_assert_uint_eq(measured_call(segments, 2, 8, 1e-3), STREAMING);
     ck_assert_uint_eq(measured_call(segments, 2, 8, 9e-3), STREAMING);
+    node_segments_destroy_local(segments);
+}
+END_TEST
+
+/* Broadcasts and allgathers are measured from one chunk on, each in size classes of its own,
+ * and what they find is the preference of every staged algorithm. */
+START_TEST(staging_stores_measure_broadcast_and_allgather_apart)
+{
+    enum { CACHED = 0, STREAMING = 1 };
+    struct node_segment *segments =
+        node_segments_create_local(2, TEST_CHUNK_BYTES, 0, STAGING_STORES_AUTO);
+    /* Allgathers of one chunk: cold, measured, streaming tried, found four times as fast. */
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLGATHER, 1, 9e-3), CACHED);
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLGATHER, 1, 1e-3), CACHED);
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLGATHER, 1, 1e-3), STREAMING);
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLGATHER, 1, 0.25e-3),
+                      STREAMING);
+    /* An allreduce of one chunk is not measured; one of 8 chunks starts its class (cold) with
+     * the preference the allgathers found, as does a broadcast's first class. */
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLREDUCE, 1, 1.0), STREAMING);
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLREDUCE, 8, 9e-3), STREAMING);
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_BROADCAST, 1, 9e-3), STREAMING);
+    /* Broadcasts of one chunk at the allgathers' streaming speed are not compared with them:
+     * the broadcast class measures streaming, then tries ordinary stores on its third call. */
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_BROADCAST, 1, 0.25e-3),
+                      STREAMING);
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_BROADCAST, 1, 0.25e-3), CACHED);
+    /* Ordinary stores are three times as fast for broadcasts: every algorithm prefers them. */
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_BROADCAST, 1, 0.08e-3), CACHED);
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLREDUCE, 8, 9e-3), CACHED);
     node_segments_destroy_local(segments);
 }
 END_TEST
@@ -822,6 +860,7 @@ int main(void)
                         1, 6);
     tcase_add_loop_test(allreduce, hierarchical_reduces_a_list_of_pieces, 1, 6);
     tcase_add_test(allreduce, staging_stores_follow_the_faster_kind);
+    tcase_add_test(allreduce, staging_stores_measure_broadcast_and_allgather_apart);
     suite_add_tcase(suite, allreduce);
     TCase *others = tcase_create("broadcast_allgather");
     tcase_set_timeout(others, 300);
