@@ -51,7 +51,7 @@ chorus_status allgather_shared_memory(const struct allgather_args *args)
         if (length != 0)
             node_stage_copy(node, node_staging(node, me, turn + k), mine + k * chunk, length);
         if (k == rounds)
-            node_staging_measure(node, STAGED_ALLGATHER, total, rounds, started);
+            node_staging_measure(node, STAGED_ALLGATHER, total, started);
         node_segment_barrier(node);
     }
     node_staging_agree(node);

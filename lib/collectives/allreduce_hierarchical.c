@@ -223,7 +223,7 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
             next = chunk_at(args, chunks, k + 1, turn + k + 1, width);
             stage(node, &buffer, &next, width);
         } else {
-            node_staging_measure(node, STAGED_ALLREDUCE, args->count * width, chunks, started);
+            node_staging_measure(node, STAGED_ALLREDUCE, args->count * width, started);
         }
         node_segment_barrier(node);
         copy_out(node, &buffer, &current, width);

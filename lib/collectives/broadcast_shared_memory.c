@@ -39,7 +39,7 @@ chorus_status broadcast_shared_memory(const struct broadcast_args *args)
             memcpy(buffer + (k - 1) * chunk, node_staging(node, args->root, turn + k - 1),
                    node_chunk_length(args->bytes, chunk, k - 1));
         if (k == chunks)
-            node_staging_measure(node, STAGED_BROADCAST, args->bytes, chunks, started);
+            node_staging_measure(node, STAGED_BROADCAST, args->bytes, started);
         node_segment_barrier(node);
     }
     node_staging_agree(node);

@@ -111,13 +111,13 @@ static inline unsigned char *node_staging(const struct node_segment *segment, in
 }
 
 /* Staging stores (staging_stores.c). Every rank calls measure() just before the last barrier of
- * a staged algorithm that ran `chunks` chunks (more than one barrier), with `started` when its
+ * a staged algorithm that moved `bytes` (with more than one barrier), with `started` when its
  * clock began (local rank 0 then publishes the kind of store for the next calls), and agree()
  * after that barrier (every rank reads it and sets `streaming`; the algorithm writes no staging
  * area after it). Local rank 0 writes the word again only after the next staged call's first
  * barrier, which every rank reaches after reading. */
 void node_staging_measure(struct node_segment *segment, enum staged_collective collective,
-                          size_t bytes, size_t chunks, double started);
+                          size_t bytes, double started);
 void node_staging_agree(struct node_segment *segment);
 /* The staging areas to allocate per rank for `requested` (0: the default, 2). */
 unsigned node_staging_areas(unsigned requested);

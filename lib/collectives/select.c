@@ -126,12 +126,20 @@ char *algorithm_names(chorus_collective collective)
  * 1.0x; allgather 1.0-1.3x MPI_Allgather, the staged segment 0.2-0.5x. Below 32 KiB a broadcast
  * through the API took 14-20 us as a binomial tree (the root does not wait) and 23-28 us as a
  * single copy. At np=4 on 2 cores neither the single copy nor the staged segment won clearly, so
- * the staged segment stays there. */
+ * the staged segment stays there. Once the staged allgather measured its own kind of store
+ * (staging_stores.c), it beat the single copy at np=2 from 1 MiB to 8 MiB (2026-11-22, 14
+ * interleaved rounds of `chorus-bench -c allgather -b 512K -e 4M -f 2 -n 500`, medians of the
+ * ratio to MPI: 1 MiB 1.01 / 0.94 against 0.87 / 0.91, 2 MiB 0.90 / 0.98 against 0.99 / 0.90,
+ * 4 MiB 1.09 / 1.05 against 0.98 / 0.90; 8 MiB 0.91-1.16 against 0.80-1.09 in 5 rounds), but
+ * not at 512 KiB (0.70 against 0.85) nor from 16 MiB, where its second copy costs more than
+ * the kernel's (64 MiB: 9.6-11.6 against 7.0-8.1 ms in 4 rounds). */
 #define ALLREDUCE_SMALL_BYTES ((size_t)16 << 10)
 #define ALLREDUCE_MEDIUM_BYTES ((size_t)256 << 10)
 #define BROADCAST_SMALL_BYTES ((size_t)64 << 10)
 #define BROADCAST_SINGLE_COPY_BYTES ((size_t)32 << 10)
 #define ALLGATHER_SMALL_BYTES ((size_t)16 << 10)
+#define ALLGATHER_STAGED_FROM_BYTES ((size_t)1 << 20)
+#define ALLGATHER_STAGED_BELOW_BYTES ((size_t)16 << 20)
 
 int algorithm_select(chorus_collective collective, int forced, size_t bytes, int nranks,
                      int local_ranks)
@@ -162,7 +170,8 @@ int algorithm_select(chorus_collective collective, int forced, size_t bytes, int
         return bytes <= BROADCAST_SMALL_BYTES || nranks <= 2 ? BROADCAST_BINOMIAL
                                                               : BROADCAST_PIPELINED_CHAIN;
     case CHORUS_ALLGATHER:
-        if (single_host && nranks == 2 && bytes > ALLGATHER_SMALL_BYTES)
+        if (single_host && nranks == 2 && bytes > ALLGATHER_SMALL_BYTES &&
+            (bytes < ALLGATHER_STAGED_FROM_BYTES || bytes >= ALLGATHER_STAGED_BELOW_BYTES))
             return ALLGATHER_SINGLE_COPY;
         if (single_host)
             return ALLGATHER_SHARED_MEMORY;

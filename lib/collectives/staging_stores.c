@@ -35,16 +35,16 @@
  * measured the same way, each in its own size classes: they move other bytes in the same time.
  * The preferred kind is one for all three, so a job of allreduces also chooses for its
  * allgathers. A job without large allreduces chooses too: it used to keep ordinary stores,
- * with which the far placement made a 16 MiB broadcast at np=4 take 9.6-12.5 ms, against 4.6-5.1
- * ms with the kind it measured (a 64 MiB allgather 34-35 against 19-25 ms; 2026-11-22).
- * An allreduce is measured from its first barrier, and only with several chunks: the time of
- * fewer says little about bandwidth. A broadcast or an allgather writes its first chunk before
- * that barrier, and one of 2 MiB at np=4 has only one chunk per rank, so they are measured from
- * their start, and from one chunk.
+ * with which the far placement made a 16 MiB broadcast at np=4 take 9.3-12.5 ms, against 4.1-5.3
+ * ms with the kind it measured (8 interleaved rounds, 2026-11-22).
+ * An allreduce is measured from its first barrier, and only from the bytes of several chunks:
+ * the time of fewer says little about bandwidth. A broadcast or an allgather writes its first
+ * chunk before that barrier, and one of 2 MiB at np=4 has only one chunk per rank, so they are
+ * measured from their start, and from half a chunk's bytes.
  */
 #include "node_segment.h"
 
-/* Allreduces of fewer chunks are not measured (see above). */
+/* Allreduces of fewer chunks' bytes are not measured (see above). */
 #define MEASURED_ALLREDUCE_CHUNKS 4
 /* One measured call in this many runs with the other kind, to notice a change. */
 #define EXPLORE_EVERY 32
@@ -79,20 +79,23 @@ void node_segment_set_staging(struct node_segment *segment, unsigned areas,
     segment->streaming = stores == STAGING_STORES_STREAMING;
 }
 
-static size_t fewest_measured_chunks(enum staged_collective collective)
+/* The bytes of the smallest call measured. */
+static size_t smallest_measured(const struct node_segment *segment,
+                                enum staged_collective collective)
 {
-    return collective == STAGED_ALLREDUCE ? MEASURED_ALLREDUCE_CHUNKS : 1;
+    return collective == STAGED_ALLREDUCE ? MEASURED_ALLREDUCE_CHUNKS * segment->chunk_bytes
+                                          : segment->chunk_bytes / 2;
 }
 
-/* Which size class a call of `chunks` chunks belongs to (the fewest measured, up to twice as
- * many, ...): speeds are compared within a class, as a large call runs slower than a small one
- * with either kind of store. */
-static int size_class(enum staged_collective collective, size_t chunks)
+/* Which size class a call of `bytes` belongs to (the smallest measured up to twice as many,
+ * ...): speeds are compared within a class, as a large call runs slower than a small one with
+ * either kind of store. Classes go by bytes, not chunks: allgathers of 512 KiB and of 1 MiB at
+ * np=2 both have one chunk per rank, yet the larger moved its bytes up to 1.6 times as fast. */
+static int size_class(size_t bytes, size_t smallest)
 {
-    size_t fewest = fewest_measured_chunks(collective);
     int class = 0;
-    while (chunks >= 2 * fewest && class < STAGING_SIZE_CLASSES - 1) {
-        chunks /= 2;
+    while (bytes >= 2 * smallest && class < STAGING_SIZE_CLASSES - 1) {
+        bytes /= 2;
         class++;
     }
     return class;
@@ -109,16 +112,17 @@ static unsigned long measured_calls(const struct staging_choice *choice)
 }
 
 void node_staging_measure(struct node_segment *segment, enum staged_collective collective,
-                          size_t bytes, size_t chunks, double started)
+                          size_t bytes, double started)
 {
     if (!segment->adapt_stores || segment->local_rank != 0)
         return;
     struct staging_choice *choice = &segment->choice;
     int used = segment->streaming ? 1 : 0;
     double seconds = monotonic_seconds() - started;
-    if (chunks >= fewest_measured_chunks(collective) && seconds > 0) {
+    size_t smallest = smallest_measured(segment, collective);
+    if (bytes >= smallest && seconds > 0) {
         struct staging_speeds *speeds = &choice->speeds[collective];
-        int class = size_class(collective, chunks);
+        int class = size_class(bytes, smallest);
         choice->last_collective = collective;
         choice->last_class = class;
         /* A class's first call runs cold (first touches, first use of the size): not kept.

@@ -394,7 +394,7 @@ static unsigned measured_staged_call(struct node_segment *segments, int local_si
 {
     for (int r = 0; r < local_size; r++)
         node_segment_take_turns(&segments[r], chunks, segments[r].staging_areas);
-    node_staging_measure(&segments[0], collective, chunks * TEST_CHUNK_BYTES, chunks,
+    node_staging_measure(&segments[0], collective, chunks * TEST_CHUNK_BYTES,
                          monotonic_seconds() - seconds);
     for (int r = 0; r < local_size; r++)
         node_staging_agree(&segments[r]);
@@ -473,8 +473,8 @@ START_TEST(staging_stores_follow_the_faster_kind)
 }
 END_TEST
 
-/* Broadcasts and allgathers are measured from one chunk on, each in size classes of its own,
- * and what they find is the preference of every staged algorithm. */
+/* Broadcasts and allgathers are measured from half a chunk's bytes on, each in size classes of
+ * its own, and what they find is the preference of every staged algorithm. */
 START_TEST(staging_stores_measure_broadcast_and_allgather_apart)
 {
     enum { CACHED = 0, STREAMING = 1 };
@@ -837,7 +837,12 @@ START_TEST(selection_is_deterministic_and_covers_every_size)
     ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, -1, 1 << 20, 4, 4), BROADCAST_SHARED_MEMORY);
     ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, -1, 1 << 20, 2, 2), BROADCAST_SINGLE_COPY);
     ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, -1, 1 << 10, 2, 2), BROADCAST_BINOMIAL);
-    ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, -1, 1 << 20, 2, 2), ALLGATHER_SINGLE_COPY);
+    ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, -1, 512 << 10, 2, 2),
+                     ALLGATHER_SINGLE_COPY);
+    ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, -1, 1 << 20, 2, 2),
+                     ALLGATHER_SHARED_MEMORY);
+    ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, -1, 16 << 20, 2, 2),
+                     ALLGATHER_SINGLE_COPY);
     ck_assert_int_eq(algorithm_select(CHORUS_ALLGATHER, -1, 1 << 10, 2, 2),
                      ALLGATHER_SHARED_MEMORY);
     ck_assert_int_eq(algorithm_select(CHORUS_BROADCAST, BROADCAST_SINGLE_COPY, 1 << 20, 4, 2),
