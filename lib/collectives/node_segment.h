@@ -53,8 +53,18 @@ struct staging_speeds {
     unsigned long calls[STAGING_SIZE_CLASSES]; /* measured calls of the class */
     int last_used[STAGING_SIZE_CLASSES];  /* which kind the class's last call used */
 };
+/* A staged call that local rank 0 timed: from `started` until after its last barrier. */
+struct staged_call {
+    enum staged_collective collective;
+    size_t bytes;
+    int used; /* the kind of store: 0 ordinary, 1 streaming */
+    double started;
+    double seconds; /* 0 while the call runs */
+};
 struct staging_choice {
     struct staging_speeds speeds[STAGED_COLLECTIVES];
+    struct staged_call timed; /* the last call timed, until settled */
+    bool timing;              /* `timed` holds a call not yet settled */
     enum staged_collective last_collective; /* the last measured call's algorithm... */
     int last_class;                         /* ...and size class */
     int preferred;        /* which kind calls use, unless trying the other: one for all, as
@@ -112,12 +122,17 @@ static inline unsigned char *node_staging(const struct node_segment *segment, in
 
 /* Staging stores (staging_stores.c). Every rank calls measure() just before the last barrier of
  * a staged algorithm that moved `bytes` (with more than one barrier), with `started` when its
- * clock began (local rank 0 then publishes the kind of store for the next calls), and agree()
- * after that barrier (every rank reads it and sets `streaming`; the algorithm writes no staging
- * area after it). Local rank 0 writes the word again only after the next staged call's first
- * barrier, which every rank reaches after reading. */
+ * clock began, and agree() after that barrier. In measure() local rank 0 settles the call it
+ * timed before (whose time ended after its last barrier), publishes the kind of store for the
+ * next calls, and starts timing this one; in agree() every rank reads the kind and sets
+ * `streaming` (the algorithm writes no staging area after it), and local rank 0 stops the
+ * clock. Local rank 0 writes the word again only after the next staged call's first barrier,
+ * which every rank reaches after reading. */
 void node_staging_measure(struct node_segment *segment, enum staged_collective collective,
                           size_t bytes, double started);
+/* Local rank 0 takes in the time of the call it timed last, if it has not yet, and publishes
+ * the kind of store for the next call (measure() does this first; tests call it alone). */
+void node_staging_settle(struct node_segment *segment);
 void node_staging_agree(struct node_segment *segment);
 /* The staging areas to allocate per rank for `requested` (0: the default, 2). */
 unsigned node_staging_areas(unsigned requested);

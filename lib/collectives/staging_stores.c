@@ -19,14 +19,16 @@
  * ones; at np=4 65 against 37 ms. Near, streaming stores cost: 21 against 13 ms at np=2.
  *
  * Neither wins everywhere and the placement changes while a job runs, so local rank 0 measures
- * each allreduce of several chunks (from its first barrier, so that a late peer does not count),
- * keeps the speed reached with either kind of store per size class, uses the one that is faster
+ * each allreduce of several chunks (from its first barrier, so that a late peer does not count,
+ * until after its last, so that a slow one does), keeps the speed reached with either kind of store per size class, uses the one that is faster
  * in the class of the last call (by a margin, to not follow noise), and tries the other on every
  * 32nd measured call. A new class starts with the kind preferred so far and tries the other on
  * its third call (its first runs cold and is not kept). Comparing across sizes misled an earlier
  * version (choosing between staging depths): after 4 MiB calls, the first 64 MiB calls looked
  * slow against the old 4 MiB speed of the other choice. It publishes the choice for the next
- * allreduce in its mailbox; see node_segment.h for why every rank reads the same one.
+ * call in its mailbox before the last barrier, when the current call's time is not yet known:
+ * a call's time steers the call after next. See node_segment.h for why every rank reads the
+ * same choice.
  *
  * With more ranks than cores, calls take as long as the scheduler lets them, and single calls
  * are noisier: there the other kind must be 1.5 times as fast, not 1.2.
@@ -37,7 +39,13 @@
  * allgathers. A job without large allreduces chooses too: it used to keep ordinary stores,
  * with which the far placement made a 16 MiB broadcast at np=4 take 9.3-12.5 ms, against 4.1-5.3
  * ms with the kind it measured (8 interleaved rounds, 2026-11-22).
- * An allreduce is measured from its first barrier, and only from the bytes of several chunks:
+ *
+ * Where a call's clock stops matters. Allgathers of 1 MiB at np=2 (one chunk per rank) took
+ * 33-39 us with ordinary stores and 59-66 us with streaming ones, from their start until after
+ * the last barrier; stopped before that barrier, as an earlier version did, the streaming calls
+ * looked twice as fast as they were (the peer's slower half was left out), and the choice went
+ * the wrong way. An allreduce is measured from its first barrier, and only from the bytes of
+ * several chunks:
  * the time of fewer says little about bandwidth. A broadcast or an allgather writes its first
  * chunk before that barrier, and one of 2 MiB at np=4 has only one chunk per rank, so they are
  * measured from their start, and from half a chunk's bytes.
@@ -111,31 +119,37 @@ static unsigned long measured_calls(const struct staging_choice *choice)
     return total;
 }
 
-void node_staging_measure(struct node_segment *segment, enum staged_collective collective,
-                          size_t bytes, double started)
+/* Takes in a finished call's speed. A class's first call runs cold (first touches, first use
+ * of the size): not kept. Later calls in a row with one kind are averaged; the first after a
+ * change replaces what is known of that kind, which may be from long ago. */
+static void take_in(const struct node_segment *segment, struct staging_choice *choice,
+                    const struct staged_call *call)
+{
+    size_t smallest = smallest_measured(segment, call->collective);
+    if (call->bytes < smallest || call->seconds <= 0)
+        return;
+    struct staging_speeds *speeds = &choice->speeds[call->collective];
+    int class = size_class(call->bytes, smallest);
+    choice->last_collective = call->collective;
+    choice->last_class = class;
+    if (speeds->calls[class]++ == 0)
+        return;
+    double *rates = speeds->rate[class];
+    double rate = (double)call->bytes / call->seconds;
+    int used = call->used;
+    rates[used] = speeds->last_used[class] == used && rates[used] > 0 ? (rates[used] + rate) / 2
+                                                                        : rate;
+    speeds->last_used[class] = used;
+}
+
+void node_staging_settle(struct node_segment *segment)
 {
     if (!segment->adapt_stores || segment->local_rank != 0)
         return;
     struct staging_choice *choice = &segment->choice;
-    int used = segment->streaming ? 1 : 0;
-    double seconds = monotonic_seconds() - started;
-    size_t smallest = smallest_measured(segment, collective);
-    if (bytes >= smallest && seconds > 0) {
-        struct staging_speeds *speeds = &choice->speeds[collective];
-        int class = size_class(bytes, smallest);
-        choice->last_collective = collective;
-        choice->last_class = class;
-        /* A class's first call runs cold (first touches, first use of the size): not kept.
-         * Later calls in a row with one kind are averaged; the first after a change replaces
-         * what is known of that kind, which may be from long ago. */
-        if (speeds->calls[class]++ > 0) {
-            double *rates = speeds->rate[class];
-            double rate = (double)bytes / seconds;
-            rates[used] = speeds->last_used[class] == used && rates[used] > 0
-                              ? (rates[used] + rate) / 2
-                              : rate;
-            speeds->last_used[class] = used;
-        }
+    if (choice->timing && choice->timed.seconds > 0) {
+        take_in(segment, choice, &choice->timed);
+        choice->timing = false;
     }
     /* The next call most likely is like the last measured one (a training step repeats its
      * calls): decide by that one's class. A class new to both kinds goes on with the preferred
@@ -155,8 +169,27 @@ void node_staging_measure(struct node_segment *segment, enum staged_collective c
     segment->mailbox[0][NODE_MAILBOX_STREAMING] = (uint64_t)next;
 }
 
+void node_staging_measure(struct node_segment *segment, enum staged_collective collective,
+                          size_t bytes, double started)
+{
+    if (!segment->adapt_stores || segment->local_rank != 0)
+        return;
+    node_staging_settle(segment);
+    segment->choice.timed = (struct staged_call){
+        .collective = collective,
+        .bytes = bytes,
+        .used = segment->streaming ? 1 : 0,
+        .started = started,
+    };
+    segment->choice.timing = true;
+}
+
 void node_staging_agree(struct node_segment *segment)
 {
-    if (segment->adapt_stores)
-        segment->streaming = segment->mailbox[0][NODE_MAILBOX_STREAMING] != 0;
+    if (!segment->adapt_stores)
+        return;
+    segment->streaming = segment->mailbox[0][NODE_MAILBOX_STREAMING] != 0;
+    struct staging_choice *choice = &segment->choice;
+    if (segment->local_rank == 0 && choice->timing && choice->timed.seconds == 0)
+        choice->timed.seconds = monotonic_seconds() - choice->timed.started;
 }

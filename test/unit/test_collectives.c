@@ -11,6 +11,7 @@
 #include "../common/check_runner.h"
 
 #include <check.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -385,22 +386,35 @@ START_TEST(hierarchical_back_to_back_calls_share_the_segment_safely)
 }
 END_TEST
 
-/* Local rank 0 measures a staged call of `collective` over `chunks` chunks as if it took
- * `seconds`, and every rank agrees on the kind of store for the next one: 1 for streaming, 0 for
- * ordinary stores. */
-static unsigned measured_staged_call(struct node_segment *segments, int local_size,
-                                     enum staged_collective collective, size_t chunks,
-                                     double seconds)
+/* A staged call of `collective` over `chunks` chunks that took `seconds` until its last barrier
+ * and `waited` in it: local rank 0 times it, then settles it as the next call's measure() would,
+ * and every rank agrees on the kind of store for the next call: 1 for streaming, 0 for ordinary
+ * stores. */
+static unsigned measured_call_waiting(struct node_segment *segments, int local_size,
+                                      enum staged_collective collective, size_t chunks,
+                                      double seconds, double waited)
 {
     for (int r = 0; r < local_size; r++)
         node_segment_take_turns(&segments[r], chunks, segments[r].staging_areas);
     node_staging_measure(&segments[0], collective, chunks * TEST_CHUNK_BYTES,
                          monotonic_seconds() - seconds);
+    for (double until = monotonic_seconds() + waited; monotonic_seconds() < until;)
+        sched_yield();
+    for (int r = 0; r < local_size; r++)
+        node_staging_agree(&segments[r]);
+    node_staging_settle(&segments[0]);
     for (int r = 0; r < local_size; r++)
         node_staging_agree(&segments[r]);
     for (int r = 1; r < local_size; r++)
         ck_assert_int_eq(segments[r].streaming, segments[0].streaming);
     return segments[0].streaming ? 1 : 0;
+}
+
+static unsigned measured_staged_call(struct node_segment *segments, int local_size,
+                                     enum staged_collective collective, size_t chunks,
+                                     double seconds)
+{
+    return measured_call_waiting(segments, local_size, collective, chunks, seconds, 0);
 }
 
 static unsigned measured_call(struct node_segment *segments, int local_size, size_t chunks,
@@ -499,6 +513,16 @@ START_TEST(staging_stores_measure_broadcast_and_allgather_apart)
     /* Ordinary stores are three times as fast for broadcasts: every algorithm prefers them. */
     ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_BROADCAST, 1, 0.08e-3), CACHED);
     ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLREDUCE, 8, 9e-3), CACHED);
+    node_segments_destroy_local(segments);
+
+    /* The clock stops after the last barrier: streaming calls quick until it but slow in it
+     * (the peer was slow) are not taken for fast. */
+    segments = node_segments_create_local(2, TEST_CHUNK_BYTES, 0, STAGING_STORES_AUTO);
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLGATHER, 1, 9e-3), CACHED);
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLGATHER, 1, 1e-3), CACHED);
+    ck_assert_uint_eq(measured_staged_call(segments, 2, STAGED_ALLGATHER, 1, 1e-3), STREAMING);
+    ck_assert_uint_eq(measured_call_waiting(segments, 2, STAGED_ALLGATHER, 1, 0.25e-3, 2e-3),
+                      CACHED);
     node_segments_destroy_local(segments);
 }
 END_TEST
