@@ -10,8 +10,8 @@
  *
  * Cost: the root writes the buffer once and every other rank reads it once, in cache-sized
  * chunks; no MPI message at all. The root writes with the kind of store that measured faster
- * (staging_stores.c). A tree or chain through MPI also copies each byte once per
- * receiver but pays a message per segment and hop.
+ * (staging_stores.c). A tree or chain through MPI also copies each byte once per receiver but
+ * pays a message per segment and hop.
  */
 #include "algorithms.h"
 #include "node_segment.h"

@@ -43,7 +43,12 @@ enum staging_stores {
 
 /* The algorithms that write staging areas, each measured apart: they move different bytes in
  * the same time. */
-enum staged_collective { STAGED_ALLREDUCE, STAGED_BROADCAST, STAGED_ALLGATHER, STAGED_COLLECTIVES };
+enum staged_collective {
+    STAGED_ALLREDUCE,
+    STAGED_BROADCAST,
+    STAGED_ALLGATHER,
+    STAGED_COLLECTIVES
+};
 
 /* Local rank 0's record of how fast the staged algorithms ran with ordinary stores (index 0)
  * and with streaming ones (index 1), per algorithm and size class (see staging_stores.c). */

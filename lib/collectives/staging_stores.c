@@ -18,17 +18,17 @@
  * stores (deep rotations of 16 areas, this file's former choice) and 17-18 ms with streaming
  * ones; at np=4 65 against 37 ms. Near, streaming stores cost: 21 against 13 ms at np=2.
  *
- * Neither wins everywhere and the placement changes while a job runs, so local rank 0 measures
- * each allreduce of several chunks (from its first barrier, so that a late peer does not count,
- * until after its last, so that a slow one does), keeps the speed reached with either kind of store per size class, uses the one that is faster
- * in the class of the last call (by a margin, to not follow noise), and tries the other on every
- * 32nd measured call. A new class starts with the kind preferred so far and tries the other on
- * its third call (its first runs cold and is not kept). Comparing across sizes misled an earlier
- * version (choosing between staging depths): after 4 MiB calls, the first 64 MiB calls looked
- * slow against the old 4 MiB speed of the other choice. It publishes the choice for the next
- * call in its mailbox before the last barrier, when the current call's time is not yet known:
- * a call's time steers the call after next. See node_segment.h for why every rank reads the
- * same choice.
+ * Neither wins everywhere and the placement changes while a job runs, so local rank 0 measures each
+ * allreduce of several chunks (from its first barrier, so that a late peer does not count, until
+ * after its last, so that a slow one does), keeps the speed reached with either kind of store per
+ * size class, uses the one that is faster in the class of the last call (by a margin, to not follow
+ * noise), and tries the other on every 32nd measured call. A new class starts with the kind
+ * preferred so far and tries the other on its third call (its first runs cold and is not kept).
+ * Comparing across sizes misled an earlier version (choosing between staging depths): after 4 MiB
+ * calls, the first 64 MiB calls looked slow against the old 4 MiB speed of the other choice. It
+ * publishes the choice for the next call in its mailbox before the last barrier, when the current
+ * call's time is not yet known: a call's time steers the call after next. See node_segment.h for
+ * why every rank reads the same choice.
  *
  * With more ranks than cores, calls take as long as the scheduler lets them, and single calls
  * are noisier: there the other kind must be 1.5 times as fast, not 1.2.
@@ -44,8 +44,9 @@
  * 33-39 us with ordinary stores and 59-66 us with streaming ones, from their start until after
  * the last barrier; stopped before that barrier, as an earlier version did, the streaming calls
  * looked twice as fast as they were (the peer's slower half was left out), and the choice went
- * the wrong way. An allreduce is measured from its first barrier, and only from the bytes of
- * several chunks:
+ * the wrong way.
+ *
+ * An allreduce is measured from its first barrier, and only from the bytes of several chunks:
  * the time of fewer says little about bandwidth. A broadcast or an allgather writes its first
  * chunk before that barrier, and one of 2 MiB at np=4 has only one chunk per rank, so they are
  * measured from their start, and from half a chunk's bytes.
