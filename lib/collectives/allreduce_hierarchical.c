@@ -41,7 +41,6 @@
 #include "node_segment.h"
 #include "pieces.h"
 #include "reduce.h"
-#include "streaming_copy.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -82,14 +81,9 @@ static void stage(const struct node_segment *node, const struct buffer *buffer,
     for (int owner = 0; owner < node->local_size; owner++) {
         size_t offset = slice_offset(chunk, node->local_size, owner, width);
         size_t bytes = slice_bytes(chunk, node->local_size, owner, width);
-        if (owner == node->local_rank || bytes == 0)
-            continue;
-        if (node->streaming)
+        if (owner != node->local_rank && bytes != 0)
             pieces_gather_with(buffer->pieces, buffer->count, chunk->start + offset,
-                               area + offset, bytes, copy_streaming);
-        else
-            pieces_gather(buffer->pieces, buffer->count, chunk->start + offset, area + offset,
-                          bytes);
+                               area + offset, bytes, node_stage_copier(node));
     }
 }
 

@@ -24,7 +24,6 @@
 #include "streaming_copy.h"
 
 #include <stdatomic.h>
-#include <string.h>
 
 #define NODE_MAX_LOCAL_RANKS 256
 #define NODE_MAX_STAGING_AREAS 16
@@ -34,7 +33,7 @@
  * areas with streaming stores. */
 enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS, NODE_MAILBOX_STREAMING };
 
-/* How the hierarchical allreduce writes the staging areas (CHORUS_STAGING_STORES). */
+/* How the staged algorithms write the staging areas (CHORUS_STAGING_STORES). */
 enum staging_stores {
     STAGING_STORES_AUTO,      /* chosen per call by measured speed */
     STAGING_STORES_CACHED,    /* ordinary stores */
@@ -86,7 +85,7 @@ struct node_segment {
     unsigned areas_in_use;  /* the current call's: a power of two, 2..staging_areas */
     bool adapt_stores;      /* choose ordinary or streaming stores by measured speed */
     bool streaming;         /* staging areas are written with streaming stores: the same on
-                               every rank, agreed after each measured allreduce */
+                               every rank, agreed after each staged call */
     struct staging_choice choice; /* local rank 0's measurements */
     unsigned char *own_result; /* chunk_bytes at the end of this rank's part, which only it
                                   uses: where a reduction with streaming stores lands before
@@ -162,14 +161,17 @@ static inline size_t node_chunk_length(size_t total, size_t chunk_bytes, size_t 
  * for the peers that pass it. */
 void node_segment_barrier(struct node_segment *segment);
 
+/* The copy that writes staging areas: with the kind of store the segment uses. */
+static inline copy_function node_stage_copier(const struct node_segment *segment)
+{
+    return segment->streaming ? copy_streaming : copy_cached;
+}
+
 /* Copies into a staging area, with the kind of store the segment uses. */
 static inline void node_stage_copy(const struct node_segment *segment, void *area,
                                    const void *from, size_t bytes)
 {
-    if (segment->streaming)
-        copy_streaming(area, from, bytes);
-    else
-        memcpy(area, from, bytes);
+    node_stage_copier(segment)(area, from, bytes);
 }
 
 /* A rank that stops after a fatal error poisons its barrier counter: every barrier then lets

@@ -30,7 +30,7 @@ struct piece_run piece_run_at(const struct allreduce_piece *pieces, size_t count
 }
 
 void pieces_gather_with(const struct allreduce_piece *pieces, size_t count, size_t offset,
-                        void *to, size_t bytes, void (*copy)(void *, const void *, size_t))
+                        void *to, size_t bytes, copy_function copy)
 {
     unsigned char *destination = to;
     while (bytes != 0) {
@@ -42,15 +42,10 @@ void pieces_gather_with(const struct allreduce_piece *pieces, size_t count, size
     }
 }
 
-static void copy_plainly(void *to, const void *from, size_t bytes)
-{
-    memcpy(to, from, bytes);
-}
-
 void pieces_gather(const struct allreduce_piece *pieces, size_t count, size_t offset, void *to,
                    size_t bytes)
 {
-    pieces_gather_with(pieces, count, offset, to, bytes, copy_plainly);
+    pieces_gather_with(pieces, count, offset, to, bytes, copy_cached);
 }
 
 void pieces_scatter(const struct allreduce_piece *pieces, size_t count, size_t offset,

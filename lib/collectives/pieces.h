@@ -7,6 +7,8 @@
 #ifndef CHORUS_PIECES_H
 #define CHORUS_PIECES_H
 
+#include "streaming_copy.h"
+
 #include <stddef.h>
 
 struct allreduce_piece {
@@ -30,7 +32,7 @@ void pieces_gather(const struct allreduce_piece *pieces, size_t count, size_t of
                    size_t bytes);
 /* The same with `copy` doing each run's copy (copy_streaming, for example). */
 void pieces_gather_with(const struct allreduce_piece *pieces, size_t count, size_t offset,
-                        void *to, size_t bytes, void (*copy)(void *, const void *, size_t));
+                        void *to, size_t bytes, copy_function copy);
 
 /* Copies `from` to logical bytes [offset, offset + bytes) of the outputs. */
 void pieces_scatter(const struct allreduce_piece *pieces, size_t count, size_t offset,

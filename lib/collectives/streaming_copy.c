@@ -6,6 +6,11 @@
 
 #include <string.h>
 
+void copy_cached(void *to, const void *from, size_t bytes)
+{
+    memcpy(to, from, bytes);
+}
+
 #if defined(__x86_64__) || defined(__SSE2__)
 #include <emmintrin.h>
 

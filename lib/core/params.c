@@ -147,11 +147,11 @@ static bool parse_seconds(const char *text, double *seconds)
 }
 
 /* Index of `text` among `count` names (case ignored), or -1. */
-static int name_index(const char *text, const char *const *names, int count)
+static int name_index(const char *text, const char *const *names, size_t count)
 {
-    for (int i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++)
         if (strcasecmp(text, names[i]) == 0)
-            return i;
+            return (int)i;
     return -1;
 }
 
@@ -183,14 +183,14 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     case PARAM_COMPRESSION: {
         snprintf(why, why_size, "expected none, fp16 or bf16");
         const char *const names[] = {"none", "fp16", "bf16"};
-        int index = name_index(text, names, 3);
+        int index = name_index(text, names, ARRAY_LENGTH(names));
         if (index >= 0)
             *(int *)field = CHORUS_COMPRESSION_NONE + index;
         return index >= 0;
     }
     case PARAM_STORES: {
         snprintf(why, why_size, "expected auto, cached or streaming");
-        int index = name_index(text, staging_stores_names, 3);
+        int index = name_index(text, staging_stores_names, ARRAY_LENGTH(staging_stores_names));
         if (index >= 0)
             *(int *)field = index;
         return index >= 0;
@@ -198,7 +198,7 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     case PARAM_SWITCH: {
         snprintf(why, why_size, "expected on or off");
         const char *const names[] = {"off", "on", "0", "1", "false", "true", "no", "yes"};
-        int index = name_index(text, names, 8);
+        int index = name_index(text, names, ARRAY_LENGTH(names));
         if (index >= 0)
             *(bool *)field = index % 2 == 1;
         return index >= 0;
@@ -381,7 +381,9 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
         snprintf(text, text_size, "%s", *(const bool *)field ? "on" : "off");
         return;
     case PARAM_STORES:
-        snprintf(text, text_size, "%s", staging_stores_names[*(const int *)field % 3]);
+        snprintf(text, text_size, "%s",
+                 staging_stores_names[(size_t)*(const int *)field %
+                                      ARRAY_LENGTH(staging_stores_names)]);
         return;
     case PARAM_PATH:
     case PARAM_ALGORITHM:

@@ -33,7 +33,7 @@ struct rank_job {
     int mixed_calls;  /* one host: this many calls rotating through the shared-memory algorithms */
     bool as_pieces;   /* hierarchical: the buffer as a list of pieces, every other out of place */
     unsigned staging_areas; /* per rank in the segment; 0: the default */
-    enum staging_stores stores; /* how the hierarchical allreduce writes them */
+    enum staging_stores stores; /* how the staged algorithms write them */
     enum { SINGLE_COPY_AS_PROBED, SINGLE_COPY_REFUSED, SINGLE_COPY_BROKEN } single_copy;
     chorus_status expected; /* what every rank's call must return (results checked when OK) */
     struct node_segment *node; /* hierarchical: this rank's host segment */
