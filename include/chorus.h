@@ -40,6 +40,11 @@ extern "C" {
 #define CHORUS_VERSION_MINOR 1
 #define CHORUS_VERSION_PATCH 0
 
+/* The version of the library this program runs with, "MAJOR.MINOR.PATCH": the one it loaded,
+ * which may differ from the CHORUS_VERSION_* it was compiled against. A static string. Any
+ * thread, any time, before init too. */
+CHORUS_API const char *chorus_version(void);
+
 /* ---------------------------------------------------------------------------------------------
  * Status codes. CHORUS_OK is 0, CHORUS_IN_PROGRESS is 1, every error is negative.
  * X(name, value, description)

@@ -6,6 +6,7 @@
 #ifndef CHORUS_ALGORITHMS_H
 #define CHORUS_ALGORITHMS_H
 
+#include "../core/algorithm_names.h"
 #include "../core/common.h"
 #include "transport.h"
 
@@ -69,47 +70,32 @@ typedef chorus_status (*allreduce_run)(const struct allreduce_args *args);
 typedef chorus_status (*broadcast_run)(const struct broadcast_args *args);
 typedef chorus_status (*allgather_run)(const struct allgather_args *args);
 
-/* What an algorithm needs of the placement of the ranks. */
-enum host_need {
-    NEEDS_NOTHING,
-    NEEDS_SHARED_HOST, /* the same number, more than one, of ranks on every host */
-    NEEDS_ONE_HOST,    /* every rank on one host */
+/* The arguments of one collective call, whichever it is. */
+union collective_args {
+    const struct allreduce_args *allreduce;
+    const struct broadcast_args *broadcast;
+    const struct allgather_args *allgather;
 };
 
+/* Where an algorithm's preconditions on the placement of the ranks hold. */
+enum placement {
+    PLACEMENT_ANY,
+    PLACEMENT_SHARED_HOST, /* the same number, more than one, of ranks on every host */
+    PLACEMENT_ONE_HOST,    /* every rank on one host */
+};
+
+/* An algorithm, indexed by its id (algorithm_names.h, which also has its name). An algorithm
+ * declines a call it cannot run (no shared segment, cross-memory copies refused, a list of
+ * pieces it cannot read) by returning CHORUS_ERR_NOT_SUPPORTED before it moves any data, on every
+ * rank alike; the selection then tries the next rule. */
 struct algorithm {
-    const char *name;
     const char *summary;
     union {
         allreduce_run allreduce;
         broadcast_run broadcast;
         allgather_run allgather;
     } run;
-    enum host_need needs; /* anything but NEEDS_NOTHING works through the host's segment */
-    int fallback;         /* what runs instead when forced where its need is not met */
-};
-
-enum allreduce_algorithm_id {
-    ALLREDUCE_RING,
-    ALLREDUCE_RECURSIVE_DOUBLING,
-    ALLREDUCE_RABENSEIFNER,
-    ALLREDUCE_HIERARCHICAL,
-    ALLREDUCE_ALGORITHM_COUNT,
-};
-
-enum broadcast_algorithm_id {
-    BROADCAST_BINOMIAL,
-    BROADCAST_PIPELINED_CHAIN,
-    BROADCAST_SHARED_MEMORY,
-    BROADCAST_SINGLE_COPY,
-    BROADCAST_ALGORITHM_COUNT,
-};
-
-enum allgather_algorithm_id {
-    ALLGATHER_RING,
-    ALLGATHER_BRUCK,
-    ALLGATHER_SHARED_MEMORY,
-    ALLGATHER_SINGLE_COPY,
-    ALLGATHER_ALGORITHM_COUNT,
+    enum placement needs; /* anything but PLACEMENT_ANY works through the host's segment */
 };
 
 chorus_status allreduce_ring(const struct allreduce_args *args);
@@ -125,19 +111,45 @@ chorus_status allgather_bruck(const struct allgather_args *args);
 chorus_status allgather_shared_memory(const struct allgather_args *args);
 chorus_status allgather_single_copy(const struct allgather_args *args);
 
-/* The algorithms of `collective`, and how many there are. */
+/* The algorithms of `collective`, indexed by id, and how many there are. */
 const struct algorithm *algorithm_table(chorus_collective collective, size_t *count);
-/* Index of the algorithm called `name`, or -1. */
-int algorithm_find(chorus_collective collective, const char *name);
-/* "ring, recursive_doubling, ..." (malloc'd). */
-char *algorithm_names(chorus_collective collective);
 
-/* Chooses an algorithm: `forced` (an index, or -1 for the tuning table) for a message of
- * `bytes` on `nranks` ranks, `local_ranks` per host when every host runs the same number, else
- * 1. A forced algorithm whose host need is not met gives way to its fallback. Identical on
- * every rank for identical arguments. */
-int algorithm_select(chorus_collective collective, int forced, size_t bytes, int nranks,
-                     int local_ranks);
+/* One row of the selection table: where its conditions hold, `algorithm` runs. Rows are tried
+ * in order; the last row of each collective has no conditions. */
+struct selection_rule {
+    chorus_collective collective;
+    int algorithm;
+    enum placement placement;
+    int min_ranks, max_ranks; /* inclusive; 0: no bound */
+    size_t min_bytes;         /* inclusive */
+    size_t max_bytes;         /* inclusive; 0: no bound */
+    const char *provenance;   /* which machine and benchmark chose this row */
+};
+
+/* The selection table, and how many rows it has. */
+const struct selection_rule *selection_rules(size_t *count);
+
+/* What the selection looks at: the call's bytes (the whole buffer, or every rank's blocks
+ * together for an allgather), the job's ranks, and ranks per host when every host runs the same
+ * number (else 1). `forced` is an algorithm id tried before the table, or -1. */
+struct selection_query {
+    size_t bytes;
+    int nranks;
+    int local_ranks;
+    int forced;
+};
+
+/* The algorithms to try for `query`, in order: the forced one, then those of the rows whose
+ * conditions hold; returns how many (at most `capacity`, which ALGORITHMS_MAX holds). Identical on
+ * every rank for identical queries. */
+#define ALGORITHMS_MAX 16
+size_t selection_candidates(chorus_collective collective, const struct selection_query *query,
+                            int *candidates, size_t capacity);
+
+/* Runs the first candidate that does not decline. Returns its status; *ran is the id of the
+ * algorithm that ran (or the last that declined, with CHORUS_ERR_NOT_SUPPORTED, when all did). */
+chorus_status selection_run(chorus_collective collective, const struct selection_query *query,
+                            union collective_args args, int *ran);
 
 /* Splits `count` items into `parts` nearly equal contiguous parts: part i starts at
  * part_start(i) and the first count % parts parts have one more item. */

@@ -10,8 +10,8 @@
  *
  * Cost: each rank writes its block once and reads every other block once, in cache-sized
  * pieces and without MPI messages; a ring through MPI copies every block once per receiver
- * too, but one step after another. The staging areas are written with the kind of store that
- * measured faster (staging_stores.c).
+ * too, but one step after another. The staging areas are written with the kind of store the
+ * host's topology calls for (node_segment.h).
  */
 #include "algorithms.h"
 #include "node_segment.h"
@@ -22,23 +22,20 @@ chorus_status allgather_shared_memory(const struct allgather_args *args)
 {
     struct node_segment *node = args->node;
     if (node == NULL || node->local_size != args->transport->nranks) /* not one host */
-        return allgather_ring(args);
+        return CHORUS_ERR_NOT_SUPPORTED;
     int me = node->local_rank, local_size = node->local_size;
     unsigned char *recv = args->recv;
     if (args->block_bytes[me] != 0 && args->send != recv + args->offsets[me])
         memmove(recv + args->offsets[me], args->send, args->block_bytes[me]);
-    size_t largest = 0, total = 0;
-    for (int r = 0; r < local_size; r++) {
+    size_t largest = 0;
+    for (int r = 0; r < local_size; r++)
         largest = args->block_bytes[r] > largest ? args->block_bytes[r] : largest;
-        total += args->block_bytes[r];
-    }
     if (local_size == 1 || largest == 0)
         return CHORUS_OK;
     size_t chunk = node->chunk_bytes;
     size_t rounds = (largest + chunk - 1) / chunk;
     size_t turn = node_segment_take_turns(node, rounds, 2);
     const unsigned char *mine = recv + args->offsets[me];
-    double started = monotonic_seconds();
     for (size_t k = 0; k <= rounds; k++) {
         if (k > 0)
             for (int r = 0; r < local_size; r++) {
@@ -50,10 +47,7 @@ chorus_status allgather_shared_memory(const struct allgather_args *args)
         size_t length = k < rounds ? node_chunk_length(args->block_bytes[me], chunk, k) : 0;
         if (length != 0)
             node_stage_copy(node, node_staging(node, me, turn + k), mine + k * chunk, length);
-        if (k == rounds)
-            node_staging_measure(node, STAGED_ALLGATHER, total, started);
         node_segment_barrier(node);
     }
-    node_staging_agree(node);
     return CHORUS_OK;
 }

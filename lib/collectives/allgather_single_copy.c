@@ -21,10 +21,10 @@
 chorus_status allgather_single_copy(const struct allgather_args *args)
 {
     struct node_segment *node = args->node;
-    /* Not one host, or copies refused: the staged algorithm, which itself gives way to one
-     * through MPI where the ranks do not share a host. */
+    /* Not one host, or copies refused: the selection table goes on to the staged algorithm,
+     * or to one through MPI. */
     if (node == NULL || node->local_size != args->transport->nranks || !node->single_copy)
-        return allgather_shared_memory(args);
+        return CHORUS_ERR_NOT_SUPPORTED;
     int p = node->local_size, me = node->local_rank;
     unsigned char *recv = args->recv;
     size_t mine = args->block_bytes[me];

@@ -28,8 +28,8 @@
  * gathers from them and the results are scattered straight into them, so a fused allreduce
  * needs no fusion buffer and no copies besides the algorithm's own.
  *
- * Where the ranks' cores sit far apart, a call may write its staging areas with streaming
- * stores instead (see staging_stores.c): the reduction then lands in the rank's own memory and
+ * Where the ranks' cores sit under different last-level caches, the staging areas are written
+ * with streaming stores instead (see node_segment.h): the reduction then lands in the rank's own memory and
  * is copied into the staging area from there (the barrier orders those stores before it).
  *
  * Example, one host, L = 2, a chunk of 8 elements: rank 0 stages elements 4-7 and rank 1
@@ -151,8 +151,15 @@ static chorus_status reduce_own_slice(struct node_segment *node, const struct al
             .dtype = args->dtype,
             .op = args->op,
         };
-        chorus_status status = bytes <= ((size_t)64 << 10) ? allreduce_recursive_doubling(&cross)
-                                                           : allreduce_ring(&cross);
+        /* Across hosts the slice goes where the selection table sends a call of its size
+         * between ranks that share no host: one per host. */
+        struct selection_query query = {.bytes = bytes,
+                                        .nranks = node->cross->nranks,
+                                        .local_ranks = 1,
+                                        .forced = -1};
+        int ran = -1;
+        chorus_status status = selection_run(CHORUS_ALLREDUCE, &query,
+                                             (union collective_args){.allreduce = &cross}, &ran);
         if (status != CHORUS_OK) {
             memcpy(args->transport->error, node->cross->error, sizeof node->cross->error);
             return status;
@@ -193,8 +200,8 @@ static struct chunk chunk_at(const struct allreduce_args *args, size_t chunks, s
 chorus_status allreduce_hierarchical(const struct allreduce_args *args)
 {
     struct node_segment *node = args->node;
-    if (node == NULL) /* declined by selection; callers only pass it with a segment */
-        return allreduce_ring(args);
+    if (node == NULL) /* no shared segment on this host */
+        return CHORUS_ERR_NOT_SUPPORTED;
     size_t width = chorus_dtype_size(args->dtype);
     size_t chunk_elements = node->chunk_bytes / width;
     size_t chunks = (args->count + chunk_elements - 1) / chunk_elements;
@@ -207,7 +214,6 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
     struct chunk current = chunk_at(args, chunks, 0, turn, width);
     stage(node, &buffer, &current, width);
     node_segment_barrier(node);
-    double started = monotonic_seconds();
     for (size_t k = 0; k < chunks; k++) {
         chorus_status status = reduce_own_slice(node, args, &buffer, &current, width);
         if (status != CHORUS_OK)
@@ -216,13 +222,10 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
         if (k + 1 < chunks) {
             next = chunk_at(args, chunks, k + 1, turn + k + 1, width);
             stage(node, &buffer, &next, width);
-        } else {
-            node_staging_measure(node, STAGED_ALLREDUCE, args->count * width, started);
         }
         node_segment_barrier(node);
         copy_out(node, &buffer, &current, width);
         current = next;
     }
-    node_staging_agree(node);
     return CHORUS_OK;
 }

@@ -29,6 +29,8 @@ struct halving_level {
 
 chorus_status allreduce_rabenseifner(const struct allreduce_args *args)
 {
+    if (args->pieces != NULL) /* only the hierarchical algorithm reads a list of pieces */
+        return CHORUS_ERR_NOT_SUPPORTED;
     struct transport *transport = args->transport;
     if (transport->nranks == 1 || args->count == 0) {
         if (args->postscale != NULL)

@@ -18,6 +18,8 @@
 
 chorus_status allreduce_recursive_doubling(const struct allreduce_args *args)
 {
+    if (args->pieces != NULL) /* only the hierarchical algorithm reads a list of pieces */
+        return CHORUS_ERR_NOT_SUPPORTED;
     struct transport *transport = args->transport;
     if (transport->nranks == 1 || args->count == 0) {
         if (args->postscale != NULL)

@@ -97,6 +97,8 @@ static chorus_status finish_step(struct transport *transport, struct transport_r
 
 chorus_status allreduce_ring(const struct allreduce_args *args)
 {
+    if (args->pieces != NULL) /* only the hierarchical algorithm reads a list of pieces */
+        return CHORUS_ERR_NOT_SUPPORTED;
     struct transport *transport = args->transport;
     int p = transport->nranks, r = transport->rank;
     if (p == 1 || args->count == 0) {

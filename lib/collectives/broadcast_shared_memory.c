@@ -9,8 +9,8 @@
  * barrier keeps the root from reusing an area while a rank still reads it.
  *
  * Cost: the root writes the buffer once and every other rank reads it once, in cache-sized
- * chunks; no MPI message at all. The root writes with the kind of store that measured faster
- * (staging_stores.c). A tree or chain through MPI also copies each byte once per receiver but
+ * chunks; no MPI message at all. The root writes with the kind of store the host's topology
+ * calls for (node_segment.h). A tree or chain through MPI also copies each byte once per receiver but
  * pays a message per segment and hop.
  */
 #include "algorithms.h"
@@ -22,7 +22,7 @@ chorus_status broadcast_shared_memory(const struct broadcast_args *args)
 {
     struct node_segment *node = args->node;
     if (node == NULL || node->local_size != args->transport->nranks) /* not one host */
-        return broadcast_pipelined_chain(args);
+        return CHORUS_ERR_NOT_SUPPORTED;
     if (args->bytes == 0 || node->local_size == 1)
         return CHORUS_OK;
     bool root = node->local_rank == args->root;
@@ -30,7 +30,6 @@ chorus_status broadcast_shared_memory(const struct broadcast_args *args)
     size_t chunks = (args->bytes + chunk - 1) / chunk;
     size_t turn = node_segment_take_turns(node, chunks, 2);
     unsigned char *buffer = args->buffer;
-    double started = monotonic_seconds();
     for (size_t k = 0; k <= chunks; k++) {
         if (root && k < chunks)
             node_stage_copy(node, node_staging(node, args->root, turn + k), buffer + k * chunk,
@@ -38,10 +37,7 @@ chorus_status broadcast_shared_memory(const struct broadcast_args *args)
         else if (!root && k > 0)
             memcpy(buffer + (k - 1) * chunk, node_staging(node, args->root, turn + k - 1),
                    node_chunk_length(args->bytes, chunk, k - 1));
-        if (k == chunks)
-            node_staging_measure(node, STAGED_BROADCAST, args->bytes, started);
         node_segment_barrier(node);
     }
-    node_staging_agree(node);
     return CHORUS_OK;
 }

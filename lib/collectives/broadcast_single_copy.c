@@ -9,7 +9,8 @@
  * reads the second half from the root's: two cores copy, one half each, where a message through
  * MPI is one copy by one core.
  *
- * Where the host forbids such copies, the broadcast stages through the shared segment instead.
+ * Where the host forbids such copies, it declines, and the selection table stages the broadcast
+ * through the shared segment instead.
  */
 #include "algorithms.h"
 #include "node_segment.h"
@@ -17,10 +18,10 @@
 chorus_status broadcast_single_copy(const struct broadcast_args *args)
 {
     struct node_segment *node = args->node;
-    /* Not one host, or copies refused: the staged algorithm, which itself gives way to one
-     * through MPI where the ranks do not share a host. */
+    /* Not one host, or copies refused: the selection table goes on to the staged algorithm,
+     * or to one through MPI. */
     if (node == NULL || node->local_size != args->transport->nranks || !node->single_copy)
-        return broadcast_shared_memory(args);
+        return CHORUS_ERR_NOT_SUPPORTED;
     int p = node->local_size, me = node->local_rank, root = args->root;
     if (args->bytes == 0 || p == 1)
         return CHORUS_OK;

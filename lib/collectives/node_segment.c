@@ -180,7 +180,7 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
         segment->local_rank = me;
         segment->local_size = local_size;
         segment->chunk_bytes = chunk_bytes;
-        node_segment_set_staging(segment, areas, stores, false);
+        node_segment_set_staging(segment, areas, staging_stores_streaming(stores, true));
         segment->yield_while_waiting = true;
         segment->owner = me == 0 ? owner : NULL;
         for (int r = 0; r < local_size; r++) {
@@ -210,4 +210,27 @@ void node_segments_destroy_local(struct node_segment *segments)
         free(owner->memory);
     free(owner);
     free(segments);
+}
+
+static unsigned power_of_two_at_most(unsigned value)
+{
+    unsigned power = 1;
+    while (power * 2 <= value)
+        power *= 2;
+    return power;
+}
+
+unsigned node_staging_areas(unsigned requested)
+{
+    unsigned areas = requested < 2                        ? 2
+                     : requested > NODE_MAX_STAGING_AREAS ? NODE_MAX_STAGING_AREAS
+                                                          : requested;
+    return power_of_two_at_most(areas);
+}
+
+void node_segment_set_staging(struct node_segment *segment, unsigned areas, bool streaming)
+{
+    segment->staging_areas = areas;
+    segment->areas_in_use = areas;
+    segment->streaming = streaming;
 }

@@ -8,11 +8,20 @@
  * ranks' buffers with Linux's cross-memory attach (process_vm_readv / process_vm_writev), where
  * the host allows it.
  *
- * Whether a call writes the staging areas with ordinary or streaming (non-temporal) stores is
- * chosen per call (see staging_stores.c): ordinary stores keep the working set in cache, which
- * is fastest while the ranks' cores share caches; streaming stores write to memory without
- * first invalidating a peer's copy of the line, which is fastest when that copy sits in a
- * distant cache.
+ * The staging areas are written with ordinary or with streaming (non-temporal) stores, the
+ * same on every rank of the host, decided once per job from its topology (CHORUS_STAGING_STORES
+ * overrides it). A rank writes each staging area again soon after its peers have read it.
+ * Where the ranks' cores share their last-level cache, ordinary stores are fastest: the area
+ * stays in that cache and a peer reads it from there. Where they sit under different caches
+ * (other sockets, other core complexes), every ordinary store to a line a peer has read must
+ * first invalidate the peer's copy, far away; a streaming store writes the line to memory
+ * without asking for it, and the peer reads it from memory. Measured on the development VM
+ * (2 cores, 2026-11-22), whose hypervisor moves its two virtual CPUs between a placement that
+ * shares a cache and one that does not: a 512 KiB area that the other core had just read was
+ * written at 2.3 GB/s with ordinary stores and 16 GB/s with streaming ones when the cores sat
+ * apart, and at 11.6 against 8.6 GB/s when they shared the cache; ResNet-50's gradients at np=2
+ * took 28-29 ms a step apart with ordinary stores and 17-18 ms with streaming ones, and
+ * together 13 against 21 ms.
  *
  * Between processes the memory comes from MPI_Win_allocate_shared (node_segment_mpi.c); in unit
  * tests the "ranks" are threads and it is ordinary memory (node_segments_create_local).
@@ -28,53 +37,24 @@
 #define NODE_MAX_LOCAL_RANKS 256
 #define NODE_MAX_STAGING_AREAS 16
 
-/* Words of a rank's mailbox: whether its copies in the current call failed, the address of its
- * buffer, and (local rank 0's only) whether the next staged algorithm writes its staging
- * areas with streaming stores. */
-enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS, NODE_MAILBOX_STREAMING };
+/* Words of a rank's mailbox: whether its copies in the current call failed, and the address of
+ * its buffer. */
+enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS };
 
 /* How the staged algorithms write the staging areas (CHORUS_STAGING_STORES). */
 enum staging_stores {
-    STAGING_STORES_AUTO,      /* chosen per call by measured speed */
+    STAGING_STORES_AUTO,      /* from the topology: streaming unless the ranks share a cache */
     STAGING_STORES_CACHED,    /* ordinary stores */
     STAGING_STORES_STREAMING, /* non-temporal stores, straight to memory */
 };
 
-/* The algorithms that write staging areas, each measured apart: they move different bytes in
- * the same time. */
-enum staged_collective {
-    STAGED_ALLREDUCE,
-    STAGED_BROADCAST,
-    STAGED_ALLGATHER,
-    STAGED_COLLECTIVES
-};
-
-/* Local rank 0's record of how fast the staged algorithms ran with ordinary stores (index 0)
- * and with streaming ones (index 1), per algorithm and size class (see staging_stores.c). */
-#define STAGING_SIZE_CLASSES 8
-struct staging_speeds {
-    double rate[STAGING_SIZE_CLASSES][2]; /* bytes per second, a moving average; 0: unknown */
-    unsigned long calls[STAGING_SIZE_CLASSES]; /* measured calls of the class */
-    int last_used[STAGING_SIZE_CLASSES];  /* which kind the class's last call used */
-};
-/* A staged call that local rank 0 timed: from `started` until after its last barrier. */
-struct staged_call {
-    enum staged_collective collective;
-    size_t bytes;
-    int used; /* the kind of store: 0 ordinary, 1 streaming */
-    double started;
-    double seconds; /* 0 while the call runs */
-};
-struct staging_choice {
-    struct staging_speeds speeds[STAGED_COLLECTIVES];
-    struct staged_call timed; /* the last call timed, until settled */
-    bool timing;              /* `timed` holds a call not yet settled */
-    enum staged_collective last_collective; /* the last measured call's algorithm... */
-    int last_class;                         /* ...and size class */
-    int preferred;        /* which kind calls use, unless trying the other: one for all, as
-                             they all meet the same placement of the cores */
-    double switch_margin; /* how much faster the other must be to switch */
-};
+/* The kind of store for `stores` on a host whose ranks do or do not all run under one
+ * last-level cache: streaming or not. */
+static inline bool staging_stores_streaming(enum staging_stores stores, bool ranks_share_cache)
+{
+    return stores == STAGING_STORES_STREAMING ||
+           (stores == STAGING_STORES_AUTO && !ranks_share_cache);
+}
 
 struct node_segment {
     int local_rank;
@@ -83,10 +63,7 @@ struct node_segment {
     unsigned char *staging[NODE_MAX_LOCAL_RANKS][NODE_MAX_STAGING_AREAS]; /* rank r's areas */
     unsigned staging_areas; /* allocated per rank: a power of two, 2..NODE_MAX_STAGING_AREAS */
     unsigned areas_in_use;  /* the current call's: a power of two, 2..staging_areas */
-    bool adapt_stores;      /* choose ordinary or streaming stores by measured speed */
-    bool streaming;         /* staging areas are written with streaming stores: the same on
-                               every rank, agreed after each staged call */
-    struct staging_choice choice; /* local rank 0's measurements */
+    bool streaming;         /* staging areas are written with streaming stores (every rank) */
     unsigned char *own_result; /* chunk_bytes at the end of this rank's part, which only it
                                   uses: where a reduction with streaming stores lands before
                                   it is copied into a staging area */
@@ -124,27 +101,10 @@ static inline unsigned char *node_staging(const struct node_segment *segment, in
     return segment->staging[rank][turn & (segment->areas_in_use - 1)];
 }
 
-/* Staging stores (staging_stores.c). Every rank calls measure() just before the last barrier of
- * a staged algorithm that moved `bytes` (with more than one barrier), with `started` when its
- * clock began, and agree() after that barrier. In measure() local rank 0 settles the call it
- * timed before (whose time ended after its last barrier), publishes the kind of store for the
- * next calls, and starts timing this one; in agree() every rank reads the kind and sets
- * `streaming` (the algorithm writes no staging area after it), and local rank 0 stops the
- * clock. Local rank 0 writes the word again only after the next staged call's first barrier,
- * which every rank reaches after reading. */
-void node_staging_measure(struct node_segment *segment, enum staged_collective collective,
-                          size_t bytes, double started);
-/* Local rank 0 takes in the time of the call it timed last, if it has not yet, and publishes
- * the kind of store for the next call (measure() does this first; tests call it alone). */
-void node_staging_settle(struct node_segment *segment);
-void node_staging_agree(struct node_segment *segment);
 /* The staging areas to allocate per rank for `requested` (0: the default, 2). */
 unsigned node_staging_areas(unsigned requested);
-/* Sets up a new segment's staging: `areas` allocated, written as `stores` says (chosen per call
- * for STAGING_STORES_AUTO, with a wider margin against noise on a host with more ranks than
- * cores: `oversubscribed`). */
-void node_segment_set_staging(struct node_segment *segment, unsigned areas,
-                              enum staging_stores stores, bool oversubscribed);
+/* Sets up a new segment's staging: `areas` allocated, written with streaming stores or not. */
+void node_segment_set_staging(struct node_segment *segment, unsigned areas, bool streaming);
 
 /* Bytes of chunk `index` when `total` bytes are cut into chunks of `chunk_bytes` (0 past the
  * end). */
@@ -223,18 +183,20 @@ static inline uint64_t node_probe_value(int pid)
 size_t node_segment_part_bytes(unsigned staging_areas, size_t chunk_bytes);
 void node_segment_map_part(struct node_segment *segment, int rank, unsigned char *part);
 
-/* For tests: `local_size` segments over one piece of ordinary memory, one per thread.
- * Free with node_segments_destroy_local. */
+/* For tests: `local_size` segments over one piece of ordinary memory, one per thread (which
+ * share the process's caches: STAGING_STORES_AUTO means ordinary stores). Free with
+ * node_segments_destroy_local. */
 struct node_segment *node_segments_create_local(int local_size, size_t chunk_bytes,
                                                 unsigned staging_areas,
                                                 enum staging_stores stores);
 void node_segments_destroy_local(struct node_segment *segments);
 
 /* Over MPI: collective over `node_comm` (the ranks of this host, an MPI_Comm passed by
- * pointer); `cross_comm` groups the ranks of the same local rank across hosts. */
+ * pointer); `cross_comm` groups the ranks of the same local rank across hosts. `streaming`
+ * must be the same on every rank of the host. */
 chorus_status node_segment_create_mpi(struct node_segment *segment, const void *node_comm,
                                       const void *cross_comm, size_t chunk_bytes,
-                                      unsigned staging_areas, enum staging_stores stores,
+                                      unsigned staging_areas, bool streaming,
                                       bool yield_while_waiting, char *error,
                                       size_t error_size);
 void node_segment_destroy_mpi(struct node_segment *segment);

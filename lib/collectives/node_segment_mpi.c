@@ -42,7 +42,7 @@ static bool probe_single_copy(struct node_segment *segment, MPI_Comm node_comm)
 
 chorus_status node_segment_create_mpi(struct node_segment *segment, const void *node_comm_pointer,
                                       const void *cross_comm_pointer, size_t chunk_bytes,
-                                      unsigned staging_areas, enum staging_stores stores,
+                                      unsigned staging_areas, bool streaming,
                                       bool yield_while_waiting, char *error,
                                       size_t error_size)
 {
@@ -63,7 +63,7 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
     segment->chunk_bytes = chunk_bytes;
     segment->yield_while_waiting = yield_while_waiting;
     unsigned areas = node_staging_areas(staging_areas);
-    node_segment_set_staging(segment, areas, stores, yield_while_waiting);
+    node_segment_set_staging(segment, areas, streaming);
     size_t mine = node_segment_part_bytes(areas, chunk_bytes);
     MPI_Info info;
     MPI_Info_create(&info);

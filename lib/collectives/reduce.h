@@ -7,6 +7,7 @@
 #define CHORUS_REDUCE_H
 
 #include "../core/common.h"
+#include "../core/dtype.h"
 
 /* accumulator[i] = accumulator[i] (op) operand[i] for i < count. AVERAGE combines as SUM; the
  * division is a separate scale step. The two buffers must not overlap. */
@@ -40,10 +41,5 @@ void compress_floats(uint16_t *restrict to, const float *restrict from, size_t c
                      chorus_dtype wire, float factor);
 void decompress_floats(float *restrict to, const uint16_t *restrict from, size_t count,
                        chorus_dtype wire, float factor);
-
-float half_to_float(uint16_t half);
-uint16_t float_to_half(float value);
-float bfloat16_to_float(uint16_t bfloat);
-uint16_t float_to_bfloat16(float value);
 
 #endif

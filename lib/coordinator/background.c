@@ -34,14 +34,6 @@
 #include <string.h>
 #include <time.h>
 
-void request_free(struct request *request)
-{
-    if (request == NULL)
-        return;
-    wire_request_free(&request->desc);
-    free(request);
-}
-
 /* ----- completing handles ----------------------------------------------------------------- */
 
 void finish_request(void *owner, struct request *request, chorus_status status,
@@ -317,7 +309,9 @@ static chorus_status start(struct background *background, char *error, size_t er
     executor->fusion_threshold = context->params.values.fusion_threshold;
     executor->fusion_tensor_limit = context->params.values.fusion_tensor_limit;
     executor->staging_areas = (unsigned)context->params.values.staging_areas;
-    executor->staging_stores = context->params.values.staging_stores;
+    executor->staging_streaming = staging_stores_streaming(
+        (enum staging_stores)context->params.values.staging_stores,
+        context->local_ranks_share_cache);
     executor->local_ranks = context->topology.homogeneous ? context->topology.local_size : 1;
     executor->oversubscribed = context->topology.pus > 0 &&
                                (size_t)context->topology.local_size > context->topology.pus;

@@ -7,7 +7,7 @@
 #define CHORUS_BACKGROUND_H
 
 #include "../core/context.h"
-#include "execute.h"
+#include "../executor/executor.h"
 #include "negotiation.h"
 #include "response_cache.h"
 

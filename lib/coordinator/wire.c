@@ -356,49 +356,6 @@ chorus_status wire_decode(const uint8_t *bytes, size_t length, struct wire_messa
     return CHORUS_OK;
 }
 
-void wire_request_free(struct wire_request *request)
-{
-    free(request->name);
-    free(request->group);
-    request->name = NULL;
-    request->group = NULL;
-}
-
-bool wire_request_equal(const struct wire_request *a, const struct wire_request *b)
-{
-    if (a->collective != b->collective || a->dtype != b->dtype || a->op != b->op ||
-        a->ndims != b->ndims || a->root != b->root || a->device != b->device ||
-        a->compression != b->compression ||
-        a->group_size != b->group_size ||
-        memcmp(&a->prescale, &b->prescale, sizeof a->prescale) != 0 ||
-        memcmp(&a->postscale, &b->postscale, sizeof a->postscale) != 0)
-        return false;
-    if (memcmp(a->shape, b->shape, a->ndims * sizeof a->shape[0]) != 0)
-        return false;
-    return strcmp(a->name ? a->name : "", b->name ? b->name : "") == 0 &&
-           strcmp(a->group ? a->group : "", b->group ? b->group : "") == 0;
-}
-
-bool wire_request_copy(struct wire_request *to, const struct wire_request *from)
-{
-    *to = *from;
-    to->name = strdup(from->name ? from->name : "");
-    to->group = strdup(from->group ? from->group : "");
-    if (to->name == NULL || to->group == NULL) {
-        wire_request_free(to);
-        return false;
-    }
-    return true;
-}
-
-void wire_response_free(struct wire_response *response)
-{
-    free(response->message);
-    free(response->first_dims);
-    wire_request_free(&response->request);
-    memset(response, 0, sizeof *response);
-}
-
 void wire_message_free(struct wire_message *message)
 {
     for (uint32_t i = 0; i < message->count; i++) {

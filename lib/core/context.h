@@ -7,8 +7,8 @@
 #ifndef CHORUS_CONTEXT_H
 #define CHORUS_CONTEXT_H
 
-#include "../coordinator/wire.h"
 #include "handle.h"
+#include "request.h"
 #include "name_table.h"
 #include "params.h"
 
@@ -16,24 +16,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-/* One submitted tensor, from submit until its handle member completes. */
-struct request {
-    struct wire_request desc; /* what is negotiated */
-    void *input;
-    void *output;             /* == input when in place; unused for allgather */
-    size_t count;             /* elements */
-    struct chorus_handle *handle;
-    double submitted_at;
-    struct request *next;
-};
-
-void request_free(struct request *request);
-
 struct background;
 
 struct chorus_context {
     struct param_set params;
     chorus_topology topology;
+    bool local_ranks_share_cache; /* every rank of this host runs under one last-level cache */
     int rank;
     int size;
     bool mpi_initialized_by_chorus;

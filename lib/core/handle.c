@@ -6,8 +6,6 @@
  */
 #include "handle.h"
 
-#include "../gpu/gpu.h"
-#include "output_pool.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -30,23 +28,20 @@ struct chorus_handle *handle_create(chorus_collective collective, size_t members
 
 static void handle_destroy(struct chorus_handle *handle)
 {
-    if (handle->owns_output && handle->output.data != NULL) {
-        if (handle->output.memory == CHORUS_MEMORY_HOST)
-            output_pool_give(handle->output.data, handle->output_capacity);
-        else
-            gpu_free(handle->output.data);
-    }
+    if (handle->owns_output && handle->output.data != NULL)
+        handle->release_output(handle->output.data, handle->output_capacity);
     free(handle->message);
     pthread_mutex_destroy(&handle->lock);
     pthread_cond_destroy(&handle->completed);
     free(handle);
 }
 
-void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output, bool owned,
-                       size_t capacity)
+void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output,
+                       output_release release, size_t capacity)
 {
     handle->output = *output;
-    handle->owns_output = owned;
+    handle->owns_output = release != NULL;
+    handle->release_output = release;
     handle->output_capacity = capacity;
 }
 

@@ -11,6 +11,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+/* Gives back an output the handle owned: `capacity` bytes at `data`. */
+typedef void (*output_release)(void *data, size_t capacity);
+
 struct chorus_handle {
     _Atomic int status; /* CHORUS_IN_PROGRESS until complete */
     pthread_mutex_t lock;
@@ -23,6 +26,7 @@ struct chorus_handle {
     chorus_tensor output;    /* allgather: the gathered tensor */
     bool owns_output;        /* output.data belongs to the handle */
     size_t output_capacity;  /* host output: its allocation, for the output pool */
+    output_release release_output; /* frees an owned output.data */
 };
 
 /* A new in-progress handle waiting for `members` requests. */
@@ -34,8 +38,9 @@ struct chorus_handle *handle_create(chorus_collective collective, size_t members
 void handle_member_done(struct chorus_handle *handle, chorus_status status, const char *format,
                         ...) CHORUS_PRINTF(3, 4);
 
-/* Sets the allgather output before the member reports done. */
-void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output, bool owned,
-                       size_t capacity);
+/* Sets the allgather output before the member reports done. The handle owns it when `release`
+ * is not NULL, and gives it back with release(data, capacity) when it is freed. */
+void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output,
+                       output_release release, size_t capacity);
 
 #endif

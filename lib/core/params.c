@@ -4,7 +4,7 @@
  */
 #include "params.h"
 
-#include "../collectives/algorithms.h"
+#include "algorithm_names.h"
 #include "log.h"
 
 #include <ctype.h>
@@ -37,8 +37,8 @@ const struct param_definition param_table[] = {
      "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0: 2"},
     {"CHORUS_STAGING_STORES", PARAM_STORES, "auto", FIELD(staging_stores), -1, true,
      "how the algorithms through the host's shared segment write their staging areas: cached "
-     "(ordinary stores), streaming (non-temporal stores, straight to memory), or auto: the "
-     "faster one, measured while the job runs"},
+     "(ordinary stores), streaming (non-temporal stores, straight to memory), or auto: cached "
+     "where the host's ranks share a last-level cache (hwloc), else streaming"},
     {"CHORUS_STALL_WARNING_SECONDS", PARAM_SECONDS, "60", FIELD(stall_warning_seconds), -1, true,
      "warn when a tensor has been submitted by some ranks but not others for this long (0: "
      "never)"},

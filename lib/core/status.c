@@ -1,6 +1,7 @@
 /*
  * status.c — status names and descriptions from the X-macro table in chorus.h, the thread-local
- * "last error" for calls that fail before a handle exists, and small string helpers.
+ * "last error" for calls that fail before a handle exists, small string helpers, and the
+ * library's version.
  */
 #include "common.h"
 
@@ -126,4 +127,13 @@ struct timespec clock_deadline(clockid_t clock, double seconds)
     deadline.tv_sec += (time_t)(nanoseconds / 1000000000LL);
     deadline.tv_nsec = (long)(nanoseconds % 1000000000LL);
     return deadline;
+}
+
+#define CHORUS_STRINGIFY(x) #x
+#define CHORUS_VERSION_STRING(major, minor, patch)                                             \
+    CHORUS_STRINGIFY(major) "." CHORUS_STRINGIFY(minor) "." CHORUS_STRINGIFY(patch)
+
+const char *chorus_version(void)
+{
+    return CHORUS_VERSION_STRING(CHORUS_VERSION_MAJOR, CHORUS_VERSION_MINOR, CHORUS_VERSION_PATCH);
 }

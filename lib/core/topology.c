@@ -1,22 +1,50 @@
 /*
  * topology.c — where this rank runs: ranks on the same host (MPI_Comm_split_type with
  * MPI_COMM_TYPE_SHARED), the host's index among hosts, and, with hwloc, the cores, hardware
- * threads and NUMA nodes this rank's CPU binding allows.
+ * threads and NUMA nodes this rank's CPU binding allows, and whether the ranks of this host all
+ * run under one last-level cache.
  */
+#include "topology.h"
+
 #include "context.h"
 
-#include <hwloc.h>
 #include <stdio.h>
 
-static void count_cpus(chorus_topology *topology)
+int topology_cache_domain(hwloc_topology_t hw, hwloc_const_cpuset_t cpus)
 {
+    /* The last-level caches are the caches of the smallest depth (nearest the machine). */
+    int depth = -1;
+    for (int d = 0; d < hwloc_topology_get_depth(hw) && depth < 0; d++) {
+        hwloc_obj_t first = hwloc_get_obj_by_depth(hw, d, 0);
+        if (first != NULL && hwloc_obj_type_is_cache(first->type) &&
+            !hwloc_obj_type_is_icache(first->type))
+            depth = d;
+    }
+    if (depth < 0 || hwloc_bitmap_iszero(cpus))
+        return -1;
+    int domain = -1;
+    for (unsigned i = 0; i < (unsigned)hwloc_get_nbobjs_by_depth(hw, depth); i++) {
+        hwloc_obj_t cache = hwloc_get_obj_by_depth(hw, depth, i);
+        if (!hwloc_bitmap_intersects(cache->cpuset, cpus))
+            continue;
+        if (domain >= 0 || !hwloc_bitmap_isincluded(cpus, cache->cpuset))
+            return -1; /* the CPUs span several caches */
+        domain = (int)cache->logical_index;
+    }
+    return domain;
+}
+
+/* Counts what the binding allows and returns its cache domain (topology_cache_domain). */
+static int count_cpus(chorus_topology *topology)
+{
+    int domain = -1;
     hwloc_topology_t hw;
     topology->cores = topology->pus = topology->numa_nodes = 0;
     if (hwloc_topology_init(&hw) != 0)
-        return;
+        return -1;
     if (hwloc_topology_load(hw) != 0) {
         hwloc_topology_destroy(hw);
-        return;
+        return -1;
     }
     hwloc_bitmap_t allowed = hwloc_bitmap_alloc();
     if (allowed != NULL && hwloc_get_cpubind(hw, allowed, HWLOC_CPUBIND_PROCESS) != 0)
@@ -31,11 +59,13 @@ static void count_cpus(chorus_topology *topology)
             if (node != NULL && hwloc_bitmap_intersects(node->cpuset, allowed))
                 topology->numa_nodes++;
         }
+        domain = topology_cache_domain(hw, allowed);
         hwloc_bitmap_free(allowed);
     }
     if (topology->numa_nodes == 0)
         topology->numa_nodes = 1;
     hwloc_topology_destroy(hw);
+    return domain;
 }
 
 chorus_status topology_discover(struct chorus_context *context, char *error, size_t error_size)
@@ -68,7 +98,13 @@ chorus_status topology_discover(struct chorus_context *context, char *error, siz
         goto out;
     topology->cross_size = reduced[0] + 1;
     topology->homogeneous = reduced[1] == -reduced[2];
-    count_cpus(topology);
+    /* The ranks of a host share a last-level cache when every one of them may run only under
+     * the same one: all domains equal (max == min) and none spanning several (-1). */
+    int domain = count_cpus(topology);
+    int domains[2] = {domain, -domain};
+    if (MPI_Allreduce(MPI_IN_PLACE, domains, 2, MPI_INT, MPI_MAX, local) != MPI_SUCCESS)
+        goto out;
+    context->local_ranks_share_cache = domains[0] == -domains[1] && domains[0] >= 0;
     status = CHORUS_OK;
 out:
     if (status != CHORUS_OK)

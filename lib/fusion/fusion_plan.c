@@ -9,20 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t request_elements(const struct wire_request *request)
-{
-    size_t count = 1;
-    for (size_t i = 0; i < request->ndims; i++)
-        count *= (size_t)request->shape[i];
-    return count;
-}
-
-size_t response_bytes(const struct wire_response *response)
-{
-    return request_elements(&response->request) *
-           chorus_dtype_size((chorus_dtype)response->request.dtype);
-}
-
 /* Allreduces fuse in host memory or in the GPU's fusion buffer; broadcasts and allgathers
  * through the host fusion buffer, or on a GPU as one NCCL group. */
 static bool fusible(const struct wire_response *response)
@@ -56,24 +42,6 @@ static bool same_batch(const struct wire_response *a, const struct wire_response
         return true;
     }
     return false;
-}
-
-size_t allgather_row_bytes(const struct wire_request *request)
-{
-    size_t row_bytes = chorus_dtype_size((chorus_dtype)request->dtype);
-    for (size_t i = 1; i < request->ndims; i++)
-        row_bytes *= (size_t)request->shape[i];
-    return row_bytes;
-}
-
-size_t batch_member_bytes(const struct wire_response *response)
-{
-    if (response->request.collective != CHORUS_ALLGATHER)
-        return response_bytes(response);
-    int64_t rows = 0;
-    for (uint32_t r = 0; r < response->first_dim_count; r++)
-        rows += response->first_dims[r];
-    return (size_t)rows * allgather_row_bytes(&response->request);
 }
 
 bool fusion_plan_build(const struct wire_response *responses, size_t count, size_t threshold,

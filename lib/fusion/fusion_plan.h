@@ -6,7 +6,7 @@
 #ifndef CHORUS_FUSION_PLAN_H
 #define CHORUS_FUSION_PLAN_H
 
-#include "../coordinator/wire.h"
+#include "../core/request.h"
 
 /* How many partly filled batches a tensor may look back to, so that a tensor of another dtype
  * between two float32 tensors does not split their fusion. */
@@ -33,14 +33,5 @@ struct fusion_plan {
 bool fusion_plan_build(const struct wire_response *responses, size_t count, size_t threshold,
                        size_t tensor_limit, struct fusion_plan *plan);
 void fusion_plan_free(struct fusion_plan *plan);
-
-/* Elements of the tensor a request describes (the product of its shape; 1 for a scalar). */
-size_t request_elements(const struct wire_request *request);
-/* Bytes of the tensor a response describes. */
-size_t response_bytes(const struct wire_response *response);
-/* Bytes an allgather's row (everything but the first dimension) takes. */
-size_t allgather_row_bytes(const struct wire_request *request);
-/* Bytes a response adds to a batch: an allgather's whole gathered tensor, else its tensor. */
-size_t batch_member_bytes(const struct wire_response *response);
 
 #endif

@@ -9,7 +9,7 @@
  */
 #include "gpu.h"
 
-#include "../collectives/reduce.h"
+#include "../core/dtype.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

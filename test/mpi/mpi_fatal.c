@@ -9,7 +9,7 @@
  * the host's shared segment, single copies between the ranks, and MPI (a ring); the others must
  * stop too, saying which rank failed and why.
  */
-#include "../../lib/coordinator/execute.h"
+#include "../../lib/executor/executor.h"
 #include "mpi_test.h"
 
 enum { COUNT = 13, PENDING = 6, BACKLOG = 400 };

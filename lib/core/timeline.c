@@ -6,7 +6,7 @@
  */
 #include "timeline.h"
 
-#include "../core/name_table.h"
+#include "name_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>

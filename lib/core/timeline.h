@@ -6,7 +6,7 @@
 #ifndef CHORUS_TIMELINE_H
 #define CHORUS_TIMELINE_H
 
-#include "../core/common.h"
+#include "common.h"
 
 struct timeline;
 

@@ -1,44 +1,45 @@
 /*
- * execute.h — runs agreed responses on this rank: the seam between the coordinator and the
- * collectives. Responses are fused per the fusion plan, then each batch runs the algorithm the
- * selection rule picks (host memory) or NCCL (GPU memory).
+ * executor.h — runs agreed responses on this rank: the seam between the coordinator and the
+ * data path. Responses are fused per the fusion plan, then each batch runs on the backend of its
+ * memory (backend.h): the algorithm the selection table picks (host memory) or NCCL (GPU
+ * memory). It needs no MPI of its own beyond its transport, except for the host's segment and
+ * the abort notices, so unit tests run it over the thread transport.
  */
-#ifndef CHORUS_EXECUTE_H
-#define CHORUS_EXECUTE_H
+#ifndef CHORUS_EXECUTOR_H
+#define CHORUS_EXECUTOR_H
 
 #include "../collectives/algorithms.h"
 #include "../collectives/node_segment.h"
 #include "../core/context.h"
+#include "../core/timeline.h"
 #include "../fusion/copier.h"
 #include "../gpu/gpu.h"
 #include "abort.h"
-#include "timeline.h"
-#include "wire.h"
 
 struct executor {
     int rank;
     int nranks;
     struct transport transport; /* over the data communicator */
     MPI_Comm data_comm;
-    struct scratch scratch;     /* algorithm scratch */
-    struct scratch fusion;      /* the fusion buffer: two halves, see packed_pipeline.h */
-    struct copier copier;       /* packs and unpacks while a collective runs, when running */
-    struct scratch stand_in;    /* data of a joined rank that has no tensor of that name */
-    struct scratch pieces;      /* the piece list of a fused batch reduced in place */
+    struct scratch scratch;  /* algorithm scratch */
+    struct scratch fusion;   /* the fusion buffer: two halves, see packed_pipeline.h */
+    struct copier copier;    /* packs and unpacks while a collective runs, when running */
+    struct scratch stand_in; /* data of a joined rank that has no tensor of that name */
+    struct scratch pieces;   /* the piece list of a fused batch reduced in place */
     size_t fusion_threshold;
     size_t fusion_tensor_limit;
     unsigned staging_areas; /* per rank in the host's segment; 0: the default */
-    int staging_stores;     /* enum staging_stores */
+    bool staging_streaming;  /* staging areas written with streaming stores (node_segment.h) */
     int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: tuning table */
     struct gpu_context *gpu;
-    int local_ranks;            /* ranks per host when equal on every host, else 1 */
-    bool oversubscribed;        /* more ranks than cores on this host */
-    bool node_ready;            /* the segment below exists */
+    int local_ranks;     /* ranks per host when equal on every host, else 1 */
+    bool oversubscribed; /* more ranks than cores on this host */
+    bool node_ready;     /* the segment below exists */
     struct node_segment node;
     MPI_Comm node_comm, cross_comm;
     bool joined;                /* this rank has joined: it has no tensors for new names */
     struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */
-    const char *last_algorithm; /* of the last collective, for the timeline */
+    const char *last_algorithm; /* that ran the last collective, for the timeline */
     struct abort_watch abort;   /* for another rank's notice that it stopped */
     bool aborted;               /* this rank stopped after a fatal error (executor_abort) */
 
@@ -46,8 +47,7 @@ struct executor {
      * complete one. */
     void *owner;
     struct request *(*take_request)(void *owner, const char *name);
-    void (*finish)(void *owner, struct request *request, chorus_status status,
-                   const char *message);
+    void (*finish)(void *owner, struct request *request, chorus_status status, const char *message);
     void (*join_done)(void *owner);
     /* A fatal error is about to complete handles: later submits must already fail. */
     void (*fatal_error)(void *owner, chorus_status status, const char *message);

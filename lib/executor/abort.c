@@ -12,8 +12,8 @@ bool abort_watch_start(struct abort_watch *watch, MPI_Comm comm)
     watch->comm = comm;
     watch->received = false;
     watch->request = MPI_REQUEST_NULL;
-    return MPI_Irecv(&watch->notice, (int)sizeof watch->notice, MPI_BYTE, MPI_ANY_SOURCE,
-                     TAG_ABORT, comm, &watch->request) == MPI_SUCCESS;
+    return MPI_Irecv(&watch->notice, (int)sizeof watch->notice, MPI_BYTE, MPI_ANY_SOURCE, TAG_ABORT,
+                     comm, &watch->request) == MPI_SUCCESS;
 }
 
 bool abort_watch_poll(struct abort_watch *watch)
@@ -53,8 +53,8 @@ void abort_notify(MPI_Comm comm, chorus_status status, const char *reason)
     snprintf(notice->reason, sizeof notice->reason, "%s", reason);
     for (int peer = 0; peer < size; peer++) {
         MPI_Request request = MPI_REQUEST_NULL;
-        if (peer != rank && MPI_Isend(notice, (int)sizeof *notice, MPI_BYTE, peer, TAG_ABORT,
-                                      comm, &request) == MPI_SUCCESS)
+        if (peer != rank && MPI_Isend(notice, (int)sizeof *notice, MPI_BYTE, peer, TAG_ABORT, comm,
+                                      &request) == MPI_SUCCESS)
             MPI_Request_free(&request);
     }
 }

@@ -7,9 +7,9 @@
  * reading for the few microseconds they need the context, shutdown takes it for writing before
  * freeing the context, so no call ever sees a freed context.
  */
-#include "context.h"
-#include "log.h"
-#include "output_pool.h"
+#include "../core/context.h"
+#include "../core/log.h"
+#include "../core/output_pool.h"
 
 #include "../gpu/gpu.h"
 

@@ -1,0 +1,81 @@
+/*
+ * algorithm_names.c — see algorithm_names.h.
+ */
+#include "algorithm_names.h"
+
+#include <string.h>
+
+static const char *const allreduce_names[] = {
+    [ALLREDUCE_RING] = "ring",
+    [ALLREDUCE_RECURSIVE_DOUBLING] = "recursive_doubling",
+    [ALLREDUCE_RABENSEIFNER] = "rabenseifner",
+    [ALLREDUCE_HIERARCHICAL] = "hierarchical",
+};
+static_assert(ARRAY_LENGTH(allreduce_names) == ALLREDUCE_ALGORITHM_COUNT, "a name per algorithm");
+
+static const char *const broadcast_names[] = {
+    [BROADCAST_BINOMIAL] = "binomial",
+    [BROADCAST_PIPELINED_CHAIN] = "pipelined_chain",
+    [BROADCAST_SHARED_MEMORY] = "shared_memory",
+    [BROADCAST_SINGLE_COPY] = "single_copy",
+};
+static_assert(ARRAY_LENGTH(broadcast_names) == BROADCAST_ALGORITHM_COUNT, "a name per algorithm");
+
+static const char *const allgather_names[] = {
+    [ALLGATHER_RING] = "ring",
+    [ALLGATHER_BRUCK] = "bruck",
+    [ALLGATHER_SHARED_MEMORY] = "shared_memory",
+    [ALLGATHER_SINGLE_COPY] = "single_copy",
+};
+static_assert(ARRAY_LENGTH(allgather_names) == ALLGATHER_ALGORITHM_COUNT, "a name per algorithm");
+
+static const char *const *names_of(chorus_collective collective, size_t *count)
+{
+    switch (collective) {
+    case CHORUS_ALLREDUCE:
+        *count = ARRAY_LENGTH(allreduce_names);
+        return allreduce_names;
+    case CHORUS_BROADCAST:
+        *count = ARRAY_LENGTH(broadcast_names);
+        return broadcast_names;
+    case CHORUS_ALLGATHER:
+        *count = ARRAY_LENGTH(allgather_names);
+        return allgather_names;
+    }
+    *count = 0;
+    return NULL;
+}
+
+size_t algorithm_count(chorus_collective collective)
+{
+    size_t count = 0;
+    names_of(collective, &count);
+    return count;
+}
+
+const char *algorithm_name(chorus_collective collective, int id)
+{
+    size_t count = 0;
+    const char *const *names = names_of(collective, &count);
+    return id >= 0 && (size_t)id < count ? names[id] : "?";
+}
+
+int algorithm_find(chorus_collective collective, const char *name)
+{
+    size_t count = 0;
+    const char *const *names = names_of(collective, &count);
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+char *algorithm_names(chorus_collective collective)
+{
+    size_t count = 0;
+    const char *const *names = names_of(collective, &count);
+    char *list = format_string("%s", "");
+    for (size_t i = 0; list != NULL && i < count; i++)
+        string_append(&list, "%s%s", i ? ", " : "", names[i]);
+    return list;
+}

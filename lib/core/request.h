@@ -1,0 +1,81 @@
+/*
+ * request.h — what a rank submits and what rank 0 answers, as every layer sees them: the
+ * negotiated description of a tensor (struct wire_request), the agreed response to run
+ * (struct wire_response), one rank's submitted tensor (struct request), and the sizes they
+ * describe. The coordinator puts the first two on the wire (wire.h); fusion and the executor
+ * plan and run them.
+ */
+#ifndef CHORUS_REQUEST_H
+#define CHORUS_REQUEST_H
+
+#include "common.h"
+
+/* What a rank submitted, as negotiated: everything every rank must agree on. */
+struct wire_request {
+    char *name;
+    uint8_t collective;
+    uint8_t dtype;
+    uint8_t op;
+    uint8_t ndims;
+    uint8_t compression; /* chorus_compression, resolved: NONE, FP16 or BF16 */
+    int32_t root;
+    int32_t device;
+    int64_t shape[CHORUS_MAX_DIMS];
+    double prescale;
+    double postscale;
+    char *group;         /* first name of the group; "" when not grouped */
+    uint32_t group_size; /* tensors in the group; 1 when not grouped */
+    bool cached;         /* only cache_slot travels: the response cache holds the rest */
+    uint32_t cache_slot;
+};
+
+enum response_type {
+    RESPONSE_EXECUTE = 1,   /* run the collective */
+    RESPONSE_ERROR = 2,     /* complete the handles of `request.name` with `status`, `message` */
+    RESPONSE_JOIN_DONE = 3, /* every rank has joined */
+    RESPONSE_CACHED = 4,    /* run the collective of response-cache slot request.cache_slot */
+};
+
+struct wire_response {
+    uint8_t type;
+    int32_t status;
+    uint32_t contributors;       /* allreduce: ranks with data (the rest joined) */
+    char *message;               /* RESPONSE_ERROR */
+    struct wire_request request; /* the agreed description */
+    uint32_t first_dim_count;    /* allgather: nranks; else 0 */
+    int64_t *first_dims;         /* allgather: every rank's first dimension */
+    double agreed_at;            /* rank 0 only, not sent: when it was decided (timeline) */
+};
+
+struct chorus_handle;
+
+/* One submitted tensor, from submit until its handle member completes. */
+struct request {
+    struct wire_request desc; /* what is negotiated */
+    void *input;
+    void *output; /* == input when in place; unused for allgather */
+    size_t count; /* elements */
+    struct chorus_handle *handle;
+    double submitted_at;
+    struct request *next;
+};
+
+void request_free(struct request *request);
+
+void wire_request_free(struct wire_request *request);
+/* Deep copy; false when out of memory. */
+bool wire_request_copy(struct wire_request *to, const struct wire_request *from);
+/* Same name and every negotiated field. */
+bool wire_request_equal(const struct wire_request *a, const struct wire_request *b);
+void wire_response_free(struct wire_response *response);
+
+/* Elements of the tensor a request describes (the product of its shape; 1 for a scalar). */
+size_t request_elements(const struct wire_request *request);
+/* Bytes of the tensor a response describes. */
+size_t response_bytes(const struct wire_response *response);
+/* Bytes an allgather's row (everything but the first dimension) takes. */
+size_t allgather_row_bytes(const struct wire_request *request);
+/* Bytes a response adds to a batch: an allgather's whole gathered tensor, else its tensor. */
+size_t batch_member_bytes(const struct wire_response *response);
+
+#endif

@@ -1,0 +1,304 @@
+/*
+ * executor.c — see executor.h. Runs agreed responses batch by batch, as the fusion plan groups
+ * them, each on the backend of its memory (backend.h): the host algorithms of lib/collectives or
+ * NCCL. Also here: the host's shared segment, the timeline spans of a batch, a fatal error's
+ * notice to the other ranks, and the fault a test can inject.
+ */
+#include "backend.h"
+
+#include "../core/log.h"
+#include "../fusion/fusion_plan.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes of each of a rank's staging areas in the host's shared segment. Measured with the
+ * algorithm alone (np=2, 256 KiB-64 MiB, 3 interleaved rounds, 2026-11-22) on the development VM
+ * (1 MiB L2 per core): 512 KiB was fastest (1 MiB in 67-78 us, 64 MiB in 9.3-10 ms), ahead of
+ * 256 KiB (94-100 us, 10.1-10.7 ms), 1 MiB and 2 MiB. */
+#define NODE_CHUNK_BYTES ((size_t)512 << 10)
+
+/* Creates the host's shared segment: collective over the data communicator. */
+static chorus_status create_node(struct executor *executor, char *error, size_t error_size)
+{
+    if (MPI_Comm_split_type(executor->data_comm, MPI_COMM_TYPE_SHARED, executor->rank,
+                            MPI_INFO_NULL, &executor->node_comm) != MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Comm_split_type failed");
+        return CHORUS_ERR_MPI;
+    }
+    int local_rank = 0;
+    MPI_Comm_rank(executor->node_comm, &local_rank);
+    if (MPI_Comm_split(executor->data_comm, local_rank, executor->rank, &executor->cross_comm) !=
+        MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Comm_split failed");
+        return CHORUS_ERR_MPI;
+    }
+    chorus_status status = node_segment_create_mpi(
+        &executor->node, &executor->node_comm, &executor->cross_comm, NODE_CHUNK_BYTES,
+        executor->staging_areas, executor->staging_streaming,
+        executor->oversubscribed, error, error_size);
+    executor->node_ready = status == CHORUS_OK;
+    if (executor->node_ready && executor->node.cross != NULL) {
+        executor->node.cross->interrupted = executor->transport.interrupted;
+        executor->node.cross->interrupt_context = executor->transport.interrupt_context;
+    }
+    return status;
+}
+
+chorus_status executor_prepare(struct executor *executor, char *error, size_t error_size)
+{
+    return executor->local_ranks > 1 ? create_node(executor, error, error_size) : CHORUS_OK;
+}
+
+struct node_segment *executor_node(struct executor *executor)
+{
+    return executor->node_ready ? &executor->node : NULL;
+}
+
+chorus_status executor_interrupt_check(void *executor, char *error, size_t error_size)
+{
+    return executor_peer_failure(executor, error, error_size);
+}
+
+/* The timeline spans of a fused batch, per tensor: the copy in, the allreduce with its
+ * algorithm and fused size, the copy out (the copies only for a packed batch). */
+void timeline_batch(struct executor *executor, const struct wire_response *responses,
+                    const size_t *members, size_t member_count, size_t fused_bytes,
+                    enum batch_layout layout, const struct batch_times *times)
+{
+    char arguments[256];
+    bool packed = layout == BATCH_PACKED;
+    snprintf(arguments, sizeof arguments,
+             "\"algorithm\": \"%s\", \"fused_bytes\": %zu, \"fused_tensors\": %zu%s",
+             executor->last_algorithm, fused_bytes, member_count,
+             layout == BATCH_IN_PLACE    ? ", \"in_place\": true"
+             : layout == BATCH_ON_DEVICE ? ", \"packed_on_device\": true"
+                                         : "");
+    for (size_t m = 0; m < member_count; m++) {
+        const char *name = responses[members[m]].request.name;
+        if (packed)
+            timeline_span(executor->timeline, name, "copy in", times->started, times->packed, NULL);
+        timeline_span(executor->timeline, name, "allreduce", times->packed, times->reduced,
+                      arguments);
+        if (packed)
+            timeline_span(executor->timeline, name, "copy out", times->reduced, times->unpacked,
+                          NULL);
+    }
+}
+
+static const struct backend *const backends[] = {
+    [BACKEND_HOST] = &host_backend,
+    [BACKEND_NCCL] = &nccl_backend,
+};
+static_assert(ARRAY_LENGTH(backends) == BACKEND_COUNT, "a row per backend");
+
+/* Runs one batch of the plan on the backend of its memory. */
+static chorus_status execute_batch(struct executor *executor, const struct wire_response *responses,
+                                   const size_t *members, size_t member_count,
+                                   struct request **requests, char *detail, size_t detail_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    bool gpu = first->request.device != DEVICE_HOST;
+    for (size_t m = 0; first->request.collective == CHORUS_ALLGATHER && m < member_count; m++)
+        if (responses[members[m]].first_dim_count != (uint32_t)executor->nranks) {
+            snprintf(detail, detail_size, "allgather \"%s\": bad response",
+                     responses[members[m]].request.name);
+            return CHORUS_ERR_PROTOCOL;
+        }
+    /* A joined rank's stand-in buffers are host memory. */
+    for (size_t m = 0; gpu && m < member_count; m++)
+        if (requests[m] == NULL) {
+            snprintf(detail, detail_size, "joined ranks cannot yet stand in for GPU tensors");
+            return CHORUS_ERR_NOT_SUPPORTED;
+        }
+    const struct backend *backend = backends[gpu ? BACKEND_NCCL : BACKEND_HOST];
+    batch_run run = backend->run[first->request.collective]; /* the decoder checked the range */
+    return run(executor, responses, members, member_count, requests, detail, detail_size);
+}
+
+/* Batches to run until the injected fault, that one included; 0: none armed. */
+static _Atomic long batches_before_fault;
+
+void executor_inject_fault(long nth)
+{
+    atomic_store(&batches_before_fault, nth > 0 ? nth : 0);
+}
+
+/* Whether the injected fault hits this batch (see executor_inject_fault). */
+static bool injected_fault_now(void)
+{
+    long left = atomic_load(&batches_before_fault);
+    while (left > 0 && !atomic_compare_exchange_weak(&batches_before_fault, &left, left - 1))
+        ;
+    return left == 1;
+}
+
+chorus_status executor_run(struct executor *executor, const struct wire_response *responses,
+                           size_t count, char *error, size_t error_size)
+{
+    struct fusion_plan plan;
+    if (!fusion_plan_build(responses, count, executor->fusion_threshold,
+                           executor->fusion_tensor_limit, &plan)) {
+        snprintf(error, error_size, "out of memory planning fusion");
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    struct request **requests = calloc(count ? count : 1, sizeof *requests);
+    chorus_status status = requests ? CHORUS_OK : CHORUS_ERR_OUT_OF_MEMORY;
+    for (size_t b = 0; status == CHORUS_OK && b < plan.batch_count; b++) {
+        const struct fusion_batch *batch = &plan.batches[b];
+        const size_t *members = &plan.order[batch->first];
+        const struct wire_response *first = &responses[members[0]];
+        if (first->type == RESPONSE_JOIN_DONE) {
+            executor->joined = false;
+            executor->join_done(executor->owner);
+            continue;
+        }
+        for (size_t m = 0; m < batch->count; m++) {
+            requests[m] =
+                executor->take_request(executor->owner, responses[members[m]].request.name);
+            if (requests[m] == NULL && first->type == RESPONSE_EXECUTE && !executor->joined) {
+                snprintf(error, error_size,
+                         "rank %d was told to run %s \"%s\", which it never submitted",
+                         executor->rank,
+                         chorus_collective_name(responses[members[m]].request.collective),
+                         responses[members[m]].request.name);
+                status = CHORUS_ERR_PROTOCOL;
+            }
+        }
+        if (status != CHORUS_OK)
+            break;
+        if (first->type == RESPONSE_ERROR) {
+            if (requests[0] != NULL)
+                executor->finish(executor->owner, requests[0], (chorus_status)first->status,
+                                 first->message);
+            continue;
+        }
+        char detail[1024] = "";
+        double started = monotonic_seconds();
+        for (size_t m = 0; executor->timeline != NULL && m < batch->count; m++)
+            timeline_span(executor->timeline, responses[members[m]].request.name, "queue",
+                          responses[members[m]].agreed_at, started, NULL);
+        chorus_status outcome = CHORUS_ERR_MPI;
+        executor->last_algorithm = NULL;
+        if (injected_fault_now())
+            snprintf(detail, sizeof detail,
+                     "injected fault (a test's stand-in for a failed MPI "
+                     "call) on rank %d",
+                     executor->rank);
+        else
+            outcome = execute_batch(executor, responses, members, batch->count, requests, detail,
+                                    sizeof detail);
+        /* Fused allreduces write their own spans, with their copies. */
+        if (executor->timeline != NULL &&
+            (batch->count == 1 || first->request.collective != CHORUS_ALLREDUCE)) {
+            double ended = monotonic_seconds();
+            for (size_t m = 0; m < batch->count; m++) {
+                const struct wire_response *member = &responses[members[m]];
+                char arguments[256];
+                snprintf(arguments, sizeof arguments,
+                         "\"algorithm\": \"%s\", \"bytes\": %zu, \"status\": \"%s\"%s",
+                         executor->last_algorithm ? executor->last_algorithm : "?",
+                         batch_member_bytes(member), chorus_status_name(outcome),
+                         batch->count > 1 ? ", \"fused\": true" : "");
+                timeline_span(executor->timeline, member->request.name,
+                              chorus_collective_name(member->request.collective), started, ended,
+                              arguments);
+            }
+        }
+        /* A failed collective leaves the ranks out of step, except for errors decided the same
+         * way on every rank before any data moved (unsupported GPU features). */
+        bool fatal = outcome != CHORUS_OK && outcome != CHORUS_ERR_NOT_SUPPORTED;
+        /* Before the handles complete: their owners may submit again at once, and the other
+         * ranks may be waiting for this one inside the collective. */
+        if (fatal) {
+            executor_abort(executor, outcome, detail);
+            executor->fatal_error(executor->owner, outcome, detail);
+        }
+        for (size_t m = 0; m < batch->count; m++) {
+            if (requests[m] == NULL)
+                continue;
+            if (outcome == CHORUS_OK)
+                executor->finish(executor->owner, requests[m], CHORUS_OK, NULL);
+            else {
+                char *message = format_string("%s \"%s\": %s",
+                                              chorus_collective_name(first->request.collective),
+                                              responses[members[m]].request.name, detail);
+                executor->finish(executor->owner, requests[m], outcome, message);
+                free(message);
+            }
+        }
+        if (fatal) {
+            snprintf(error, error_size, "%s", detail);
+            status = outcome;
+        }
+    }
+    free(requests);
+    fusion_plan_free(&plan);
+    timeline_flush(executor->timeline);
+    /* A user thread just woken by a completion may be waiting for this core: while idle, the
+     * background thread polls for 50 us before it yields. Yielding now measured (np=2 on 2
+     * cores, chorus-bench, 4 interleaved rounds) allreduce 64 B-4 KiB in 14-18 us instead of
+     * 15-100 us, broadcast 8 B-32 KiB in 16-21 us instead of 20-30 us. */
+    if (count > 0)
+        sched_yield();
+    return status;
+}
+
+bool executor_watch_aborts(struct executor *executor, MPI_Comm control_comm)
+{
+    executor->transport.interrupted = executor_interrupt_check;
+    executor->transport.interrupt_context = executor;
+    return abort_watch_start(&executor->abort, control_comm);
+}
+
+chorus_status executor_peer_failure(struct executor *executor, char *error, size_t error_size)
+{
+    if (!abort_watch_poll(&executor->abort))
+        return CHORUS_OK;
+    const struct abort_notice *notice = &executor->abort.notice;
+    snprintf(error, error_size, "stopped because rank %d failed: %.440s", (int)notice->rank,
+             notice->reason);
+    chorus_status status = (chorus_status)notice->status;
+    return status < 0 ? status : CHORUS_ERR_INTERNAL;
+}
+
+void executor_abort(struct executor *executor, chorus_status status, const char *reason)
+{
+    if (executor->aborted)
+        return;
+    executor->aborted = true;
+    /* A rank that stops because another did has nothing to tell: everyone got that notice. */
+    if (!executor->abort.received)
+        abort_notify(executor->abort.comm, status, reason);
+    if (executor->node_ready)
+        node_segment_poison(&executor->node);
+}
+
+void executor_release(struct executor *executor)
+{
+    abort_watch_stop(&executor->abort);
+    /* After a fatal error, transfers that a wait gave up on (transport_mpi.c) may still use
+     * their buffers: the scratch buffers, the fusion buffer, the host's segment. They are
+     * leaked. */
+    bool in_use = executor->aborted;
+    if (!in_use) {
+        scratch_release(&executor->scratch);
+        scratch_release(&executor->fusion);
+        scratch_release(&executor->stand_in);
+    }
+    scratch_release(&executor->pieces);
+    copier_stop(&executor->copier);
+    gpu_context_destroy(executor->gpu, executor->aborted);
+    executor->gpu = NULL;
+    timeline_close(executor->timeline);
+    executor->timeline = NULL;
+    if (executor->node_ready && !in_use) {
+        node_segment_destroy_mpi(&executor->node);
+        MPI_Comm_free(&executor->node_comm);
+        MPI_Comm_free(&executor->cross_comm);
+        executor->node_ready = false;
+    }
+}

@@ -1,0 +1,117 @@
+/*
+ * host_algorithms.c — the seam between the executor and lib/collectives: runs a host collective
+ * with the algorithm the selection table picks, on the host's shared segment where there is one,
+ * and tells a failure inside it, or a peer of this host that stopped during it, in one message.
+ */
+#include "backend.h"
+
+#include <sched.h>
+#include <stdio.h>
+
+/* How long a rank that finds a peer of its host poisoned waits for that peer's notice, which
+ * says why: the peer sends it before it poisons its counter, so it is normally there. */
+#define NOTICE_WAIT_SECONDS 1.0
+
+/* A peer of this host (local rank `peer`) stopped after a fatal error in the middle of the
+ * algorithm that just ran, so that its result means nothing. */
+static chorus_status local_peer_failed(struct executor *executor, int peer, char *error,
+                                       size_t error_size)
+{
+    double deadline = monotonic_seconds() + NOTICE_WAIT_SECONDS;
+    chorus_status status;
+    while ((status = executor_peer_failure(executor, error, error_size)) == CHORUS_OK &&
+           monotonic_seconds() < deadline)
+        sched_yield();
+    if (status != CHORUS_OK)
+        return status;
+    snprintf(error, error_size, "stopped because local rank %d of this host failed", peer);
+    return CHORUS_ERR_INTERNAL;
+}
+
+/* Runs `collective` with the first algorithm of the selection that does not decline, on the
+ * host's segment when there is one. Records the algorithm that ran, for the timeline; on failure
+ * says which algorithm failed on how many bytes, and why. */
+static chorus_status run_selected(struct executor *executor, chorus_collective collective,
+                                  size_t bytes, union collective_args args, char *error,
+                                  size_t error_size)
+{
+    struct selection_query query = {.bytes = bytes,
+                                    .nranks = executor->nranks,
+                                    .local_ranks = executor->local_ranks,
+                                    .forced = executor->forced_algorithm[collective]};
+    int ran = -1;
+    chorus_status status = selection_run(collective, &query, args, &ran);
+    executor->last_algorithm = algorithm_name(collective, ran);
+    const struct node_segment *node = executor_node(executor);
+    int poisoned = node != NULL ? node_segment_poisoned(node) : -1;
+    if (poisoned >= 0)
+        status = local_peer_failed(executor, poisoned, executor->transport.error,
+                                   sizeof executor->transport.error);
+    if (status == CHORUS_ERR_NOT_SUPPORTED)
+        snprintf(executor->transport.error, sizeof executor->transport.error,
+                 "every algorithm declined the call");
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "%s (%s, %zu bytes): %s", chorus_collective_name(collective),
+                 executor->last_algorithm, bytes, executor->transport.error);
+    return status;
+}
+
+chorus_status run_host_allreduce(struct executor *executor, void *buffer,
+                                 const struct allreduce_piece *pieces, size_t piece_count,
+                                 size_t count, chorus_dtype dtype, chorus_op op, double factor,
+                                 char *error, size_t error_size)
+{
+    struct allreduce_args args = {
+        .transport = &executor->transport,
+        .scratch = &executor->scratch,
+        .node = executor_node(executor),
+        .buffer = buffer,
+        .pieces = pieces,
+        .piece_count = piece_count,
+        .count = count,
+        .dtype = dtype,
+        .op = op == CHORUS_AVERAGE ? CHORUS_SUM : op,
+        .postscale = factor != 1.0 ? &factor : NULL,
+    };
+    return run_selected(executor, CHORUS_ALLREDUCE, count * chorus_dtype_size(dtype),
+                        (union collective_args){.allreduce = &args}, error, error_size);
+}
+
+chorus_status run_host_broadcast(struct executor *executor, void *buffer, size_t bytes, int root,
+                                 char *error, size_t error_size)
+{
+    struct broadcast_args args = {.transport = &executor->transport,
+                                  .scratch = &executor->scratch,
+                                  .node = executor_node(executor),
+                                  .buffer = buffer,
+                                  .bytes = bytes,
+                                  .root = root};
+    return run_selected(executor, CHORUS_BROADCAST, bytes,
+                        (union collective_args){.broadcast = &args}, error, error_size);
+}
+
+chorus_status run_host_allgather(struct executor *executor, const void *send, void *recv,
+                                 const size_t *block_bytes, const size_t *offsets, size_t total,
+                                 char *error, size_t error_size)
+{
+    struct allgather_args args = {.transport = &executor->transport,
+                                  .scratch = &executor->scratch,
+                                  .node = executor_node(executor),
+                                  .send = send,
+                                  .recv = recv,
+                                  .block_bytes = block_bytes,
+                                  .offsets = offsets};
+    return run_selected(executor, CHORUS_ALLGATHER, total,
+                        (union collective_args){.allgather = &args}, error, error_size);
+}
+
+bool host_allreduce_in_place(const struct executor *executor, size_t bytes)
+{
+    struct selection_query query = {.bytes = bytes,
+                                    .nranks = executor->nranks,
+                                    .local_ranks = executor->local_ranks,
+                                    .forced = executor->forced_algorithm[CHORUS_ALLREDUCE]};
+    int first = -1;
+    return executor->node_ready && selection_candidates(CHORUS_ALLREDUCE, &query, &first, 1) == 1 &&
+           first == ALLREDUCE_HIERARCHICAL;
+}

@@ -1,0 +1,201 @@
+/*
+ * host_allreduce.c — allreduces of host tensors. A batch of one tensor is reduced in its output
+ * buffer. A fused batch is reduced where its tensors lie when the hierarchical algorithm runs
+ * it; otherwise it goes through the fusion buffer in segments (packed_pipeline.h), with the
+ * prescale factor applied while packing.
+ */
+#include "backend.h"
+
+#include "../collectives/reduce.h"
+#include "../fusion/packed_pipeline.h"
+
+#include <string.h>
+
+/* The pieces of a fused batch: each tensor where it lies, or, for a joined rank's missing
+ * tensor, the operator's identity in the stand-in buffer. NULL when out of memory. */
+static struct allreduce_piece *batch_pieces(struct executor *executor,
+                                            const struct wire_response *responses,
+                                            const size_t *members, size_t member_count,
+                                            struct request **requests, size_t total,
+                                            chorus_dtype dtype, chorus_op op)
+{
+    size_t element_size = chorus_dtype_size(dtype);
+    struct allreduce_piece *pieces =
+        scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
+    bool missing = false;
+    for (size_t m = 0; m < member_count; m++)
+        missing |= requests[m] == NULL;
+    unsigned char *stand_in = missing ? stand_in_buffer(executor, total * element_size) : NULL;
+    if (pieces == NULL || (missing && stand_in == NULL))
+        return NULL;
+    size_t offset = 0;
+    for (size_t m = 0; m < member_count; m++) {
+        size_t count = request_elements(&responses[members[m]].request);
+        void *data = requests[m] == NULL ? stand_in + offset : NULL;
+        if (data != NULL)
+            fill_identity(data, count, dtype, op);
+        pieces[m] = (struct allreduce_piece){
+            .input = requests[m] != NULL ? requests[m]->input : data,
+            .output = requests[m] != NULL ? requests[m]->output : data,
+            .offset = offset,
+            .bytes = count * element_size,
+        };
+        offset += count * element_size;
+    }
+    return pieces;
+}
+
+/* A fused batch on a host's shared segment: the hierarchical algorithm reads the tensors where
+ * they lie and writes the results straight into the outputs, so there is no fusion buffer to
+ * pack and unpack. */
+static chorus_status reduce_in_place(struct executor *executor,
+                                     const struct wire_response *responses, const size_t *members,
+                                     size_t member_count, struct request **requests, size_t total,
+                                     double factor, double started, char *error, size_t error_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    chorus_dtype dtype = (chorus_dtype)first->request.dtype;
+    chorus_op op = (chorus_op)first->request.op;
+    struct allreduce_piece *pieces =
+        batch_pieces(executor, responses, members, member_count, requests, total, dtype, op);
+    if (pieces == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    chorus_status status = run_host_allreduce(executor, NULL, pieces, member_count, total, dtype,
+                                              op, factor, error, error_size);
+    if (status == CHORUS_OK && executor->timeline != NULL) {
+        double reduced = monotonic_seconds();
+        struct batch_times times = {started, started, reduced, reduced};
+        timeline_batch(executor, responses, members, member_count, total * chorus_dtype_size(dtype),
+                       BATCH_IN_PLACE, &times);
+    }
+    return status;
+}
+
+/* Segments of a packed batch. Measured on the development VM (2 cores, 2026-11-22, np=2, ring
+ * forced, every ResNet-50 gradient fused into one 97 MiB batch, `CHORUS_ALLREDUCE_ALGO=ring
+ * CHORUS_FUSION_TENSOR_LIMIT=1G chorus-bench --workload resnet50`): step 27-33 ms with 1-2 MiB
+ * segments, 33-51 ms with 4 MiB, 52-60 ms with 16 MiB, 66-81 ms unsegmented, 72 ms with
+ * 512 KiB (the ring's per-call latency dominates). Each rank's share of a segment should not
+ * fall far below what a ring step needs to be efficient, so the segment grows with the ranks. */
+#define PACKED_SEGMENT_BYTES ((size_t)2 << 20)
+#define PACKED_SEGMENT_BYTES_PER_RANK ((size_t)256 << 10)
+
+/* What the pipeline needs to run one segment's collective. */
+struct segment_collective {
+    struct executor *executor;
+    chorus_dtype dtype;
+    chorus_op op;
+    double factor;
+    char *error;
+    size_t error_size;
+};
+
+static chorus_status reduce_segment(void *context, void *segment, size_t count)
+{
+    struct segment_collective *collective = context;
+    return run_host_allreduce(collective->executor, segment, NULL, 0, count, collective->dtype,
+                              collective->op, collective->factor, collective->error,
+                              collective->error_size);
+}
+
+/* A batch through the fusion buffer: packed (with the prescale factor, or converted to 16 bits
+ * for a compressed float32 batch), reduced and unpacked segment by segment (packed_pipeline.h),
+ * with the copier thread when there is one. */
+static chorus_status reduce_packed(struct executor *executor, const struct wire_response *responses,
+                                   const size_t *members, size_t member_count,
+                                   struct request **requests, size_t total, double started,
+                                   char *error, size_t error_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    chorus_dtype dtype = (chorus_dtype)first->request.dtype;
+    chorus_op op = (chorus_op)first->request.op;
+    chorus_dtype wire = wire_dtype(&first->request);
+    bool compressed = wire != dtype;
+    size_t wire_size = chorus_dtype_size(wire);
+    size_t segment_bytes = PACKED_SEGMENT_BYTES;
+    if (segment_bytes < (size_t)executor->nranks * PACKED_SEGMENT_BYTES_PER_RANK)
+        segment_bytes = (size_t)executor->nranks * PACKED_SEGMENT_BYTES_PER_RANK;
+    size_t segment_elements = segment_bytes / wire_size;
+    size_t half_elements = total < segment_elements ? total : segment_elements;
+    struct allreduce_piece *pieces =
+        batch_pieces(executor, responses, members, member_count, requests, total, dtype, op);
+    char *fusion = scratch_reserve(&executor->fusion, 2 * half_elements * wire_size + 1);
+    if (pieces == NULL || fusion == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    void *const halves[2] = {fusion, fusion + half_elements * wire_size};
+    /* A compressed batch is scaled while it is converted back, in float32. */
+    double factor = output_factor(first);
+    struct packed_batch batch = {
+        .pieces = pieces,
+        .piece_count = member_count,
+        .count = total,
+        .wire_dtype = wire,
+        .compressed = compressed,
+        .prescale = first->request.prescale,
+        .decompress_factor = (float)factor,
+    };
+    struct segment_collective collective = {executor, wire,      op, compressed ? 1.0 : factor,
+                                            error,    error_size};
+    struct packed_times times;
+    chorus_status status =
+        packed_pipeline_run(&batch, executor->copier.running ? &executor->copier : NULL, halves,
+                            segment_elements, reduce_segment, &collective, &times);
+    if (status == CHORUS_OK && executor->timeline != NULL && member_count > 1) {
+        struct batch_times spans = {started, times.packed, times.reduced, monotonic_seconds()};
+        timeline_batch(executor, responses, members, member_count, total * wire_size, BATCH_PACKED,
+                       &spans);
+    }
+    return status;
+}
+
+/* A batch of one or more allreduces of host tensors with the same reduction. */
+chorus_status host_allreduce(struct executor *executor, const struct wire_response *responses,
+                             const size_t *members, size_t member_count, struct request **requests,
+                             char *error, size_t error_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    chorus_dtype dtype = (chorus_dtype)first->request.dtype;
+    chorus_op op = (chorus_op)first->request.op;
+    size_t element_size = chorus_dtype_size(dtype);
+    double prescale = first->request.prescale;
+    double factor = output_factor(first);
+    bool compressed = wire_dtype(&first->request) != dtype;
+
+    if (member_count == 1 && !compressed) {
+        struct request *request = requests[0];
+        size_t count = request_elements(&first->request);
+        void *buffer;
+        if (request != NULL) {
+            buffer = request->output;
+            if (request->output != request->input && count != 0)
+                memcpy(request->output, request->input, count * element_size);
+            scale_buffer(buffer, count, dtype, prescale);
+        } else {
+            buffer = stand_in_buffer(executor, count * element_size);
+            if (buffer == NULL)
+                return CHORUS_ERR_OUT_OF_MEMORY;
+            fill_identity(buffer, count, dtype, op);
+        }
+        /* A joined rank scales too: in the ring and hierarchical algorithms each rank scales
+         * the part of the result it reduces, for everyone. */
+        return run_host_allreduce(executor, buffer, NULL, 0, count, dtype, op, factor, error,
+                                  error_size);
+    }
+
+    double started = monotonic_seconds();
+    size_t total = batch_elements(responses, members, member_count);
+    /* Only the hierarchical algorithm takes a list of pieces; a prescale or a conversion to
+     * 16 bits needs a copy anyway. */
+    if (prescale == 1.0 && !compressed && host_allreduce_in_place(executor, total * element_size))
+        return reduce_in_place(executor, responses, members, member_count, requests, total, factor,
+                               started, error, error_size);
+    return reduce_packed(executor, responses, members, member_count, requests, total, started,
+                         error, error_size);
+}
+
+const struct backend host_backend = {
+    .name = "host",
+    .run = {[CHORUS_ALLREDUCE] = host_allreduce,
+            [CHORUS_BROADCAST] = host_broadcast,
+            [CHORUS_ALLGATHER] = host_allgather},
+};

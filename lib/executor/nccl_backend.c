@@ -1,0 +1,157 @@
+/*
+ * nccl_backend.c — the backend for GPU tensors: NCCL through lib/gpu. The NCCL communicator is
+ * made the first time a GPU tensor runs (every rank runs the same batches in the same order, so
+ * every rank gets there together). Allreduce batches go through the device's fusion buffer in
+ * one NCCL call; broadcast and allgather batches run as one NCCL group.
+ */
+#include "backend.h"
+
+#include "../collectives/algorithms.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Rank 0's NCCL id (with a leading byte that says whether it could make one) to every rank,
+ * by a binomial tree over the executor's transport, whose waits see another rank's notice that
+ * it failed before reaching this point. */
+static chorus_status broadcast_nccl_id(struct executor *executor,
+                                       uint8_t message[1 + GPU_UNIQUE_ID_BYTES], char *error,
+                                       size_t error_size)
+{
+    struct broadcast_args args = {.transport = &executor->transport,
+                                  .scratch = &executor->scratch,
+                                  .buffer = message,
+                                  .bytes = 1 + GPU_UNIQUE_ID_BYTES,
+                                  .root = 0};
+    chorus_status status = broadcast_binomial(&args);
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "broadcasting the NCCL id: %s", executor->transport.error);
+    return status;
+}
+
+static chorus_status ensure_gpu(struct executor *executor, int device, char *error,
+                                size_t error_size)
+{
+    if (executor->gpu != NULL)
+        return CHORUS_OK;
+    uint8_t message[1 + GPU_UNIQUE_ID_BYTES] = {1};
+    if (executor->rank == 0)
+        message[0] = gpu_unique_id(message + 1, error, error_size) == CHORUS_OK;
+    chorus_status status = broadcast_nccl_id(executor, message, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    if (!message[0]) {
+        if (executor->rank != 0)
+            snprintf(error, error_size, "rank 0 could not create the NCCL communicator");
+        return CHORUS_ERR_GPU;
+    }
+    struct gpu_interrupt interrupt = {executor_interrupt_check, executor};
+    return gpu_context_create(&executor->gpu, executor->rank, executor->nranks,
+                              device < 0 ? 0 : device, message + 1, interrupt, error, error_size);
+}
+
+/* A batch of allreduces of GPU tensors: one NCCL call, through the device's fusion buffer when
+ * the batch has more than one tensor. */
+static chorus_status execute_gpu_allreduce(struct executor *executor,
+                                           const struct wire_response *responses,
+                                           const size_t *members, size_t member_count,
+                                           struct request **requests, char *error,
+                                           size_t error_size)
+{
+    const struct wire_response *first = &responses[members[0]];
+    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    struct gpu_piece *pieces = scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
+    if (status != CHORUS_OK)
+        return status;
+    if (pieces == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    for (size_t m = 0; m < member_count; m++)
+        pieces[m] = (struct gpu_piece){.input = requests[m]->input,
+                                       .output = requests[m]->output,
+                                       .count = requests[m]->count};
+    double started = monotonic_seconds();
+    double scale = first->request.prescale * output_factor(first);
+    status = gpu_allreduce(executor->gpu, pieces, member_count, (chorus_dtype)first->request.dtype,
+                           (chorus_op)first->request.op, scale, error, error_size);
+    executor->last_algorithm = nccl_backend.name;
+    if (status == CHORUS_OK && member_count > 1 && executor->timeline != NULL) {
+        double reduced = monotonic_seconds();
+        struct batch_times times = {started, started, reduced, reduced};
+        timeline_batch(executor, responses, members, member_count,
+                       batch_elements(responses, members, member_count) *
+                           chorus_dtype_size((chorus_dtype)first->request.dtype),
+                       BATCH_ON_DEVICE, &times);
+    }
+    return status;
+}
+
+/* Broadcasts of GPU tensors from one root, each in its own output: one NCCL group. */
+static chorus_status execute_gpu_broadcast(struct executor *executor,
+                                           const struct wire_response *responses,
+                                           const size_t *members, size_t member_count,
+                                           struct request **requests, char *error,
+                                           size_t error_size)
+{
+    int root = responses[members[0]].request.root;
+    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    void **buffers = calloc(member_count, sizeof *buffers);
+    size_t *bytes = calloc(member_count, sizeof *bytes);
+    if (status == CHORUS_OK && (buffers == NULL || bytes == NULL))
+        status = CHORUS_ERR_OUT_OF_MEMORY;
+    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
+        bytes[m] = response_bytes(&responses[members[m]]);
+        buffers[m] = requests[m]->output;
+        if (executor->rank == root)
+            status = root_output(requests[m], bytes[m], true, error, error_size);
+    }
+    if (status == CHORUS_OK)
+        status =
+            gpu_broadcast(executor->gpu, buffers, bytes, member_count, root, error, error_size);
+    executor->last_algorithm = nccl_backend.name;
+    free(buffers);
+    free(bytes);
+    return status;
+}
+
+/* Allgathers of GPU tensors, each into its own device output: one NCCL group. */
+static chorus_status execute_gpu_allgather(struct executor *executor,
+                                           const struct wire_response *responses,
+                                           const size_t *members, size_t member_count,
+                                           struct request **requests, char *error,
+                                           size_t error_size)
+{
+    size_t p = (size_t)executor->nranks;
+    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    struct gpu_gather *gathers = calloc(member_count, sizeof *gathers);
+    size_t *layout = calloc(2 * p * member_count, sizeof *layout);
+    size_t *capacities = calloc(member_count, sizeof *capacities);
+    if (status == CHORUS_OK && (gathers == NULL || layout == NULL || capacities == NULL))
+        status = CHORUS_ERR_OUT_OF_MEMORY;
+    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
+        const struct wire_response *response = &responses[members[m]];
+        size_t *block_bytes = layout + 2 * p * m, *offsets = block_bytes + p;
+        size_t total = gather_layout(response, (int)p, block_bytes, offsets);
+        void *output = gathered_output(executor, response, requests[m], total, &capacities[m],
+                                       error, error_size);
+        if (output == NULL)
+            status = CHORUS_ERR_OUT_OF_MEMORY;
+        gathers[m] = (struct gpu_gather){requests[m]->input, output, block_bytes, offsets};
+    }
+    if (status == CHORUS_OK)
+        status = gpu_allgather(executor->gpu, gathers, member_count, error, error_size);
+    executor->last_algorithm = nccl_backend.name;
+    for (size_t m = 0; gathers != NULL && m < member_count; m++)
+        settle_gathered(&responses[members[m]], requests[m], gathers[m].recv, capacities[m],
+                        status);
+    free(gathers);
+    free(layout);
+    free(capacities);
+    return status;
+}
+
+const struct backend nccl_backend = {
+    .name = "nccl",
+    .run = {[CHORUS_ALLREDUCE] = execute_gpu_allreduce,
+            [CHORUS_BROADCAST] = execute_gpu_broadcast,
+            [CHORUS_ALLGATHER] = execute_gpu_allgather},
+};
