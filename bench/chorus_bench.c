@@ -47,6 +47,15 @@ struct options {
 
 static int rank, size;
 
+#define ARRAY_SIZE(array) (sizeof(array) / sizeof((array)[0]))
+
+/* One size of a sweep: index 0 chorus, 1 MPI. */
+struct sweep_row {
+    size_t count, bytes;
+    double time[2];
+    long wrong[2];
+};
+
 static double now(void)
 {
     struct timespec t;
@@ -527,17 +536,20 @@ static void workload_benchmark(const char *workload, int steps)
     double bandwidth = copy_bandwidth();
     double round_trip = cache_line_round_trip();
     double fused = measure_steps(0, steps, gradients, count, packed, total, handles);
-    double per_tensor = measure_steps(1, steps, gradients, count, packed, total, handles);
-    double ideal = measure_steps(2, steps, gradients, count, packed, total, handles);
     restart_chorus("CHORUS_FUSION_THRESHOLD=0");
     double unfused = measure_steps(0, steps, gradients, count, packed, total, handles);
-    restart_chorus(NULL);
+    /* The baselines run without chorus's background thread polling MPI beside them. */
+    chorus_shutdown();
+    double per_tensor = measure_steps(1, steps, gradients, count, packed, total, handles);
+    double ideal = measure_steps(2, steps, gradients, count, packed, total, handles);
     /* The floor: an allreduce must at least read every gradient and write it back. */
     double floor_ms = (double)total * 4 / (bandwidth * 1e9) * 1e3;
     if (rank == 0) {
         printf("# %d ranks, median of %d steps after 3 warm-up steps; memory copy bandwidth "
                "%.2f GB/s; cache-line round trip between local ranks 0 and 1 %.0f ns\n",
                size, steps, bandwidth, round_trip);
+        printf("# MPI initialized with MPI_THREAD_MULTIPLE; the MPI rows are measured after "
+               "chorus_shutdown\n");
         printf("%-34s %10s %8s\n", "#", "step (ms)", "vs MPI");
         const char *mpi = workload_collective == CHORUS_BROADCAST ? "MPI_Bcast" : "MPI_Allreduce";
         printf("%-34s %10.2f %8.2f\n", "chorus, default fusion", fused, fused / per_tensor);
@@ -644,72 +656,83 @@ int main(int argc, char **argv)
         printf("# chorus-bench %s, %d ranks, dtype %s; memory copy bandwidth %.2f GB/s; cache-line "
                "round trip between local ranks 0 and 1 %.0f ns\n",
                collective, size, chorus_dtype_name(o.dtype), memory_bandwidth, round_trip);
+        printf("# MPI initialized with MPI_THREAD_MULTIPLE; the MPI column is measured after "
+               "chorus_shutdown, with no chorus thread running\n");
         printf("#%11s %12s %8s %6s  %10s %8s %8s %6s  %10s %8s %8s %6s  %6s\n", "", "", "", "",
                "chorus", "", "", "", "MPI", "", "", "", "");
         printf("#%11s %12s %8s %6s  %10s %8s %8s %6s  %10s %8s %8s %6s  %6s\n", "size (B)",
                "count", "type", "redop", "time (us)", "algbw", "busbw", "#wrong", "time (us)",
                "algbw", "busbw", "#wrong", "ratio");
     }
-    double min_ratio = INFINITY, ratio_64 = NAN, latency_8 = NAN;
-    int *counts = calloc((size_t)size, sizeof *counts);
-    int *displacements = calloc((size_t)size, sizeof *displacements);
-    for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;
+    /* Every size through chorus first; then chorus shuts down and every size through MPI, so
+     * that the baseline runs without chorus's background thread polling MPI beside it. */
+    struct sweep_row rows[64];
+    size_t row_count = 0;
+    for (size_t bytes = o.min_bytes; bytes <= o.max_bytes && row_count < ARRAY_SIZE(rows);
          bytes = (size_t)ceil((double)bytes * o.factor)) {
         size_t count = bytes / element;
         if (o.collective == CHORUS_ALLGATHER)
             count -= count % (size_t)size;
         if (count == 0)
             count = o.collective == CHORUS_ALLGATHER ? (size_t)size : 1;
-        size_t actual = count * element;
-        for (int r = 0; r < size; r++) {
-            counts[r] = (int)(count / (size_t)size);
-            displacements[r] = r * counts[r];
+        rows[row_count++] = (struct sweep_row){.count = count, .bytes = count * element};
+        if (count * element >= o.max_bytes)
+            break;
+    }
+    int *counts = calloc((size_t)size, sizeof *counts);
+    int *displacements = calloc((size_t)size, sizeof *displacements);
+    for (int pass = 0; pass < 2; pass++) {
+        bool use_chorus = pass == 0;
+        if (!use_chorus)
+            chorus_shutdown();
+        for (size_t i = 0; i < row_count; i++) {
+            struct sweep_row *row = &rows[i];
+            for (int r = 0; r < size; r++) {
+                counts[r] = (int)(row->count / (size_t)size);
+                displacements[r] = r * counts[r];
+            }
+            void *buffer = calloc(1, row->bytes);
+            void *gather_out = calloc(1, row->bytes);
+            int iterations = o.iterations;
+            if (iterations <= 0) {
+                double target = 4e8; /* about 0.4 GB of traffic per measurement */
+                iterations = (int)(target / (double)(row->bytes + 4096));
+                iterations = iterations < 5 ? 5 : iterations > 2000 ? 2000 : iterations;
+            }
+            row->time[pass] = time_operation(&o, use_chorus, buffer, row->count, iterations,
+                                             gather_out, counts, displacements);
+            long wrong = check(&o, use_chorus, buffer, row->count, gather_out, counts,
+                               displacements);
+            MPI_Allreduce(&wrong, &row->wrong[pass], 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+            free(buffer);
+            free(gather_out);
         }
-        void *buffer = malloc(actual);
-        void *gather_out = malloc(actual);
-        memset(buffer, 0, actual);
-        memset(gather_out, 0, actual);
-        int iterations = o.iterations;
-        if (iterations <= 0) {
-            double target = 4e8; /* about 0.4 GB of traffic per measurement */
-            iterations = (int)(target / (double)(actual + 4096));
-            iterations = iterations < 5 ? 5 : iterations > 2000 ? 2000 : iterations;
-        }
-        double chorus_time = time_operation(&o, true, buffer, count, iterations, gather_out,
-                                            counts, displacements);
-        double mpi_time = time_operation(&o, false, buffer, count, iterations, gather_out,
-                                         counts, displacements);
-        long chorus_wrong = check(&o, true, buffer, count, gather_out, counts, displacements);
-        long mpi_wrong = check(&o, false, buffer, count, gather_out, counts, displacements);
-        long wrong[2] = {chorus_wrong, mpi_wrong}, total_wrong[2];
-        MPI_Allreduce(wrong, total_wrong, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-        double chorus_algbw = (double)actual / chorus_time / 1e9;
-        double mpi_algbw = (double)actual / mpi_time / 1e9;
+    }
+    double min_ratio = INFINITY, ratio_64 = NAN, latency_8 = NAN;
+    for (size_t i = 0; i < row_count; i++) {
+        const struct sweep_row *row = &rows[i];
+        double chorus_algbw = (double)row->bytes / row->time[0] / 1e9;
+        double mpi_algbw = (double)row->bytes / row->time[1] / 1e9;
         double chorus_busbw = chorus_algbw * bus_factor(o.collective);
         double mpi_busbw = mpi_algbw * bus_factor(o.collective);
         double ratio = chorus_busbw / mpi_busbw;
-        if (actual >= ((size_t)256 << 10) && ratio < min_ratio)
+        if (row->bytes >= ((size_t)256 << 10) && ratio < min_ratio)
             min_ratio = ratio;
-        if (actual == ((size_t)64 << 20))
+        if (row->bytes == ((size_t)64 << 20))
             ratio_64 = ratio;
-        if (isnan(latency_8) && actual <= 8)
-            latency_8 = chorus_time * 1e6;
+        if (isnan(latency_8) && row->bytes <= 8)
+            latency_8 = row->time[0] * 1e6;
         if (rank == 0) {
             printf(" %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld  %10.1f %8.2f %8.2f %6ld  %6.2f\n",
-                   actual, count, chorus_dtype_name(o.dtype),
-                   o.collective == CHORUS_ALLREDUCE ? "sum" : "none", chorus_time * 1e6,
-                   chorus_algbw, chorus_busbw, total_wrong[0], mpi_time * 1e6, mpi_algbw,
-                   mpi_busbw, total_wrong[1], ratio);
-            fflush(stdout);
+                   row->bytes, row->count, chorus_dtype_name(o.dtype),
+                   o.collective == CHORUS_ALLREDUCE ? "sum" : "none", row->time[0] * 1e6,
+                   chorus_algbw, chorus_busbw, row->wrong[0], row->time[1] * 1e6, mpi_algbw,
+                   mpi_busbw, row->wrong[1], ratio);
             if (csv)
                 fprintf(csv, "%s,%d,%zu,%zu,%.3f,%.4f,%.3f,%.4f,%.4f\n", collective, size,
-                        actual, count, chorus_time * 1e6, chorus_busbw, mpi_time * 1e6,
-                        mpi_busbw, ratio);
+                        row->bytes, row->count, row->time[0] * 1e6, chorus_busbw,
+                        row->time[1] * 1e6, mpi_busbw, ratio);
         }
-        free(buffer);
-        free(gather_out);
-        if (actual >= o.max_bytes)
-            break;
     }
     if (csv)
         fclose(csv);
@@ -718,7 +741,6 @@ int main(int argc, char **argv)
                collective, size, min_ratio, ratio_64, latency_8);
     free(counts);
     free(displacements);
-    chorus_shutdown();
     MPI_Finalize();
     return 0;
 }

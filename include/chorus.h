@@ -65,7 +65,8 @@ CHORUS_API const char *chorus_version(void);
     X(CHORUS_ERR_OUT_OF_MEMORY, -11, "memory could not be allocated")                            \
     X(CHORUS_ERR_GPU, -12, "a CUDA or NCCL call failed")                                         \
     X(CHORUS_ERR_PROTOCOL, -13, "a negotiation message was malformed")                           \
-    X(CHORUS_ERR_INTERNAL, -14, "internal error in chorus")
+    X(CHORUS_ERR_INTERNAL, -14, "internal error in chorus")                                      \
+    X(CHORUS_ERR_TIMEOUT, -15, "a wait took longer than CHORUS_TIMEOUT_SECONDS")
 
 typedef enum chorus_status {
 #define CHORUS_STATUS_ENUM_ENTRY(name, value, description) name = value,

@@ -10,6 +10,7 @@
 #include "../core/context.h"
 #include "../core/log.h"
 #include "../core/output_pool.h"
+#include "../coordinator/coordinator.h"
 
 #include "../gpu/gpu.h"
 

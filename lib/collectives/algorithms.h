@@ -8,18 +8,9 @@
 
 #include "../core/algorithm_names.h"
 #include "../core/common.h"
-#include "transport.h"
+#include "../core/scratch.h"
+#include "../transport/transport.h"
 
-/* Reusable scratch memory: allocated on first use, grown when too small, touched once, and
- * kept, because fresh pages cost a fault each on every call. */
-struct scratch {
-    void *memory;
-    size_t capacity;
-};
-
-/* Returns at least `bytes` of scratch (NULL when out of memory). */
-void *scratch_reserve(struct scratch *scratch, size_t bytes);
-void scratch_release(struct scratch *scratch);
 
 struct node_segment;
 struct allreduce_piece;

@@ -14,7 +14,7 @@
  * host's topology calls for (node_segment.h).
  */
 #include "algorithms.h"
-#include "node_segment.h"
+#include "../transport/transport.h"
 
 #include <string.h>
 

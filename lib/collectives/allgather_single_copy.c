@@ -14,7 +14,7 @@
  * Where the host forbids such copies, the allgather stages through the shared segment instead.
  */
 #include "algorithms.h"
-#include "node_segment.h"
+#include "../transport/transport.h"
 
 #include <string.h>
 

@@ -38,7 +38,7 @@
  * rank 0 copies staging1[4-7] out and rank 1 staging0[0-3].
  */
 #include "algorithms.h"
-#include "node_segment.h"
+#include "../transport/transport.h"
 #include "pieces.h"
 #include "reduce.h"
 

@@ -14,7 +14,7 @@
  * pays a message per segment and hop.
  */
 #include "algorithms.h"
-#include "node_segment.h"
+#include "../transport/transport.h"
 
 #include <string.h>
 

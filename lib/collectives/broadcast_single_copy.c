@@ -13,7 +13,7 @@
  * through the shared segment instead.
  */
 #include "algorithms.h"
-#include "node_segment.h"
+#include "../transport/transport.h"
 
 chorus_status broadcast_single_copy(const struct broadcast_args *args)
 {

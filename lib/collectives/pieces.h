@@ -7,7 +7,7 @@
 #ifndef CHORUS_PIECES_H
 #define CHORUS_PIECES_H
 
-#include "streaming_copy.h"
+#include "../transport/transport.h"
 
 #include <stddef.h>
 

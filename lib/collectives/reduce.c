@@ -92,6 +92,25 @@ DEFINE_LOOPS(f64, double, double)
 DEFINE_HALF_LOOPS(f16, half_to_float, float_to_half)
 DEFINE_HALF_LOOPS(bf16, bfloat16_to_float, float_to_bfloat16)
 
+/* Every dtype with the suffix of its loops. The tables below have a row for each, and each row
+ * names a loop for each op: the asserts check that no dtype or op is left without one (a missing
+ * entry would be a NULL call at run time). */
+#define REDUCTION_DTYPES(X)                                                                      \
+    X(CHORUS_UINT8, u8)                                                                          \
+    X(CHORUS_INT8, i8)                                                                           \
+    X(CHORUS_INT32, i32)                                                                         \
+    X(CHORUS_INT64, i64)                                                                         \
+    X(CHORUS_FLOAT16, f16)                                                                       \
+    X(CHORUS_BFLOAT16, bf16)                                                                     \
+    X(CHORUS_FLOAT32, f32)                                                                       \
+    X(CHORUS_FLOAT64, f64)
+#define DTYPE_BIT(dtype, suffix) | (1u << (dtype))
+static_assert((0u REDUCTION_DTYPES(DTYPE_BIT)) == (1u << CHORUS_DTYPE_COUNT) - 1,
+              "a row of reduction loops for every dtype");
+static_assert(CHORUS_OP_COUNT == 5 && CHORUS_SUM == 0 && CHORUS_AVERAGE == 1 && CHORUS_MIN == 2 &&
+                  CHORUS_MAX == 3 && CHORUS_PRODUCT == 4,
+              "LOOP_ROW and PAIR_ROW name a loop for every op");
+
 typedef void (*reduce_loop)(void *restrict, const void *restrict, size_t);
 
 #define LOOP_ROW(suffix)                                                                         \
@@ -101,12 +120,9 @@ typedef void (*reduce_loop)(void *restrict, const void *restrict, size_t);
         [CHORUS_PRODUCT] = (reduce_loop)product_##suffix,                                        \
     }
 
+#define LOOP_ENTRY(dtype, suffix) [dtype] = LOOP_ROW(suffix),
 static const reduce_loop reduce_loops[CHORUS_DTYPE_COUNT][CHORUS_OP_COUNT] = {
-    [CHORUS_UINT8] = LOOP_ROW(u8),     [CHORUS_INT8] = LOOP_ROW(i8),
-    [CHORUS_INT32] = LOOP_ROW(i32),    [CHORUS_INT64] = LOOP_ROW(i64),
-    [CHORUS_FLOAT16] = LOOP_ROW(f16),  [CHORUS_BFLOAT16] = LOOP_ROW(bf16),
-    [CHORUS_FLOAT32] = LOOP_ROW(f32),  [CHORUS_FLOAT64] = LOOP_ROW(f64),
-};
+    REDUCTION_DTYPES(LOOP_ENTRY)};
 
 void reduce_into(void *restrict accumulator, const void *restrict operand, size_t count,
                  chorus_dtype dtype, chorus_op op)
@@ -126,12 +142,9 @@ typedef void (*pair_loop)(void *restrict, const void *restrict, const void *rest
         [CHORUS_PRODUCT] = (pair_loop)pair_product_##suffix,                                     \
     }
 
+#define PAIR_ENTRY(dtype, suffix) [dtype] = PAIR_ROW(suffix),
 static const pair_loop pair_loops[CHORUS_DTYPE_COUNT][CHORUS_OP_COUNT] = {
-    [CHORUS_UINT8] = PAIR_ROW(u8),     [CHORUS_INT8] = PAIR_ROW(i8),
-    [CHORUS_INT32] = PAIR_ROW(i32),    [CHORUS_INT64] = PAIR_ROW(i64),
-    [CHORUS_FLOAT16] = PAIR_ROW(f16),  [CHORUS_BFLOAT16] = PAIR_ROW(bf16),
-    [CHORUS_FLOAT32] = PAIR_ROW(f32),  [CHORUS_FLOAT64] = PAIR_ROW(f64),
-};
+    REDUCTION_DTYPES(PAIR_ENTRY)};
 
 void reduce_pair(void *restrict result, const void *restrict a, const void *restrict b,
                  size_t count, chorus_dtype dtype, chorus_op op)

@@ -1,6 +1,6 @@
 /*
  * background.c — the background thread of a rank: the only thread that calls MPI (and NCCL).
- * The messages of negotiation are in exchange.c.
+ * The messages of negotiation are in exchange.c, the requests' bookkeeping in requests.c.
  *
  * Negotiation is asynchronous and event-driven rather than a fixed cycle:
  *   - A rank with new submissions sends them at once to rank 0 in one REQUESTS message (rank 0
@@ -34,172 +34,6 @@
 #include <string.h>
 #include <time.h>
 
-/* ----- completing handles ----------------------------------------------------------------- */
-
-void finish_request(void *owner, struct request *request, chorus_status status,
-                    const char *message)
-{
-    struct background *background = owner;
-    struct chorus_context *context = background->context;
-    pthread_mutex_lock(&context->lock);
-    name_table_remove(&context->in_flight, request->desc.name);
-    pthread_mutex_unlock(&context->lock);
-    if (status == CHORUS_OK)
-        handle_member_done(request->handle, CHORUS_OK, NULL);
-    else
-        handle_member_done(request->handle, status, "%s", message ? message : "");
-    request_free(request);
-}
-
-static struct request *take_request(void *owner, const char *name)
-{
-    struct background *background = owner;
-    return name_table_remove(&background->pending, name);
-}
-
-static void join_done(void *owner)
-{
-    struct background *background = owner;
-    struct chorus_context *context = background->context;
-    pthread_mutex_lock(&context->lock);
-    struct chorus_handle *handle = context->join_handle;
-    context->join_handle = NULL;
-    context->join_requested = false;
-    pthread_mutex_unlock(&context->lock);
-    background->join_sent = false;
-    if (handle != NULL)
-        handle_member_done(handle, CHORUS_OK, NULL);
-}
-
-/* From now on submits fail with `status` and `reason` (the first reason stays). */
-static void refuse_submissions(struct chorus_context *context, chorus_status status,
-                               const char *reason)
-{
-    pthread_mutex_lock(&context->lock);
-    if (atomic_load(&context->stopped) == CHORUS_OK) {
-        snprintf(context->stopped_message, sizeof context->stopped_message, "%s", reason);
-        atomic_store(&context->stopped, status);
-    }
-    pthread_mutex_unlock(&context->lock);
-}
-
-static void executor_fatal_error(void *owner, chorus_status status, const char *message)
-{
-    struct background *background = owner;
-    refuse_submissions(background->context, status, message);
-}
-
-void fail_everything(struct background *background, chorus_status status,
-                     const char *reason)
-{
-    struct chorus_context *context = background->context;
-    refuse_submissions(context, status, reason);
-    pthread_mutex_lock(&context->lock);
-    struct request *queued = context->queue_head;
-    context->queue_head = context->queue_tail = NULL;
-    struct chorus_handle *join_handle = context->join_handle;
-    context->join_handle = NULL;
-    pthread_mutex_unlock(&context->lock);
-
-    while (queued != NULL) {
-        struct request *next = queued->next;
-        name_table_insert(&background->pending, queued->desc.name, queued);
-        queued = next;
-    }
-    for (size_t b = 0; b < background->pending.bucket_count; b++) {
-        struct name_entry *entry = background->pending.buckets[b];
-        while (entry != NULL) {
-            struct name_entry *next = entry->next;
-            struct request *request = entry->value;
-            char *message =
-                format_string("%s \"%s\": %s", chorus_collective_name(request->desc.collective),
-                              request->desc.name, reason);
-            finish_request(background, request, status, message ? message : reason);
-            free(message);
-            entry = next;
-        }
-    }
-    name_table_destroy(&background->pending);
-    name_table_init(&background->pending);
-    if (join_handle != NULL)
-        handle_member_done(join_handle, status, "join: %s", reason);
-}
-
-void fatal(struct background *background, chorus_status status, const char *what)
-{
-    LOG(LOG_ERROR, "background", "%s", what);
-    executor_abort(&background->executor, status, what);
-    fail_everything(background, status, what);
-    background->finished = true;
-}
-
-/* ----- taking submissions ----------------------------------------------------------------- */
-
-static bool queue_unsent(struct background *background, const struct wire_request *request)
-{
-    if (background->unsent_count == background->unsent_capacity) {
-        size_t capacity = background->unsent_capacity ? background->unsent_capacity * 2 : 64;
-        struct wire_request *grown = realloc(background->unsent, capacity * sizeof *grown);
-        if (grown == NULL)
-            return false;
-        background->unsent = grown;
-        background->unsent_capacity = capacity;
-    }
-    struct wire_request *entry = &background->unsent[background->unsent_count];
-    if (!wire_request_copy(entry, request))
-        return false;
-    background->unsent_count++;
-    /* A description the cache holds travels as its slot number. */
-    long slot = background->rank == 0 ? -1 : response_cache_find(&background->cache, request);
-    if (slot >= 0) {
-        entry->cached = true;
-        entry->cache_slot = (uint32_t)slot;
-    }
-    return true;
-}
-
-/* Moves the user threads' submissions into this thread's tables. Returns true if any. */
-static bool take_submissions(struct background *background)
-{
-    struct chorus_context *context = background->context;
-    pthread_mutex_lock(&context->lock);
-    struct request *queued = context->queue_head;
-    context->queue_head = context->queue_tail = NULL;
-    bool shutdown = context->shutdown_requested && !background->shutdown_sent;
-    bool join = context->join_requested && !background->join_sent;
-    pthread_mutex_unlock(&context->lock);
-    bool any = queued != NULL || shutdown || join;
-    while (queued != NULL) {
-        struct request *next = queued->next;
-        queued->next = NULL;
-        if (!name_table_insert(&background->pending, queued->desc.name, queued) ||
-            !queue_unsent(background, &queued->desc)) {
-            finish_request(background, queued, CHORUS_ERR_OUT_OF_MEMORY,
-                           "out of memory in the background thread");
-        }
-        queued = next;
-    }
-    if (shutdown) {
-        background->unsent_flags |= WIRE_FLAG_SHUTDOWN;
-        background->shutdown_sent = true;
-    }
-    if (join) {
-        background->unsent_flags |= WIRE_FLAG_JOIN;
-        background->join_sent = true;
-        background->executor.joined = true;
-    }
-    return any;
-}
-
-void clear_unsent(struct background *background)
-{
-    for (size_t i = 0; i < background->unsent_count; i++)
-        wire_request_free(&background->unsent[i]);
-    background->unsent_count = 0;
-    background->unsent_flags = 0;
-}
-
-/* Rank 0 records a rank's requests and flags. */
 /* ----- idling ----------------------------------------------------------------------------- */
 
 static void idle(struct background *background, double idle_since)
@@ -308,6 +142,7 @@ static chorus_status start(struct background *background, char *error, size_t er
     transport_mpi_init(&executor->transport, &context->data_comm);
     executor->fusion_threshold = context->params.values.fusion_threshold;
     executor->fusion_tensor_limit = context->params.values.fusion_tensor_limit;
+    executor->timeout_seconds = context->params.values.timeout_seconds;
     executor->staging_areas = (unsigned)context->params.values.staging_areas;
     executor->staging_streaming = staging_stores_streaming(
         (enum staging_stores)context->params.values.staging_stores,
@@ -394,9 +229,13 @@ void *background_main(void *argument)
         else
             active |= follow(background);
         progress_outgoing(background, false);
+        /* Another rank's notice that it failed, unless this rank already stopped (after a
+         * batch that failed because of it, say): one report per failure. */
         char failure[sizeof background->error];
-        chorus_status peer = executor_peer_failure(&background->executor, failure,
-                                                   sizeof failure);
+        chorus_status peer = background->finished
+                                 ? CHORUS_OK
+                                 : executor_peer_failure(&background->executor, failure,
+                                                         sizeof failure);
         if (peer != CHORUS_OK)
             fatal(background, peer, failure);
         if (active)

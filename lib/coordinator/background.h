@@ -1,12 +1,14 @@
 /*
- * background.h — the background thread's state, shared by background.c (the thread, start-up,
- * taking submissions, completing handles) and exchange.c (the negotiation messages between the
- * ranks and rank 0, and running what rank 0 decides). Private to lib/coordinator.
+ * background.h — the background thread's state, shared by background.c (the thread and its
+ * start-up), exchange.c (the negotiation messages between the ranks and rank 0, and running what
+ * rank 0 decides) and requests.c (taking submissions, completing handles). background.c uses
+ * the other two, exchange.c uses requests.c. Private to lib/coordinator.
  */
 #ifndef CHORUS_BACKGROUND_H
 #define CHORUS_BACKGROUND_H
 
 #include "../core/context.h"
+#include "coordinator.h"
 #include "../executor/executor.h"
 #include "negotiation.h"
 #include "response_cache.h"
@@ -48,9 +50,18 @@ struct background {
     char error[2048];
 };
 
-/* background.c */
+/* requests.c */
+/* Completes one request of this rank (an executor callback, as are the next three). */
 void finish_request(void *owner, struct request *request, chorus_status status,
                     const char *message);
+/* Finds and removes this rank's request of `name`; NULL if none. */
+struct request *take_request(void *owner, const char *name);
+/* Every rank has joined: completes the join handle. */
+void join_done(void *owner);
+/* A fatal error is about to complete handles: later submits fail from now on. */
+void executor_fatal_error(void *owner, chorus_status status, const char *message);
+/* Moves the user threads' submissions into this thread's tables. Returns true if any. */
+bool take_submissions(struct background *background);
 /* Completes every handle of this rank with `status` and makes later submits fail with it. */
 void fail_everything(struct background *background, chorus_status status, const char *reason);
 /* Logs a fatal error, fails everything and ends the thread's loop. */

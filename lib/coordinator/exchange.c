@@ -252,9 +252,11 @@ static void stop(struct background *background, const char *reason)
     background->stopping = true;
 }
 
-bool coordinate(struct background *background)
+/* Rank 0 takes in every REQUESTS message waiting (only BYEs once it is stopping). Returns
+ * true if there was any. */
+static bool take_in_requests(struct background *background)
 {
-    bool active = false;
+    bool any = false;
     struct wire_message message;
     int sender = -1;
     while (!background->finished &&
@@ -265,8 +267,84 @@ bool coordinate(struct background *background)
         else if (message.flags & WIRE_FLAG_BYE)
             background->byes++;
         wire_message_free(&message);
-        active = true;
+        any = true;
     }
+    return any;
+}
+
+/* Once a second: warns of, or fails, tensors that some ranks submitted and others not. */
+static void check_stalls(struct background *background, double now)
+{
+    const struct chorus_params *params = &background->context->params.values;
+    if (now - background->last_stall_check < 1.0)
+        return;
+    background->last_stall_check = now;
+    negotiator_check_stalls(&background->negotiator, now, params->stall_warning_seconds,
+                            params->stall_shutdown_seconds, stall_warning_log, NULL);
+}
+
+/* When shutting down, the list ends with an error response that carries who shut down, for the
+ * other ranks' messages (in `reason` too). Returns the list, grown, and its new count. */
+static struct wire_response *append_shutdown_notice(struct background *background,
+                                                    struct wire_response *responses,
+                                                    size_t *count, char *reason,
+                                                    size_t reason_size)
+{
+    snprintf(reason, reason_size, "rank %d called chorus_shutdown", background->shutdown_origin);
+    struct wire_response *grown = realloc(responses, (*count + 1) * sizeof *grown);
+    if (grown == NULL)
+        return responses;
+    grown[*count] = (struct wire_response){.type = RESPONSE_ERROR,
+                                           .status = CHORUS_ERR_SHUTDOWN,
+                                           .message = strdup(reason),
+                                           .request = {.name = strdup(""),
+                                                       .group = strdup(""),
+                                                       .group_size = 1}};
+    (*count)++;
+    return grown;
+}
+
+/* Sends `responses` to every other rank: those the response cache holds as their slot
+ * (shallow copies; the full list stays for executing here), the others in full, which every
+ * rank then records in the cache in the same order. */
+static void send_responses(struct background *background, const struct wire_response *responses,
+                           size_t count)
+{
+    int *destinations = malloc((size_t)background->size * sizeof *destinations);
+    struct wire_response *wire = malloc((count ? count : 1) * sizeof *wire);
+    if (destinations == NULL || wire == NULL) {
+        free(destinations);
+        free(wire);
+        fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "out of memory sending responses");
+        return;
+    }
+    for (int r = 1; r < background->size; r++)
+        destinations[r - 1] = r;
+    for (size_t i = 0; i < count; i++) {
+        wire[i] = responses[i];
+        long slot = response_cacheable(&responses[i], background->size)
+                        ? response_cache_find(&background->cache, &responses[i].request)
+                        : -1;
+        if (slot >= 0) {
+            wire[i].type = RESPONSE_CACHED;
+            wire[i].request.cached = true;
+            wire[i].request.cache_slot = (uint32_t)slot;
+        } else {
+            response_cache_record(&background->cache, &responses[i], background->size);
+        }
+    }
+    struct wire_message out = {.kind = WIRE_RESPONSES,
+                               .flags = background->shutdown_decided ? WIRE_FLAG_SHUTDOWN : 0,
+                               .count = (uint32_t)count,
+                               .responses = wire};
+    send_message(background, &out, destinations, background->size - 1, TAG_RESPONSES);
+    free(destinations);
+    free(wire);
+}
+
+bool coordinate(struct background *background)
+{
+    bool active = take_in_requests(background);
     if (background->finished)
         return active;
     if (background->stopping) {
@@ -274,18 +352,13 @@ bool coordinate(struct background *background)
             background->finished = true;
         return active;
     }
-    const struct chorus_params *params = &background->context->params.values;
     double now = monotonic_seconds();
-    if (now - background->last_stall_check >= 1.0) {
-        background->last_stall_check = now;
-        negotiator_check_stalls(&background->negotiator, now, params->stall_warning_seconds,
-                                params->stall_shutdown_seconds, stall_warning_log, NULL);
-    }
+    check_stalls(background, now);
     if (background->negotiator.failed) {
         fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "the coordinator ran out of memory");
         return true;
     }
-    double spacing = params->cycle_time_ms * 1e-3;
+    double spacing = background->context->params.values.cycle_time_ms * 1e-3;
     if (spacing > 0 && now - background->last_cycle < spacing && !background->shutdown_decided)
         return active;
     struct wire_response *responses = NULL;
@@ -295,63 +368,16 @@ bool coordinate(struct background *background)
         return active;
     }
     char reason[128] = "";
-    struct wire_response *sent = responses;
-    size_t sent_count = count;
-    if (background->shutdown_decided) {
-        /* The last response carries who shut down, for the other ranks' messages. */
-        snprintf(reason, sizeof reason, "rank %d called chorus_shutdown",
-                 background->shutdown_origin);
-        sent = realloc(responses, (count + 1) * sizeof *sent);
-        if (sent == NULL) {
-            sent = responses;
-        } else {
-            memset(&sent[count], 0, sizeof sent[count]);
-            sent[count].type = RESPONSE_ERROR;
-            sent[count].status = CHORUS_ERR_SHUTDOWN;
-            sent[count].message = strdup(reason);
-            sent[count].request.name = strdup("");
-            sent[count].request.group = strdup("");
-            sent[count].request.group_size = 1;
-            sent_count = count + 1;
-        }
-    }
-    if (background->size > 1) {
-        int *destinations = malloc((size_t)background->size * sizeof *destinations);
-        for (int r = 1; destinations != NULL && r < background->size; r++)
-            destinations[r - 1] = r;
-        /* What travels: responses the cache holds go as their slot (shallow copies; the full
-         * list stays for executing here). */
-        struct wire_response *wire = malloc((sent_count ? sent_count : 1) * sizeof *wire);
-        for (size_t i = 0; wire != NULL && i < sent_count; i++) {
-            wire[i] = sent[i];
-            long slot = response_cacheable(&sent[i], background->size)
-                            ? response_cache_find(&background->cache, &sent[i].request)
-                            : -1;
-            if (slot >= 0) {
-                wire[i].type = RESPONSE_CACHED;
-                wire[i].request.cached = true;
-                wire[i].request.cache_slot = (uint32_t)slot;
-            } else {
-                response_cache_record(&background->cache, &sent[i], background->size);
-            }
-        }
-        struct wire_message out = {.kind = WIRE_RESPONSES,
-                                   .flags = background->shutdown_decided ? WIRE_FLAG_SHUTDOWN : 0,
-                                   .count = (uint32_t)sent_count,
-                                   .responses = wire};
-        if (destinations == NULL || wire == NULL)
-            fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "out of memory sending responses");
-        else
-            send_message(background, &out, destinations, background->size - 1, TAG_RESPONSES);
-        free(destinations);
-        free(wire);
-    }
+    if (background->shutdown_decided)
+        responses = append_shutdown_notice(background, responses, &count, reason, sizeof reason);
+    if (background->size > 1)
+        send_responses(background, responses, count);
     background->last_cycle = now;
     if (!background->finished)
-        execute(background, sent, sent_count);
-    for (size_t i = 0; i < sent_count; i++)
-        wire_response_free(&sent[i]);
-    free(sent);
+        execute(background, responses, count);
+    for (size_t i = 0; i < count; i++)
+        wire_response_free(&responses[i]);
+    free(responses);
     if (background->shutdown_decided && !background->finished) {
         stop(background, reason);
         if (background->size == 1)

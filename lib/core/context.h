@@ -50,9 +50,6 @@ struct chorus_context {
     _Atomic int stopped; /* CHORUS_OK while running; then the status later submits get */
 };
 
-/* The background thread's entry point (background.c). */
-void *background_main(void *context);
-
 /* Finds topology with MPI and hwloc (topology.c). Background thread, during start-up. */
 chorus_status topology_discover(struct chorus_context *context, char *error, size_t error_size);
 

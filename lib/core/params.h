@@ -19,6 +19,7 @@ struct chorus_params {
     int staging_stores;            /* enum staging_stores: auto, cached, streaming */
     double stall_warning_seconds;  /* 0 disables the warning */
     double stall_shutdown_seconds; /* 0 = never */
+    double timeout_seconds;        /* bound on waits for NCCL; 0 = never */
     int log_level;                 /* enum log_level */
     int compression;               /* chorus_compression for CHORUS_COMPRESSION_DEFAULT */
     bool fusion_copier;            /* a thread packs and unpacks while collectives run */

@@ -11,8 +11,7 @@
 
 #include "executor.h"
 
-#include "../collectives/algorithms.h"
-#include "../collectives/pieces.h"
+#include "../collectives/collectives.h"
 
 /* Runs one batch: the responses at `members` (`member_count` of them, all of one collective, as
  * the fusion plan grouped them) with this rank's requests for them (NULL where a joined rank has

@@ -7,7 +7,7 @@
 #include "backend.h"
 
 #include "../core/log.h"
-#include "../fusion/fusion_plan.h"
+#include "../fusion/fusion.h"
 
 #include <sched.h>
 #include <stdatomic.h>

@@ -8,11 +8,11 @@
 #ifndef CHORUS_EXECUTOR_H
 #define CHORUS_EXECUTOR_H
 
-#include "../collectives/algorithms.h"
-#include "../collectives/node_segment.h"
+#include "../collectives/collectives.h"
+#include "../transport/transport.h"
 #include "../core/context.h"
 #include "../core/timeline.h"
-#include "../fusion/copier.h"
+#include "../fusion/fusion.h"
 #include "../gpu/gpu.h"
 #include "abort.h"
 
@@ -28,6 +28,7 @@ struct executor {
     struct scratch pieces;   /* the piece list of a fused batch reduced in place */
     size_t fusion_threshold;
     size_t fusion_tensor_limit;
+    double timeout_seconds; /* bound on waits for the GPU; 0: none */
     unsigned staging_areas; /* per rank in the host's segment; 0: the default */
     bool staging_streaming;  /* staging areas written with streaming stores (node_segment.h) */
     int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: tuning table */

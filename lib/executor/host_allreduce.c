@@ -6,8 +6,8 @@
  */
 #include "backend.h"
 
-#include "../collectives/reduce.h"
-#include "../fusion/packed_pipeline.h"
+#include "../collectives/collectives.h"
+#include "../fusion/fusion.h"
 
 #include <string.h>
 

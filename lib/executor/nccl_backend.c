@@ -6,7 +6,7 @@
  */
 #include "backend.h"
 
-#include "../collectives/algorithms.h"
+#include "../collectives/collectives.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +47,8 @@ static chorus_status ensure_gpu(struct executor *executor, int device, char *err
     }
     struct gpu_interrupt interrupt = {executor_interrupt_check, executor};
     return gpu_context_create(&executor->gpu, executor->rank, executor->nranks,
-                              device < 0 ? 0 : device, message + 1, interrupt, error, error_size);
+                              device < 0 ? 0 : device, message + 1, interrupt, executor->timeout_seconds, error,
+                              error_size);
 }
 
 /* A batch of allreduces of GPU tensors: one NCCL call, through the device's fusion buffer when

@@ -11,7 +11,7 @@
  */
 #include "packed_pipeline.h"
 
-#include "../collectives/reduce.h"
+#include "../collectives/collectives.h"
 
 struct segment_job {
     const struct packed_batch *batch;

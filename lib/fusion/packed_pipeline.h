@@ -9,7 +9,7 @@
 #ifndef CHORUS_PACKED_PIPELINE_H
 #define CHORUS_PACKED_PIPELINE_H
 
-#include "../collectives/pieces.h"
+#include "../collectives/collectives.h"
 #include "../core/common.h"
 #include "copier.h"
 

@@ -33,9 +33,13 @@ struct gpu_interrupt {
 
 /* Rank 0 makes the NCCL unique id that every rank then receives. */
 chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t error_size);
+/* Makes the communicator of `nranks` ranks from rank 0's `id`, polling (with `interrupt`)
+ * until every rank has joined; after `timeout_seconds` (0: never) it gives up with
+ * CHORUS_ERR_TIMEOUT. The same bound holds for every later wait for the GPU. */
 chorus_status gpu_context_create(struct gpu_context **context, int rank, int nranks, int device,
                                  const uint8_t id[GPU_UNIQUE_ID_BYTES],
-                                 struct gpu_interrupt interrupt, char *error, size_t error_size);
+                                 struct gpu_interrupt interrupt, double timeout_seconds,
+                                 char *error, size_t error_size);
 /* Frees the context. `abandon` (after a fatal error) aborts the NCCL communicator instead of
  * destroying it, which would wait for work that a failed peer never joins. */
 void gpu_context_destroy(struct gpu_context *context, bool abandon);

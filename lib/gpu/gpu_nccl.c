@@ -28,6 +28,7 @@ struct gpu_context {
     void *fusion; /* the fusion buffer on `device`; NULL until a fused batch needs one */
     size_t fusion_bytes;
     struct gpu_interrupt interrupt;
+    double timeout_seconds; /* 0: wait as long as it takes */
 };
 
 static chorus_status cuda_failure(cudaError_t code, const char *what, char *error,
@@ -35,6 +36,13 @@ static chorus_status cuda_failure(cudaError_t code, const char *what, char *erro
 {
     snprintf(error, error_size, "%s failed: %s", what, cudaGetErrorString(code));
     return CHORUS_ERR_GPU;
+}
+
+/* A call on the non-blocking communicator that enqueued its work: done, or still being
+ * enqueued (wait_for waits for that too). */
+static bool enqueued(ncclResult_t code)
+{
+    return code == ncclSuccess || code == ncclInProgress;
 }
 
 static chorus_status nccl_failure(ncclResult_t code, const char *what, char *error,
@@ -68,9 +76,97 @@ chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t
     return CHORUS_OK;
 }
 
+/* Ends the communicator at once: kernels still waiting for a peer stop, and later calls fail
+ * (see usable). */
+static void abort_communicator(struct gpu_context *context)
+{
+    if (context->comm != NULL)
+        ncclCommAbort(context->comm);
+    context->comm = NULL;
+}
+
+/* An aborted communicator (after a peer failed) takes no more work. */
+static chorus_status usable(const struct gpu_context *context, char *error, size_t error_size)
+{
+    if (context->comm != NULL)
+        return CHORUS_OK;
+    snprintf(error, error_size, "the NCCL communicator was aborted after an earlier failure");
+    return CHORUS_ERR_GPU;
+}
+
+/* How the host waits for the GPU: it polls for latency, yields the core for up to a
+ * millisecond, then sleeps between polls, so that a long collective does not cost a core. */
+#define POLL_SPINS 64
+#define POLL_YIELD_SECONDS 1e-3
+#define POLL_SLEEP_NANOSECONDS 20000
+
+enum wait_kind {
+    WAIT_SETUP,  /* for every rank to join the communicator */
+    WAIT_STREAM, /* for the work enqueued on the stream */
+};
+
+/* Waits for the communicator's setup or the stream's work. It polls instead of blocking in
+ * cudaStreamSynchronize: NCCL's kernels wait forever for a peer that failed before it joined
+ * the collective. Between polls it asks NCCL for an asynchronous error (a peer's connection
+ * lost) and chorus, through the interrupt, whether a rank has sent notice that it failed; either
+ * aborts the communicator, as does the timeout. The communicator is non-blocking, so work it
+ * enqueues is on the stream only once NCCL no longer reports ncclInProgress. */
+static chorus_status wait_for(struct gpu_context *context, enum wait_kind kind, char *error,
+                              size_t error_size)
+{
+    const char *what = kind == WAIT_SETUP ? "setting up the NCCL communicator"
+                                          : "a collective on the NCCL communicator";
+    if (context->comm == NULL) /* aborted while the work was enqueued */
+        return usable(context, error, error_size);
+    double started = monotonic_seconds(), yield_until = 0;
+    for (unsigned polls = 0;; polls++) {
+        ncclResult_t state = ncclSuccess;
+        ncclResult_t code = ncclCommGetAsyncError(context->comm, &state);
+        if (code == ncclSuccess && state != ncclInProgress)
+            code = state;
+        if (code != ncclSuccess) {
+            abort_communicator(context);
+            return nccl_failure(code, what, error, error_size);
+        }
+        if (state == ncclSuccess) {
+            cudaError_t cuda = kind == WAIT_SETUP ? cudaSuccess : cudaStreamQuery(context->stream);
+            if (cuda == cudaSuccess)
+                return CHORUS_OK;
+            if (cuda != cudaErrorNotReady)
+                return cuda_failure(cuda, "waiting for the GPU stream", error, error_size);
+        }
+        if (polls < POLL_SPINS)
+            continue;
+        chorus_status interrupted =
+            context->interrupt.check == NULL
+                ? CHORUS_OK
+                : context->interrupt.check(context->interrupt.context, error, error_size);
+        if (interrupted != CHORUS_OK) {
+            abort_communicator(context);
+            return interrupted;
+        }
+        double now = monotonic_seconds();
+        if (context->timeout_seconds > 0 && now - started > context->timeout_seconds) {
+            abort_communicator(context);
+            snprintf(error, error_size,
+                     "%s did not complete within %g s (CHORUS_TIMEOUT_SECONDS): a rank is "
+                     "stopped, dead or far behind",
+                     what, context->timeout_seconds);
+            return CHORUS_ERR_TIMEOUT;
+        }
+        if (yield_until == 0)
+            yield_until = now + POLL_YIELD_SECONDS;
+        if (now < yield_until)
+            sched_yield();
+        else
+            nanosleep(&(struct timespec){.tv_nsec = POLL_SLEEP_NANOSECONDS}, NULL);
+    }
+}
+
 chorus_status gpu_context_create(struct gpu_context **context, int rank, int nranks, int device,
                                  const uint8_t id[GPU_UNIQUE_ID_BYTES],
-                                 struct gpu_interrupt interrupt, char *error, size_t error_size)
+                                 struct gpu_interrupt interrupt, double timeout_seconds,
+                                 char *error, size_t error_size)
 {
     *context = NULL;
     struct gpu_context *created = calloc(1, sizeof *created);
@@ -89,25 +185,28 @@ chorus_status gpu_context_create(struct gpu_context **context, int rank, int nra
         free(created);
         return cuda_failure(cuda, "cudaStreamCreate", error, error_size);
     }
+    created->timeout_seconds = timeout_seconds;
     ncclUniqueId unique;
     memcpy(&unique, id, sizeof unique);
-    ncclResult_t code = ncclCommInitRank(&created->comm, nranks, unique, rank);
-    if (code != ncclSuccess) {
+    /* Non-blocking: a rank that never joins (it died, or is stuck before this point) must not
+     * keep the others inside ncclCommInitRank forever. They poll, with the interrupt and the
+     * timeout, as they do for collectives. */
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t code = ncclCommInitRankConfig(&created->comm, nranks, unique, rank, &config);
+    chorus_status status = CHORUS_OK;
+    if (code != ncclSuccess && code != ncclInProgress)
+        status = nccl_failure(code, "ncclCommInitRankConfig", error, error_size);
+    else
+        status = wait_for(created, WAIT_SETUP, error, error_size);
+    if (status != CHORUS_OK) {
+        abort_communicator(created);
         cudaStreamDestroy(created->stream);
         free(created);
-        return nccl_failure(code, "ncclCommInitRank", error, error_size);
+        return status;
     }
     *context = created;
     return CHORUS_OK;
-}
-
-/* Ends the communicator at once: kernels still waiting for a peer stop, and later calls fail
- * (see usable). */
-static void abort_communicator(struct gpu_context *context)
-{
-    if (context->comm != NULL)
-        ncclCommAbort(context->comm);
-    context->comm = NULL;
 }
 
 void gpu_context_destroy(struct gpu_context *context, bool abandon)
@@ -154,62 +253,6 @@ static bool nccl_dtype(chorus_dtype dtype, ncclDataType_t *type)
     return false;
 }
 
-/* An aborted communicator (after a peer failed) takes no more work. */
-static chorus_status usable(const struct gpu_context *context, char *error, size_t error_size)
-{
-    if (context->comm != NULL)
-        return CHORUS_OK;
-    snprintf(error, error_size, "the NCCL communicator was aborted after an earlier failure");
-    return CHORUS_ERR_GPU;
-}
-
-/* How the host waits for the stream: it polls for latency, yields the core for up to a
- * millisecond, then sleeps between polls, so that a long collective does not cost a core. */
-#define POLL_SPINS 64
-#define POLL_YIELD_SECONDS 1e-3
-#define POLL_SLEEP_NANOSECONDS 20000
-
-/* Waits until the stream's work is done. It polls instead of blocking in
- * cudaStreamSynchronize: NCCL's kernels wait forever for a peer that failed before it joined
- * the collective. Between polls it asks NCCL for an asynchronous error (a peer's connection
- * lost) and chorus, through the interrupt, whether a rank has sent notice that it failed; either
- * aborts the communicator. */
-static chorus_status synchronize(struct gpu_context *context, char *error, size_t error_size)
-{
-    double yield_until = 0;
-    for (unsigned polls = 0;; polls++) {
-        cudaError_t cuda = cudaStreamQuery(context->stream);
-        if (cuda == cudaSuccess)
-            return CHORUS_OK;
-        if (cuda != cudaErrorNotReady)
-            return cuda_failure(cuda, "waiting for the GPU stream", error, error_size);
-        if (polls < POLL_SPINS)
-            continue;
-        ncclResult_t asynchronous = ncclSuccess;
-        ncclResult_t code = ncclCommGetAsyncError(context->comm, &asynchronous);
-        if (code == ncclSuccess && asynchronous != ncclInProgress)
-            code = asynchronous;
-        if (code != ncclSuccess) {
-            abort_communicator(context);
-            return nccl_failure(code, "a collective on the NCCL communicator", error, error_size);
-        }
-        chorus_status interrupted =
-            context->interrupt.check == NULL
-                ? CHORUS_OK
-                : context->interrupt.check(context->interrupt.context, error, error_size);
-        if (interrupted != CHORUS_OK) {
-            abort_communicator(context);
-            return interrupted;
-        }
-        if (yield_until == 0)
-            yield_until = monotonic_seconds() + POLL_YIELD_SECONDS;
-        if (monotonic_seconds() < yield_until)
-            sched_yield();
-        else
-            nanosleep(&(struct timespec){.tv_nsec = POLL_SLEEP_NANOSECONDS}, NULL);
-    }
-}
-
 /* The NCCL reduction for `op` with `scale`; *custom says that it was created here and must be
  * destroyed once the collective has been enqueued. */
 static chorus_status reduction_for(struct gpu_context *context, ncclDataType_t type,
@@ -218,6 +261,8 @@ static chorus_status reduction_for(struct gpu_context *context, ncclDataType_t t
                                    size_t error_size)
 {
     bool summing = op == CHORUS_SUM || op == CHORUS_AVERAGE;
+    bool floating = dtype == CHORUS_FLOAT16 || dtype == CHORUS_BFLOAT16 ||
+                    dtype == CHORUS_FLOAT32 || dtype == CHORUS_FLOAT64;
     *custom = false;
     *reduction = op == CHORUS_MIN ? ncclMin : op == CHORUS_MAX ? ncclMax
                                        : op == CHORUS_PRODUCT ? ncclProd
@@ -225,6 +270,16 @@ static chorus_status reduction_for(struct gpu_context *context, ncclDataType_t t
     if (!summing && scale != 1.0) {
         snprintf(error, error_size, "scale factors on GPU tensors need op sum or average, not %s",
                  chorus_op_name(op));
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    /* Whether the job has one rank (an average that divides by 1) must not decide whether an
+     * integer average is supported. */
+    if (summing && !floating && (op == CHORUS_AVERAGE || scale != 1.0)) {
+        /* NCCL's own average of integers truncates, where chorus rounds to the nearest. */
+        snprintf(error, error_size,
+                 "averages and scale factors of %s tensors on GPU are not supported; sum them "
+                 "and divide",
+                 chorus_dtype_name(dtype));
         return CHORUS_ERR_NOT_SUPPORTED;
     }
     if (!summing || scale == 1.0)
@@ -250,12 +305,7 @@ static chorus_status reduction_for(struct gpu_context *context, ncclDataType_t t
         scalar.f64 = scale;
         break;
     default:
-        /* NCCL's own average of integers truncates, where chorus rounds to the nearest. */
-        snprintf(error, error_size,
-                 "averages and scale factors of %s tensors on GPU are not supported; sum them "
-                 "and divide",
-                 chorus_dtype_name(dtype));
-        return CHORUS_ERR_NOT_SUPPORTED;
+        return CHORUS_ERR_NOT_SUPPORTED; /* integers were refused above */
     }
     ncclResult_t code = ncclRedOpCreatePreMulSum(reduction, &scalar, type,
                                                  ncclScalarHostImmediate, context->comm);
@@ -341,7 +391,7 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
         void *output = fused ? context->fusion : pieces[0].output;
         ncclResult_t code =
             ncclAllReduce(input, output, count, type, reduction, context->comm, context->stream);
-        if (code != ncclSuccess)
+        if (!enqueued(code))
             status = nccl_failure(code, "ncclAllReduce", error, error_size);
     }
     if (status == CHORUS_OK && fused)
@@ -350,9 +400,9 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
      * failure (whose message stays). */
     char ignored[256];
     if (status == CHORUS_OK)
-        status = synchronize(context, error, error_size);
+        status = wait_for(context, WAIT_STREAM, error, error_size);
     else
-        synchronize(context, ignored, sizeof ignored);
+        wait_for(context, WAIT_STREAM, ignored, sizeof ignored);
     if (custom && context->comm != NULL)
         ncclRedOpDestroy(reduction, context->comm);
     return status;
@@ -365,15 +415,15 @@ chorus_status gpu_broadcast(struct gpu_context *context, void *const *buffers, c
         return CHORUS_ERR_GPU;
     cudaSetDevice(context->device);
     ncclResult_t code = ncclGroupStart();
-    for (size_t i = 0; code == ncclSuccess && i < count; i++)
+    for (size_t i = 0; enqueued(code) && i < count; i++)
         code = ncclBroadcast(buffers[i], buffers[i], bytes[i], ncclUint8, root, context->comm,
                              context->stream);
     ncclResult_t ended = ncclGroupEnd();
-    if (code == ncclSuccess)
+    if (enqueued(code))
         code = ended;
-    if (code != ncclSuccess)
+    if (!enqueued(code))
         return nccl_failure(code, "grouped ncclBroadcast", error, error_size);
-    return synchronize(context, error, error_size);
+    return wait_for(context, WAIT_STREAM, error, error_size);
 }
 
 chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather *gathers,
@@ -386,21 +436,21 @@ chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather
     int rank = 0;
     ncclCommUserRank(context->comm, &rank);
     ncclResult_t code = ncclGroupStart();
-    for (size_t i = 0; code == ncclSuccess && i < count; i++) {
+    for (size_t i = 0; enqueued(code) && i < count; i++) {
         const struct gpu_gather *gather = &gathers[i];
         char *recv = gather->recv;
-        for (int r = 0; code == ncclSuccess && r < context->nranks; r++) {
+        for (int r = 0; enqueued(code) && r < context->nranks; r++) {
             const void *source = r == rank ? gather->send : recv + gather->offsets[r];
             code = ncclBroadcast(source, recv + gather->offsets[r], gather->block_bytes[r],
                                  ncclUint8, r, context->comm, context->stream);
         }
     }
     ncclResult_t ended = ncclGroupEnd();
-    if (code == ncclSuccess)
+    if (enqueued(code))
         code = ended;
-    if (code != ncclSuccess)
+    if (!enqueued(code))
         return nccl_failure(code, "allgather (grouped ncclBroadcast)", error, error_size);
-    return synchronize(context, error, error_size);
+    return wait_for(context, WAIT_STREAM, error, error_size);
 }
 
 void *gpu_malloc(size_t bytes, int device)

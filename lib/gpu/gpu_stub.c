@@ -31,9 +31,10 @@ chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t
 
 chorus_status gpu_context_create(struct gpu_context **context, int rank, int nranks, int device,
                                  const uint8_t id[GPU_UNIQUE_ID_BYTES],
-                                 struct gpu_interrupt interrupt, char *error, size_t error_size)
+                                 struct gpu_interrupt interrupt, double timeout_seconds,
+                                 char *error, size_t error_size)
 {
-    (void)rank, (void)nranks, (void)device, (void)id, (void)interrupt;
+    (void)rank, (void)nranks, (void)device, (void)id, (void)interrupt, (void)timeout_seconds;
     *context = NULL;
     return not_built(error, error_size);
 }

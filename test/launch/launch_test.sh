@@ -32,7 +32,8 @@ sge)
     "$infra/sge-up.sh" 4 > "$work/up.log" 2>&1 || { tail -20 "$work/up.log"; skip "sge-up.sh failed"; }
     # shellcheck disable=SC1091
     . /var/lib/gridengine/default/common/settings.sh
-    (cd "$source" && CHORUS_BUILD=$build timeout 300 qsub -sync y -pe mpi 4 -cwd -j y \
+    # qsub passes a job no variable of the submitter's unless named (-v).
+    (cd "$source" && timeout 300 qsub -sync y -pe mpi 4 -cwd -j y -v CHORUS_BUILD="$build" \
         -o "$work/job.out" examples/sge/train_mlp.sge --epochs 2) > "$work/qsub.log" 2>&1
     cat "$work/qsub.log" "$work/job.out" 2>/dev/null
     expect "qsub job ran" "exited with exit code 0" "$work/qsub.log"
@@ -44,7 +45,8 @@ slurm)
     # slurm-up.sh takes its controller address from the bridge netns-up.sh makes.
     { "$infra/netns-up.sh" 1 && "$infra/slurm-up.sh" 4; } > "$work/up.log" 2>&1 ||
         { tail -20 "$work/up.log"; skip "slurm-up.sh failed"; }
-    (cd "$source" && timeout 300 sbatch -W -n 4 -o "$work/job.out" \
+    # sbatch passes the submitter's environment to the job.
+    (cd "$source" && CHORUS_BUILD=$build timeout 300 sbatch -W -n 4 -o "$work/job.out" \
         examples/slurm/train_mlp.sbatch --epochs 2) > "$work/sbatch.log" 2>&1
     cat "$work/sbatch.log" "$work/job.out" 2>/dev/null
     expect "chorusrun saw the allocation" "inside Slurm job" "$work/job.out"

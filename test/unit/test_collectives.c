@@ -4,7 +4,7 @@
  * reference each rank computes from all ranks' deterministic inputs.
  */
 #include "../../lib/collectives/algorithms.h"
-#include "../../lib/collectives/node_segment.h"
+#include "../../lib/transport/node_segment.h"
 #include "../../lib/collectives/pieces.h"
 #include "../common/reference.h"
 

@@ -3,7 +3,7 @@
  * (topology_cache_domain, staging_stores_streaming), on machines made up with hwloc's synthetic
  * topologies: two sockets of one L3 each, four cores per L3.
  */
-#include "../../lib/collectives/node_segment.h"
+#include "../../lib/transport/node_segment.h"
 #include "../../lib/core/topology.h"
 #include "../common/check_runner.h"
 

@@ -4,7 +4,7 @@
  * at once; a receive completes in waitall, when a message with its source and tag has arrived.
  * Messages of one source and tag match in the order they were sent, as in MPI.
  */
-#include "transport.h"
+#include "point_to_point.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
- * scratch.c — reusable scratch memory for the algorithms and the executor (see algorithms.h).
+ * scratch.c — see scratch.h.
  */
-#include "algorithms.h"
+#include "scratch.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
  * transport.c — helpers shared by every transport, written against its interface.
  */
-#include "transport.h"
+#include "point_to_point.h"
 
 chorus_status transport_sendrecv(struct transport *transport, const void *send_buffer,
                                  size_t send_bytes, int destination, void *recv_buffer,

@@ -1,12 +1,12 @@
 /*
- * transport.h — the point-to-point interface that every collective algorithm is written
+ * point_to_point.h — the point-to-point interface that every collective algorithm is written
  * against: nonblocking send and receive of bytes between ranks, and waiting for them. Two
  * implementations exist: over chorus's MPI communicator (transport_mpi.c) and over threads of
  * one process (transport_threads.c), which lets unit tests run every algorithm for 1-5 ranks
  * without mpirun.
  */
-#ifndef CHORUS_TRANSPORT_H
-#define CHORUS_TRANSPORT_H
+#ifndef CHORUS_POINT_TO_POINT_H
+#define CHORUS_POINT_TO_POINT_H
 
 #include "../core/common.h"
 

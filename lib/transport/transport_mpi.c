@@ -3,7 +3,7 @@
  * MPI_Testall and yields the processor between polls, because training jobs often run more
  * ranks than cores and a spinning waiter would steal the core its peer needs.
  */
-#include "transport.h"
+#include "point_to_point.h"
 
 #include <mpi.h>
 #include <sched.h>

@@ -29,7 +29,8 @@
 #ifndef CHORUS_NODE_SEGMENT_H
 #define CHORUS_NODE_SEGMENT_H
 
-#include "algorithms.h"
+#include "../core/scratch.h"
+#include "point_to_point.h"
 #include "streaming_copy.h"
 
 #include <stdatomic.h>

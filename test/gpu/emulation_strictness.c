@@ -1,0 +1,129 @@
+/*
+ * emulation_strictness.c — the emulated CUDA runtime and NCCL catch what a GPU catches: a host
+ * read of device memory crashes, work on a stream is not done until the stream says so, NCCL
+ * refuses host buffers and ranges past an allocation, and a communicator of one rank reduces
+ * with a pre-multiplied sum. One process, no MPI.
+ */
+#include "emulation/emulation.h"
+
+#include <check.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+START_TEST(host_reads_of_device_memory_crash)
+{
+    float *device = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&device, 1024), cudaSuccess);
+    pid_t child = fork();
+    if (child == 0) {
+        volatile float value = device[3]; /* what a GPU would not allow either */
+        (void)value;
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+                  "reading device memory from the host did not fault");
+    ck_assert_int_eq(cudaFree(device), cudaSuccess);
+}
+END_TEST
+
+START_TEST(stream_work_is_done_only_when_the_stream_says_so)
+{
+    setenv("GPU_EMU_STREAM_DELAY_US", "200000", 1);
+    cudaStream_t stream;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    unsetenv("GPU_EMU_STREAM_DELAY_US");
+    float host[4] = {1, 2, 3, 4}, back[4] = {0};
+    void *device = NULL;
+    ck_assert_int_eq(cudaMalloc(&device, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(device, host, sizeof host, cudaMemcpyDefault, stream),
+                     cudaSuccess);
+    ck_assert_int_eq(cudaStreamQuery(stream), cudaErrorNotReady);
+    /* Read without waiting: not there yet. */
+    ck_assert_int_eq(cudaMemcpy(back, device, sizeof back, cudaMemcpyDefault), cudaSuccess);
+    ck_assert_msg(memcmp(back, host, sizeof host) != 0, "the copy was done before its stream ran");
+    ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    ck_assert_int_eq(cudaStreamQuery(stream), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(back, device, sizeof back, cudaMemcpyDefault), cudaSuccess);
+    ck_assert_mem_eq(back, host, sizeof host);
+    ck_assert_int_eq(cudaFree(device), cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(stream), cudaSuccess);
+}
+END_TEST
+
+START_TEST(nccl_refuses_host_buffers_and_ranges_past_an_allocation)
+{
+    ncclUniqueId id;
+    ncclComm_t comm;
+    ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+    cudaStream_t stream;
+    ck_assert_int_eq(cudaStreamCreate(&stream), cudaSuccess);
+    float host[8] = {0};
+    void *device = NULL;
+    ck_assert_int_eq(cudaMalloc(&device, sizeof host), cudaSuccess);
+    ck_assert_int_eq(ncclAllReduce(host, host, 8, ncclFloat32, ncclSum, comm, stream),
+                     ncclInvalidArgument);
+    ck_assert_int_eq(ncclAllReduce(device, device, 9, ncclFloat32, ncclSum, comm, stream),
+                     ncclInvalidArgument); /* past the end of the allocation */
+    ck_assert_int_eq(ncclAllReduce(device, device, 8, ncclFloat32, ncclSum, comm, stream),
+                     ncclSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    ck_assert_int_eq(ncclCommAbort(comm), ncclSuccess);
+    ck_assert_int_eq(cudaFree(device), cudaSuccess);
+    ck_assert_int_eq(cudaStreamDestroy(stream), cudaSuccess);
+}
+END_TEST
+
+START_TEST(one_rank_reduces_with_every_op_and_a_premultiplied_sum)
+{
+    ncclUniqueId id;
+    ncclComm_t comm;
+    ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+    cudaStream_t stream;
+    ck_assert_int_eq(cudaStreamCreate(&stream), cudaSuccess);
+    double host[3] = {1.5, -2, 4}, back[3];
+    void *in = NULL, *out = NULL;
+    ck_assert_int_eq(cudaMalloc(&in, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&out, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(in, host, sizeof host, cudaMemcpyDefault), cudaSuccess);
+    double scalar = 0.5;
+    ncclRedOp_t premul;
+    ck_assert_int_eq(ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat64,
+                                              ncclScalarHostImmediate, comm),
+                     ncclSuccess);
+    ck_assert_int_eq(ncclAllReduce(in, out, 3, ncclFloat64, premul, comm, stream), ncclSuccess);
+    ck_assert_int_eq(ncclRedOpDestroy(premul, comm), ncclSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(back, out, sizeof back, cudaMemcpyDefault), cudaSuccess);
+    ck_assert(back[0] == 0.75 && back[1] == -1 && back[2] == 2);
+    ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+    cudaFree(in);
+    cudaFree(out);
+    cudaStreamDestroy(stream);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("emulation");
+    TCase *cases = tcase_create("strictness");
+    tcase_set_timeout(cases, 30);
+    tcase_add_test(cases, host_reads_of_device_memory_crash);
+    tcase_add_test(cases, stream_work_is_done_only_when_the_stream_says_so);
+    tcase_add_test(cases, nccl_refuses_host_buffers_and_ranges_past_an_allocation);
+    tcase_add_test(cases, one_rank_reduces_with_every_op_and_a_premultiplied_sum);
+    suite_add_tcase(suite, cases);
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? 0 : 1;
+}
