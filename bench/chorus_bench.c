@@ -6,6 +6,9 @@
  *
  *   chorus-bench [-c allreduce|broadcast|allgather] [-b 8] [-e 256M] [-f 2] [-n iters]
  *                [-w warmup] [-d float32|...] [--csv FILE]
+ *   chorus-bench-gpu --device cuda [sweep options]   (buffers on the local rank's GPU; no MPI
+ *                                column; chorus-bench-emulated runs it over the emulated CUDA
+ *                                runtime and NCCL and says so: logic, never GPU speed)
  *   chorus-bench --cycle N [-c broadcast|allgather]
  *                               (the cost of a step of N tiny allreduces, broadcasts or
  *                                allgathers: negotiation)
@@ -22,6 +25,9 @@
  * bandwidth of a plain copy measured in the same run, the ceiling for on-host collectives.
  */
 #include "../test/common/reference.h"
+#ifdef CHORUS_BENCH_DEVICE
+#include "../lib/gpu/gpu.h"
+#endif
 
 #include <chorus.h>
 #include <math.h>
@@ -43,6 +49,7 @@ struct options {
     int cycle_tensors; /* --cycle N: time steps of N small allreduces instead of sizes */
     const char *workload; /* --workload resnet50|bert|FILE: a training step's gradients */
     int steps;
+    bool device; /* --device cuda: buffers on the local rank's GPU, through NCCL */
 };
 
 static int rank, size;
@@ -101,12 +108,51 @@ static double bus_factor(chorus_collective collective)
     }
 }
 
+/* Where the measured buffers live: host memory, or with --device cuda the local rank's GPU
+ * (chorus-bench-gpu, and chorus-bench-emulated over the emulated CUDA runtime and NCCL). */
+static void *buffer_alloc(const struct options *o, size_t bytes)
+{
+#ifdef CHORUS_BENCH_DEVICE
+    if (o->device)
+        return gpu_malloc(bytes ? bytes : 1, chorus_local_rank());
+#endif
+    (void)o;
+    return calloc(1, bytes ? bytes : 1);
+}
+
+static void buffer_free(const struct options *o, void *buffer)
+{
+#ifdef CHORUS_BENCH_DEVICE
+    if (o->device) {
+        gpu_free(buffer);
+        return;
+    }
+#endif
+    (void)o;
+    free(buffer);
+}
+
+/* Copies between a measured buffer (either end) and host memory. */
+static void buffer_copy(const struct options *o, void *to, const void *from, size_t bytes)
+{
+#ifdef CHORUS_BENCH_DEVICE
+    if (o->device) {
+        gpu_copy(to, from, bytes);
+        return;
+    }
+#endif
+    (void)o;
+    memcpy(to, from, bytes);
+}
+
 /* One operation through chorus: submit, wait. */
 static chorus_status run_chorus(const struct options *o, void *buffer, size_t count,
                                 chorus_tensor *gathered)
 {
     chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
-                            .shape = {(int64_t)count}};
+                            .shape = {(int64_t)count},
+                            .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
+                            .device = o->device ? chorus_local_rank() : 0};
     switch (o->collective) {
     case CHORUS_ALLREDUCE:
         return chorus_allreduce("bench", &tensor, NULL, CHORUS_SUM);
@@ -147,57 +193,74 @@ static void run_mpi(const struct options *o, void *buffer, size_t count, void *g
     }
 }
 
-/* Runs the operation once on reference data and counts wrong elements. */
+/* Runs the operation once on reference data and counts wrong elements. The data is made and
+ * checked in host memory `work`, copied to and from `buffer` where that is device memory. */
 static long check(const struct options *o, bool use_chorus, void *buffer, size_t count,
                   void *gather_out, int *counts, int *displacements)
 {
-    size_t element = chorus_dtype_size(o->dtype);
+    size_t element = chorus_dtype_size(o->dtype), bytes = count * element;
+    unsigned char *work = o->device ? malloc(bytes ? bytes : 1) : buffer;
     char why[256];
     long wrong = 0;
     if (o->collective == CHORUS_ALLREDUCE) {
-        reference_fill(buffer, count, o->dtype, CHORUS_SUM, 17, rank);
+        reference_fill(work, count, o->dtype, CHORUS_SUM, 17, rank);
+        if (o->device)
+            buffer_copy(o, buffer, work, bytes);
         if (use_chorus)
             run_chorus(o, buffer, count, NULL);
         else
             run_mpi(o, buffer, count, NULL, counts, displacements);
-        for (size_t i = 0; i < count; i += 1 + count / 4096) {
-            size_t chunk = count - i < 64 ? count - i : 64;
-            if (reference_check_allreduce((char *)buffer + i * element, chunk, o->dtype,
-                                          CHORUS_SUM, size, NULL, 17, 1, 1, why, sizeof why) >= 0)
-                wrong++;
-            break; /* the reference is positional: check the first chunk exactly */
-        }
-        return reference_check_allreduce(buffer, count, o->dtype, CHORUS_SUM, size, NULL, 17, 1,
-                                         1, why, sizeof why) >= 0
-                   ? wrong + 1
-                   : wrong;
-    }
-    if (o->collective == CHORUS_BROADCAST) {
+        if (o->device)
+            buffer_copy(o, work, buffer, bytes);
+        /* The first 64 elements exactly, then the whole buffer. */
+        size_t chunk = count < 64 ? count : 64;
+        if (reference_check_allreduce(work, chunk, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1,
+                                      why, sizeof why) >= 0)
+            wrong++;
+        if (reference_check_allreduce(work, count, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1,
+                                      why, sizeof why) >= 0)
+            wrong++;
+    } else if (o->collective == CHORUS_BROADCAST) {
         if (rank == 0)
-            reference_fill_bytes(buffer, count * element, 18, 0);
+            reference_fill_bytes(work, bytes, 18, 0);
         else
-            memset(buffer, 0, count * element);
+            memset(work, 0, bytes);
+        if (o->device)
+            buffer_copy(o, buffer, work, bytes);
         if (use_chorus)
             run_chorus(o, buffer, count, NULL);
         else
             run_mpi(o, buffer, count, NULL, counts, displacements);
-        return reference_check_bytes(buffer, count * element, 18, 0) >= 0;
-    }
-    size_t block = (count / (size_t)size) * element;
-    reference_fill_bytes(buffer, block, 19, rank);
-    if (use_chorus) {
-        chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
-                                .shape = {(int64_t)(count / (size_t)size)}};
-        chorus_tensor gathered = {0};
-        if (chorus_allgather("bench.check", &tensor, &gathered) != CHORUS_OK)
-            return 1;
-        memcpy(gather_out, gathered.data, block * (size_t)size);
-        free(gathered.data);
+        if (o->device)
+            buffer_copy(o, work, buffer, bytes);
+        wrong = reference_check_bytes(work, bytes, 18, 0) >= 0;
     } else {
-        run_mpi(o, buffer, count, gather_out, counts, displacements);
+        size_t block = (count / (size_t)size) * element;
+        reference_fill_bytes(work, block, 19, rank);
+        if (o->device)
+            buffer_copy(o, buffer, work, block);
+        if (use_chorus) {
+            chorus_tensor tensor = {
+                .data = buffer, .dtype = o->dtype, .ndims = 1,
+                .shape = {(int64_t)(count / (size_t)size)},
+                .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
+                .device = o->device ? chorus_local_rank() : 0};
+            chorus_tensor gathered = {0};
+            if (chorus_allgather("bench.check", &tensor, &gathered) != CHORUS_OK) {
+                wrong = 1;
+            } else {
+                buffer_copy(o, gather_out, gathered.data, block * (size_t)size);
+                buffer_free(o, gathered.data);
+            }
+        } else {
+            run_mpi(o, buffer, count, gather_out, counts, displacements);
+        }
+        for (int r = 0; r < size && wrong == 0; r++)
+            wrong += reference_check_bytes((char *)gather_out + (size_t)r * block, block, 19,
+                                           r) >= 0;
     }
-    for (int r = 0; r < size; r++)
-        wrong += reference_check_bytes((char *)gather_out + (size_t)r * block, block, 19, r) >= 0;
+    if (o->device)
+        free(work);
     return wrong;
 }
 
@@ -616,6 +679,16 @@ int main(int argc, char **argv)
             o.workload = value;
         } else if (strcmp(argv[i], "--steps") == 0 && ok) {
             o.steps = atoi(value);
+        } else if (strcmp(argv[i], "--device") == 0 && ok) {
+            o.device = strcmp(value, "cuda") == 0;
+#ifndef CHORUS_BENCH_DEVICE
+            if (rank == 0)
+                fprintf(stderr, "chorus-bench: --device cuda needs chorus-bench-gpu (or "
+                                "chorus-bench-emulated)\n");
+            MPI_Finalize();
+            return 2;
+#endif
+            ok = o.device;
         } else {
             usage();
             MPI_Finalize();
@@ -633,6 +706,13 @@ int main(int argc, char **argv)
     if (chorus_init(NULL) != CHORUS_OK) {
         fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (o.device && (o.workload != NULL || o.cycle_tensors > 0)) {
+        if (rank == 0)
+            fprintf(stderr, "chorus-bench: --device cuda runs the sweeps only\n");
+        chorus_shutdown();
+        MPI_Finalize();
+        return 2;
     }
     if (o.workload != NULL || o.cycle_tensors > 0) {
         if (o.workload != NULL) {
@@ -652,7 +732,16 @@ int main(int argc, char **argv)
         fprintf(csv, "collective,np,bytes,count,chorus_us,chorus_busbw,mpi_us,mpi_busbw,ratio\n");
     size_t element = chorus_dtype_size(o.dtype);
     const char *collective = chorus_collective_name(o.collective);
-    if (rank == 0) {
+    if (rank == 0 && o.device) {
+        printf("# chorus-bench %s, %d ranks, dtype %s, buffers on the GPU (NCCL)\n", collective,
+               size, chorus_dtype_name(o.dtype));
+#ifdef CHORUS_BENCH_EMULATED
+        printf("# EMULATED GPU: the CUDA runtime and NCCL are chorus's test emulation; these "
+               "times prove nothing about GPU speed\n");
+#endif
+        printf("#%11s %12s %8s %6s  %10s %8s %8s %6s\n", "size (B)", "count", "type", "redop",
+               "time (us)", "algbw", "busbw", "#wrong");
+    } else if (rank == 0) {
         printf("# chorus-bench %s, %d ranks, dtype %s; memory copy bandwidth %.2f GB/s; cache-line "
                "round trip between local ranks 0 and 1 %.0f ns\n",
                collective, size, chorus_dtype_name(o.dtype), memory_bandwidth, round_trip);
@@ -681,7 +770,8 @@ int main(int argc, char **argv)
     }
     int *counts = calloc((size_t)size, sizeof *counts);
     int *displacements = calloc((size_t)size, sizeof *displacements);
-    for (int pass = 0; pass < 2; pass++) {
+    /* On a GPU there is no MPI baseline here: MPI reads host memory. */
+    for (int pass = 0; pass < (o.device ? 1 : 2); pass++) {
         bool use_chorus = pass == 0;
         if (!use_chorus)
             chorus_shutdown();
@@ -691,7 +781,7 @@ int main(int argc, char **argv)
                 counts[r] = (int)(row->count / (size_t)size);
                 displacements[r] = r * counts[r];
             }
-            void *buffer = calloc(1, row->bytes);
+            void *buffer = buffer_alloc(&o, row->bytes);
             void *gather_out = calloc(1, row->bytes);
             int iterations = o.iterations;
             if (iterations <= 0) {
@@ -704,10 +794,12 @@ int main(int argc, char **argv)
             long wrong = check(&o, use_chorus, buffer, row->count, gather_out, counts,
                                displacements);
             MPI_Allreduce(&wrong, &row->wrong[pass], 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-            free(buffer);
+            buffer_free(&o, buffer);
             free(gather_out);
         }
     }
+    if (o.device)
+        chorus_shutdown();
     double min_ratio = INFINITY, ratio_64 = NAN, latency_8 = NAN;
     for (size_t i = 0; i < row_count; i++) {
         const struct sweep_row *row = &rows[i];
@@ -722,7 +814,11 @@ int main(int argc, char **argv)
             ratio_64 = ratio;
         if (isnan(latency_8) && row->bytes <= 8)
             latency_8 = row->time[0] * 1e6;
-        if (rank == 0) {
+        if (rank == 0 && o.device) {
+            printf(" %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld\n", row->bytes, row->count,
+                   chorus_dtype_name(o.dtype), o.collective == CHORUS_ALLREDUCE ? "sum" : "none",
+                   row->time[0] * 1e6, chorus_algbw, chorus_busbw, row->wrong[0]);
+        } else if (rank == 0) {
             printf(" %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld  %10.1f %8.2f %8.2f %6ld  %6.2f\n",
                    row->bytes, row->count, chorus_dtype_name(o.dtype),
                    o.collective == CHORUS_ALLREDUCE ? "sum" : "none", row->time[0] * 1e6,
@@ -736,11 +832,18 @@ int main(int argc, char **argv)
     }
     if (csv)
         fclose(csv);
-    if (rank == 0)
+    long wrong = 0;
+    for (size_t i = 0; i < row_count; i++)
+        wrong += rows[i].wrong[0] + rows[i].wrong[1];
+    if (rank == 0 && o.device)
+        printf("summary: %s np=%d device=cuda latency_8B_us=%.1f wrong=%ld\n", collective, size,
+               latency_8, wrong);
+    else if (rank == 0)
         printf("summary: %s np=%d min_ratio=%.2f ratio_at_64MiB=%.2f latency_8B_us=%.1f\n",
                collective, size, min_ratio, ratio_64, latency_8);
     free(counts);
     free(displacements);
     MPI_Finalize();
-    return 0;
+    /* Wrong results fail the run, whatever the times. */
+    return wrong == 0 ? 0 : 1;
 }

@@ -122,7 +122,9 @@ typedef enum chorus_op {
  * pre-multiplied sum: every input is multiplied by prescale x postscale / contributors, in the
  * tensor's dtype, before the sum); averages and scale factors of integer tensors, and scale
  * factors with min, max or product, fail with CHORUS_ERR_NOT_SUPPORTED on every rank. CUDA
- * tensors always travel uncompressed (chorus_compression applies to host tensors). */
+ * tensors always travel uncompressed: CHORUS_COMPRESSION applies to host tensors, and an explicit
+ * FP16 or BF16 compression of a CUDA tensor fails with CHORUS_ERR_NOT_SUPPORTED (cast the tensor
+ * instead). */
 typedef enum chorus_memory {
     CHORUS_MEMORY_HOST = 0,
     CHORUS_MEMORY_CUDA = 1,

@@ -374,6 +374,15 @@ static chorus_status validate(const chorus_op_args *args, int nranks)
             args->compression > CHORUS_COMPRESSION_BF16)
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce \"%s\": unknown compression %d",
                           name, (int)args->compression);
+        /* Converting to 16 bits on the device needs a kernel, which chorus does not have: cast
+         * the tensor before submitting it instead. */
+        if (tensor->memory == CHORUS_MEMORY_CUDA && tensor->dtype == CHORUS_FLOAT32 &&
+            (args->compression == CHORUS_COMPRESSION_FP16 ||
+             args->compression == CHORUS_COMPRESSION_BF16))
+            return REJECT(CHORUS_ERR_NOT_SUPPORTED,
+                          "allreduce \"%s\": compression of GPU tensors is not supported; cast "
+                          "the tensor to float16 or bfloat16 before submitting it",
+                          name);
         if (!isfinite(args->prescale_factor) || !isfinite(args->postscale_factor))
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                           "allreduce \"%s\": scale factors must be finite (prescale %g, "
@@ -425,9 +434,11 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
     int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
                                                                        : (int)args->compression;
-    request->desc.compression = allreduce && tensor->dtype == CHORUS_FLOAT32
-                                    ? (uint8_t)compression
-                                    : CHORUS_COMPRESSION_NONE;
+    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. */
+    request->desc.compression =
+        allreduce && tensor->dtype == CHORUS_FLOAT32 && tensor->memory == CHORUS_MEMORY_HOST
+            ? (uint8_t)compression
+            : CHORUS_COMPRESSION_NONE;
     request->input = tensor->data;
     request->output = args->output != NULL && args->collective != CHORUS_ALLGATHER
                           ? args->output

@@ -76,13 +76,22 @@ chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t
     return CHORUS_OK;
 }
 
+/* How long the stream may take, once the communicator is aborted, to finish what was enqueued
+ * after the collective (the copies out of the fusion buffer). */
+#define DRAIN_SECONDS 1.0
+
 /* Ends the communicator at once: kernels still waiting for a peer stop, and later calls fail
- * (see usable). */
+ * (see usable). Then it waits, for a bounded time, for the rest of the stream's work, so that no
+ * copy lands in a tensor after its handle has completed with the error. */
 static void abort_communicator(struct gpu_context *context)
 {
     if (context->comm != NULL)
         ncclCommAbort(context->comm);
     context->comm = NULL;
+    double deadline = monotonic_seconds() + DRAIN_SECONDS;
+    while (cudaStreamQuery(context->stream) == cudaErrorNotReady &&
+           monotonic_seconds() < deadline)
+        sched_yield();
 }
 
 /* An aborted communicator (after a peer failed) takes no more work. */

@@ -105,11 +105,32 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                                                prescale_factor, postscale_factor))
 
 
+class _DeviceBuffer:
+    """The gathered output of a CUDA allgather, which chorus's handle owns, as a device array that
+    torch can copy (the CUDA array interface)."""
+
+    def __init__(self, pointer, shape, like):
+        typestr = {torch.float16: "<f2", torch.bfloat16: "<i2", torch.float32: "<f4",
+                   torch.float64: "<f8", torch.int32: "<i4", torch.int64: "<i8",
+                   torch.int8: "|i1", torch.uint8: "|u1"}[like.dtype]
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr,
+                                         "data": (pointer, False), "version": 2}
+
+
 def _gathered(like, trailing):
     def finish(handle):
         descriptor = handle.gathered()
-        result = torch.empty((descriptor.shape[0],) + tuple(trailing), dtype=like.dtype,
-                             device=like.device)
+        shape = (descriptor.shape[0],) + tuple(trailing)
+        if like.is_cuda:
+            result = torch.empty(shape, dtype=like.dtype, device=like.device)
+            if result.numel():
+                # The handle owns the device buffer until it is freed: copy it out first.
+                view = torch.as_tensor(_DeviceBuffer(descriptor.data, shape, like),
+                                       device=like.device)
+                # bfloat16 has no typestr: it travels as int16 and is viewed back.
+                result.copy_(view.view(torch.bfloat16) if like.dtype == torch.bfloat16 else view)
+            return result
+        result = torch.empty(shape, dtype=like.dtype, device=like.device)
         if result.numel():
             ctypes.memmove(result.data_ptr(), descriptor.data,
                            result.numel() * result.element_size())
@@ -119,8 +140,6 @@ def _gathered(like, trailing):
 
 def allgather_async(tensor, name=None):
     """Concatenates every rank's tensor along the first dimension (which may differ)."""
-    if tensor.is_cuda:
-        raise NotImplementedError("chorus.torch.allgather of CUDA tensors: gather on the CPU")
     tensor = tensor.contiguous()
     if tensor.dim() == 0:
         tensor = tensor.reshape(1)

@@ -1,9 +1,11 @@
 /*
- * gpu_collectives.c — the NCCL path: allreduce (sum, average with scale factors, min, a fused
- * batch; averages of float16 and bfloat16), broadcast and allgather (alone and fused) of CUDA
- * tensors through the public API, checked against the reference. Exits 77 (meson: SKIP) when
- * chorus was built without CUDA, when no device is visible, or when there are fewer devices than
- * ranks on this host.
+ * gpu_collectives.c — the NCCL path through the public API, checked against the reference:
+ * allreduce of every dtype and op at counts from 0 to over a million (scale factors on sums and
+ * averages of floats; integer averages refused), 500 small tensors fused in the device's fusion
+ * buffer, host and device tensors in one step, broadcasts from every root, allgathers of uneven
+ * rows (alone and fused). Runs on a real GPU and, in CI, on the emulated CUDA runtime and NCCL
+ * (test/gpu/emulation). Exits 77 (meson: SKIP) when chorus was built without CUDA, when no
+ * device is visible, or when there are fewer devices than ranks on this host.
  */
 #include "../../lib/gpu/gpu.h"
 #include "../common/reference.h"
@@ -17,17 +19,21 @@ static void *to_device(const void *host, size_t bytes, int device)
     return memory;
 }
 
-/* One allreduce of `count` elements, in place, with a postscale of 2 where the op allows one,
- * checked against the reference. */
+/* One allreduce of `count` elements, in place, with the scale factors an op allows on the GPU
+ * (sums and averages of floating types: a prescale of 0.5 and a postscale of 2), checked
+ * against the reference. */
 static void check_allreduce(chorus_dtype dtype, size_t count, chorus_op op, uint64_t seed,
                             int device)
 {
     test_step = "allreduce";
+    bool floating = dtype == CHORUS_FLOAT16 || dtype == CHORUS_BFLOAT16 ||
+                    dtype == CHORUS_FLOAT32 || dtype == CHORUS_FLOAT64;
+    bool scaled = floating && (op == CHORUS_SUM || op == CHORUS_AVERAGE);
+    double pre = scaled ? 0.5 : 1.0, post = scaled ? 2.0 : 1.0;
     size_t bytes = count * chorus_dtype_size(dtype);
-    void *host = malloc(bytes);
+    void *host = malloc(bytes + 1);
     reference_fill(host, count, dtype, op, seed, test_rank);
     void *data = to_device(host, bytes, device);
-    double post = op == CHORUS_MIN ? 1.0 : 2.0;
     chorus_op_args args = CHORUS_OP_ARGS_INIT;
     char name[64];
     snprintf(name, sizeof name, "gpu.%s.%s.%zu", chorus_dtype_name(dtype), chorus_op_name(op),
@@ -37,18 +43,20 @@ static void check_allreduce(chorus_dtype dtype, size_t count, chorus_op op, uint
                                  .shape = {(int64_t)count}, .memory = CHORUS_MEMORY_CUDA,
                                  .device = device};
     args.op = op;
+    args.prescale_factor = pre;
     args.postscale_factor = post;
     expect_completes(&args);
     gpu_copy(host, data, bytes);
     char why[256];
-    EXPECT(reference_check_allreduce(host, count, dtype, op, test_size, NULL, seed, 1.0, post,
+    EXPECT(reference_check_allreduce(host, count, dtype, op, test_size, NULL, seed, pre, post,
                                      why, sizeof why) < 0,
            "%s: %s", name, why);
     gpu_free(data);
     free(host);
 }
 
-/* An average of integers on the GPU fails cleanly on every rank, and chorus goes on. */
+/* An average of integers, and a compressed float32, on the GPU fail cleanly on every rank, and
+ * chorus goes on. */
 static void check_unsupported_average(int device)
 {
     test_step = "unsupported average";
@@ -64,14 +72,65 @@ static void check_unsupported_average(int device)
     gpu_copy(host, data, sizeof host);
     EXPECT(host[0] == 1 && host[4] == 5, "a failed allreduce changed its tensor");
     gpu_free(data);
+    /* Compression needs a conversion on the device, which chorus does not have. */
+    float values[5] = {1, 2, 3, 4, 5};
+    data = to_device(values, sizeof values, device);
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.name = "gpu.compressed";
+    args.input = (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {5},
+                                 .memory = CHORUS_MEMORY_CUDA, .device = device};
+    args.compression = CHORUS_COMPRESSION_FP16;
+    chorus_handle *handle = NULL;
+    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_NOT_SUPPORTED);
+    EXPECT(strstr(chorus_last_error(), "gpu.compressed") != NULL &&
+               strstr(chorus_last_error(), "compression") != NULL,
+           "unclear error: %s", chorus_last_error());
+    gpu_free(data);
 }
 
-/* Tensors submitted together fuse into the device's fusion buffer: 40 small averages (every
+/* A host tensor and a device tensor of the same step, submitted together: each goes its own way
+ * (host algorithms and NCCL) and both are right. */
+static void check_mixed_host_and_device(int device)
+{
+    test_step = "host and device tensors together";
+    enum { COUNT = 4099 };
+    float *host_tensor = malloc(COUNT * sizeof *host_tensor);
+    float *staging = malloc(COUNT * sizeof *staging);
+    reference_fill(host_tensor, COUNT, CHORUS_FLOAT32, CHORUS_SUM, 81, test_rank);
+    reference_fill(staging, COUNT, CHORUS_FLOAT32, CHORUS_SUM, 82, test_rank);
+    void *device_tensor = to_device(staging, COUNT * sizeof *staging, device);
+    chorus_tensor on_host = floats(host_tensor, COUNT);
+    chorus_tensor on_device = {.data = device_tensor, .dtype = CHORUS_FLOAT32, .ndims = 1,
+                               .shape = {COUNT}, .memory = CHORUS_MEMORY_CUDA, .device = device};
+    chorus_handle *handles[2];
+    EXPECT_STATUS(chorus_allreduce_async("mixed.host", &on_host, NULL, CHORUS_SUM, &handles[0]),
+                  CHORUS_OK);
+    EXPECT_STATUS(
+        chorus_allreduce_async("mixed.device", &on_device, NULL, CHORUS_SUM, &handles[1]),
+        CHORUS_OK);
+    for (int h = 0; h < 2; h++) {
+        EXPECT_STATUS(chorus_wait(handles[h]), CHORUS_OK);
+        chorus_handle_free(handles[h]);
+    }
+    gpu_copy(staging, device_tensor, COUNT * sizeof *staging);
+    char why[256];
+    EXPECT(reference_check_allreduce(host_tensor, COUNT, CHORUS_FLOAT32, CHORUS_SUM, test_size,
+                                     NULL, 81, 1.0, 1.0, why, sizeof why) < 0,
+           "mixed.host: %s", why);
+    EXPECT(reference_check_allreduce(staging, COUNT, CHORUS_FLOAT32, CHORUS_SUM, test_size, NULL,
+                                     82, 1.0, 1.0, why, sizeof why) < 0,
+           "mixed.device: %s", why);
+    gpu_free(device_tensor);
+    free(host_tensor);
+    free(staging);
+}
+
+/* Tensors submitted together fuse into the device's fusion buffer: 500 small averages (every
  * third out of place, one of 0 elements) and one over the fusion tensor limit, each checked. */
 static void check_fused_batch(int device)
 {
     test_step = "fused allreduce";
-    enum { TENSORS = 41 };
+    enum { TENSORS = 501 };
     size_t counts[TENSORS];
     void *inputs[TENSORS], *outputs[TENSORS];
     chorus_handle *handles[TENSORS];
@@ -206,34 +265,44 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 77;
     }
-    const size_t counts[] = {1, 1021, 1 << 20};
-    const chorus_op ops[] = {CHORUS_SUM, CHORUS_AVERAGE, CHORUS_MIN};
-    for (size_t c = 0; c < 3; c++)
-        for (size_t o = 0; o < 3; o++)
-            check_allreduce(CHORUS_FLOAT32, counts[c], ops[o], 10 * c + o, device);
-    /* Mixed-precision gradients: averages of 16-bit floats scale by a 16-bit scalar. */
-    const chorus_dtype halves[] = {CHORUS_FLOAT16, CHORUS_BFLOAT16};
-    for (size_t h = 0; h < 2; h++)
-        for (size_t c = 0; c < 3; c++)
-            check_allreduce(halves[h], counts[c], CHORUS_AVERAGE, 50 + 10 * h + c, device);
+    /* Every dtype and op the GPU path supports (integer averages are refused, see below), at
+     * counts of 0, 1, fewer than the ranks, a prime and over a million. Averages of 16-bit
+     * floats scale by a 16-bit scalar. */
+    const size_t counts[] = {0, 1, 3, 1021, (1 << 20) + 7};
+    for (int d = 0; d < CHORUS_DTYPE_COUNT; d++)
+        for (int o = 0; o < CHORUS_OP_COUNT; o++)
+            for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                bool floating = d == CHORUS_FLOAT16 || d == CHORUS_BFLOAT16 ||
+                                d == CHORUS_FLOAT32 || d == CHORUS_FLOAT64;
+                if ((o == CHORUS_AVERAGE && !floating) || (c == 4 && d != CHORUS_FLOAT32))
+                    continue;
+                check_allreduce((chorus_dtype)d, counts[c], (chorus_op)o,
+                                (uint64_t)(100 * d + 10 * o) + c, device);
+            }
     check_unsupported_average(device);
+    check_mixed_host_and_device(device);
     check_fused_batch(device);
     check_fused_broadcasts_and_allgathers(device);
 
-    test_step = "broadcast";
+    test_step = "broadcast from every root";
     size_t bytes = 100003;
     uint8_t *host = malloc(bytes);
-    reference_fill_bytes(host, bytes, 5, 0);
-    if (test_rank != 0)
-        memset(host, 0, bytes);
-    void *data = to_device(host, bytes, device);
-    chorus_tensor tensor = {.data = data, .dtype = CHORUS_UINT8, .ndims = 1,
-                            .shape = {(int64_t)bytes}, .memory = CHORUS_MEMORY_CUDA,
-                            .device = device};
-    EXPECT_STATUS(chorus_broadcast("gpu.bcast", &tensor, 0), CHORUS_OK);
-    gpu_copy(host, data, bytes);
-    EXPECT(reference_check_bytes(host, bytes, 5, 0) < 0, "broadcast result wrong");
-    gpu_free(data);
+    void *data = NULL;
+    chorus_tensor tensor;
+    for (int root = 0; root < test_size; root++) {
+        reference_fill_bytes(host, bytes, 5 + (uint64_t)root, root);
+        if (test_rank != root)
+            memset(host, 0, bytes);
+        data = to_device(host, bytes, device);
+        tensor = (chorus_tensor){.data = data, .dtype = CHORUS_UINT8, .ndims = 1,
+                                 .shape = {(int64_t)bytes}, .memory = CHORUS_MEMORY_CUDA,
+                                 .device = device};
+        EXPECT_STATUS(chorus_broadcast("gpu.bcast", &tensor, root), CHORUS_OK);
+        gpu_copy(host, data, bytes);
+        EXPECT(reference_check_bytes(host, bytes, 5 + (uint64_t)root, root) < 0,
+               "broadcast from rank %d wrong", root);
+        gpu_free(data);
+    }
     free(host);
 
     test_step = "allgather";

@@ -383,6 +383,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
     if (is_default_stream(stream))
         return fail(cudaErrorInvalidResourceHandle);
+    /* The work already enqueued still runs, as on a GPU, and a cudaFree meanwhile must wait for
+     * it: the stream leaves the list only once it is idle. */
+    cudaStreamSynchronize(stream);
     pthread_mutex_lock(&streams_lock);
     struct CUstream_st **link = &streams;
     while (*link != NULL && *link != stream)
@@ -393,7 +396,6 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
     pthread_mutex_unlock(&streams_lock);
     if (!known)
         return fail(cudaErrorInvalidResourceHandle);
-    /* The work already enqueued still runs, as on a GPU. */
     pthread_mutex_lock(&stream->lock);
     stream->stopping = true;
     pthread_cond_broadcast(&stream->changed);
