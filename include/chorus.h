@@ -338,7 +338,9 @@ CHORUS_API chorus_status chorus_handle_output(const chorus_handle *handle, choru
 CHORUS_API chorus_status chorus_handle_take_output(chorus_handle *handle, chorus_tensor *output);
 
 /* Releases the handle. Freeing a handle that is still in progress is allowed: chorus frees it when
- * the operation completes, and the buffers must stay untouched until then. NULL is ignored. */
+ * the operation completes, and the buffers must stay untouched until then. NULL is ignored. A
+ * handle freed twice is usually caught (an error is logged and nothing else happens), but not
+ * always: freeing it twice is a bug to fix, like a double free(). */
 CHORUS_API void chorus_handle_free(chorus_handle *handle);
 
 #ifdef __cplusplus

@@ -34,7 +34,7 @@ chorus_status broadcast_pipelined_chain(const struct broadcast_args *args)
     struct transport_request *send_requests = requests + segments;
     char *buffer = args->buffer;
     chorus_status status = CHORUS_OK;
-    size_t sent = 0;
+    size_t sent = 0, posted = 0, received = 0;
     for (size_t j = 0; receives && j < segments; j++) {
         size_t offset = j * CHAIN_SEGMENT_BYTES;
         size_t length = args->bytes - offset < CHAIN_SEGMENT_BYTES ? args->bytes - offset
@@ -43,6 +43,7 @@ chorus_status broadcast_pipelined_chain(const struct broadcast_args *args)
                                  &receive_requests[j]);
         if (status != CHORUS_OK)
             goto out;
+        posted++;
     }
     for (size_t j = 0; j < segments; j++) {
         size_t offset = j * CHAIN_SEGMENT_BYTES;
@@ -50,6 +51,7 @@ chorus_status broadcast_pipelined_chain(const struct broadcast_args *args)
                                                                    : CHAIN_SEGMENT_BYTES;
         if (receives) {
             status = transport_waitall(transport, 1, &receive_requests[j]);
+            received = j + 1; /* waited for, or given up by the failed wait */
             if (status != CHORUS_OK)
                 goto out;
         }
@@ -62,6 +64,10 @@ chorus_status broadcast_pipelined_chain(const struct broadcast_args *args)
         }
     }
 out:;
+    /* Segments still to come after a failure are not waited for: cancel their receives, which
+     * would otherwise land in the buffer after the broadcast returned. */
+    if (received < posted)
+        transport_cancel(transport, posted - received, &receive_requests[received]);
     chorus_status waited = transport_waitall(transport, sent, send_requests);
     free(requests);
     return status != CHORUS_OK ? status : waited;

@@ -144,12 +144,12 @@ static chorus_status start(struct background *background, char *error, size_t er
     executor->fusion_tensor_limit = context->params.values.fusion_tensor_limit;
     executor->timeout_seconds = context->params.values.timeout_seconds;
     executor->staging_areas = (unsigned)context->params.values.staging_areas;
-    executor->staging_streaming = staging_stores_streaming(
-        (enum staging_stores)context->params.values.staging_stores,
-        context->local_ranks_share_cache);
     executor->local_ranks = context->topology.homogeneous ? context->topology.local_size : 1;
     executor->oversubscribed = context->topology.pus > 0 &&
                                (size_t)context->topology.local_size > context->topology.pus;
+    executor->staging_streaming = staging_stores_streaming(
+        (enum staging_stores)context->params.values.staging_stores,
+        context->local_ranks_share_cache, executor->oversubscribed);
     if (context->params.values.fusion_copier && !copier_start(&executor->copier))
         LOG(LOG_WARNING, "fusion", "cannot start the copier thread; packing on this thread");
     const char *forced[CHORUS_COLLECTIVE_COUNT] = {

@@ -28,12 +28,32 @@ struct group_state {
     uint32_t size;
 };
 
+/* Which members each rank submitted under a group name, until every rank has submitted the
+ * whole group (a rank submits a group at once) and they agree. Ranks that name different
+ * members would otherwise leave the members they share held forever. */
+struct membership {
+    uint32_t size;
+    char **names;        /* rank r's members at names[r * size ...] */
+    uint32_t *submitted; /* per rank */
+    int complete_ranks;  /* ranks that submitted `size` members */
+};
+
+static void membership_free(struct membership *membership, int nranks)
+{
+    for (size_t i = 0; membership->names != NULL && i < (size_t)nranks * membership->size; i++)
+        free(membership->names[i]);
+    free(membership->names);
+    free(membership->submitted);
+    free(membership);
+}
+
 bool negotiator_init(struct negotiator *negotiator, int nranks)
 {
     memset(negotiator, 0, sizeof *negotiator);
     negotiator->nranks = nranks;
     name_table_init(&negotiator->entries);
     name_table_init(&negotiator->groups);
+    name_table_init(&negotiator->memberships);
     negotiator->joined = calloc((size_t)nranks, sizeof *negotiator->joined);
     return negotiator->joined != NULL;
 }
@@ -80,6 +100,10 @@ void negotiator_destroy(struct negotiator *negotiator)
         for (struct name_entry *e = negotiator->groups.buckets[i]; e != NULL; e = e->next)
             group_free(e->value);
     name_table_destroy(&negotiator->groups);
+    for (size_t i = 0; i < negotiator->memberships.bucket_count; i++)
+        for (struct name_entry *e = negotiator->memberships.buckets[i]; e != NULL; e = e->next)
+            membership_free(e->value, negotiator->nranks);
+    name_table_destroy(&negotiator->memberships);
     name_table_destroy(&negotiator->entries);
     for (size_t i = 0; i < negotiator->response_count; i++)
         wire_response_free(&negotiator->responses[i]);
@@ -331,6 +355,8 @@ static void add_execute(struct negotiator *negotiator, struct wire_response *rea
         group->size = ready->request.group_size;
         group->held = calloc(group->size, sizeof *group->held);
         if (group->held == NULL) {
+            name_table_remove(&negotiator->groups, ready->request.group);
+            free(group);
             negotiator->failed = true;
             wire_response_free(ready);
             return;
@@ -342,6 +368,9 @@ static void add_execute(struct negotiator *negotiator, struct wire_response *rea
         wire_response_free(ready);
     if (group->held_count < group->size)
         return;
+    /* Out of the table first: the key may be the group name of the last member, which a failed
+     * member's placeholder frees below. */
+    name_table_remove(&negotiator->groups, group->held[group->held_count - 1].request.group);
     for (size_t i = 0; i < group->held_count; i++) {
         if (group->held[i].type == 0) {
             wire_response_free(&group->held[i]);
@@ -354,8 +383,6 @@ static void add_execute(struct negotiator *negotiator, struct wire_response *rea
         }
         *response = group->held[i];
     }
-    group->held_count = 0;
-    name_table_remove(&negotiator->groups, ready->request.group);
     free(group->held);
     free(group);
 }
@@ -442,6 +469,131 @@ static bool entry_complete(const struct negotiator *negotiator,
     return entry->submitted + negotiator->joined_count >= negotiator->nranks;
 }
 
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "gx, gy": rank r's members, sorted (they are sorted in place). */
+static char *member_list(struct membership *membership, int rank)
+{
+    char **names = &membership->names[(size_t)rank * membership->size];
+    qsort(names, membership->size, sizeof *names, compare_names);
+    char *list = format_string("%s", "");
+    for (uint32_t i = 0; list != NULL && i < membership->size; i++)
+        string_append(&list, "%s%s", i ? ", " : "", names[i]);
+    return list;
+}
+
+/* Every member named by any rank fails with `message`: those still waiting for some ranks, and
+ * those already agreed and held for the group. */
+static void fail_group(struct negotiator *negotiator, const char *group,
+                       struct membership *membership, const char *message)
+{
+    struct group_state *held = name_table_remove(&negotiator->groups, group);
+    for (size_t i = 0; held != NULL && i < held->held_count; i++)
+        if (held->held[i].type != 0)
+            add_error(negotiator, &held->held[i].request, CHORUS_ERR_MISMATCH, strdup(message));
+    if (held != NULL)
+        group_free(held);
+    for (size_t i = 0; i < (size_t)negotiator->nranks * membership->size; i++) {
+        const char *name = membership->names[i];
+        struct negotiation_entry *entry =
+            name != NULL ? name_table_find(&negotiator->entries, name) : NULL;
+        if (entry == NULL)
+            continue;
+        for (int r = 0; r < negotiator->nranks; r++)
+            if (entry->requests[r].name != NULL) {
+                add_error(negotiator, &entry->requests[r], CHORUS_ERR_MISMATCH,
+                          strdup(message));
+                break;
+            }
+        entry_unlink(negotiator, entry);
+        entry_free(negotiator, entry);
+    }
+}
+
+/* Records that `rank` submitted `request`, a member of a group; once every rank that did not
+ * join has submitted the whole group, checks that they named the same members. */
+static void check_membership(struct negotiator *negotiator, int rank,
+                             const struct wire_request *request)
+{
+    struct membership *membership = name_table_find(&negotiator->memberships, request->group);
+    if (membership == NULL) {
+        membership = calloc(1, sizeof *membership);
+        if (membership != NULL) {
+            membership->size = request->group_size;
+            membership->names =
+                calloc((size_t)negotiator->nranks * request->group_size, sizeof(char *));
+            membership->submitted = calloc((size_t)negotiator->nranks, sizeof(uint32_t));
+        }
+        if (membership == NULL || membership->names == NULL || membership->submitted == NULL ||
+            !name_table_insert(&negotiator->memberships, request->group, membership)) {
+            if (membership != NULL)
+                membership_free(membership, negotiator->nranks);
+            negotiator->failed = true;
+            return;
+        }
+    }
+    if (membership->submitted[rank] >= membership->size || request->group_size != membership->size)
+        return; /* a size mismatch is reported with the member's other fields */
+    membership->names[(size_t)rank * membership->size + membership->submitted[rank]++] =
+        strdup(request->name);
+    if (membership->submitted[rank] == membership->size)
+        membership->complete_ranks++;
+    if (membership->complete_ranks + negotiator->joined_count < negotiator->nranks)
+        return;
+    /* Every submitting rank's list; where they differ, the ranks that named each list:
+     * grouped allreduce "gx": the ranks name different members: ranks 0-1 {gx, gy}, rank 2
+     * {gx, gz} */
+    int nranks = negotiator->nranks;
+    char **lists = calloc((size_t)nranks, sizeof *lists);
+    int *ranks = calloc((size_t)nranks, sizeof *ranks);
+    bool differ = false;
+    int first = -1;
+    for (int r = 0; lists != NULL && r < nranks; r++) {
+        if (membership->submitted[r] != membership->size)
+            continue;
+        lists[r] = member_list(membership, r);
+        if (first < 0)
+            first = r;
+        else if (lists[r] != NULL && lists[first] != NULL && strcmp(lists[r], lists[first]) != 0)
+            differ = true;
+    }
+    char *message = NULL;
+    if (differ && ranks != NULL) {
+        message = format_string("grouped allreduce \"%s\": the ranks name different members:",
+                                request->group);
+        for (int r = 0; message != NULL && r < nranks; r++) {
+            if (lists[r] == NULL)
+                continue;
+            size_t count = 0;
+            for (int q = r; q < nranks; q++)
+                if (lists[q] != NULL && strcmp(lists[q], lists[r]) == 0)
+                    ranks[count++] = q;
+            char *named = format_rank_list(ranks, count);
+            string_append(&message, "%s %s %s {%s}", r == first ? "" : ",",
+                          count > 1 ? "ranks" : "rank", named ? named : "?", lists[r]);
+            free(named);
+            for (size_t i = 1; i < count; i++) { /* each list once */
+                free(lists[ranks[i]]);
+                lists[ranks[i]] = NULL;
+            }
+        }
+    }
+    for (int r = 0; lists != NULL && r < nranks; r++)
+        free(lists[r]);
+    free(lists);
+    free(ranks);
+    char *group = strdup(request->group);
+    membership = name_table_remove(&negotiator->memberships, request->group);
+    if (message != NULL && group != NULL)
+        fail_group(negotiator, group, membership, message);
+    membership_free(membership, negotiator->nranks);
+    free(message);
+    free(group);
+}
+
 void negotiator_submit(struct negotiator *negotiator, int rank, const struct wire_request *request,
                        double now)
 {
@@ -488,6 +640,8 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
     entry->arrivals[rank] = now;
     if (entry_complete(negotiator, entry))
         resolve(negotiator, entry);
+    if (request->group_size > 1 && request->group != NULL && request->group[0] != '\0')
+        check_membership(negotiator, rank, request);
 }
 
 void negotiator_join(struct negotiator *negotiator, int rank)

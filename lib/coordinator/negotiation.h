@@ -18,6 +18,7 @@ struct negotiator {
     struct negotiation_entry *oldest;  /* entries in arrival order, for the stall inspector */
     struct negotiation_entry *newest;
     struct name_table groups;          /* group name -> struct group_state */
+    struct name_table memberships;     /* group name -> struct membership */
     bool *joined;
     int joined_count;
     struct wire_response *responses;   /* produced, not yet taken */

@@ -6,6 +6,8 @@
  */
 #include "handle.h"
 
+#include "log.h"
+
 
 #include <sched.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@ struct chorus_handle *handle_create(chorus_collective collective, size_t members
     struct chorus_handle *handle = calloc(1, sizeof *handle);
     if (handle == NULL)
         return NULL;
+    handle->magic = HANDLE_MAGIC;
     atomic_init(&handle->status, CHORUS_IN_PROGRESS);
     pthread_mutex_init(&handle->lock, NULL);
     pthread_cond_init(&handle->completed, NULL);
@@ -33,6 +36,8 @@ static void handle_destroy(struct chorus_handle *handle)
     free(handle->message);
     pthread_mutex_destroy(&handle->lock);
     pthread_cond_destroy(&handle->completed);
+    /* volatile: a plain store just before free() is dropped by the compiler as dead. */
+    *(volatile uint32_t *)&handle->magic = 0;
     free(handle);
 }
 
@@ -149,7 +154,17 @@ void chorus_handle_free(chorus_handle *handle)
 {
     if (handle == NULL)
         return;
+    if (handle->magic != HANDLE_MAGIC) {
+        LOG(LOG_ERROR, "handle", "chorus_handle_free: %p is not a live handle (freed twice?)",
+            (void *)handle);
+        return;
+    }
     pthread_mutex_lock(&handle->lock);
+    if (handle->abandoned) {
+        pthread_mutex_unlock(&handle->lock);
+        LOG(LOG_ERROR, "handle", "chorus_handle_free: %p was already freed", (void *)handle);
+        return;
+    }
     if (atomic_load_explicit(&handle->status, memory_order_acquire) == CHORUS_IN_PROGRESS) {
         handle->abandoned = true;
         pthread_mutex_unlock(&handle->lock);

@@ -14,7 +14,12 @@
 /* Gives back an output the handle owned: `capacity` bytes at `data`. */
 typedef void (*output_release)(void *data, size_t capacity);
 
+/* A live handle's first word; cleared when it is freed, so that a second chorus_handle_free (or
+ * a pointer that is no handle) is refused with a message instead of corrupting the heap. */
+#define HANDLE_MAGIC 0x444e4843u /* "CHND" */
+
 struct chorus_handle {
+    uint32_t magic;
     _Atomic int status; /* CHORUS_IN_PROGRESS until complete */
     pthread_mutex_t lock;
     pthread_cond_t completed;

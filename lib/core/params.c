@@ -33,12 +33,13 @@ const struct param_definition param_table[] = {
      "minimum spacing of negotiation cycles in milliseconds; larger values fuse more"},
     {"CHORUS_CACHE_CAPACITY", PARAM_COUNT, "1024", FIELD(cache_capacity), -1, true,
      "entries of the response cache; 0 turns the cache off"},
-    {"CHORUS_STAGING_AREAS", PARAM_COUNT, "0", FIELD(staging_areas), -1, true,
+    {"CHORUS_STAGING_AREAS", PARAM_AREAS, "0", FIELD(staging_areas), -1, true,
      "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0: 2"},
     {"CHORUS_STAGING_STORES", PARAM_STORES, "auto", FIELD(staging_stores), -1, true,
      "how the algorithms through the host's shared segment write their staging areas: cached "
      "(ordinary stores), streaming (non-temporal stores, straight to memory), or auto: cached "
-     "where the host's ranks share a last-level cache (hwloc), else streaming"},
+     "where the host's ranks share a last-level cache (hwloc) and each has a core of its own, "
+     "else streaming"},
     {"CHORUS_STALL_WARNING_SECONDS", PARAM_SECONDS, "60", FIELD(stall_warning_seconds), -1, true,
      "warn when a tensor has been submitted by some ranks but not others for this long (0: "
      "never)"},
@@ -169,9 +170,23 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     case PARAM_BYTES:
         snprintf(why, why_size, "expected bytes such as 1048576, 64K, 128M or 1G");
         return parse_bytes(text, field);
-    case PARAM_COUNT:
-        snprintf(why, why_size, "expected a non-negative integer");
-        return parse_count(text, field);
+    case PARAM_COUNT: {
+        snprintf(why, why_size, "expected an integer from 0 to %zu", PARAM_COUNT_LIMIT);
+        size_t count = 0;
+        if (!parse_count(text, &count) || count > PARAM_COUNT_LIMIT)
+            return false;
+        *(size_t *)field = count;
+        return true;
+    }
+    case PARAM_AREAS: {
+        snprintf(why, why_size, "expected 0 (the default), 2, 4, 8 or 16");
+        size_t areas = 0;
+        if (!parse_count(text, &areas) ||
+            (areas != 0 && areas != 2 && areas != 4 && areas != 8 && areas != 16))
+            return false;
+        *(size_t *)field = areas;
+        return true;
+    }
     case PARAM_SECONDS:
         snprintf(why, why_size, "expected a non-negative number");
         return parse_seconds(text, field);
@@ -290,7 +305,12 @@ chorus_status params_load(struct param_set *set, char *const *environment, const
         size_t length = end ? (size_t)(end - cursor) : strlen(cursor);
         char item[PARAM_TEXT_LENGTH * 2];
         if (length >= sizeof item) {
-            snprintf(error, error_size, "chorus_init options: parameter setting too long");
+            size_t name_length = strcspn(cursor, "=;");
+            snprintf(error, error_size,
+                     "chorus_init options: the setting of %.*s is %zu characters long; at most "
+                     "%zu fit",
+                     (int)(name_length < 64 ? name_length : 64), cursor, length,
+                     sizeof item - 1);
             return CHORUS_ERR_BAD_PARAMETER;
         }
         memcpy(item, cursor, length);
@@ -323,6 +343,7 @@ static size_t param_field_size(enum param_type type)
     switch (type) {
     case PARAM_BYTES:
     case PARAM_COUNT:
+    case PARAM_AREAS:
         return sizeof(size_t);
     case PARAM_SECONDS:
         return sizeof(double);
@@ -369,6 +390,7 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
     switch (definition->type) {
     case PARAM_BYTES:
     case PARAM_COUNT:
+    case PARAM_AREAS:
         snprintf(text, text_size, "%zu", *(const size_t *)field);
         return;
     case PARAM_SECONDS:

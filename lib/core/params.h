@@ -9,6 +9,9 @@
 #include "common.h"
 
 #define PARAM_TEXT_LENGTH 256
+/* The largest count a parameter takes: tables sized by one (the response cache) stay far from
+ * overflowing their size computations. */
+#define PARAM_COUNT_LIMIT ((size_t)1 << 24)
 
 struct chorus_params {
     size_t fusion_threshold;       /* bytes */
@@ -38,7 +41,8 @@ enum param_source {
 
 enum param_type {
     PARAM_BYTES,     /* size_t with optional K/M/G/T suffix (powers of 1024) */
-    PARAM_COUNT,     /* size_t */
+    PARAM_COUNT,     /* size_t, at most PARAM_COUNT_LIMIT */
+    PARAM_AREAS,     /* size_t: 0 (the default), 2, 4, 8 or 16 */
     PARAM_SECONDS,   /* double >= 0 */
     PARAM_LOG_LEVEL, /* error|warning|info|debug|trace */
     PARAM_PATH,      /* any text */

@@ -208,6 +208,10 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                               arguments);
             }
         }
+        /* Every failure says why: a path that forgot to is named by its status at least. */
+        if (outcome != CHORUS_OK && detail[0] == '\0')
+            snprintf(detail, sizeof detail, "%s (%s, no further detail)",
+                     chorus_status_description(outcome), chorus_status_name(outcome));
         /* A failed collective leaves the ranks out of step, except for errors decided the same
          * way on every rank before any data moved (unsupported GPU features). */
         bool fatal = outcome != CHORUS_OK && outcome != CHORUS_ERR_NOT_SUPPORTED;

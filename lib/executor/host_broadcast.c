@@ -4,6 +4,7 @@
  */
 #include "backend.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* A broadcast of one host tensor, in its output buffer. */
@@ -13,14 +14,21 @@ static chorus_status execute_broadcast(struct executor *executor,
 {
     size_t bytes = response_bytes(response);
     int root = response->request.root;
+    /* Nothing to move, and a tensor of no elements may have no data at all (NULL): every rank
+     * knows the size, so none takes part. */
+    if (bytes == 0)
+        return CHORUS_OK;
     chorus_status status = CHORUS_OK;
     if (executor->rank == root)
         status = root_output(request, bytes, false, error, error_size);
     void *buffer = request != NULL ? request->output : stand_in_buffer(executor, bytes);
     if (status != CHORUS_OK)
         return status;
-    if (buffer == NULL)
+    if (buffer == NULL) {
+        snprintf(error, error_size, "cannot allocate %zu bytes for a joined rank's stand-in",
+                 bytes);
         return CHORUS_ERR_OUT_OF_MEMORY;
+    }
     return run_host_broadcast(executor, buffer, bytes, root, error, error_size);
 }
 

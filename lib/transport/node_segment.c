@@ -180,7 +180,7 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
         segment->local_rank = me;
         segment->local_size = local_size;
         segment->chunk_bytes = chunk_bytes;
-        node_segment_set_staging(segment, areas, staging_stores_streaming(stores, true));
+        node_segment_set_staging(segment, areas, staging_stores_streaming(stores, true, false));
         segment->yield_while_waiting = true;
         segment->owner = me == 0 ? owner : NULL;
         for (int r = 0; r < local_size; r++) {

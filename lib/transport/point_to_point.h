@@ -25,6 +25,10 @@ struct transport_ops {
     /* Completes every request in `requests`. */
     chorus_status (*waitall)(struct transport *transport, size_t count,
                              struct transport_request *requests);
+    /* Gives up requests that will not be waited for (an algorithm that stops after a failure):
+     * receives not yet matched are cancelled, the others get a moment to finish, and nothing
+     * lands in their buffers afterwards. */
+    void (*cancel)(struct transport *transport, size_t count, struct transport_request *requests);
 };
 
 struct transport {
@@ -58,6 +62,12 @@ static inline chorus_status transport_waitall(struct transport *transport, size_
                                               struct transport_request *requests)
 {
     return transport->ops->waitall(transport, count, requests);
+}
+
+static inline void transport_cancel(struct transport *transport, size_t count,
+                                    struct transport_request *requests)
+{
+    transport->ops->cancel(transport, count, requests);
 }
 
 /* Sends `send_bytes` to `destination` while receiving `recv_bytes` from `source`. */

@@ -180,10 +180,18 @@ static chorus_status mpi_waitall(struct transport *transport, size_t count,
     return CHORUS_OK;
 }
 
+static void mpi_cancel(struct transport *transport, size_t count,
+                       struct transport_request *requests)
+{
+    (void)transport;
+    abandon(requests, count);
+}
+
 static const struct transport_ops mpi_ops = {
     .isend = mpi_isend,
     .irecv = mpi_irecv,
     .waitall = mpi_waitall,
+    .cancel = mpi_cancel,
 };
 
 void transport_mpi_init(struct transport *transport, const void *mpi_comm)

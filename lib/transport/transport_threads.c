@@ -188,10 +188,22 @@ static chorus_status threads_waitall(struct transport *transport, size_t count,
     return status;
 }
 
+/* A send has already landed in its mailbox; a receive not yet matched is simply dropped. */
+static void threads_cancel(struct transport *transport, size_t count,
+                           struct transport_request *requests)
+{
+    (void)transport;
+    for (size_t i = 0; i < count; i++) {
+        free(requests[i].slots[0]);
+        requests[i].slots[0] = NULL;
+    }
+}
+
 static const struct transport_ops thread_ops = {
     .isend = threads_isend,
     .irecv = threads_irecv,
     .waitall = threads_waitall,
+    .cancel = threads_cancel,
 };
 
 void transport_threads_init(struct transport *transport, struct thread_fabric *fabric, int rank)

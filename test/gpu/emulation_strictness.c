@@ -6,6 +6,8 @@
  */
 #include "emulation/emulation.h"
 
+#include "../common/check_runner.h"
+
 #include <check.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -57,14 +59,21 @@ START_TEST(stream_work_is_done_only_when_the_stream_says_so)
 }
 END_TEST
 
-START_TEST(nccl_refuses_host_buffers_and_ranges_past_an_allocation)
+/* A communicator of this one process, and a stream for its work. */
+static ncclComm_t one_rank(cudaStream_t *stream)
 {
     ncclUniqueId id;
     ncclComm_t comm;
     ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
     ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+    ck_assert_int_eq(cudaStreamCreate(stream), cudaSuccess);
+    return comm;
+}
+
+START_TEST(nccl_refuses_host_buffers_and_ranges_past_an_allocation)
+{
     cudaStream_t stream;
-    ck_assert_int_eq(cudaStreamCreate(&stream), cudaSuccess);
+    ncclComm_t comm = one_rank(&stream);
     float host[8] = {0};
     void *device = NULL;
     ck_assert_int_eq(cudaMalloc(&device, sizeof host), cudaSuccess);
@@ -81,14 +90,10 @@ START_TEST(nccl_refuses_host_buffers_and_ranges_past_an_allocation)
 }
 END_TEST
 
-START_TEST(one_rank_reduces_with_every_op_and_a_premultiplied_sum)
+START_TEST(one_rank_reduces_with_a_premultiplied_sum)
 {
-    ncclUniqueId id;
-    ncclComm_t comm;
-    ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
-    ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
     cudaStream_t stream;
-    ck_assert_int_eq(cudaStreamCreate(&stream), cudaSuccess);
+    ncclComm_t comm = one_rank(&stream);
     double host[3] = {1.5, -2, 4}, back[3];
     void *in = NULL, *out = NULL;
     ck_assert_int_eq(cudaMalloc(&in, sizeof host), cudaSuccess);
@@ -119,11 +124,7 @@ int main(void)
     tcase_add_test(cases, host_reads_of_device_memory_crash);
     tcase_add_test(cases, stream_work_is_done_only_when_the_stream_says_so);
     tcase_add_test(cases, nccl_refuses_host_buffers_and_ranges_past_an_allocation);
-    tcase_add_test(cases, one_rank_reduces_with_every_op_and_a_premultiplied_sum);
+    tcase_add_test(cases, one_rank_reduces_with_a_premultiplied_sum);
     suite_add_tcase(suite, cases);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? 0 : 1;
+    return run_suite(suite);
 }

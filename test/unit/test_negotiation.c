@@ -187,6 +187,79 @@ START_TEST(group_members_are_released_together)
 }
 END_TEST
 
+/* The last member of a group to resolve fails (a mismatch): the group is released, and the same
+ * group can be submitted again (its state once outlived the group name it was filed under). */
+START_TEST(a_group_whose_last_member_fails_can_be_submitted_again)
+{
+    struct wire_request members[2] = {allreduce("g.a"), allreduce("g.b")};
+    for (int i = 0; i < 2; i++) {
+        members[i].group = "g.a";
+        members[i].group_size = 2;
+    }
+    struct wire_request wrong = members[1];
+    wrong.dtype = CHORUS_FLOAT16;
+    for (int r = 0; r < 3; r++)
+        negotiator_submit(&negotiator, r, &members[0], 0);
+    for (int r = 0; r < 3; r++)
+        negotiator_submit(&negotiator, r, r == 1 ? &wrong : &members[1], 0);
+    take();
+    ck_assert_uint_eq(response_count, 2);
+    ck_assert_int_eq(responses[0].type, RESPONSE_ERROR);
+    ck_assert_str_eq(responses[0].request.name, "g.b");
+    ck_assert_int_eq(responses[1].type, RESPONSE_EXECUTE);
+    ck_assert_str_eq(responses[1].request.name, "g.a");
+    for (int round = 0; round < 2; round++) {
+        for (int r = 0; r < 3; r++)
+            for (int m = 0; m < 2; m++)
+                negotiator_submit(&negotiator, r, &members[m], 1 + round);
+        take();
+        ck_assert_uint_eq(response_count, 2);
+        ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
+        ck_assert_int_eq(responses[1].type, RESPONSE_EXECUTE);
+    }
+}
+END_TEST
+
+/* Ranks 0-1 group {gx, gy}, rank 2 {gx, gz}: gx is agreed everywhere but must not be held
+ * forever; every member fails on every rank with a message naming the ranks and the members. */
+START_TEST(a_group_whose_ranks_name_different_members_fails_everywhere)
+{
+    struct wire_request gx = allreduce("gx"), gy = allreduce("gy"), gz = allreduce("gz");
+    struct wire_request *all[3] = {&gx, &gy, &gz};
+    for (int i = 0; i < 3; i++) {
+        all[i]->group = "gx";
+        all[i]->group_size = 2;
+    }
+    for (int r = 0; r < 3; r++) {
+        negotiator_submit(&negotiator, r, &gx, 0);
+        negotiator_submit(&negotiator, r, r < 2 ? &gy : &gz, 0);
+    }
+    take();
+    ck_assert_uint_eq(response_count, 3);
+    bool seen[3] = {false, false, false};
+    for (size_t i = 0; i < response_count; i++) {
+        ck_assert_int_eq(responses[i].type, RESPONSE_ERROR);
+        ck_assert_int_eq(responses[i].status, CHORUS_ERR_MISMATCH);
+        ck_assert_msg(strstr(responses[i].message, "ranks 0-1 {gx, gy}") != NULL &&
+                          strstr(responses[i].message, "rank 2 {gx, gz}") != NULL,
+                      "%s", responses[i].message);
+        for (int n = 0; n < 3; n++)
+            seen[n] |= strcmp(responses[i].request.name, all[n]->name) == 0;
+    }
+    ck_assert(seen[0] && seen[1] && seen[2]);
+    ck_assert_uint_eq(negotiator_pending(&negotiator), 0);
+    /* The group works again afterwards. */
+    for (int r = 0; r < 3; r++) {
+        negotiator_submit(&negotiator, r, &gx, 1);
+        negotiator_submit(&negotiator, r, &gy, 1);
+    }
+    take();
+    ck_assert_uint_eq(response_count, 2);
+    ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
+    ck_assert_int_eq(responses[1].type, RESPONSE_EXECUTE);
+}
+END_TEST
+
 START_TEST(joined_ranks_count_as_ready_and_join_completes)
 {
     struct wire_request a = allreduce("a");
@@ -255,6 +328,8 @@ int main(void)
     tcase_add_test(tc, broadcast_roots_must_agree);
     tcase_add_test(tc, allgather_first_dimension_may_differ);
     tcase_add_test(tc, group_members_are_released_together);
+    tcase_add_test(tc, a_group_whose_last_member_fails_can_be_submitted_again);
+    tcase_add_test(tc, a_group_whose_ranks_name_different_members_fails_everywhere);
     tcase_add_test(tc, joined_ranks_count_as_ready_and_join_completes);
     tcase_add_test(tc, stalls_are_warned_then_failed);
     suite_add_tcase(suite, tc);

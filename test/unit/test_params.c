@@ -109,6 +109,23 @@ START_TEST(malformed_values_name_variable_and_value)
     ck_assert_int_eq(load(fine, "CHORUS_NOPE=1"), CHORUS_ERR_BAD_PARAMETER);
     ck_assert_ptr_nonnull(strstr(error, "CHORUS_NOPE"));
     ck_assert_int_eq(load(fine, "CHORUS_CACHE_CAPACITY=lots"), CHORUS_ERR_BAD_PARAMETER);
+
+    /* Values that parse but are not allowed fail too, instead of being rounded or overflowing
+     * a size computation later. */
+    char *three_areas[] = {"CHORUS_STAGING_AREAS=3", NULL};
+    ck_assert_int_eq(load(three_areas, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_msg(strstr(error, "CHORUS_STAGING_AREAS") && strstr(error, "16"), "%s", error);
+    char *four_areas[] = {"CHORUS_STAGING_AREAS=4", NULL};
+    ck_assert_int_eq(load(four_areas, NULL), CHORUS_OK);
+    char *huge_cache[] = {"CHORUS_CACHE_CAPACITY=18446744073709551615", NULL};
+    ck_assert_int_eq(load(huge_cache, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_ptr_nonnull(strstr(error, "CHORUS_CACHE_CAPACITY"));
+
+    /* An over-long setting in the options names its variable. */
+    char long_setting[2048] = "CHORUS_TIMELINE=";
+    memset(long_setting + strlen(long_setting), 'x', 1500);
+    ck_assert_int_eq(load(fine, long_setting), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_msg(strstr(error, "CHORUS_TIMELINE") != NULL, "%s", error);
 }
 END_TEST
 

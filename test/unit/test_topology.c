@@ -50,10 +50,13 @@ END_TEST
 
 START_TEST(staging_stores_follow_the_topology_unless_forced)
 {
-    ck_assert(!staging_stores_streaming(STAGING_STORES_AUTO, true));
-    ck_assert(staging_stores_streaming(STAGING_STORES_AUTO, false));
-    ck_assert(!staging_stores_streaming(STAGING_STORES_CACHED, false));
-    ck_assert(staging_stores_streaming(STAGING_STORES_STREAMING, true));
+    /* auto: ordinary stores only for ranks under one cache, each with a core of its own */
+    ck_assert(!staging_stores_streaming(STAGING_STORES_AUTO, true, false));
+    ck_assert(staging_stores_streaming(STAGING_STORES_AUTO, false, false));
+    ck_assert(staging_stores_streaming(STAGING_STORES_AUTO, true, true));
+    /* forced either way */
+    ck_assert(!staging_stores_streaming(STAGING_STORES_CACHED, false, true));
+    ck_assert(staging_stores_streaming(STAGING_STORES_STREAMING, true, false));
 }
 END_TEST
 
