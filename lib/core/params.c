@@ -46,8 +46,8 @@ const struct param_definition param_table[] = {
     {"CHORUS_STALL_SHUTDOWN_SECONDS", PARAM_SECONDS, "0", FIELD(stall_shutdown_seconds), -1,
      true, "fail stalled tensors with CHORUS_ERR_STALLED after this long (0: never)"},
     {"CHORUS_TIMEOUT_SECONDS", PARAM_SECONDS, "60", FIELD(timeout_seconds), -1, true,
-     "fail a wait for NCCL (communicator setup, a collective on the GPU stream) that takes "
-     "longer, on every rank, instead of hanging (0: never)"},
+     "fail a collective (or the NCCL communicator's setup) that waits longer than this for "
+     "another rank or the GPU, on every rank, instead of hanging (0: never)"},
     {"CHORUS_COMPRESSION", PARAM_COMPRESSION, "none", FIELD(compression), -1, true,
      "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes)"},
     {"CHORUS_LOG_LEVEL", PARAM_LOG_LEVEL, "warning", FIELD(log_level), -1, false,

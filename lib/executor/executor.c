@@ -41,6 +41,7 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
         executor->staging_areas, executor->staging_streaming,
         executor->oversubscribed, error, error_size);
     executor->node_ready = status == CHORUS_OK;
+    executor->node.timeout_seconds = executor->timeout_seconds;
     if (executor->node_ready && executor->node.cross != NULL) {
         executor->node.cross->interrupted = executor->transport.interrupted;
         executor->node.cross->interrupt_context = executor->transport.interrupt_context;
@@ -58,9 +59,19 @@ struct node_segment *executor_node(struct executor *executor)
     return executor->node_ready ? &executor->node : NULL;
 }
 
-chorus_status executor_interrupt_check(void *executor, char *error, size_t error_size)
+chorus_status executor_interrupt_check(void *context, char *error, size_t error_size)
 {
-    return executor_peer_failure(executor, error, error_size);
+    struct executor *executor = context;
+    chorus_status status = executor_peer_failure(executor, error, error_size);
+    if (status != CHORUS_OK || executor->timeout_seconds <= 0 || executor->batch_started == 0)
+        return status;
+    if (monotonic_seconds() - executor->batch_started <= executor->timeout_seconds)
+        return CHORUS_OK;
+    snprintf(error, error_size,
+             "did not complete within %g s (CHORUS_TIMEOUT_SECONDS): another rank is stopped, "
+             "dead or far behind",
+             executor->timeout_seconds);
+    return CHORUS_ERR_TIMEOUT;
 }
 
 /* The timeline spans of a fused batch, per tensor: the copy in, the allreduce with its
@@ -183,6 +194,7 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                           responses[members[m]].agreed_at, started, NULL);
         chorus_status outcome = CHORUS_ERR_MPI;
         executor->last_algorithm = NULL;
+        executor->batch_started = monotonic_seconds();
         if (injected_fault_now())
             snprintf(detail, sizeof detail,
                      "injected fault (a test's stand-in for a failed MPI "

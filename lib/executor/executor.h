@@ -28,7 +28,8 @@ struct executor {
     struct scratch pieces;   /* the piece list of a fused batch reduced in place */
     size_t fusion_threshold;
     size_t fusion_tensor_limit;
-    double timeout_seconds; /* bound on waits for the GPU; 0: none */
+    double timeout_seconds; /* bound on a batch's waits for other ranks and the GPU; 0: none */
+    double batch_started;   /* when the running batch started, for that bound */
     unsigned staging_areas; /* per rank in the host's segment; 0: the default */
     bool staging_streaming;  /* staging areas written with streaming stores (node_segment.h) */
     int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: tuning table */

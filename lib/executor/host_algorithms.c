@@ -44,9 +44,17 @@ static chorus_status run_selected(struct executor *executor, chorus_collective c
     executor->last_algorithm = algorithm_name(collective, ran);
     const struct node_segment *node = executor_node(executor);
     int poisoned = node != NULL ? node_segment_poisoned(node) : -1;
-    if (poisoned >= 0)
+    int stuck = node != NULL ? node_segment_stuck(node) : -1;
+    if (poisoned >= 0) {
         status = local_peer_failed(executor, poisoned, executor->transport.error,
                                    sizeof executor->transport.error);
+    } else if (stuck >= 0) {
+        snprintf(executor->transport.error, sizeof executor->transport.error,
+                 "local rank %d of this host did not reach a barrier within %g s "
+                 "(CHORUS_TIMEOUT_SECONDS): it is stopped, dead or far behind",
+                 stuck, executor->timeout_seconds);
+        status = CHORUS_ERR_TIMEOUT;
+    }
     if (status == CHORUS_ERR_NOT_SUPPORTED)
         snprintf(executor->transport.error, sizeof executor->transport.error,
                  "every algorithm declined the call");

@@ -46,7 +46,8 @@ void node_segment_barrier(struct node_segment *segment)
         streaming_fence();
     uint64_t target = ++segment->sequence;
     atomic_store_explicit(segment->progress[segment->local_rank], target, memory_order_release);
-    for (int r = 0; r < segment->local_size; r++) {
+    double deadline = 0;
+    for (int r = 0; r < segment->local_size && segment->stuck_rank < 0; r++) {
         unsigned polls = 0;
         while (atomic_load_explicit(segment->progress[r], memory_order_acquire) < target) {
             /* With a core per rank the peer arrives within microseconds; with more ranks than
@@ -55,6 +56,15 @@ void node_segment_barrier(struct node_segment *segment)
                 sched_yield();
             else
                 spin_pause();
+            if (segment->timeout_seconds <= 0 || (polls & 1023) != 0)
+                continue;
+            double now = monotonic_seconds();
+            if (deadline == 0)
+                deadline = now + segment->timeout_seconds;
+            else if (now > deadline) {
+                segment->stuck_rank = r;
+                break;
+            }
         }
     }
 }
@@ -180,6 +190,7 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
         segment->local_rank = me;
         segment->local_size = local_size;
         segment->chunk_bytes = chunk_bytes;
+        segment->stuck_rank = -1;
         node_segment_set_staging(segment, areas, staging_stores_streaming(stores, true, false));
         segment->yield_while_waiting = true;
         segment->owner = me == 0 ? owner : NULL;

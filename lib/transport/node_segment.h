@@ -81,6 +81,8 @@ struct node_segment {
     uint64_t sequence;                              /* this rank's last barrier */
     uint64_t next_turn;       /* the turn the next algorithm starts at */
     bool yield_while_waiting;                       /* more ranks than cores on this host */
+    double timeout_seconds; /* a barrier gives up on a peer after this long (0: never) */
+    int stuck_rank;         /* the local rank a barrier gave up on, or -1 */
     struct transport *cross;  /* the ranks of the same local rank on the other hosts, or NULL */
     struct scratch cross_scratch;
     void *owner;              /* what to free: the MPI window, or the local allocation */
@@ -125,8 +127,16 @@ static inline size_t node_chunk_length(size_t total, size_t chunk_bytes, size_t 
 
 /* Waits until every local rank has reached the same barrier. With streaming stores it first
  * orders them before the barrier (they are weakly ordered), so that what a rank staged is there
- * for the peers that pass it. */
+ * for the peers that pass it. A peer that does not arrive within `timeout_seconds` (stopped,
+ * or dead where nothing noticed) is given up on: stuck_rank names it, and this and every later
+ * barrier return at once, so that the algorithm ends (on data that means nothing) and the
+ * caller reports it (node_segment_stuck). */
 void node_segment_barrier(struct node_segment *segment);
+/* The local rank a barrier gave up on, or -1. */
+static inline int node_segment_stuck(const struct node_segment *segment)
+{
+    return segment->stuck_rank;
+}
 
 /* The copy that writes staging areas: with the kind of store the segment uses. */
 static inline copy_function node_stage_copier(const struct node_segment *segment)

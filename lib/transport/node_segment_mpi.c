@@ -62,6 +62,7 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         return CHORUS_ERR_OUT_OF_MEMORY;
     segment->chunk_bytes = chunk_bytes;
     segment->yield_while_waiting = yield_while_waiting;
+    segment->stuck_rank = -1;
     unsigned areas = node_staging_areas(staging_areas);
     node_segment_set_staging(segment, areas, streaming);
     size_t mine = node_segment_part_bytes(areas, chunk_bytes);

@@ -1,7 +1,7 @@
 /*
  * streaming_copy.h — copies whose stores bypass the caches (non-temporal stores), for staging
  * areas that another core reads next, beside the ordinary copy with the same signature. See
- * staging_stores.c for when they pay off.
+ * node_segment.h for when they pay off.
  */
 #ifndef CHORUS_STREAMING_COPY_H
 #define CHORUS_STREAMING_COPY_H

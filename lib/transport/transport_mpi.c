@@ -72,6 +72,7 @@ static chorus_status post(struct transport *transport, mpi_point_to_point start,
     request_set(request, 0, MPI_REQUEST_NULL);
     request_set(request, 1, MPI_REQUEST_NULL);
     request->slots[2] = start == irecv_adapter ? &receive_mark : NULL;
+    request->slots[3] = (void *)(intptr_t)peer; /* to say whom a stuck wait waited for */
     MPI_Request mpi_request = MPI_REQUEST_NULL;
     size_t blocks = bytes / MPI_BLOCK_BYTES;
     size_t tail = bytes % MPI_BLOCK_BYTES;
@@ -169,6 +170,11 @@ static chorus_status mpi_waitall(struct transport *transport, size_t count,
                 chorus_status interrupted = transport->interrupted(
                     transport->interrupt_context, transport->error, sizeof transport->error);
                 if (interrupted != CHORUS_OK) {
+                    size_t length = strlen(transport->error);
+                    snprintf(transport->error + length, sizeof transport->error - length,
+                             " (this rank was waiting to %s rank %d)",
+                             requests[i].slots[2] == &receive_mark ? "receive from" : "send to",
+                             (int)(intptr_t)requests[i].slots[3]);
                     request_set(&requests[i], slot, request);
                     abandon(requests + i, count - i);
                     return interrupted;
