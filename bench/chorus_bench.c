@@ -30,6 +30,7 @@
 #endif
 
 #include <chorus.h>
+#include <getopt.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdatomic.h>
@@ -634,11 +635,157 @@ static void workload_benchmark(const char *workload, int steps)
     free(packed);
 }
 
-static void usage(void)
+static const char usage_text[] =
+    "usage: chorus-bench [options]                 (under mpirun)\n"
+    "Sweeps (nccl-tests columns, chorus against plain MPI in the same run):\n"
+    "  -c, --collective NAME  allreduce (default), broadcast or allgather\n"
+    "  -b, --min-bytes SIZE   smallest size (default 8; K, M, G suffixes)\n"
+    "  -e, --max-bytes SIZE   largest size (default 256M)\n"
+    "  -f, --factor X         size step, a factor above 1 (default 2)\n"
+    "  -n, --iterations N     timed operations per size (default: about 0.4 GB of traffic)\n"
+    "  -w, --warmup N         untimed operations per size first (default 3)\n"
+    "  -d, --dtype NAME       float32 (default), float64 or int32\n"
+    "      --csv FILE         also write the table as CSV\n"
+    "      --device cuda      buffers on the GPU (chorus-bench-gpu, chorus-bench-emulated)\n"
+    "Other measurements:\n"
+    "      --workload MODEL   a training step: resnet50, bert, or a file of gradient sizes\n"
+    "      --steps N          steps of the workload (default 20)\n"
+    "      --cycle N          a step of N tiny tensors: the negotiation's cost\n"
+    "  -h, --help             this text\n"
+    "The last line of every run is a summary: line; a wrong result fails the run (exit 1).\n";
+
+/* Index of `text` among `names`, or -1. */
+static int choice(const char *text, const char *const *names, int count)
 {
-    if (rank == 0)
-        fprintf(stderr, "usage: chorus-bench [-c allreduce|broadcast|allgather] [-b min] "
-                        "[-e max] [-f factor] [-n iters] [-w warmup] [-d dtype] [--csv FILE]\n");
+    for (int i = 0; i < count; i++)
+        if (strcmp(text, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static bool parse_positive_int(const char *text, int *value)
+{
+    char *end = NULL;
+    long parsed = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || parsed < 0 || parsed > 1000000000)
+        return false;
+    *value = (int)parsed;
+    return true;
+}
+
+/* Parses the command line into `o`. Returns -1 to go on, else the exit status (0 for --help,
+ * 2 for a mistake, which it names). */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    static const struct option long_options[] = {
+        {"collective", required_argument, NULL, 'c'}, {"min-bytes", required_argument, NULL, 'b'},
+        {"max-bytes", required_argument, NULL, 'e'},  {"factor", required_argument, NULL, 'f'},
+        {"iterations", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'w'},
+        {"dtype", required_argument, NULL, 'd'},      {"csv", required_argument, NULL, 'C'},
+        {"device", required_argument, NULL, 'D'},     {"workload", required_argument, NULL, 'W'},
+        {"steps", required_argument, NULL, 'S'},      {"cycle", required_argument, NULL, 'Y'},
+        {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
+    };
+    static const char *const collectives[] = {"allreduce", "broadcast", "allgather"};
+    static const chorus_collective collective_values[] = {CHORUS_ALLREDUCE, CHORUS_BROADCAST,
+                                                          CHORUS_ALLGATHER};
+    static const char *const dtypes[] = {"float32", "float64", "int32"};
+    static const chorus_dtype dtype_values[] = {CHORUS_FLOAT32, CHORUS_FLOAT64, CHORUS_INT32};
+    opterr = 0; /* the messages below name the mistake, once, on rank 0 */
+    int option;
+    while ((option = getopt_long(argc, argv, ":c:b:e:f:n:w:d:h", long_options, NULL)) != -1) {
+        const char *value = optarg;
+        int index = -1;
+        bool ok = true;
+        switch (option) {
+        case 'c':
+            index = choice(value, collectives, 3);
+            ok = index >= 0;
+            if (ok)
+                o->collective = collective_values[index];
+            break;
+        case 'b':
+            ok = parse_size(value, &o->min_bytes);
+            break;
+        case 'e':
+            ok = parse_size(value, &o->max_bytes);
+            break;
+        case 'f': {
+            char *end = NULL;
+            o->factor = strtod(value, &end);
+            ok = end != value && *end == '\0' && o->factor > 1;
+            break;
+        }
+        case 'n':
+            ok = parse_positive_int(value, &o->iterations);
+            break;
+        case 'w':
+            ok = parse_positive_int(value, &o->warmup);
+            break;
+        case 'd':
+            index = choice(value, dtypes, 3);
+            ok = index >= 0;
+            if (ok)
+                o->dtype = dtype_values[index];
+            break;
+        case 'C':
+            o->csv = value;
+            break;
+        case 'D':
+            ok = strcmp(value, "cuda") == 0;
+            o->device = ok;
+#ifndef CHORUS_BENCH_DEVICE
+            if (ok) {
+                if (rank == 0)
+                    fprintf(stderr, "chorus-bench: --device cuda needs chorus-bench-gpu (or "
+                                    "chorus-bench-emulated)\n");
+                return 2;
+            }
+#endif
+            break;
+        case 'W':
+            o->workload = value;
+            break;
+        case 'S':
+            ok = parse_positive_int(value, &o->steps);
+            break;
+        case 'Y':
+            ok = parse_positive_int(value, &o->cycle_tensors);
+            break;
+        case 'h':
+            if (rank == 0)
+                fputs(usage_text, stdout);
+            return 0;
+        case ':':
+            if (rank == 0)
+                fprintf(stderr, "chorus-bench: %s needs a value (--help lists the options)\n",
+                        argv[optind - 1]);
+            return 2;
+        default:
+            if (rank == 0)
+                fprintf(stderr, "chorus-bench: unknown option %s (--help lists the options)\n",
+                        argv[optind - 1]);
+            return 2;
+        }
+        if (!ok) {
+            const char *name = "?";
+            for (const struct option *known = long_options; known->name != NULL; known++)
+                if (known->val == option)
+                    name = known->name;
+            if (rank == 0)
+                fprintf(stderr, "chorus-bench: \"%s\" is not a valid --%s (--help lists the "
+                                "valid values)\n",
+                        value, name);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        if (rank == 0)
+            fprintf(stderr, "chorus-bench: unexpected argument %s (--help lists the options)\n",
+                    argv[optind]);
+        return 2;
+    }
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -650,56 +797,10 @@ int main(int argc, char **argv)
     struct options o = {.collective = CHORUS_ALLREDUCE, .min_bytes = 8,
                         .max_bytes = (size_t)256 << 20, .factor = 2, .warmup = 3,
                         .dtype = CHORUS_FLOAT32};
-    for (int i = 1; i < argc; i++) {
-        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = value != NULL;
-        if (strcmp(argv[i], "-c") == 0 && ok) {
-            o.collective = strcmp(value, "broadcast") == 0   ? CHORUS_BROADCAST
-                           : strcmp(value, "allgather") == 0 ? CHORUS_ALLGATHER
-                                                             : CHORUS_ALLREDUCE;
-        } else if (strcmp(argv[i], "-b") == 0 && ok) {
-            ok = parse_size(value, &o.min_bytes);
-        } else if (strcmp(argv[i], "-e") == 0 && ok) {
-            ok = parse_size(value, &o.max_bytes);
-        } else if (strcmp(argv[i], "-f") == 0 && ok) {
-            o.factor = atof(value);
-        } else if (strcmp(argv[i], "-n") == 0 && ok) {
-            o.iterations = atoi(value);
-        } else if (strcmp(argv[i], "-w") == 0 && ok) {
-            o.warmup = atoi(value);
-        } else if (strcmp(argv[i], "-d") == 0 && ok) {
-            o.dtype = strcmp(value, "float64") == 0 ? CHORUS_FLOAT64
-                      : strcmp(value, "int32") == 0 ? CHORUS_INT32
-                                                    : CHORUS_FLOAT32;
-        } else if (strcmp(argv[i], "--csv") == 0 && ok) {
-            o.csv = value;
-        } else if (strcmp(argv[i], "--cycle") == 0 && ok) {
-            o.cycle_tensors = atoi(value);
-        } else if (strcmp(argv[i], "--workload") == 0 && ok) {
-            o.workload = value;
-        } else if (strcmp(argv[i], "--steps") == 0 && ok) {
-            o.steps = atoi(value);
-        } else if (strcmp(argv[i], "--device") == 0 && ok) {
-            o.device = strcmp(value, "cuda") == 0;
-#ifndef CHORUS_BENCH_DEVICE
-            if (rank == 0)
-                fprintf(stderr, "chorus-bench: --device cuda needs chorus-bench-gpu (or "
-                                "chorus-bench-emulated)\n");
-            MPI_Finalize();
-            return 2;
-#endif
-            ok = o.device;
-        } else {
-            usage();
-            MPI_Finalize();
-            return 2;
-        }
-        i++;
-        if (!ok) {
-            usage();
-            MPI_Finalize();
-            return 2;
-        }
+    int parsed = parse_options(argc, argv, &o);
+    if (parsed >= 0) {
+        MPI_Finalize();
+        return parsed;
     }
     if (o.factor <= 1)
         o.factor = 2;
