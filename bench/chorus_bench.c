@@ -802,8 +802,6 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return parsed;
     }
-    if (o.factor <= 1)
-        o.factor = 2;
     if (chorus_init(NULL) != CHORUS_OK) {
         fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);

@@ -585,13 +585,12 @@ static void check_membership(struct negotiator *negotiator, int rank,
         free(lists[r]);
     free(lists);
     free(ranks);
-    char *group = strdup(request->group);
+    /* `request` is the caller's, so its group name outlives the entries freed here. */
     membership = name_table_remove(&negotiator->memberships, request->group);
-    if (message != NULL && group != NULL)
-        fail_group(negotiator, group, membership, message);
+    if (message != NULL)
+        fail_group(negotiator, request->group, membership, message);
     membership_free(membership, negotiator->nranks);
     free(message);
-    free(group);
 }
 
 void negotiator_submit(struct negotiator *negotiator, int rank, const struct wire_request *request,

@@ -31,14 +31,20 @@ static chorus_status local_peer_failed(struct executor *executor, int peer, char
 /* Runs `collective` with the first algorithm of the selection that does not decline, on the
  * host's segment when there is one. Records the algorithm that ran, for the timeline; on failure
  * says which algorithm failed on how many bytes, and why. */
+static struct selection_query query_for(const struct executor *executor,
+                                        chorus_collective collective, size_t bytes)
+{
+    return (struct selection_query){.bytes = bytes,
+                                    .nranks = executor->nranks,
+                                    .local_ranks = executor->local_ranks,
+                                    .forced = executor->forced_algorithm[collective]};
+}
+
 static chorus_status run_selected(struct executor *executor, chorus_collective collective,
                                   size_t bytes, union collective_args args, char *error,
                                   size_t error_size)
 {
-    struct selection_query query = {.bytes = bytes,
-                                    .nranks = executor->nranks,
-                                    .local_ranks = executor->local_ranks,
-                                    .forced = executor->forced_algorithm[collective]};
+    struct selection_query query = query_for(executor, collective, bytes);
     int ran = -1;
     chorus_status status = selection_run(collective, &query, args, &ran);
     executor->last_algorithm = algorithm_name(collective, ran);
@@ -115,10 +121,7 @@ chorus_status run_host_allgather(struct executor *executor, const void *send, vo
 
 bool host_allreduce_in_place(const struct executor *executor, size_t bytes)
 {
-    struct selection_query query = {.bytes = bytes,
-                                    .nranks = executor->nranks,
-                                    .local_ranks = executor->local_ranks,
-                                    .forced = executor->forced_algorithm[CHORUS_ALLREDUCE]};
+    struct selection_query query = query_for(executor, CHORUS_ALLREDUCE, bytes);
     int first = -1;
     return executor->node_ready && selection_candidates(CHORUS_ALLREDUCE, &query, &first, 1) == 1 &&
            first == ALLREDUCE_HIERARCHICAL;

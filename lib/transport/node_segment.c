@@ -52,7 +52,7 @@ void node_segment_barrier(struct node_segment *segment)
         while (atomic_load_explicit(segment->progress[r], memory_order_acquire) < target) {
             /* With a core per rank the peer arrives within microseconds; with more ranks than
              * cores it may need this core to get there. */
-            if (segment->yield_while_waiting || ++polls > 4096)
+            if (++polls > 4096 || segment->yield_while_waiting)
                 sched_yield();
             else
                 spin_pause();
