@@ -18,6 +18,9 @@
  * Idle threads back off: they poll for 50 us, then yield for up to 2 ms, then sleep on a
  * condition variable (woken at once by a submit) for up to 1 ms at a time between polls of MPI.
  *
+ * At scale (CHORUS_NEGOTIATION, rounds.c) tensors seen before are agreed instead by rounds, each an
+ * allreduce of ready bits, and rank 0's responses are ordered by the rounds.
+ *
  * Shutdown: a rank that shuts down sets SHUTDOWN in its requests. Rank 0 then sends a RESPONSES
  * message with SHUTDOWN after everything already agreed; each rank runs what precedes it, fails
  * every pending handle with CHORUS_ERR_SHUTDOWN, sends BYE and stops. Rank 0 stops after every
@@ -51,6 +54,10 @@ static void idle(struct background *background, double idle_since)
                          background->executor.joined
                      ? 1e-3
                      : 5e-3;
+    /* Rounds advance only while every rank polls them (MPI progresses a non-blocking
+     * collective inside MPI calls). */
+    if (background->rounds_mode)
+        cap = 2e-4;
     nap = nap < 50e-6 ? 50e-6 : nap > cap ? cap : nap;
     struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, nap);
     pthread_mutex_lock(&context->lock);
@@ -120,6 +127,10 @@ static chorus_status start(struct background *background, char *error, size_t er
         return status;
     name_table_init(&background->pending);
     response_cache_init(&background->cache, context->params.values.cache_capacity);
+    if (!rounds_start(background)) {
+        snprintf(error, error_size, "out of memory");
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
     if (context->rank == 0 && !negotiator_init(&background->negotiator, context->size)) {
         snprintf(error, error_size, "out of memory");
         return CHORUS_ERR_OUT_OF_MEMORY;
@@ -213,6 +224,7 @@ void *background_main(void *argument)
     if (status != CHORUS_OK) {
         if (context->rank == 0)
             negotiator_destroy(&background->negotiator);
+        rounds_release(background);
         release_communicators(context);
         free(background);
         return NULL;
@@ -226,8 +238,9 @@ void *background_main(void *argument)
         }
         if (background->rank == 0)
             active |= coordinate(background);
-        else
+        else if (!background->rounds_mode)
             active |= follow(background);
+        active |= rounds_progress(background);
         progress_outgoing(background, false);
         /* Another rank's notice that it failed, unless this rank already stopped (after a
          * batch that failed because of it, say): one report per failure. */
@@ -249,6 +262,7 @@ void *background_main(void *argument)
     if (background->rank == 0)
         negotiator_destroy(&background->negotiator);
     executor_release(&background->executor);
+    rounds_release(background);
     response_cache_destroy(&background->cache);
     name_table_destroy(&background->pending);
     /* After a fatal error, messages nobody received (abandoned sends, other ranks' abort

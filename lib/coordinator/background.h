@@ -11,6 +11,7 @@
 #include "coordinator.h"
 #include "../executor/executor.h"
 #include "negotiation.h"
+#include "ready_rounds.h"
 #include "response_cache.h"
 
 enum { TAG_REQUESTS = 1, TAG_RESPONSES = 2 }; /* and abort.h's TAG_ABORT */
@@ -45,6 +46,19 @@ struct background {
     int byes;
     bool finished;
 
+    /* CHORUS_NEGOTIATION=rounds (rounds.c) */
+    bool rounds_mode;
+    struct ready_rounds rounds;
+    uint64_t *round_mine;
+    uint64_t *round_result;
+    MPI_Request round_request;
+    bool round_posted;
+    double round_posted_at;
+    double demote_after;
+    struct wire_response *round_responses; /* rank 0: sent before the posted round */
+    size_t round_response_count;
+    char round_shutdown[128];              /* rank 0: why, when they end in a shutdown */
+
     double last_cycle;
     double last_stall_check;
     char error[2048];
@@ -67,6 +81,8 @@ void fail_everything(struct background *background, chorus_status status, const 
 /* Logs a fatal error, fails everything and ends the thread's loop. */
 void fatal(struct background *background, chorus_status status, const char *what);
 void clear_unsent(struct background *background);
+/* Queues a request for rank 0 (as its cache slot where the cache holds it). */
+bool queue_unsent(struct background *background, const struct wire_request *request);
 
 /* exchange.c */
 /* Frees the buffers of sends that completed. With `wait`, blocks until all have; after a fatal
@@ -81,5 +97,37 @@ bool follow(struct background *background);
 /* The timeline's negotiation span (a negotiator `resolved` callback). */
 void timeline_negotiated(void *context, const char *name, const double *arrivals, int nranks);
 void stall_warning_log(void *context, const char *message);
+/* Helpers that rounds.c shares. */
+bool send_message(struct background *background, const struct wire_message *message,
+                  const int *destinations, int destination_count, int tag);
+/* Receives one message with `tag` from `source` if one is waiting. */
+bool receive_message(struct background *background, int source, int tag,
+                     struct wire_message *message, int *sender);
+/* Runs agreed responses; a failure is fatal. */
+void execute(struct background *background, const struct wire_response *responses, size_t count);
+/* Fails everything left with CHORUS_ERR_SHUTDOWN once every rank has to stop. */
+void stop(struct background *background, const char *reason);
+/* Rank 0 takes in every REQUESTS message waiting. */
+bool take_in_requests(struct background *background);
+/* Once a second: warns of, or fails, tensors some ranks submitted and others not. */
+void check_stalls(struct background *background, double now);
+/* Appends the error response that tells every rank who shut down (text also in `reason`). */
+struct wire_response *append_shutdown_notice(struct background *background,
+                                             struct wire_response *responses, size_t *count,
+                                             char *reason, size_t reason_size);
+/* Sends responses to every other rank, cached descriptions as their slots. */
+void send_responses(struct background *background, const struct wire_response *responses,
+                    size_t count);
+/* Replaces slot-only responses by the cached descriptions, recording full ones. */
+bool resolve_cached_responses(struct background *background, struct wire_message *message);
+
+/* rounds.c */
+/* Decides the protocol (CHORUS_NEGOTIATION) and prepares the rounds; false when out of memory. */
+bool rounds_start(struct background *background);
+void rounds_release(struct background *background);
+/* Rounds mode: keeps a new submission as its slot's bit when it can. True if it did. */
+bool rounds_take(struct background *background, const struct wire_request *request);
+/* Rounds mode: completes the posted round (running what it decided) or posts the next. */
+bool rounds_progress(struct background *background);
 
 #endif

@@ -15,8 +15,8 @@
 
 /* ----- sending ---------------------------------------------------------------------------- */
 
-static bool send_message(struct background *background, const struct wire_message *message,
-                         const int *destinations, int destination_count, int tag)
+bool send_message(struct background *background, const struct wire_message *message,
+                  const int *destinations, int destination_count, int tag)
 {
     struct outgoing *outgoing = calloc(1, sizeof *outgoing);
     size_t length = outgoing ? wire_encode(message, &outgoing->bytes) : 0;
@@ -161,8 +161,8 @@ bool flush_requests(struct background *background)
 /* ----- receiving -------------------------------------------------------------------------- */
 
 /* Receives one message with `tag` from `source` if one is waiting. */
-static bool receive_message(struct background *background, int source, int tag,
-                            struct wire_message *message, int *sender)
+bool receive_message(struct background *background, int source, int tag,
+                     struct wire_message *message, int *sender)
 {
     int flag = 0;
     MPI_Message handle;
@@ -200,8 +200,7 @@ static bool receive_message(struct background *background, int source, int tag,
 }
 
 /* The timeline's negotiation span: from the first rank's request to the last one's. */
-void timeline_negotiated(void *context, const char *name, const double *arrivals,
-                                int nranks)
+void timeline_negotiated(void *context, const char *name, const double *arrivals, int nranks)
 {
     struct timeline *timeline = context;
     double first = 0, last = 0;
@@ -231,8 +230,7 @@ void stall_warning_log(void *context, const char *message)
 
 /* ----- executing -------------------------------------------------------------------------- */
 
-static void execute(struct background *background, const struct wire_response *responses,
-                    size_t count)
+void execute(struct background *background, const struct wire_response *responses, size_t count)
 {
     if (count == 0)
         return;
@@ -244,7 +242,7 @@ static void execute(struct background *background, const struct wire_response *r
 }
 
 /* Fails everything left with CHORUS_ERR_SHUTDOWN once every rank has to stop. */
-static void stop(struct background *background, const char *reason)
+void stop(struct background *background, const char *reason)
 {
     char text[512];
     snprintf(text, sizeof text, "chorus shut down before it completed (%s)", reason);
@@ -254,7 +252,7 @@ static void stop(struct background *background, const char *reason)
 
 /* Rank 0 takes in every REQUESTS message waiting (only BYEs once it is stopping). Returns
  * true if there was any. */
-static bool take_in_requests(struct background *background)
+bool take_in_requests(struct background *background)
 {
     bool any = false;
     struct wire_message message;
@@ -273,7 +271,7 @@ static bool take_in_requests(struct background *background)
 }
 
 /* Once a second: warns of, or fails, tensors that some ranks submitted and others not. */
-static void check_stalls(struct background *background, double now)
+void check_stalls(struct background *background, double now)
 {
     const struct chorus_params *params = &background->context->params.values;
     if (now - background->last_stall_check < 1.0)
@@ -285,10 +283,9 @@ static void check_stalls(struct background *background, double now)
 
 /* When shutting down, the list ends with an error response that carries who shut down, for the
  * other ranks' messages (in `reason` too). Returns the list, grown, and its new count. */
-static struct wire_response *append_shutdown_notice(struct background *background,
-                                                    struct wire_response *responses,
-                                                    size_t *count, char *reason,
-                                                    size_t reason_size)
+struct wire_response *append_shutdown_notice(struct background *background,
+                                             struct wire_response *responses, size_t *count,
+                                             char *reason, size_t reason_size)
 {
     snprintf(reason, reason_size, "rank %d called chorus_shutdown", background->shutdown_origin);
     struct wire_response *grown = realloc(responses, (*count + 1) * sizeof *grown);
@@ -307,8 +304,8 @@ static struct wire_response *append_shutdown_notice(struct background *backgroun
 /* Sends `responses` to every other rank: those the response cache holds as their slot
  * (shallow copies; the full list stays for executing here), the others in full, which every
  * rank then records in the cache in the same order. */
-static void send_responses(struct background *background, const struct wire_response *responses,
-                           size_t count)
+void send_responses(struct background *background, const struct wire_response *responses,
+                    size_t count)
 {
     int *destinations = malloc((size_t)background->size * sizeof *destinations);
     struct wire_response *wire = malloc((count ? count : 1) * sizeof *wire);
@@ -320,19 +317,8 @@ static void send_responses(struct background *background, const struct wire_resp
     }
     for (int r = 1; r < background->size; r++)
         destinations[r - 1] = r;
-    for (size_t i = 0; i < count; i++) {
-        wire[i] = responses[i];
-        long slot = response_cacheable(&responses[i], background->size)
-                        ? response_cache_find(&background->cache, &responses[i].request)
-                        : -1;
-        if (slot >= 0) {
-            wire[i].type = RESPONSE_CACHED;
-            wire[i].request.cached = true;
-            wire[i].request.cache_slot = (uint32_t)slot;
-        } else {
-            response_cache_record(&background->cache, &responses[i], background->size);
-        }
-    }
+    for (size_t i = 0; i < count; i++)
+        wire[i] = response_cache_outgoing(&background->cache, &responses[i], background->size);
     struct wire_message out = {.kind = WIRE_RESPONSES,
                                .flags = background->shutdown_decided ? WIRE_FLAG_SHUTDOWN : 0,
                                .count = (uint32_t)count,
@@ -358,6 +344,8 @@ bool coordinate(struct background *background)
         fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "the coordinator ran out of memory");
         return true;
     }
+    if (background->rounds_mode)
+        return active; /* answered when the next round is posted (rounds.c) */
     double spacing = background->context->params.values.cycle_time_ms * 1e-3;
     if (spacing > 0 && now - background->last_cycle < spacing && !background->shutdown_decided)
         return active;
@@ -388,30 +376,22 @@ bool coordinate(struct background *background)
 
 /* Replaces slot-only responses by the cached descriptions, and records full ones in the same
  * order rank 0 did. */
-static bool resolve_cached_responses(struct background *background, struct wire_message *message)
+bool resolve_cached_responses(struct background *background, struct wire_message *message)
 {
     for (size_t i = 0; i < message->count; i++) {
         struct wire_response *response = &message->responses[i];
-        if (response->type != RESPONSE_CACHED) {
-            response_cache_record(&background->cache, response, background->size);
+        uint32_t slot = response->request.cache_slot;
+        bool empty_slot = false;
+        if (response_cache_incoming(&background->cache, response, background->size, &empty_slot))
             continue;
-        }
-        const struct wire_request *entry =
-            response_cache_get(&background->cache, response->request.cache_slot);
-        if (entry == NULL) {
+        if (empty_slot) {
             char text[128];
-            snprintf(text, sizeof text, "rank 0 referred to empty response-cache slot %u",
-                     response->request.cache_slot);
+            snprintf(text, sizeof text, "rank 0 referred to empty response-cache slot %u", slot);
             fatal(background, CHORUS_ERR_PROTOCOL, text);
-            return false;
-        }
-        if (!wire_request_copy(&response->request, entry)) {
+        } else {
             fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "out of memory in the response cache");
-            return false;
         }
-        response->type = RESPONSE_EXECUTE;
-        response->status = CHORUS_OK;
-        response->contributors = (uint32_t)background->size;
+        return false;
     }
     return true;
 }

@@ -113,7 +113,7 @@ void fatal(struct background *background, chorus_status status, const char *what
 
 /* ----- taking submissions ----------------------------------------------------------------- */
 
-static bool queue_unsent(struct background *background, const struct wire_request *request)
+bool queue_unsent(struct background *background, const struct wire_request *request)
 {
     if (background->unsent_count == background->unsent_capacity) {
         size_t capacity = background->unsent_capacity ? background->unsent_capacity * 2 : 64;
@@ -151,7 +151,7 @@ bool take_submissions(struct background *background)
         struct request *next = queued->next;
         queued->next = NULL;
         if (!name_table_insert(&background->pending, queued->desc.name, queued) ||
-            !queue_unsent(background, &queued->desc)) {
+            (!rounds_take(background, &queued->desc) && !queue_unsent(background, &queued->desc))) {
             finish_request(background, queued, CHORUS_ERR_OUT_OF_MEMORY,
                            "out of memory in the background thread");
         }
@@ -165,6 +165,7 @@ bool take_submissions(struct background *background)
         background->unsent_flags |= WIRE_FLAG_JOIN;
         background->join_sent = true;
         background->executor.joined = true;
+        background->rounds.joined = background->rounds_mode;
     }
     return any;
 }

@@ -22,13 +22,17 @@ void response_cache_destroy(struct response_cache *cache)
     memset(cache, 0, sizeof *cache);
 }
 
+long response_cache_slot_of(const struct response_cache *cache, const char *name)
+{
+    return (long)(uintptr_t)name_table_find(&cache->slots, name) - 1;
+}
+
 long response_cache_find(const struct response_cache *cache, const struct wire_request *request)
 {
-    uintptr_t slot_plus_one = (uintptr_t)name_table_find(&cache->slots, request->name);
-    if (slot_plus_one == 0)
+    long slot = response_cache_slot_of(cache, request->name);
+    if (slot < 0)
         return -1;
-    const struct wire_request *entry = &cache->entries[slot_plus_one - 1];
-    return wire_request_equal(entry, request) ? (long)(slot_plus_one - 1) : -1;
+    return wire_request_equal(&cache->entries[slot], request) ? slot : -1;
 }
 
 const struct wire_request *response_cache_get(const struct response_cache *cache, uint32_t slot)
@@ -63,5 +67,42 @@ bool response_cache_record(struct response_cache *cache, const struct wire_respo
         return false;
     }
     cache->count++;
+    return true;
+}
+
+struct wire_response response_cache_outgoing(struct response_cache *cache,
+                                             const struct wire_response *response, int nranks)
+{
+    struct wire_response wire = *response;
+    long slot = response_cacheable(response, nranks) ? response_cache_find(cache, &response->request)
+                                                     : -1;
+    if (slot >= 0) {
+        wire.type = RESPONSE_CACHED;
+        wire.request.cached = true;
+        wire.request.cache_slot = (uint32_t)slot;
+    } else {
+        response_cache_record(cache, response, nranks);
+    }
+    return wire;
+}
+
+bool response_cache_incoming(struct response_cache *cache, struct wire_response *response,
+                             int nranks, bool *empty_slot)
+{
+    *empty_slot = false;
+    if (response->type != RESPONSE_CACHED) {
+        response_cache_record(cache, response, nranks);
+        return true;
+    }
+    const struct wire_request *entry = response_cache_get(cache, response->request.cache_slot);
+    if (entry == NULL) {
+        *empty_slot = true;
+        return false;
+    }
+    if (!wire_request_copy(&response->request, entry))
+        return false;
+    response->type = RESPONSE_EXECUTE;
+    response->status = CHORUS_OK;
+    response->contributors = (uint32_t)nranks;
     return true;
 }

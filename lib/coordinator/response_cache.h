@@ -27,6 +27,9 @@ void response_cache_destroy(struct response_cache *cache);
 /* The slot holding exactly `request`, or -1. */
 long response_cache_find(const struct response_cache *cache, const struct wire_request *request);
 
+/* The slot holding `name`, whatever its description, or -1. */
+long response_cache_slot_of(const struct response_cache *cache, const char *name);
+
 /* The entry of `slot`, or NULL when the slot is empty. */
 const struct wire_request *response_cache_get(const struct response_cache *cache, uint32_t slot);
 
@@ -34,6 +37,17 @@ const struct wire_request *response_cache_get(const struct response_cache *cache
  * and there is room. Returns true if it was added. */
 bool response_cache_record(struct response_cache *cache, const struct wire_response *response,
                            int nranks);
+
+/* Rank 0: the form in which `response` travels to the other ranks: its slot where the cache
+ * holds it (a shallow copy, sharing the response's strings), else in full, recorded in the
+ * cache, as every rank then records it in the same order. */
+struct wire_response response_cache_outgoing(struct response_cache *cache,
+                                             const struct wire_response *response, int nranks);
+
+/* The other ranks: a response received from rank 0. A slot becomes the cached description (false
+ * when the slot is empty, *empty_slot then true, or memory ran out); one in full is recorded. */
+bool response_cache_incoming(struct response_cache *cache, struct wire_response *response,
+                             int nranks, bool *empty_slot);
 
 /* Whether a response of this shape goes into the cache (or may be sent as a slot): allreduces and
  * broadcasts that every rank contributed to. Allgathers are not cached: their first dimensions

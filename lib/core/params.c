@@ -17,9 +17,13 @@
 #include <strings.h>
 
 #define FIELD(member) offsetof(struct chorus_params, member)
+#define STRINGIFY_VALUE(x) #x
+#define STRINGIFY(x) STRINGIFY_VALUE(x)
 
 /* CHORUS_STAGING_STORES's values, in the order of enum staging_stores. */
 static const char *const staging_stores_names[] = {"auto", "cached", "streaming"};
+/* CHORUS_NEGOTIATION's values, in the order of enum negotiation_protocol. */
+static const char *const negotiation_names[] = {"auto", "star", "rounds"};
 
 const struct param_definition param_table[] = {
     {"CHORUS_FUSION_THRESHOLD", PARAM_BYTES, "128M", FIELD(fusion_threshold), -1, true,
@@ -40,6 +44,10 @@ const struct param_definition param_table[] = {
      "(ordinary stores), streaming (non-temporal stores, straight to memory), or auto: cached "
      "where the host's ranks share a last-level cache (hwloc) and each has a core of its own, "
      "else streaming"},
+    {"CHORUS_NEGOTIATION", PARAM_NEGOTIATION, "auto", FIELD(negotiation), -1, true,
+     "how ranks agree on what runs: star (every request to rank 0, which answers every rank), "
+     "rounds (tensors seen before agreed by an allreduce of ready bits, O(log N) messages per "
+     "rank) or auto: rounds from " STRINGIFY(NEGOTIATION_ROUNDS_FROM) " ranks"},
     {"CHORUS_STALL_WARNING_SECONDS", PARAM_SECONDS, "60", FIELD(stall_warning_seconds), -1, true,
      "warn when a tensor has been submitted by some ranks but not others for this long (0: "
      "never)"},
@@ -213,6 +221,13 @@ static bool param_store(struct chorus_params *values, const struct param_definit
             *(int *)field = index;
         return index >= 0;
     }
+    case PARAM_NEGOTIATION: {
+        snprintf(why, why_size, "expected auto, star or rounds");
+        int index = name_index(text, negotiation_names, ARRAY_LENGTH(negotiation_names));
+        if (index >= 0)
+            *(int *)field = index;
+        return index >= 0;
+    }
     case PARAM_SWITCH: {
         snprintf(why, why_size, "expected on or off");
         const char *const names[] = {"off", "on", "0", "1", "false", "true", "no", "yes"};
@@ -350,6 +365,7 @@ static size_t param_field_size(enum param_type type)
     case PARAM_LOG_LEVEL:
     case PARAM_COMPRESSION:
     case PARAM_STORES:
+    case PARAM_NEGOTIATION:
         return sizeof(int);
     case PARAM_SWITCH:
         return sizeof(bool);
@@ -409,6 +425,10 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
         snprintf(text, text_size, "%s",
                  staging_stores_names[(size_t)*(const int *)field %
                                       ARRAY_LENGTH(staging_stores_names)]);
+        return;
+    case PARAM_NEGOTIATION:
+        snprintf(text, text_size, "%s",
+                 negotiation_names[(size_t)*(const int *)field % ARRAY_LENGTH(negotiation_names)]);
         return;
     case PARAM_PATH:
     case PARAM_ALGORITHM:

@@ -13,6 +13,11 @@
  * overflowing their size computations. */
 #define PARAM_COUNT_LIMIT ((size_t)1 << 24)
 
+/* CHORUS_NEGOTIATION. Under auto, rounds from NEGOTIATION_ROUNDS_FROM ranks (the measurements
+ * behind the figure are in docs/scaling.md). */
+enum negotiation_protocol { NEGOTIATION_AUTO, NEGOTIATION_STAR, NEGOTIATION_ROUNDS };
+#define NEGOTIATION_ROUNDS_FROM 64
+
 struct chorus_params {
     size_t fusion_threshold;       /* bytes */
     size_t fusion_tensor_limit;    /* bytes: larger tensors are not fused */
@@ -20,6 +25,7 @@ struct chorus_params {
     size_t cache_capacity;         /* response cache entries */
     size_t staging_areas;          /* per rank in the host's segment; 0 = the default */
     int staging_stores;            /* enum staging_stores: auto, cached, streaming */
+    int negotiation;               /* enum negotiation_protocol: auto, star, rounds */
     double stall_warning_seconds;  /* 0 disables the warning */
     double stall_shutdown_seconds; /* 0 = never */
     double timeout_seconds;        /* bound on waits for NCCL; 0 = never */
@@ -50,6 +56,7 @@ enum param_type {
     PARAM_COMPRESSION, /* none|fp16|bf16 */
     PARAM_SWITCH,    /* bool: on|off (also 1|0, true|false, yes|no) */
     PARAM_STORES,    /* auto|cached|streaming */
+    PARAM_NEGOTIATION, /* auto|star|rounds */
 };
 
 struct param_definition {
@@ -67,7 +74,7 @@ extern const size_t param_count;
 
 struct param_set {
     struct chorus_params values;
-    enum param_source sources[16];
+    enum param_source sources[24];
     char unknown_variables[PARAM_TEXT_LENGTH]; /* CHORUS_* variables not in the table */
 };
 

@@ -77,7 +77,7 @@ static void test_start(int *argc, char ***argv, unsigned timeout_seconds)
     alarm(timeout_seconds);
 }
 
-static void test_init_chorus(void)
+static inline void test_init_chorus(void)
 {
     chorus_status status = chorus_init(NULL);
     if (status != CHORUS_OK) {

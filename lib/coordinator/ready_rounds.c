@@ -1,0 +1,190 @@
+/*
+ * ready_rounds.c — see ready_rounds.h.
+ */
+#include "ready_rounds.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool bit_test(const uint64_t *bits, size_t slot)
+{
+    return (bits[slot / 64] >> (slot % 64)) & 1u;
+}
+
+static void bit_set(uint64_t *bits, size_t slot)
+{
+    bits[slot / 64] |= (uint64_t)1 << (slot % 64);
+}
+
+static void bit_clear(uint64_t *bits, size_t slot)
+{
+    bits[slot / 64] &= ~((uint64_t)1 << (slot % 64));
+}
+
+bool ready_rounds_init(struct ready_rounds *rounds, size_t slots)
+{
+    memset(rounds, 0, sizeof *rounds);
+    rounds->slots = slots;
+    rounds->slot_words = (slots + 63) / 64;
+    size_t words = rounds->slot_words ? rounds->slot_words : 1;
+    rounds->ready = calloc(words, sizeof *rounds->ready);
+    rounds->demote = calloc(words, sizeof *rounds->demote);
+    rounds->demoted = calloc(words, sizeof *rounds->demoted);
+    rounds->waiting_since = calloc(slots ? slots : 1, sizeof *rounds->waiting_since);
+    if (rounds->ready == NULL || rounds->demote == NULL || rounds->demoted == NULL ||
+        rounds->waiting_since == NULL) {
+        ready_rounds_destroy(rounds);
+        return false;
+    }
+    return true;
+}
+
+void ready_rounds_destroy(struct ready_rounds *rounds)
+{
+    free(rounds->ready);
+    free(rounds->demote);
+    free(rounds->demoted);
+    free(rounds->waiting_since);
+    memset(rounds, 0, sizeof *rounds);
+}
+
+size_t ready_rounds_vector_words(const struct ready_rounds *rounds)
+{
+    return 1 + 2 * rounds->slot_words;
+}
+
+enum round_route ready_rounds_route(struct ready_rounds *rounds, const struct response_cache *cache,
+                                    const struct wire_request *request, double now)
+{
+    long slot = response_cache_slot_of(cache, request->name);
+    if (slot < 0 || (size_t)slot >= rounds->slots)
+        return ROUTE_STAR;
+    if (bit_test(rounds->ready, (size_t)slot))
+        return ROUTE_DUPLICATE;
+    if (rounds->star_only || rounds->joined || bit_test(rounds->demoted, (size_t)slot))
+        return ROUTE_STAR;
+    if (!wire_request_equal(response_cache_get(cache, (uint32_t)slot), request)) {
+        /* The others may wait for this slot as a bit: all of them must go to rank 0, which
+         * reports the disagreement. */
+        bit_set(rounds->demote, (size_t)slot);
+        return ROUTE_STAR;
+    }
+    /* Members of a group run together, which rank 0 arranges. */
+    if (request->group_size > 1)
+        return ROUTE_STAR;
+    bit_set(rounds->ready, (size_t)slot);
+    rounds->waiting_since[slot] = now;
+    return ROUTE_BIT;
+}
+
+void ready_rounds_contribute(struct ready_rounds *rounds, uint64_t *vector, uint32_t flags,
+                             double now, double demote_after)
+{
+    size_t words = rounds->slot_words;
+    if (rounds->joined)
+        flags |= ROUND_SOME_JOINED;
+    vector[0] = ~(uint64_t)flags;
+    for (size_t w = 0; w < words; w++) {
+        uint64_t late = 0;
+        for (uint64_t bits = demote_after > 0 ? rounds->ready[w] : 0; bits != 0; bits &= bits - 1) {
+            size_t slot = w * 64 + (size_t)__builtin_ctzll(bits);
+            if (now - rounds->waiting_since[slot] >= demote_after)
+                late |= bits & -bits;
+        }
+        vector[1 + w] = rounds->ready[w];
+        vector[1 + words + w] = ~(rounds->demote[w] | late);
+    }
+}
+
+void ready_rounds_combine(uint64_t *into, const uint64_t *from, size_t words)
+{
+    for (size_t i = 0; i < words; i++)
+        into[i] &= from[i];
+}
+
+static bool append_slot(uint32_t **list, size_t *count, size_t slot)
+{
+    /* Grows by powers of two from 16. */
+    if (*count >= 16 && (*count & (*count - 1)) == 0) {
+        uint32_t *grown = realloc(*list, 2 * *count * sizeof **list);
+        if (grown == NULL)
+            return false;
+        *list = grown;
+    } else if (*count == 0) {
+        *list = malloc(16 * sizeof **list);
+        if (*list == NULL)
+            return false;
+    }
+    (*list)[(*count)++] = (uint32_t)slot;
+    return true;
+}
+
+bool ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
+                         struct round_outcome *outcome)
+{
+    memset(outcome, 0, sizeof *outcome);
+    size_t words = rounds->slot_words;
+    uint64_t any = ~combined[0];
+    outcome->responses_follow = (any & ROUND_RESPONSES_FOLLOW) != 0;
+    bool some_joined = (any & ROUND_SOME_JOINED) != 0;
+    if (some_joined)
+        rounds->star_only = true;
+    bool ok = true;
+    for (size_t w = 0; w < words; w++) {
+        uint64_t everywhere = combined[1 + w];
+        /* A slot ready everywhere runs, even if a rank asked for its demotion meanwhile. */
+        uint64_t demoted = ~combined[1 + words + w] & ~everywhere;
+        rounds->demote[w] = 0;
+        rounds->demoted[w] |= demoted;
+        uint64_t leaving = rounds->ready[w] & ~everywhere & (some_joined ? ~(uint64_t)0 : demoted);
+        for (uint64_t bits = everywhere; bits != 0; bits &= bits - 1)
+            ok &= append_slot(&outcome->execute, &outcome->execute_count,
+                              w * 64 + (size_t)__builtin_ctzll(bits));
+        for (uint64_t bits = leaving; bits != 0; bits &= bits - 1)
+            ok &= append_slot(&outcome->resend, &outcome->resend_count,
+                              w * 64 + (size_t)__builtin_ctzll(bits));
+        rounds->ready[w] &= ~(everywhere | leaving);
+    }
+    return ok;
+}
+
+void ready_rounds_outcome_free(struct round_outcome *outcome)
+{
+    free(outcome->execute);
+    free(outcome->resend);
+    memset(outcome, 0, sizeof *outcome);
+}
+
+void ready_rounds_response_ran(struct ready_rounds *rounds, const struct response_cache *cache,
+                               const struct wire_response *response)
+{
+    if (response->type == RESPONSE_JOIN_DONE) {
+        rounds->joined = false;
+        rounds->star_only = false;
+        return;
+    }
+    long slot = response->request.name ? response_cache_slot_of(cache, response->request.name) : -1;
+    if (slot >= 0 && (size_t)slot < rounds->slots)
+        bit_clear(rounds->demoted, (size_t)slot);
+}
+
+bool ready_rounds_waiting(const struct ready_rounds *rounds)
+{
+    for (size_t w = 0; w < rounds->slot_words; w++)
+        if (rounds->ready[w] | rounds->demote[w])
+            return true;
+    return false;
+}
+
+bool ready_rounds_response(const struct response_cache *cache, uint32_t slot, int nranks,
+                           struct wire_response *response)
+{
+    memset(response, 0, sizeof *response);
+    const struct wire_request *entry = response_cache_get(cache, slot);
+    if (entry == NULL || !wire_request_copy(&response->request, entry))
+        return false;
+    response->type = RESPONSE_EXECUTE;
+    response->status = CHORUS_OK;
+    response->contributors = (uint32_t)nranks;
+    return true;
+}
