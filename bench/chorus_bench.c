@@ -47,10 +47,11 @@ struct options {
     int warmup;
     chorus_dtype dtype;
     const char *csv;
-    int cycle_tensors; /* --cycle N: time steps of N small allreduces instead of sizes */
+    int cycle_tensors;    /* --cycle N: time steps of N small allreduces instead of sizes */
     const char *workload; /* --workload resnet50|bert|FILE: a training step's gradients */
     int steps;
     bool device; /* --device cuda: buffers on the local rank's GPU, through NCCL */
+    bool link;   /* --link: what the network between the first two hosts delivers to MPI */
 };
 
 static int rank, size;
@@ -78,10 +79,20 @@ static bool parse_size(const char *text, size_t *bytes)
     if (end == text || value < 0)
         return false;
     switch (*end) {
-    case 'K': case 'k': value *= 1024; break;
-    case 'M': case 'm': value *= 1024 * 1024; break;
-    case 'G': case 'g': value *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'K':
+    case 'k':
+        value *= 1024;
+        break;
+    case 'M':
+    case 'm':
+        value *= 1024 * 1024;
+        break;
+    case 'G':
+    case 'g':
+        value *= 1024.0 * 1024 * 1024;
+        break;
+    default:
+        break;
     }
     *bytes = (size_t)value;
     return true;
@@ -90,22 +101,32 @@ static bool parse_size(const char *text, size_t *bytes)
 static MPI_Datatype mpi_type(chorus_dtype dtype)
 {
     switch (dtype) {
-    case CHORUS_UINT8: return MPI_UINT8_T;
-    case CHORUS_INT8: return MPI_INT8_T;
-    case CHORUS_INT32: return MPI_INT32_T;
-    case CHORUS_INT64: return MPI_INT64_T;
-    case CHORUS_FLOAT32: return MPI_FLOAT;
-    case CHORUS_FLOAT64: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL;
+    case CHORUS_UINT8:
+        return MPI_UINT8_T;
+    case CHORUS_INT8:
+        return MPI_INT8_T;
+    case CHORUS_INT32:
+        return MPI_INT32_T;
+    case CHORUS_INT64:
+        return MPI_INT64_T;
+    case CHORUS_FLOAT32:
+        return MPI_FLOAT;
+    case CHORUS_FLOAT64:
+        return MPI_DOUBLE;
+    default:
+        return MPI_DATATYPE_NULL;
     }
 }
 
 static double bus_factor(chorus_collective collective)
 {
     switch (collective) {
-    case CHORUS_ALLREDUCE: return size > 1 ? 2.0 * (size - 1) / size : 1;
-    case CHORUS_ALLGATHER: return size > 1 ? (double)(size - 1) / size : 1;
-    default: return 1;
+    case CHORUS_ALLREDUCE:
+        return size > 1 ? 2.0 * (size - 1) / size : 1;
+    case CHORUS_ALLGATHER:
+        return size > 1 ? (double)(size - 1) / size : 1;
+    default:
+        return 1;
     }
 }
 
@@ -150,7 +171,9 @@ static void buffer_copy(const struct options *o, void *to, const void *from, siz
 static chorus_status run_chorus(const struct options *o, void *buffer, size_t count,
                                 chorus_tensor *gathered)
 {
-    chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
+    chorus_tensor tensor = {.data = buffer,
+                            .dtype = o->dtype,
+                            .ndims = 1,
                             .shape = {(int64_t)count},
                             .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
                             .device = o->device ? chorus_local_rank() : 0};
@@ -215,11 +238,11 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
             buffer_copy(o, work, buffer, bytes);
         /* The first 64 elements exactly, then the whole buffer. */
         size_t chunk = count < 64 ? count : 64;
-        if (reference_check_allreduce(work, chunk, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1,
-                                      why, sizeof why) >= 0)
+        if (reference_check_allreduce(work, chunk, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1, why,
+                                      sizeof why) >= 0)
             wrong++;
-        if (reference_check_allreduce(work, count, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1,
-                                      why, sizeof why) >= 0)
+        if (reference_check_allreduce(work, count, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1, why,
+                                      sizeof why) >= 0)
             wrong++;
     } else if (o->collective == CHORUS_BROADCAST) {
         if (rank == 0)
@@ -241,11 +264,12 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
         if (o->device)
             buffer_copy(o, buffer, work, block);
         if (use_chorus) {
-            chorus_tensor tensor = {
-                .data = buffer, .dtype = o->dtype, .ndims = 1,
-                .shape = {(int64_t)(count / (size_t)size)},
-                .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
-                .device = o->device ? chorus_local_rank() : 0};
+            chorus_tensor tensor = {.data = buffer,
+                                    .dtype = o->dtype,
+                                    .ndims = 1,
+                                    .shape = {(int64_t)(count / (size_t)size)},
+                                    .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
+                                    .device = o->device ? chorus_local_rank() : 0};
             chorus_tensor gathered = {0};
             if (chorus_allgather("bench.check", &tensor, &gathered) != CHORUS_OK) {
                 wrong = 1;
@@ -257,8 +281,8 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
             run_mpi(o, buffer, count, gather_out, counts, displacements);
         }
         for (int r = 0; r < size && wrong == 0; r++)
-            wrong += reference_check_bytes((char *)gather_out + (size_t)r * block, block, 19,
-                                           r) >= 0;
+            wrong +=
+                reference_check_bytes((char *)gather_out + (size_t)r * block, block, 19, r) >= 0;
     }
     if (o->device)
         free(work);
@@ -266,9 +290,8 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
 }
 
 /* Average seconds per operation over `iterations`, the maximum over ranks. */
-static double time_operation(const struct options *o, bool use_chorus, void *buffer,
-                             size_t count, int iterations, void *gather_out, int *counts,
-                             int *displacements)
+static double time_operation(const struct options *o, bool use_chorus, void *buffer, size_t count,
+                             int iterations, void *gather_out, int *counts, int *displacements)
 {
     int warmup = o->warmup > iterations / 10 ? o->warmup : iterations / 10;
     for (int i = 0; i < warmup; i++) {
@@ -373,7 +396,7 @@ static void cycle_benchmark(int tensors, chorus_collective collective)
     enum { STEPS = 200, WARMUP = 20 };
     float *values = calloc((size_t)tensors, sizeof *values);
     chorus_handle **handles = calloc((size_t)tensors, sizeof *handles);
-    char (*names)[32] = calloc((size_t)tensors, sizeof *names);
+    char(*names)[32] = calloc((size_t)tensors, sizeof *names);
     double *times = calloc(STEPS, sizeof *times);
     for (int t = 0; t < tensors; t++)
         snprintf(names[t], sizeof names[t], "layer%d.grad", t);
@@ -381,8 +404,8 @@ static void cycle_benchmark(int tensors, chorus_collective collective)
         MPI_Barrier(MPI_COMM_WORLD);
         double start = now();
         for (int t = tensors - 1; t >= 0; t--) {
-            chorus_tensor tensor = {.data = &values[t], .dtype = CHORUS_FLOAT32, .ndims = 1,
-                                    .shape = {1}};
+            chorus_tensor tensor = {
+                .data = &values[t], .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {1}};
             chorus_status submitted =
                 collective == CHORUS_BROADCAST
                     ? chorus_broadcast_async(names[t], &tensor, 0, &handles[t])
@@ -436,8 +459,8 @@ static FILE *open_workload(const char *workload, char *path, size_t path_size)
     }
     const char *directories[] = {getenv("CHORUS_DATA_DIR"), "shared/data", "../shared/data",
                                  CHORUS_SOURCE_ROOT "/../shared/data"};
-    const char *file_name = strcmp(workload, "bert") == 0 ? "bert_base_grads.txt"
-                                                           : "resnet50_grads.txt";
+    const char *file_name =
+        strcmp(workload, "bert") == 0 ? "bert_base_grads.txt" : "resnet50_grads.txt";
     for (size_t i = 0; i < sizeof directories / sizeof directories[0]; i++) {
         if (directories[i] == NULL)
             continue;
@@ -500,7 +523,9 @@ static double chorus_step(struct gradient *gradients, size_t count, chorus_handl
     MPI_Barrier(MPI_COMM_WORLD);
     double start = now();
     for (size_t i = count; i-- > 0;) {
-        chorus_tensor tensor = {.data = gradients[i].data, .dtype = CHORUS_FLOAT32, .ndims = 1,
+        chorus_tensor tensor = {.data = gradients[i].data,
+                                .dtype = CHORUS_FLOAT32,
+                                .ndims = 1,
                                 .shape = {(int64_t)gradients[i].count}};
         chorus_status submitted =
             workload_collective == CHORUS_BROADCAST
@@ -624,8 +649,8 @@ static void workload_benchmark(const char *workload, int steps)
         printf("%-34s %10.2f %8.2f\n", "floor: bytes / copy bandwidth", floor_ms,
                floor_ms / per_tensor);
         printf("summary: workload=%s%s np=%d chorus_ms=%.2f mpi_per_tensor_ms=%.2f "
-               "mpi_fused_ideal_ms=%.2f\n", workload,
-               workload_collective == CHORUS_BROADCAST ? " broadcast" : "", size, fused,
+               "mpi_fused_ideal_ms=%.2f\n",
+               workload, workload_collective == CHORUS_BROADCAST ? " broadcast" : "", size, fused,
                per_tensor, ideal);
     }
     for (size_t i = 0; i < count; i++)
@@ -633,6 +658,107 @@ static void workload_benchmark(const char *workload, int steps)
     free(gradients);
     free(handles);
     free(packed);
+}
+
+/* ----- the link between hosts ------------------------------------------------------------- */
+
+/* Seconds for `bytes` sent by every active rank to its partner (by the sender, or with
+ * both_ways by both at the same time), in 4 MiB messages; median of 3. */
+static double link_transfer(int partner, bool active, bool both_ways, bool sender, size_t bytes)
+{
+    const size_t message = (size_t)4 << 20;
+    char *out = malloc(message), *in = malloc(message);
+    memset(out, 1, message);
+    double times[3];
+    for (int trial = 0; trial < 3; trial++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double start = now();
+        for (size_t sent = 0; active && sent < bytes; sent += message) {
+            MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+            if (sender || both_ways)
+                MPI_Isend(out, (int)message, MPI_BYTE, partner, 7, MPI_COMM_WORLD, &requests[0]);
+            if (!sender || both_ways)
+                MPI_Irecv(in, (int)message, MPI_BYTE, partner, 7, MPI_COMM_WORLD, &requests[1]);
+            MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+        }
+        double elapsed = now() - start, slowest = 0;
+        MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        times[trial] = slowest;
+    }
+    free(out);
+    free(in);
+    qsort(times, 3, sizeof *times, compare_doubles);
+    return times[1];
+}
+
+/* Between the first two hosts: the latency of one flow, the rate of one flow one way, and the
+ * rate one way when every rank of the first host exchanges with its counterpart on the second,
+ * both ways at once (the traffic of a hierarchical allreduce's cross-host step). */
+static void link_benchmark(void)
+{
+    char host[MPI_MAX_PROCESSOR_NAME] = {0};
+    int length = 0;
+    MPI_Get_processor_name(host, &length);
+    char *hosts = calloc((size_t)size, sizeof host);
+    MPI_Allgather(host, sizeof host, MPI_CHAR, hosts, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
+    /* Host index and local index of every rank, in rank order. */
+    int *host_of = calloc((size_t)size, sizeof *host_of);
+    int *local_of = calloc((size_t)size, sizeof *local_of);
+    int host_count = 0;
+    for (int r = 0; r < size; r++) {
+        host_of[r] = -1;
+        for (int q = 0; q < r && host_of[r] < 0; q++)
+            if (strcmp(hosts + (size_t)q * sizeof host, hosts + (size_t)r * sizeof host) == 0)
+                host_of[r] = host_of[q];
+        if (host_of[r] < 0)
+            host_of[r] = host_count++;
+        local_of[r] = 0;
+        for (int q = 0; q < r; q++)
+            local_of[r] += host_of[q] == host_of[r];
+    }
+    if (host_count < 2) {
+        if (rank == 0)
+            printf("link: all %d ranks are on one host; nothing to measure\n", size);
+        free(hosts), free(host_of), free(local_of);
+        return;
+    }
+    int partner = -1;
+    for (int r = 0; r < size && host_of[rank] <= 1; r++)
+        if (host_of[r] == 1 - host_of[rank] && local_of[r] == local_of[rank])
+            partner = r;
+    int first_partner = -1;
+    for (int r = 0; r < size && first_partner < 0; r++)
+        if (host_of[r] == 1 && local_of[r] == 0)
+            first_partner = r;
+    bool first_pair = rank == 0 || rank == first_partner;
+    /* Latency: 8-byte round trips of the first pair. */
+    double latencies[200];
+    char byte8[8] = {0};
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < 200 && first_pair; i++) {
+        double start = now();
+        if (rank == 0) {
+            MPI_Send(byte8, 8, MPI_BYTE, first_partner, 8, MPI_COMM_WORLD);
+            MPI_Recv(byte8, 8, MPI_BYTE, first_partner, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(byte8, 8, MPI_BYTE, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(byte8, 8, MPI_BYTE, 0, 8, MPI_COMM_WORLD);
+        }
+        latencies[i] = (now() - start) / 2;
+    }
+    double latency = first_pair ? median(latencies, 200) : 0;
+    const size_t bytes = (size_t)64 << 20;
+    double one_flow =
+        link_transfer(rank == 0 ? first_partner : 0, first_pair, false, rank == 0, bytes);
+    double all_pairs = link_transfer(partner, partner >= 0, true, true, bytes);
+    int sender = host_of[rank] == 0 && partner >= 0, flows = 0;
+    MPI_Allreduce(&sender, &flows, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("link: hosts=%d latency_us=%.1f one_flow_gbit=%.3f all_pairs_both_ways_gbit=%.3f "
+               "flows=%d\n",
+               host_count, latency * 1e6, (double)bytes * 8 / one_flow / 1e9,
+               (double)bytes * flows * 8 / all_pairs / 1e9, flows);
+    free(hosts), free(host_of), free(local_of);
 }
 
 static const char usage_text[] =
@@ -651,6 +777,7 @@ static const char usage_text[] =
     "      --workload MODEL   a training step: resnet50, bert, or a file of gradient sizes\n"
     "      --steps N          steps of the workload (default 20)\n"
     "      --cycle N          a step of N tiny tensors: the negotiation's cost\n"
+    "      --link             what the network between the first two hosts delivers to MPI\n"
     "  -h, --help             this text\n"
     "The last line of every run is a summary: line; a wrong result fails the run (exit 1).\n";
 
@@ -678,13 +805,21 @@ static bool parse_positive_int(const char *text, int *value)
 static int parse_options(int argc, char **argv, struct options *o)
 {
     static const struct option long_options[] = {
-        {"collective", required_argument, NULL, 'c'}, {"min-bytes", required_argument, NULL, 'b'},
-        {"max-bytes", required_argument, NULL, 'e'},  {"factor", required_argument, NULL, 'f'},
-        {"iterations", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'w'},
-        {"dtype", required_argument, NULL, 'd'},      {"csv", required_argument, NULL, 'C'},
-        {"device", required_argument, NULL, 'D'},     {"workload", required_argument, NULL, 'W'},
-        {"steps", required_argument, NULL, 'S'},      {"cycle", required_argument, NULL, 'Y'},
-        {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
+        {"collective", required_argument, NULL, 'c'},
+        {"min-bytes", required_argument, NULL, 'b'},
+        {"max-bytes", required_argument, NULL, 'e'},
+        {"factor", required_argument, NULL, 'f'},
+        {"iterations", required_argument, NULL, 'n'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"dtype", required_argument, NULL, 'd'},
+        {"csv", required_argument, NULL, 'C'},
+        {"device", required_argument, NULL, 'D'},
+        {"workload", required_argument, NULL, 'W'},
+        {"steps", required_argument, NULL, 'S'},
+        {"cycle", required_argument, NULL, 'Y'},
+        {"link", no_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     static const char *const collectives[] = {"allreduce", "broadcast", "allgather"};
     static const chorus_collective collective_values[] = {CHORUS_ALLREDUCE, CHORUS_BROADCAST,
@@ -752,6 +887,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         case 'Y':
             ok = parse_positive_int(value, &o->cycle_tensors);
             break;
+        case 'L':
+            o->link = true;
+            break;
         case 'h':
             if (rank == 0)
                 fputs(usage_text, stdout);
@@ -773,8 +911,9 @@ static int parse_options(int argc, char **argv, struct options *o)
                 if (known->val == option)
                     name = known->name;
             if (rank == 0)
-                fprintf(stderr, "chorus-bench: \"%s\" is not a valid --%s (--help lists the "
-                                "valid values)\n",
+                fprintf(stderr,
+                        "chorus-bench: \"%s\" is not a valid --%s (--help lists the "
+                        "valid values)\n",
                         value, name);
             return 2;
         }
@@ -794,13 +933,21 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    struct options o = {.collective = CHORUS_ALLREDUCE, .min_bytes = 8,
-                        .max_bytes = (size_t)256 << 20, .factor = 2, .warmup = 3,
+    struct options o = {.collective = CHORUS_ALLREDUCE,
+                        .min_bytes = 8,
+                        .max_bytes = (size_t)256 << 20,
+                        .factor = 2,
+                        .warmup = 3,
                         .dtype = CHORUS_FLOAT32};
     int parsed = parse_options(argc, argv, &o);
     if (parsed >= 0) {
         MPI_Finalize();
         return parsed;
+    }
+    if (o.link) {
+        link_benchmark();
+        MPI_Finalize();
+        return 0;
     }
     if (chorus_init(NULL) != CHORUS_OK) {
         fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
@@ -817,8 +964,7 @@ int main(int argc, char **argv)
         if (o.workload != NULL) {
             workload_collective = o.collective;
             workload_benchmark(o.workload, o.steps > 0 ? o.steps : 20);
-        }
-        else
+        } else
             cycle_benchmark(o.cycle_tensors, o.collective);
         chorus_shutdown();
         MPI_Finalize();
@@ -848,9 +994,9 @@ int main(int argc, char **argv)
                "chorus_shutdown, with no chorus thread running\n");
         printf("#%11s %12s %8s %6s  %10s %8s %8s %6s  %10s %8s %8s %6s  %6s\n", "", "", "", "",
                "chorus", "", "", "", "MPI", "", "", "", "");
-        printf("#%11s %12s %8s %6s  %10s %8s %8s %6s  %10s %8s %8s %6s  %6s\n", "size (B)",
-               "count", "type", "redop", "time (us)", "algbw", "busbw", "#wrong", "time (us)",
-               "algbw", "busbw", "#wrong", "ratio");
+        printf("#%11s %12s %8s %6s  %10s %8s %8s %6s  %10s %8s %8s %6s  %6s\n", "size (B)", "count",
+               "type", "redop", "time (us)", "algbw", "busbw", "#wrong", "time (us)", "algbw",
+               "busbw", "#wrong", "ratio");
     }
     /* Every size through chorus first; then chorus shuts down and every size through MPI, so
      * that the baseline runs without chorus's background thread polling MPI beside it. */
@@ -890,8 +1036,8 @@ int main(int argc, char **argv)
             }
             row->time[pass] = time_operation(&o, use_chorus, buffer, row->count, iterations,
                                              gather_out, counts, displacements);
-            long wrong = check(&o, use_chorus, buffer, row->count, gather_out, counts,
-                               displacements);
+            long wrong =
+                check(&o, use_chorus, buffer, row->count, gather_out, counts, displacements);
             MPI_Allreduce(&wrong, &row->wrong[pass], 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
             buffer_free(&o, buffer);
             free(gather_out);
@@ -918,11 +1064,12 @@ int main(int argc, char **argv)
                    chorus_dtype_name(o.dtype), o.collective == CHORUS_ALLREDUCE ? "sum" : "none",
                    row->time[0] * 1e6, chorus_algbw, chorus_busbw, row->wrong[0]);
         } else if (rank == 0) {
-            printf(" %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld  %10.1f %8.2f %8.2f %6ld  %6.2f\n",
-                   row->bytes, row->count, chorus_dtype_name(o.dtype),
-                   o.collective == CHORUS_ALLREDUCE ? "sum" : "none", row->time[0] * 1e6,
-                   chorus_algbw, chorus_busbw, row->wrong[0], row->time[1] * 1e6, mpi_algbw,
-                   mpi_busbw, row->wrong[1], ratio);
+            printf(
+                " %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld  %10.1f %8.2f %8.2f %6ld  %6.2f\n",
+                row->bytes, row->count, chorus_dtype_name(o.dtype),
+                o.collective == CHORUS_ALLREDUCE ? "sum" : "none", row->time[0] * 1e6, chorus_algbw,
+                chorus_busbw, row->wrong[0], row->time[1] * 1e6, mpi_algbw, mpi_busbw,
+                row->wrong[1], ratio);
             if (csv)
                 fprintf(csv, "%s,%d,%zu,%zu,%.3f,%.4f,%.3f,%.4f,%.4f\n", collective, size,
                         row->bytes, row->count, row->time[0] * 1e6, chorus_busbw,

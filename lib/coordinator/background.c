@@ -257,6 +257,11 @@ void *background_main(void *argument)
             idle(background, idle_since);
     }
     progress_outgoing(background, true);
+    LOG(LOG_INFO, "negotiation",
+        "by %s: %zu messages sent, %zu received, %zu rounds (each an allreduce of %zu bytes)",
+        background->rounds_mode ? "rounds" : "star", background->messages_sent,
+        background->messages_received, background->rounds_posted,
+        background->rounds_mode ? ready_rounds_vector_words(&background->rounds) * 8 : 0);
     clear_unsent(background);
     free(background->unsent);
     if (background->rank == 0)

@@ -59,6 +59,11 @@ struct background {
     size_t round_response_count;
     char round_shutdown[128];              /* rank 0: why, when they end in a shutdown */
 
+    /* Negotiation's messages (not the rounds' own, which MPI's allreduce sends), for the log. */
+    size_t messages_sent;
+    size_t messages_received;
+    size_t rounds_posted;
+
     double last_cycle;
     double last_stall_check;
     char error[2048];

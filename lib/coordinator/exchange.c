@@ -46,6 +46,7 @@ bool send_message(struct background *background, const struct wire_message *mess
         }
     }
     outgoing->count = destination_count;
+    background->messages_sent += (size_t)destination_count;
     outgoing->next = background->outgoing;
     background->outgoing = outgoing;
     return true;
@@ -196,6 +197,7 @@ bool receive_message(struct background *background, int source, int tag,
         return false;
     }
     *sender = status.MPI_SOURCE;
+    background->messages_received++;
     return true;
 }
 

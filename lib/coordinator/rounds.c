@@ -166,26 +166,30 @@ static void resend(struct background *background, const struct round_outcome *ou
     }
 }
 
-static void settle_round(struct background *background)
+/* Returns whether the round decided anything (an empty one does not keep the thread from
+ * idling). */
+static bool settle_round(struct background *background)
 {
     struct round_outcome outcome;
     if (!ready_rounds_settle(&background->rounds, background->round_result, &outcome)) {
         ready_rounds_outcome_free(&outcome);
         fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "out of memory settling a round");
-        return;
+        return true;
     }
+    bool decided = outcome.execute_count + outcome.resend_count > 0 || outcome.responses_follow;
     if (outcome.execute_count + outcome.resend_count > 0 || outcome.responses_follow)
         LOG(LOG_TRACE, "negotiation", "round: %zu slots ready everywhere, %zu resent in full%s",
             outcome.execute_count, outcome.resend_count,
             outcome.responses_follow ? ", after rank 0's responses" : "");
     if (outcome.responses_follow && !run_round_responses(background)) {
         ready_rounds_outcome_free(&outcome);
-        return;
+        return true;
     }
     resend(background, &outcome);
     if (!background->finished)
         run_round_slots(background, &outcome);
     ready_rounds_outcome_free(&outcome);
+    return decided;
 }
 
 /* Rank 0: what the negotiator decided since the last round goes out now, ahead of the round
@@ -230,6 +234,7 @@ static void post_round(struct background *background, double now)
         return;
     }
     background->round_posted = true;
+    background->rounds_posted++;
     background->round_posted_at = now;
     background->last_cycle = now;
 }
@@ -258,8 +263,7 @@ bool rounds_progress(struct background *background)
         if (!done)
             return false;
         background->round_posted = false;
-        settle_round(background);
-        return true;
+        return settle_round(background);
     }
     if (background->stopping)
         return false;

@@ -20,6 +20,12 @@
  * (1 MiB L2 per core): 512 KiB was fastest (1 MiB in 67-78 us, 64 MiB in 9.3-10 ms), ahead of
  * 256 KiB (94-100 us, 10.1-10.7 ms), 1 MiB and 2 MiB. */
 #define NODE_CHUNK_BYTES ((size_t)512 << 10)
+/* With several hosts, each chunk's slice also crosses the network, synchronously: small chunks
+ * leave the link idle between them. Measured on 2 emulated hosts x 2 ranks, 1 Gbit/s links
+ * (bench/multihost, 2026-11-24; the link delivered 0.90-0.94 Gbit/s): a 64 MiB allreduce took
+ * 0.76-0.83 s with 512 KiB chunks, 0.56-0.57 s with 2, 4 or 8 MiB (the link bound: 0.57-0.59 s);
+ * 1 MiB took 22 ms with 2 MiB chunks, 9-10 ms with 4 or 8 MiB. */
+#define CROSS_HOST_CHUNK_BYTES ((size_t)4 << 20)
 
 /* Creates the host's shared segment: collective over the data communicator. */
 static chorus_status create_node(struct executor *executor, char *error, size_t error_size)
@@ -36,10 +42,12 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
         snprintf(error, error_size, "MPI_Comm_split failed");
         return CHORUS_ERR_MPI;
     }
+    int hosts = 1;
+    MPI_Comm_size(executor->cross_comm, &hosts);
     chorus_status status = node_segment_create_mpi(
-        &executor->node, &executor->node_comm, &executor->cross_comm, NODE_CHUNK_BYTES,
-        executor->staging_areas, executor->staging_streaming,
-        executor->oversubscribed, error, error_size);
+        &executor->node, &executor->node_comm, &executor->cross_comm,
+        hosts > 1 ? CROSS_HOST_CHUNK_BYTES : NODE_CHUNK_BYTES, executor->staging_areas,
+        executor->staging_streaming, executor->oversubscribed, error, error_size);
     executor->node_ready = status == CHORUS_OK;
     executor->node.timeout_seconds = executor->timeout_seconds;
     if (executor->node_ready && executor->node.cross != NULL) {

@@ -369,11 +369,12 @@ static void evict_caches(struct simulated_ranks *world)
 static void round_cycle(struct simulated_ranks *world, double now)
 {
     size_t words = ready_rounds_vector_words(&world->ranks[0].rounds);
+    evict_caches(world);
     for (int rank = 1; rank < world->nranks; rank++)
         ready_rounds_contribute(&world->ranks[rank].rounds, world->ranks[rank].vector, 0, now,
                                 world->demote_after);
+    /* What the others computed arrives as messages, into caches (as a NIC delivers them). */
     int steps = others_share(world, words);
-    evict_caches(world);
     struct wire_response *responses = NULL;
     size_t count = 0, length = 0;
     uint8_t *bytes = answer(world, &responses, &count, &length);

@@ -50,7 +50,9 @@ size_t simulated_pending(const struct simulated_ranks *world, int rank);
 
 const struct rank0_work *simulated_rank0_work(const struct simulated_ranks *world);
 void simulated_reset_work(struct simulated_ranks *world);
-/* Streams through `bytes` before rank 0's share of every cycle (0: not). The simulated ranks
+/* Streams through `bytes` at the start of every cycle (0: not), so that rank 0's data is cold
+ * when its share begins, while what the other ranks computed for it meanwhile (its received
+ * messages) is not. The simulated ranks
  * share one process, so the more of them there are, the more of rank 0's data the others evict
  * between its turns, which no real rank 0 suffers; evicting as much at every N keeps the
  * comparison across N fair. (A real rank 0 runs collectives and the model between cycles, which

@@ -1,0 +1,75 @@
+#!/bin/sh
+# chorus across emulated hosts: network namespaces that this test makes itself (and removes),
+# on a bridge of their own, each with its own hostname, so that chorus sees 2, 3 and 4 hosts of 2
+# ranks. Runs mpi_collectives with the hierarchical allreduce (whose cross-host step picks
+# recursive doubling, Rabenseifner or the ring by size through the selection table) and with
+# every algorithm chosen automatically. Needs root and iproute2; skips (77) without them.
+# Usage: check_multihost.sh MPIRUN MPI_COLLECTIVES
+set -u
+mpirun=$1
+program=$2
+[ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && command -v nsenter >/dev/null &&
+  command -v unshare >/dev/null || { echo "multihost: needs root, ip, nsenter, unshare"; exit 77; }
+
+net=10.78.9 bridge=chtestbr0 prefix=chtest
+remove_network() {
+  for i in 1 2 3 4; do
+    ip netns pids "$prefix$i" 2>/dev/null | xargs -r kill -9 2>/dev/null
+    ip netns del "$prefix$i" 2>/dev/null
+  done
+  ip link del "$bridge" 2>/dev/null
+}
+remove_network # what an interrupted run left
+work=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || remove_network; rm -rf "$work"' EXIT
+
+setup() {
+  ip link add "$bridge" type bridge && ip addr add "$net.254/24" dev "$bridge" &&
+    ip link set "$bridge" up || return 1
+  for i in 1 2 3 4; do
+    ip netns add "$prefix$i" &&
+      ip link add "veth-$prefix$i" type veth peer name eth0 netns "$prefix$i" &&
+      ip link set "veth-$prefix$i" master "$bridge" up &&
+      ip -n "$prefix$i" addr add "$net.$i/24" dev eth0 &&
+      ip -n "$prefix$i" link set eth0 up && ip -n "$prefix$i" link set lo up || return 1
+  done
+}
+setup || { echo "multihost: cannot make network namespaces here"; exit 77; }
+
+# mpirun starts its daemon on each "host" through this agent, as it would through ssh: inside
+# the host's namespace, under a hostname of its own (shared-memory segments are named by host).
+cat > "$work/agent" <<EOF
+#!/bin/sh
+host=\$1; shift
+index=\${host##*.}
+exec nsenter --net=/var/run/netns/$prefix\$index unshare --uts sh -c "hostname $prefix\$index; \$*"
+EOF
+chmod +x "$work/agent"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+passed=0 failed=0
+run() { # run HOSTS ALGORITHM NEGOTIATION
+  hosts=$1 algorithm=$2 negotiation=$3 list=""
+  for i in $(seq 1 "$hosts"); do list="$list${list:+,}$net.$i:2"; done
+  output=$(timeout 600 "$mpirun" --mca plm_rsh_agent "$work/agent" --bind-to none \
+    --mca btl vader,tcp,self --mca btl_tcp_if_include "$net.0/24" \
+    --mca oob_tcp_if_include "$net.0/24" -np $((hosts * 2)) -H "$list" \
+    -x CHORUS_ALLREDUCE_ALGO="$algorithm" -x CHORUS_NEGOTIATION="$negotiation" "$program" 2>&1)
+  status=$?
+  if [ $status -eq 0 ] && printf '%s\n' "$output" | grep -q " 0 failed"; then
+    passed=$((passed + 1))
+    echo "ok: $hosts hosts x 2 ranks, allreduce $algorithm, negotiation $negotiation:" \
+      "$(printf '%s\n' "$output" | tail -n 1)"
+  else
+    failed=$((failed + 1))
+    echo "FAILED: $hosts hosts x 2 ranks, allreduce $algorithm, negotiation $negotiation" \
+      "(exit $status):"
+    printf '%s\n' "$output" | tail -n 30
+  fi
+}
+run 2 hierarchical auto
+run 3 hierarchical auto
+run 4 hierarchical auto
+run 3 auto rounds
+echo "multihost: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
