@@ -97,6 +97,9 @@ void progress_outgoing(struct background *background, bool wait);
 bool flush_requests(struct background *background);
 /* Rank 0: takes in every waiting REQUESTS message, answers what is ready, runs it. */
 bool coordinate(struct background *background);
+/* Other ranks, after running a RESPONSES message with SHUTDOWN: fail what is left with the reason
+ * it carries, say BYE to rank 0 and stop. */
+void stop_following(struct background *background, const struct wire_message *message);
 /* Other ranks: runs the responses rank 0 sent, in order. */
 bool follow(struct background *background);
 /* The timeline's negotiation span (a negotiator `resolved` callback). */

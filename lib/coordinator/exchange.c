@@ -36,8 +36,7 @@ bool send_message(struct background *background, const struct wire_message *mess
         destination_count);
     for (int i = 0; i < destination_count; i++) {
         if (MPI_Isend(outgoing->bytes, (int)length, MPI_BYTE, destinations[i], tag,
-                      background->context->control_comm,
-                      &outgoing->requests[i]) != MPI_SUCCESS) {
+                      background->context->control_comm, &outgoing->requests[i]) != MPI_SUCCESS) {
             outgoing->count = i;
             outgoing->next = background->outgoing;
             background->outgoing = outgoing;
@@ -92,8 +91,8 @@ void progress_outgoing(struct background *background, bool wait)
         if (wait)
             done = MPI_Waitall(outgoing->count, outgoing->requests, MPI_STATUSES_IGNORE) ==
                    MPI_SUCCESS;
-        else if (MPI_Testall(outgoing->count, outgoing->requests, &done,
-                             MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        else if (MPI_Testall(outgoing->count, outgoing->requests, &done, MPI_STATUSES_IGNORE) !=
+                 MPI_SUCCESS)
             done = 1; /* a failed send is reported where the peer notices; free the buffer */
         if (!done) {
             link = &outgoing->next;
@@ -262,8 +261,7 @@ bool take_in_requests(struct background *background)
     while (!background->finished &&
            receive_message(background, MPI_ANY_SOURCE, TAG_REQUESTS, &message, &sender)) {
         if (!background->stopping)
-            coordinator_accept(background, sender, message.requests, message.count,
-                               message.flags);
+            coordinator_accept(background, sender, message.requests, message.count, message.flags);
         else if (message.flags & WIRE_FLAG_BYE)
             background->byes++;
         wire_message_free(&message);
@@ -293,12 +291,11 @@ struct wire_response *append_shutdown_notice(struct background *background,
     struct wire_response *grown = realloc(responses, (*count + 1) * sizeof *grown);
     if (grown == NULL)
         return responses;
-    grown[*count] = (struct wire_response){.type = RESPONSE_ERROR,
-                                           .status = CHORUS_ERR_SHUTDOWN,
-                                           .message = strdup(reason),
-                                           .request = {.name = strdup(""),
-                                                       .group = strdup(""),
-                                                       .group_size = 1}};
+    grown[*count] = (struct wire_response){
+        .type = RESPONSE_ERROR,
+        .status = CHORUS_ERR_SHUTDOWN,
+        .message = strdup(reason),
+        .request = {.name = strdup(""), .group = strdup(""), .group_size = 1}};
     (*count)++;
     return grown;
 }
@@ -398,6 +395,19 @@ bool resolve_cached_responses(struct background *background, struct wire_message
     return true;
 }
 
+void stop_following(struct background *background, const struct wire_message *message)
+{
+    const char *reason = "another rank called chorus_shutdown";
+    if (message->count > 0 && message->responses[message->count - 1].message != NULL &&
+        message->responses[message->count - 1].request.name[0] == '\0')
+        reason = message->responses[message->count - 1].message;
+    stop(background, reason);
+    struct wire_message bye = {.kind = WIRE_REQUESTS, .flags = WIRE_FLAG_BYE};
+    int coordinator = 0;
+    send_message(background, &bye, &coordinator, 1, TAG_REQUESTS);
+    background->finished = true;
+}
+
 bool follow(struct background *background)
 {
     bool active = false;
@@ -411,17 +421,8 @@ bool follow(struct background *background)
             break;
         }
         execute(background, message.responses, message.count);
-        if ((message.flags & WIRE_FLAG_SHUTDOWN) && !background->finished) {
-            const char *reason = "another rank called chorus_shutdown";
-            if (message.count > 0 && message.responses[message.count - 1].message != NULL &&
-                message.responses[message.count - 1].request.name[0] == '\0')
-                reason = message.responses[message.count - 1].message;
-            stop(background, reason);
-            struct wire_message bye = {.kind = WIRE_REQUESTS, .flags = WIRE_FLAG_BYE};
-            int coordinator = 0;
-            send_message(background, &bye, &coordinator, 1, TAG_REQUESTS);
-            background->finished = true;
-        }
+        if ((message.flags & WIRE_FLAG_SHUTDOWN) && !background->finished)
+            stop_following(background, &message);
         wire_message_free(&message);
     }
     return active;

@@ -90,44 +90,33 @@ static bool receive_round_responses(struct background *background, struct wire_m
 static bool run_round_responses(struct background *background)
 {
     struct wire_message message = {0};
-    const struct wire_response *responses = background->round_responses;
-    size_t count = background->round_response_count;
-    bool shutdown = background->round_shutdown[0] != '\0';
-    const char *reason = background->round_shutdown;
-    if (background->rank != 0) {
-        if (!receive_round_responses(background, &message)) {
-            wire_message_free(&message);
-            return false;
+    bool shutdown = false;
+    if (background->rank == 0) {
+        execute(background, background->round_responses, background->round_response_count);
+        for (size_t i = 0; i < background->round_response_count; i++)
+            ready_rounds_response_ran(&background->rounds, &background->cache,
+                                      &background->round_responses[i]);
+        shutdown = background->round_shutdown[0] != '\0';
+        if (shutdown && !background->finished) {
+            stop(background, background->round_shutdown);
+            background->finished = background->size == 1;
         }
-        responses = message.responses;
-        count = message.count;
+        for (size_t i = 0; i < background->round_response_count; i++)
+            wire_response_free(&background->round_responses[i]);
+        free(background->round_responses);
+        background->round_responses = NULL;
+        background->round_response_count = 0;
+        background->round_shutdown[0] = '\0';
+    } else if (receive_round_responses(background, &message)) {
+        execute(background, message.responses, message.count);
+        for (size_t i = 0; i < message.count; i++)
+            ready_rounds_response_ran(&background->rounds, &background->cache,
+                                      &message.responses[i]);
         shutdown = (message.flags & WIRE_FLAG_SHUTDOWN) != 0;
-        reason = "another rank called chorus_shutdown";
-        if (count > 0 && responses[count - 1].message != NULL &&
-            responses[count - 1].request.name[0] == '\0')
-            reason = responses[count - 1].message;
-    }
-    execute(background, responses, count);
-    for (size_t i = 0; i < count; i++)
-        ready_rounds_response_ran(&background->rounds, &background->cache, &responses[i]);
-    if (shutdown && !background->finished) {
-        stop(background, reason);
-        if (background->rank != 0) {
-            struct wire_message bye = {.kind = WIRE_REQUESTS, .flags = WIRE_FLAG_BYE};
-            int coordinator = 0;
-            send_message(background, &bye, &coordinator, 1, TAG_REQUESTS);
-            background->finished = true;
-        } else if (background->size == 1) {
-            background->finished = true;
-        }
+        if (shutdown && !background->finished)
+            stop_following(background, &message);
     }
     wire_message_free(&message);
-    for (size_t i = 0; i < background->round_response_count; i++)
-        wire_response_free(&background->round_responses[i]);
-    free(background->round_responses);
-    background->round_responses = NULL;
-    background->round_response_count = 0;
-    background->round_shutdown[0] = '\0';
     return !shutdown && !background->finished;
 }
 
