@@ -20,6 +20,9 @@
 /* A bit that waited this long goes to rank 0 in full, whose stall inspector names the ranks
  * that did not submit (sooner where the stall parameters are shorter). */
 #define DEMOTE_AFTER_SECONDS 1.0
+/* Slots beyond this travel by the star path: a round's vector stays at most 2 KiB, however
+ * large CHORUS_CACHE_CAPACITY is. */
+#define ROUND_SLOTS_LIMIT 8192
 
 bool rounds_start(struct background *background)
 {
@@ -35,7 +38,9 @@ bool rounds_start(struct background *background)
     if (params->stall_shutdown_seconds > 0 && params->stall_shutdown_seconds / 4 < demote_after)
         demote_after = params->stall_shutdown_seconds / 4;
     background->demote_after = demote_after;
-    if (!ready_rounds_init(&background->rounds, params->cache_capacity))
+    size_t slots = params->cache_capacity < ROUND_SLOTS_LIMIT ? params->cache_capacity
+                                                              : ROUND_SLOTS_LIMIT;
+    if (!ready_rounds_init(&background->rounds, slots))
         return false;
     size_t words = ready_rounds_vector_words(&background->rounds);
     background->round_mine = calloc(words, sizeof *background->round_mine);

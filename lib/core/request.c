@@ -15,6 +15,12 @@ void wire_request_free(struct wire_request *request)
     request->group = NULL;
 }
 
+bool response_applies_to(const struct wire_response *response, int rank)
+{
+    return response->type != RESPONSE_ERROR || response->status != CHORUS_ERR_STALLED || rank < 0 ||
+           (uint32_t)rank >= response->first_dim_count || response->first_dims[rank] != 0;
+}
+
 bool wire_request_equal(const struct wire_request *a, const struct wire_request *b)
 {
     if (a->collective != b->collective || a->dtype != b->dtype || a->op != b->op ||

@@ -43,7 +43,9 @@ struct wire_response {
     char *message;               /* RESPONSE_ERROR */
     struct wire_request request; /* the agreed description */
     uint32_t first_dim_count;    /* allgather: nranks; else 0 */
-    int64_t *first_dims;         /* allgather: every rank's first dimension */
+    int64_t *first_dims;         /* allgather: every rank's first dimension; a stall's
+                                  * RESPONSE_ERROR: 1 for the ranks that submitted, whom alone
+                                  * it fails (see response_applies_to) */
     double agreed_at;            /* rank 0 only, not sent: when it was decided (timeline) */
 };
 
@@ -68,6 +70,11 @@ bool wire_request_copy(struct wire_request *to, const struct wire_request *from)
 /* Same name and every negotiated field. */
 bool wire_request_equal(const struct wire_request *a, const struct wire_request *b);
 void wire_response_free(struct wire_response *response);
+
+/* Whether a response concerns rank `rank`: all do but a stall's error, which fails only the
+ * ranks that submitted the tensor. (A rank that did not may submit the name afresh before the
+ * error reaches it; that request is not the stalled one.) */
+bool response_applies_to(const struct wire_response *response, int rank);
 
 /* Elements of the tensor a request describes (the product of its shape; 1 for a scalar). */
 size_t request_elements(const struct wire_request *request);

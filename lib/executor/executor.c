@@ -176,6 +176,9 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
             continue;
         }
         for (size_t m = 0; m < batch->count; m++) {
+            requests[m] = NULL;
+            if (!response_applies_to(&responses[members[m]], executor->rank))
+                continue;
             requests[m] =
                 executor->take_request(executor->owner, responses[members[m]].request.name);
             if (requests[m] == NULL && first->type == RESPONSE_EXECUTE && !executor->joined) {

@@ -167,7 +167,9 @@ static void run(struct simulated_ranks *world, int rank, const struct wire_respo
         line = format_string("join done");
         r->joined = false;
     } else {
-        struct wire_request *mine = name_table_remove(&r->pending, response->request.name);
+        struct wire_request *mine = response_applies_to(response, rank)
+                                        ? name_table_remove(&r->pending, response->request.name)
+                                        : NULL;
         if (response->type == RESPONSE_EXECUTE && mine == NULL && r->joined)
             line = format_string("run %s", response->request.name); /* with zeros */
         else if (response->type == RESPONSE_EXECUTE && mine == NULL)

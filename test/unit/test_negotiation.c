@@ -314,6 +314,10 @@ START_TEST(stalls_are_warned_then_failed)
     ck_assert_int_eq(responses[0].status, CHORUS_ERR_STALLED);
     ck_assert_ptr_nonnull(strstr(responses[0].message, "not by rank 1"));
     ck_assert_uint_eq(negotiator_pending(&negotiator), 0);
+    /* It fails the ranks that submitted; rank 1's next "slow" is a new request. */
+    ck_assert(response_applies_to(&responses[0], 0));
+    ck_assert(!response_applies_to(&responses[0], 1));
+    ck_assert(response_applies_to(&responses[0], 2));
 }
 END_TEST
 
