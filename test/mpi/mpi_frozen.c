@@ -2,7 +2,8 @@
  * mpi_frozen.c — a rank that freezes (SIGSTOP) in the middle of a run of large allreduces must
  * not hang the others: with CHORUS_TIMEOUT_SECONDS=3 (and CHORUS_STALL_SHUTDOWN_SECONDS=3 for a
  * freeze that lands in negotiation) every other rank's allreduce fails within seconds with an
- * error that says what happened, later submits fail at once, and chorus_shutdown returns. Rank 0
+ * error that says what happened, later submits fail (at once after a fatal failure), and
+ * chorus_shutdown returns. Rank 0
  * then wakes the frozen rank (SIGCONT), which finds that the others stopped and stops too.
  * Needs 3 ranks or more on one host (meson runs it at np=3); with fewer it passes trivially.
  */
@@ -73,7 +74,12 @@ int main(int argc, char **argv)
     double before = seconds_now();
     EXPECT(chorus_allreduce("after.freeze", &tensor, NULL, CHORUS_SUM) != CHORUS_OK,
            "a submit after the freeze succeeded");
-    EXPECT(seconds_now() - before < 1.0, "a submit after the freeze waited");
+    /* After a fatal failure a submit fails at once. A stall fails only its tensor: the next one
+     * fails when its own stall, or the timeout of a collective the freeze interrupted, decides
+     * (seen in CI: the stall came 0.3 s before the timeout's notice). */
+    double limit = status == CHORUS_ERR_STALLED ? BOUND_SECONDS : 1.0;
+    EXPECT(seconds_now() - before < limit, "a submit after the freeze waited %.1f s",
+           seconds_now() - before);
     /* Rank 0 has seen the failure: it wakes the victim, which then fails too (the others'
      * notices are waiting for it). */
     if (test_rank == 0)
