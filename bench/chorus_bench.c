@@ -47,7 +47,7 @@ struct options {
     int warmup;
     chorus_dtype dtype;
     const char *csv;
-    int cycle_tensors;    /* --cycle N: time steps of N small allreduces instead of sizes */
+    int cycle_tensors; /* --cycle N: time steps of N small allreduces instead of sizes */
     const char *workload; /* --workload resnet50|bert|FILE: a training step's gradients */
     int steps;
     bool device; /* --device cuda: buffers on the local rank's GPU, through NCCL */
@@ -79,20 +79,10 @@ static bool parse_size(const char *text, size_t *bytes)
     if (end == text || value < 0)
         return false;
     switch (*end) {
-    case 'K':
-    case 'k':
-        value *= 1024;
-        break;
-    case 'M':
-    case 'm':
-        value *= 1024 * 1024;
-        break;
-    case 'G':
-    case 'g':
-        value *= 1024.0 * 1024 * 1024;
-        break;
-    default:
-        break;
+    case 'K': case 'k': value *= 1024; break;
+    case 'M': case 'm': value *= 1024 * 1024; break;
+    case 'G': case 'g': value *= 1024.0 * 1024 * 1024; break;
+    default: break;
     }
     *bytes = (size_t)value;
     return true;
@@ -101,32 +91,22 @@ static bool parse_size(const char *text, size_t *bytes)
 static MPI_Datatype mpi_type(chorus_dtype dtype)
 {
     switch (dtype) {
-    case CHORUS_UINT8:
-        return MPI_UINT8_T;
-    case CHORUS_INT8:
-        return MPI_INT8_T;
-    case CHORUS_INT32:
-        return MPI_INT32_T;
-    case CHORUS_INT64:
-        return MPI_INT64_T;
-    case CHORUS_FLOAT32:
-        return MPI_FLOAT;
-    case CHORUS_FLOAT64:
-        return MPI_DOUBLE;
-    default:
-        return MPI_DATATYPE_NULL;
+    case CHORUS_UINT8: return MPI_UINT8_T;
+    case CHORUS_INT8: return MPI_INT8_T;
+    case CHORUS_INT32: return MPI_INT32_T;
+    case CHORUS_INT64: return MPI_INT64_T;
+    case CHORUS_FLOAT32: return MPI_FLOAT;
+    case CHORUS_FLOAT64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;
     }
 }
 
 static double bus_factor(chorus_collective collective)
 {
     switch (collective) {
-    case CHORUS_ALLREDUCE:
-        return size > 1 ? 2.0 * (size - 1) / size : 1;
-    case CHORUS_ALLGATHER:
-        return size > 1 ? (double)(size - 1) / size : 1;
-    default:
-        return 1;
+    case CHORUS_ALLREDUCE: return size > 1 ? 2.0 * (size - 1) / size : 1;
+    case CHORUS_ALLGATHER: return size > 1 ? (double)(size - 1) / size : 1;
+    default: return 1;
     }
 }
 
@@ -171,9 +151,7 @@ static void buffer_copy(const struct options *o, void *to, const void *from, siz
 static chorus_status run_chorus(const struct options *o, void *buffer, size_t count,
                                 chorus_tensor *gathered)
 {
-    chorus_tensor tensor = {.data = buffer,
-                            .dtype = o->dtype,
-                            .ndims = 1,
+    chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
                             .shape = {(int64_t)count},
                             .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
                             .device = o->device ? chorus_local_rank() : 0};
@@ -238,11 +216,11 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
             buffer_copy(o, work, buffer, bytes);
         /* The first 64 elements exactly, then the whole buffer. */
         size_t chunk = count < 64 ? count : 64;
-        if (reference_check_allreduce(work, chunk, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1, why,
-                                      sizeof why) >= 0)
+        if (reference_check_allreduce(work, chunk, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1,
+                                      why, sizeof why) >= 0)
             wrong++;
-        if (reference_check_allreduce(work, count, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1, why,
-                                      sizeof why) >= 0)
+        if (reference_check_allreduce(work, count, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1,
+                                      why, sizeof why) >= 0)
             wrong++;
     } else if (o->collective == CHORUS_BROADCAST) {
         if (rank == 0)
@@ -264,12 +242,11 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
         if (o->device)
             buffer_copy(o, buffer, work, block);
         if (use_chorus) {
-            chorus_tensor tensor = {.data = buffer,
-                                    .dtype = o->dtype,
-                                    .ndims = 1,
-                                    .shape = {(int64_t)(count / (size_t)size)},
-                                    .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
-                                    .device = o->device ? chorus_local_rank() : 0};
+            chorus_tensor tensor = {
+                .data = buffer, .dtype = o->dtype, .ndims = 1,
+                .shape = {(int64_t)(count / (size_t)size)},
+                .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
+                .device = o->device ? chorus_local_rank() : 0};
             chorus_tensor gathered = {0};
             if (chorus_allgather("bench.check", &tensor, &gathered) != CHORUS_OK) {
                 wrong = 1;
@@ -281,8 +258,8 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
             run_mpi(o, buffer, count, gather_out, counts, displacements);
         }
         for (int r = 0; r < size && wrong == 0; r++)
-            wrong +=
-                reference_check_bytes((char *)gather_out + (size_t)r * block, block, 19, r) >= 0;
+            wrong += reference_check_bytes((char *)gather_out + (size_t)r * block, block, 19,
+                                           r) >= 0;
     }
     if (o->device)
         free(work);
@@ -290,8 +267,9 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
 }
 
 /* Average seconds per operation over `iterations`, the maximum over ranks. */
-static double time_operation(const struct options *o, bool use_chorus, void *buffer, size_t count,
-                             int iterations, void *gather_out, int *counts, int *displacements)
+static double time_operation(const struct options *o, bool use_chorus, void *buffer,
+                             size_t count, int iterations, void *gather_out, int *counts,
+                             int *displacements)
 {
     int warmup = o->warmup > iterations / 10 ? o->warmup : iterations / 10;
     for (int i = 0; i < warmup; i++) {
@@ -396,7 +374,7 @@ static void cycle_benchmark(int tensors, chorus_collective collective)
     enum { STEPS = 200, WARMUP = 20 };
     float *values = calloc((size_t)tensors, sizeof *values);
     chorus_handle **handles = calloc((size_t)tensors, sizeof *handles);
-    char(*names)[32] = calloc((size_t)tensors, sizeof *names);
+    char (*names)[32] = calloc((size_t)tensors, sizeof *names);
     double *times = calloc(STEPS, sizeof *times);
     for (int t = 0; t < tensors; t++)
         snprintf(names[t], sizeof names[t], "layer%d.grad", t);
@@ -404,8 +382,8 @@ static void cycle_benchmark(int tensors, chorus_collective collective)
         MPI_Barrier(MPI_COMM_WORLD);
         double start = now();
         for (int t = tensors - 1; t >= 0; t--) {
-            chorus_tensor tensor = {
-                .data = &values[t], .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {1}};
+            chorus_tensor tensor = {.data = &values[t], .dtype = CHORUS_FLOAT32, .ndims = 1,
+                                    .shape = {1}};
             chorus_status submitted =
                 collective == CHORUS_BROADCAST
                     ? chorus_broadcast_async(names[t], &tensor, 0, &handles[t])
@@ -459,8 +437,8 @@ static FILE *open_workload(const char *workload, char *path, size_t path_size)
     }
     const char *directories[] = {getenv("CHORUS_DATA_DIR"), "shared/data", "../shared/data",
                                  CHORUS_SOURCE_ROOT "/../shared/data"};
-    const char *file_name =
-        strcmp(workload, "bert") == 0 ? "bert_base_grads.txt" : "resnet50_grads.txt";
+    const char *file_name = strcmp(workload, "bert") == 0 ? "bert_base_grads.txt"
+                                                           : "resnet50_grads.txt";
     for (size_t i = 0; i < sizeof directories / sizeof directories[0]; i++) {
         if (directories[i] == NULL)
             continue;
@@ -523,9 +501,7 @@ static double chorus_step(struct gradient *gradients, size_t count, chorus_handl
     MPI_Barrier(MPI_COMM_WORLD);
     double start = now();
     for (size_t i = count; i-- > 0;) {
-        chorus_tensor tensor = {.data = gradients[i].data,
-                                .dtype = CHORUS_FLOAT32,
-                                .ndims = 1,
+        chorus_tensor tensor = {.data = gradients[i].data, .dtype = CHORUS_FLOAT32, .ndims = 1,
                                 .shape = {(int64_t)gradients[i].count}};
         chorus_status submitted =
             workload_collective == CHORUS_BROADCAST
@@ -649,8 +625,8 @@ static void workload_benchmark(const char *workload, int steps)
         printf("%-34s %10.2f %8.2f\n", "floor: bytes / copy bandwidth", floor_ms,
                floor_ms / per_tensor);
         printf("summary: workload=%s%s np=%d chorus_ms=%.2f mpi_per_tensor_ms=%.2f "
-               "mpi_fused_ideal_ms=%.2f\n",
-               workload, workload_collective == CHORUS_BROADCAST ? " broadcast" : "", size, fused,
+               "mpi_fused_ideal_ms=%.2f\n", workload,
+               workload_collective == CHORUS_BROADCAST ? " broadcast" : "", size, fused,
                per_tensor, ideal);
     }
     for (size_t i = 0; i < count; i++)
@@ -805,21 +781,14 @@ static bool parse_positive_int(const char *text, int *value)
 static int parse_options(int argc, char **argv, struct options *o)
 {
     static const struct option long_options[] = {
-        {"collective", required_argument, NULL, 'c'},
-        {"min-bytes", required_argument, NULL, 'b'},
-        {"max-bytes", required_argument, NULL, 'e'},
-        {"factor", required_argument, NULL, 'f'},
-        {"iterations", required_argument, NULL, 'n'},
-        {"warmup", required_argument, NULL, 'w'},
-        {"dtype", required_argument, NULL, 'd'},
-        {"csv", required_argument, NULL, 'C'},
-        {"device", required_argument, NULL, 'D'},
-        {"workload", required_argument, NULL, 'W'},
-        {"steps", required_argument, NULL, 'S'},
-        {"cycle", required_argument, NULL, 'Y'},
+        {"collective", required_argument, NULL, 'c'}, {"min-bytes", required_argument, NULL, 'b'},
+        {"max-bytes", required_argument, NULL, 'e'},  {"factor", required_argument, NULL, 'f'},
+        {"iterations", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'w'},
+        {"dtype", required_argument, NULL, 'd'},      {"csv", required_argument, NULL, 'C'},
+        {"device", required_argument, NULL, 'D'},     {"workload", required_argument, NULL, 'W'},
+        {"steps", required_argument, NULL, 'S'},      {"cycle", required_argument, NULL, 'Y'},
         {"link", no_argument, NULL, 'L'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     static const char *const collectives[] = {"allreduce", "broadcast", "allgather"};
     static const chorus_collective collective_values[] = {CHORUS_ALLREDUCE, CHORUS_BROADCAST,
@@ -911,9 +880,8 @@ static int parse_options(int argc, char **argv, struct options *o)
                 if (known->val == option)
                     name = known->name;
             if (rank == 0)
-                fprintf(stderr,
-                        "chorus-bench: \"%s\" is not a valid --%s (--help lists the "
-                        "valid values)\n",
+                fprintf(stderr, "chorus-bench: \"%s\" is not a valid --%s (--help lists the "
+                                "valid values)\n",
                         value, name);
             return 2;
         }
@@ -933,11 +901,8 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    struct options o = {.collective = CHORUS_ALLREDUCE,
-                        .min_bytes = 8,
-                        .max_bytes = (size_t)256 << 20,
-                        .factor = 2,
-                        .warmup = 3,
+    struct options o = {.collective = CHORUS_ALLREDUCE, .min_bytes = 8,
+                        .max_bytes = (size_t)256 << 20, .factor = 2, .warmup = 3,
                         .dtype = CHORUS_FLOAT32};
     int parsed = parse_options(argc, argv, &o);
     if (parsed >= 0) {
@@ -964,7 +929,8 @@ int main(int argc, char **argv)
         if (o.workload != NULL) {
             workload_collective = o.collective;
             workload_benchmark(o.workload, o.steps > 0 ? o.steps : 20);
-        } else
+        }
+        else
             cycle_benchmark(o.cycle_tensors, o.collective);
         chorus_shutdown();
         MPI_Finalize();
@@ -994,9 +960,9 @@ int main(int argc, char **argv)
                "chorus_shutdown, with no chorus thread running\n");
         printf("#%11s %12s %8s %6s  %10s %8s %8s %6s  %10s %8s %8s %6s  %6s\n", "", "", "", "",
                "chorus", "", "", "", "MPI", "", "", "", "");
-        printf("#%11s %12s %8s %6s  %10s %8s %8s %6s  %10s %8s %8s %6s  %6s\n", "size (B)", "count",
-               "type", "redop", "time (us)", "algbw", "busbw", "#wrong", "time (us)", "algbw",
-               "busbw", "#wrong", "ratio");
+        printf("#%11s %12s %8s %6s  %10s %8s %8s %6s  %10s %8s %8s %6s  %6s\n", "size (B)",
+               "count", "type", "redop", "time (us)", "algbw", "busbw", "#wrong", "time (us)",
+               "algbw", "busbw", "#wrong", "ratio");
     }
     /* Every size through chorus first; then chorus shuts down and every size through MPI, so
      * that the baseline runs without chorus's background thread polling MPI beside it. */
@@ -1036,8 +1002,8 @@ int main(int argc, char **argv)
             }
             row->time[pass] = time_operation(&o, use_chorus, buffer, row->count, iterations,
                                              gather_out, counts, displacements);
-            long wrong =
-                check(&o, use_chorus, buffer, row->count, gather_out, counts, displacements);
+            long wrong = check(&o, use_chorus, buffer, row->count, gather_out, counts,
+                               displacements);
             MPI_Allreduce(&wrong, &row->wrong[pass], 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
             buffer_free(&o, buffer);
             free(gather_out);
@@ -1064,12 +1030,11 @@ int main(int argc, char **argv)
                    chorus_dtype_name(o.dtype), o.collective == CHORUS_ALLREDUCE ? "sum" : "none",
                    row->time[0] * 1e6, chorus_algbw, chorus_busbw, row->wrong[0]);
         } else if (rank == 0) {
-            printf(
-                " %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld  %10.1f %8.2f %8.2f %6ld  %6.2f\n",
-                row->bytes, row->count, chorus_dtype_name(o.dtype),
-                o.collective == CHORUS_ALLREDUCE ? "sum" : "none", row->time[0] * 1e6, chorus_algbw,
-                chorus_busbw, row->wrong[0], row->time[1] * 1e6, mpi_algbw, mpi_busbw,
-                row->wrong[1], ratio);
+            printf(" %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld  %10.1f %8.2f %8.2f %6ld  %6.2f\n",
+                   row->bytes, row->count, chorus_dtype_name(o.dtype),
+                   o.collective == CHORUS_ALLREDUCE ? "sum" : "none", row->time[0] * 1e6,
+                   chorus_algbw, chorus_busbw, row->wrong[0], row->time[1] * 1e6, mpi_algbw,
+                   mpi_busbw, row->wrong[1], ratio);
             if (csv)
                 fprintf(csv, "%s,%d,%zu,%zu,%.3f,%.4f,%.3f,%.4f,%.4f\n", collective, size,
                         row->bytes, row->count, row->time[0] * 1e6, chorus_busbw,

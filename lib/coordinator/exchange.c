@@ -36,7 +36,8 @@ bool send_message(struct background *background, const struct wire_message *mess
         destination_count);
     for (int i = 0; i < destination_count; i++) {
         if (MPI_Isend(outgoing->bytes, (int)length, MPI_BYTE, destinations[i], tag,
-                      background->context->control_comm, &outgoing->requests[i]) != MPI_SUCCESS) {
+                      background->context->control_comm,
+                      &outgoing->requests[i]) != MPI_SUCCESS) {
             outgoing->count = i;
             outgoing->next = background->outgoing;
             background->outgoing = outgoing;
@@ -91,8 +92,8 @@ void progress_outgoing(struct background *background, bool wait)
         if (wait)
             done = MPI_Waitall(outgoing->count, outgoing->requests, MPI_STATUSES_IGNORE) ==
                    MPI_SUCCESS;
-        else if (MPI_Testall(outgoing->count, outgoing->requests, &done, MPI_STATUSES_IGNORE) !=
-                 MPI_SUCCESS)
+        else if (MPI_Testall(outgoing->count, outgoing->requests, &done,
+                             MPI_STATUSES_IGNORE) != MPI_SUCCESS)
             done = 1; /* a failed send is reported where the peer notices; free the buffer */
         if (!done) {
             link = &outgoing->next;
@@ -201,7 +202,8 @@ bool receive_message(struct background *background, int source, int tag,
 }
 
 /* The timeline's negotiation span: from the first rank's request to the last one's. */
-void timeline_negotiated(void *context, const char *name, const double *arrivals, int nranks)
+void timeline_negotiated(void *context, const char *name, const double *arrivals,
+                                int nranks)
 {
     struct timeline *timeline = context;
     double first = 0, last = 0;

@@ -131,18 +131,21 @@ static struct wire_response *append_response(struct negotiator *negotiator)
     return response;
 }
 
-static void add_error(struct negotiator *negotiator, const struct wire_request *request,
-                      chorus_status status, char *message)
+/* Appends an error response (taking `message`) and returns it; NULL when out of memory. */
+static struct wire_response *add_error(struct negotiator *negotiator,
+                                       const struct wire_request *request, chorus_status status,
+                                       char *message)
 {
     struct wire_response *response = append_response(negotiator);
     if (response == NULL || !wire_request_copy(&response->request, request)) {
         negotiator->failed = true;
         free(message);
-        return;
+        return NULL;
     }
     response->type = RESPONSE_ERROR;
     response->status = status;
     response->message = message;
+    return response;
 }
 
 /* A value of one field of a request, as text, for comparing and for the message. */
@@ -313,9 +316,9 @@ static char *find_mismatch(const struct negotiator *negotiator,
             continue;
         char *difference = field_mismatch(negotiator, entry, checks[i].field, checks[i].formatter);
         if (difference != NULL) {
-            char *message =
-                format_string("%s \"%s\": %s", chorus_collective_name(reference->collective),
-                              entry->name, difference);
+            char *message = format_string("%s \"%s\": %s",
+                                          chorus_collective_name(reference->collective),
+                                          entry->name, difference);
             free(difference);
             return message;
         }
@@ -443,10 +446,10 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
             ready.first_dims = calloc((size_t)negotiator->nranks, sizeof *ready.first_dims);
             ok = ready.first_dims != NULL;
             for (int r = 0; ok && r < negotiator->nranks; r++)
-                ready.first_dims[r] =
-                    entry->requests[r].name != NULL && entry->requests[r].ndims > 0
-                        ? entry->requests[r].shape[0]
-                        : 0;
+                ready.first_dims[r] = entry->requests[r].name != NULL &&
+                                              entry->requests[r].ndims > 0
+                                          ? entry->requests[r].shape[0]
+                                          : 0;
         }
         ready.agreed_at = negotiator->now;
         if (ok)
@@ -504,7 +507,8 @@ static void fail_group(struct negotiator *negotiator, const char *group,
             continue;
         for (int r = 0; r < negotiator->nranks; r++)
             if (entry->requests[r].name != NULL) {
-                add_error(negotiator, &entry->requests[r], CHORUS_ERR_MISMATCH, strdup(message));
+                add_error(negotiator, &entry->requests[r], CHORUS_ERR_MISMATCH,
+                          strdup(message));
                 break;
             }
         entry_unlink(negotiator, entry);
@@ -669,14 +673,13 @@ void negotiator_join(struct negotiator *negotiator, int rank)
     }
 }
 
-/* A stall's error fails only the ranks that submitted (response_applies_to): response `index`,
- * if add_error appended it, lists them. */
-static void mark_submitters(struct negotiator *negotiator, size_t index,
+/* A stall's error fails only the ranks that submitted (response_applies_to): `response` lists
+ * them. */
+static void mark_submitters(struct negotiator *negotiator, struct wire_response *response,
                             const struct negotiation_entry *entry)
 {
-    if (index >= negotiator->response_count)
+    if (response == NULL)
         return;
-    struct wire_response *response = &negotiator->responses[index];
     response->first_dims = calloc((size_t)negotiator->nranks, sizeof *response->first_dims);
     if (response->first_dims == NULL)
         return; /* then it concerns every rank, as before */
@@ -724,12 +727,10 @@ void negotiator_check_stalls(struct negotiator *negotiator, double now, double w
             entry->last_warning = now;
         }
         if (fail_now && reference != NULL) {
-            char *failure =
-                format_string("%s; giving up after %g s (CHORUS_STALL_SHUTDOWN_SECONDS)",
-                              message ? message : entry->name, fail_after);
-            size_t before = negotiator->response_count;
-            add_error(negotiator, reference, CHORUS_ERR_STALLED, failure);
-            mark_submitters(negotiator, before, entry);
+            char *failure = format_string("%s; giving up after %g s (CHORUS_STALL_SHUTDOWN_SECONDS)",
+                                          message ? message : entry->name, fail_after);
+            mark_submitters(negotiator,
+                            add_error(negotiator, reference, CHORUS_ERR_STALLED, failure), entry);
             entry_unlink(negotiator, entry);
             entry_free(negotiator, entry);
         }

@@ -175,16 +175,3 @@ bool ready_rounds_waiting(const struct ready_rounds *rounds)
             return true;
     return false;
 }
-
-bool ready_rounds_response(const struct response_cache *cache, uint32_t slot, int nranks,
-                           struct wire_response *response)
-{
-    memset(response, 0, sizeof *response);
-    const struct wire_request *entry = response_cache_get(cache, slot);
-    if (entry == NULL || !wire_request_copy(&response->request, entry))
-        return false;
-    response->type = RESPONSE_EXECUTE;
-    response->status = CHORUS_OK;
-    response->contributors = (uint32_t)nranks;
-    return true;
-}

@@ -93,8 +93,4 @@ void ready_rounds_response_ran(struct ready_rounds *rounds, const struct respons
 /* Whether this rank has anything waiting on the bit path. */
 bool ready_rounds_waiting(const struct ready_rounds *rounds);
 
-/* The response that runs `slot`: an EXECUTE of its cached description by every rank. */
-bool ready_rounds_response(const struct response_cache *cache, uint32_t slot, int nranks,
-                           struct wire_response *response);
-
 #endif

@@ -74,8 +74,8 @@ struct wire_response response_cache_outgoing(struct response_cache *cache,
                                              const struct wire_response *response, int nranks)
 {
     struct wire_response wire = *response;
-    long slot = response_cacheable(response, nranks) ? response_cache_find(cache, &response->request)
-                                                     : -1;
+    long slot =
+        response_cacheable(response, nranks) ? response_cache_find(cache, &response->request) : -1;
     if (slot >= 0) {
         wire.type = RESPONSE_CACHED;
         wire.request.cached = true;
@@ -94,12 +94,15 @@ bool response_cache_incoming(struct response_cache *cache, struct wire_response 
         response_cache_record(cache, response, nranks);
         return true;
     }
-    const struct wire_request *entry = response_cache_get(cache, response->request.cache_slot);
-    if (entry == NULL) {
-        *empty_slot = true;
-        return false;
-    }
-    if (!wire_request_copy(&response->request, entry))
+    *empty_slot = response_cache_get(cache, response->request.cache_slot) == NULL;
+    return response_cache_expand(cache, response->request.cache_slot, nranks, response);
+}
+
+bool response_cache_expand(const struct response_cache *cache, uint32_t slot, int nranks,
+                           struct wire_response *response)
+{
+    const struct wire_request *entry = response_cache_get(cache, slot);
+    if (entry == NULL || !wire_request_copy(&response->request, entry))
         return false;
     response->type = RESPONSE_EXECUTE;
     response->status = CHORUS_OK;

@@ -49,6 +49,11 @@ struct wire_response response_cache_outgoing(struct response_cache *cache,
 bool response_cache_incoming(struct response_cache *cache, struct wire_response *response,
                              int nranks, bool *empty_slot);
 
+/* Makes `response` an EXECUTE of slot `slot`'s description by all `nranks` ranks (its request
+ * replaced by a copy of the entry). False when the slot is empty or memory ran out. */
+bool response_cache_expand(const struct response_cache *cache, uint32_t slot, int nranks,
+                           struct wire_response *response);
+
 /* Whether a response of this shape goes into the cache (or may be sent as a slot): allreduces and
  * broadcasts that every rank contributed to. Allgathers are not cached: their first dimensions
  * change from call to call. */

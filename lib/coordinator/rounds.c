@@ -50,6 +50,17 @@ bool rounds_start(struct background *background)
     return background->round_mine != NULL && background->round_result != NULL;
 }
 
+/* Rank 0: frees the responses it sent before the posted round. */
+static void drop_round_responses(struct background *background)
+{
+    for (size_t i = 0; i < background->round_response_count; i++)
+        wire_response_free(&background->round_responses[i]);
+    free(background->round_responses);
+    background->round_responses = NULL;
+    background->round_response_count = 0;
+    background->round_shutdown[0] = '\0';
+}
+
 void rounds_release(struct background *background)
 {
     /* A round still posted after a fatal error is left to MPI: a collective's request cannot be
@@ -58,9 +69,7 @@ void rounds_release(struct background *background)
         free(background->round_mine);
         free(background->round_result);
     }
-    for (size_t i = 0; i < background->round_response_count; i++)
-        wire_response_free(&background->round_responses[i]);
-    free(background->round_responses);
+    drop_round_responses(background);
     ready_rounds_destroy(&background->rounds);
 }
 
@@ -95,32 +104,28 @@ static bool receive_round_responses(struct background *background, struct wire_m
 static bool run_round_responses(struct background *background)
 {
     struct wire_message message = {0};
-    bool shutdown = false;
-    if (background->rank == 0) {
-        execute(background, background->round_responses, background->round_response_count);
-        for (size_t i = 0; i < background->round_response_count; i++)
-            ready_rounds_response_ran(&background->rounds, &background->cache,
-                                      &background->round_responses[i]);
-        shutdown = background->round_shutdown[0] != '\0';
-        if (shutdown && !background->finished) {
-            stop(background, background->round_shutdown);
-            background->finished = background->size == 1;
+    const struct wire_response *responses = background->round_responses;
+    size_t count = background->round_response_count;
+    if (background->rank != 0) {
+        if (!receive_round_responses(background, &message)) {
+            wire_message_free(&message);
+            return false;
         }
-        for (size_t i = 0; i < background->round_response_count; i++)
-            wire_response_free(&background->round_responses[i]);
-        free(background->round_responses);
-        background->round_responses = NULL;
-        background->round_response_count = 0;
-        background->round_shutdown[0] = '\0';
-    } else if (receive_round_responses(background, &message)) {
-        execute(background, message.responses, message.count);
-        for (size_t i = 0; i < message.count; i++)
-            ready_rounds_response_ran(&background->rounds, &background->cache,
-                                      &message.responses[i]);
-        shutdown = (message.flags & WIRE_FLAG_SHUTDOWN) != 0;
-        if (shutdown && !background->finished)
-            stop_following(background, &message);
+        responses = message.responses;
+        count = message.count;
     }
+    execute(background, responses, count);
+    for (size_t i = 0; i < count; i++)
+        ready_rounds_response_ran(&background->rounds, &background->cache, &responses[i]);
+    bool shutdown = background->rank == 0 ? background->round_shutdown[0] != '\0'
+                                          : (message.flags & WIRE_FLAG_SHUTDOWN) != 0;
+    if (shutdown && !background->finished && background->rank != 0) {
+        stop_following(background, &message);
+    } else if (shutdown && !background->finished) {
+        stop(background, background->round_shutdown);
+        background->finished = background->size == 1;
+    }
+    drop_round_responses(background);
     wire_message_free(&message);
     return !shutdown && !background->finished;
 }
@@ -133,7 +138,7 @@ static void run_round_slots(struct background *background, const struct round_ou
     struct wire_response *responses = calloc(outcome->execute_count, sizeof *responses);
     size_t built = 0;
     while (responses != NULL && built < outcome->execute_count &&
-           ready_rounds_response(&background->cache, outcome->execute[built], background->size,
+           response_cache_expand(&background->cache, outcome->execute[built], background->size,
                                  &responses[built]))
         built++;
     if (built < outcome->execute_count)

@@ -21,53 +21,54 @@
 #define STRINGIFY(x) STRINGIFY_VALUE(x)
 
 /* CHORUS_STAGING_STORES's values, in the order of enum staging_stores. */
-static const char *const staging_stores_names[] = {"auto", "cached", "streaming"};
+static const char *const staging_stores_names[] = {"auto", "cached", "streaming", NULL};
 /* CHORUS_NEGOTIATION's values, in the order of enum negotiation_protocol. */
-static const char *const negotiation_names[] = {"auto", "star", "rounds"};
+static const char *const negotiation_names[] = {"auto", "star", "rounds", NULL};
 
 const struct param_definition param_table[] = {
     {"CHORUS_FUSION_THRESHOLD", PARAM_BYTES, "128M", FIELD(fusion_threshold), -1, true,
-     "largest fusion buffer in bytes (K/M/G suffixes); 0 turns fusion off"},
+     "largest fusion buffer in bytes (K/M/G suffixes); 0 turns fusion off", NULL},
     {"CHORUS_FUSION_TENSOR_LIMIT", PARAM_BYTES, "64K", FIELD(fusion_tensor_limit), -1, true,
-     "largest tensor that is fused; a larger one is reduced in place, without copies"},
+     "largest tensor that is fused; a larger one is reduced in place, without copies", NULL},
     {"CHORUS_FUSION_COPIER", PARAM_SWITCH, "off", FIELD(fusion_copier), -1, false,
      "on: a thread per rank packs and unpacks fusion buffers while collectives run (double "
-     "buffering); worth it only with spare cores"},
+     "buffering); worth it only with spare cores", NULL},
     {"CHORUS_CYCLE_TIME_MS", PARAM_SECONDS, "0", FIELD(cycle_time_ms), -1, true,
-     "minimum spacing of negotiation cycles in milliseconds; larger values fuse more"},
+     "minimum spacing of negotiation cycles in milliseconds; larger values fuse more", NULL},
     {"CHORUS_CACHE_CAPACITY", PARAM_COUNT, "1024", FIELD(cache_capacity), -1, true,
-     "entries of the response cache; 0 turns the cache off"},
+     "entries of the response cache; 0 turns the cache off", NULL},
     {"CHORUS_STAGING_AREAS", PARAM_AREAS, "0", FIELD(staging_areas), -1, true,
-     "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0: 2"},
-    {"CHORUS_STAGING_STORES", PARAM_STORES, "auto", FIELD(staging_stores), -1, true,
+     "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0: 2", NULL},
+    {"CHORUS_STAGING_STORES", PARAM_CHOICE, "auto", FIELD(staging_stores), -1, true,
      "how the algorithms through the host's shared segment write their staging areas: cached "
      "(ordinary stores), streaming (non-temporal stores, straight to memory), or auto: cached "
      "where the host's ranks share a last-level cache (hwloc) and each has a core of its own, "
-     "else streaming"},
-    {"CHORUS_NEGOTIATION", PARAM_NEGOTIATION, "auto", FIELD(negotiation), -1, true,
+     "else streaming", staging_stores_names},
+    {"CHORUS_NEGOTIATION", PARAM_CHOICE, "auto", FIELD(negotiation), -1, true,
      "how ranks agree on what runs: star (every request to rank 0, which answers every rank), "
      "rounds (tensors seen before agreed by an allreduce of ready bits, O(log N) messages per "
-     "rank) or auto: rounds from " STRINGIFY(NEGOTIATION_ROUNDS_FROM) " ranks"},
+     "rank) or auto: rounds from " STRINGIFY(NEGOTIATION_ROUNDS_FROM) " ranks",
+     negotiation_names},
     {"CHORUS_STALL_WARNING_SECONDS", PARAM_SECONDS, "60", FIELD(stall_warning_seconds), -1, true,
      "warn when a tensor has been submitted by some ranks but not others for this long (0: "
-     "never)"},
+     "never)", NULL},
     {"CHORUS_STALL_SHUTDOWN_SECONDS", PARAM_SECONDS, "0", FIELD(stall_shutdown_seconds), -1,
-     true, "fail stalled tensors with CHORUS_ERR_STALLED after this long (0: never)"},
+     true, "fail stalled tensors with CHORUS_ERR_STALLED after this long (0: never)", NULL},
     {"CHORUS_TIMEOUT_SECONDS", PARAM_SECONDS, "60", FIELD(timeout_seconds), -1, true,
      "fail a collective (or the NCCL communicator's setup) that waits longer than this for "
-     "another rank or the GPU, on every rank, instead of hanging (0: never)"},
+     "another rank or the GPU, on every rank, instead of hanging (0: never)", NULL},
     {"CHORUS_COMPRESSION", PARAM_COMPRESSION, "none", FIELD(compression), -1, true,
-     "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes)"},
+     "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes)", NULL},
     {"CHORUS_LOG_LEVEL", PARAM_LOG_LEVEL, "warning", FIELD(log_level), -1, false,
-     "error, warning, info, debug or trace"},
+     "error, warning, info, debug or trace", NULL},
     {"CHORUS_TIMELINE", PARAM_PATH, "", FIELD(timeline), -1, false,
-     "file to which rank 0 writes a Chrome trace of every operation (empty: off)"},
+     "file to which rank 0 writes a Chrome trace of every operation (empty: off)", NULL},
     {"CHORUS_ALLREDUCE_ALGO", PARAM_ALGORITHM, "auto", FIELD(allreduce_algorithm),
-     CHORUS_ALLREDUCE, true, "allreduce algorithm: auto or a name (chorus-info lists them)"},
+     CHORUS_ALLREDUCE, true, "allreduce algorithm: auto or a name (chorus-info lists them)", NULL},
     {"CHORUS_BROADCAST_ALGO", PARAM_ALGORITHM, "auto", FIELD(broadcast_algorithm),
-     CHORUS_BROADCAST, true, "broadcast algorithm: auto or a name (chorus-info lists them)"},
+     CHORUS_BROADCAST, true, "broadcast algorithm: auto or a name (chorus-info lists them)", NULL},
     {"CHORUS_ALLGATHER_ALGO", PARAM_ALGORITHM, "auto", FIELD(allgather_algorithm),
-     CHORUS_ALLGATHER, true, "allgather algorithm: auto or a name (chorus-info lists them)"},
+     CHORUS_ALLGATHER, true, "allgather algorithm: auto or a name (chorus-info lists them)", NULL},
 };
 const size_t param_count = ARRAY_LENGTH(param_table);
 static_assert(ARRAY_LENGTH(param_table) <= ARRAY_LENGTH(((struct param_set *)0)->sources),
@@ -214,16 +215,17 @@ static bool param_store(struct chorus_params *values, const struct param_definit
             *(int *)field = CHORUS_COMPRESSION_NONE + index;
         return index >= 0;
     }
-    case PARAM_STORES: {
-        snprintf(why, why_size, "expected auto, cached or streaming");
-        int index = name_index(text, staging_stores_names, ARRAY_LENGTH(staging_stores_names));
-        if (index >= 0)
-            *(int *)field = index;
-        return index >= 0;
-    }
-    case PARAM_NEGOTIATION: {
-        snprintf(why, why_size, "expected auto, star or rounds");
-        int index = name_index(text, negotiation_names, ARRAY_LENGTH(negotiation_names));
+    case PARAM_CHOICE: {
+        size_t count = 0;
+        while (definition->choices[count] != NULL)
+            count++;
+        /* "expected auto, cached or streaming" */
+        size_t used = (size_t)snprintf(why, why_size, "expected");
+        for (size_t i = 0; i < count && used < why_size; i++)
+            used += (size_t)snprintf(why + used, why_size - used, "%s %s",
+                                     i == 0 ? "" : i + 1 == count ? " or" : ",",
+                                     definition->choices[i]);
+        int index = name_index(text, definition->choices, count);
         if (index >= 0)
             *(int *)field = index;
         return index >= 0;
@@ -364,8 +366,7 @@ static size_t param_field_size(enum param_type type)
         return sizeof(double);
     case PARAM_LOG_LEVEL:
     case PARAM_COMPRESSION:
-    case PARAM_STORES:
-    case PARAM_NEGOTIATION:
+    case PARAM_CHOICE:
         return sizeof(int);
     case PARAM_SWITCH:
         return sizeof(bool);
@@ -421,14 +422,8 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
     case PARAM_SWITCH:
         snprintf(text, text_size, "%s", *(const bool *)field ? "on" : "off");
         return;
-    case PARAM_STORES:
-        snprintf(text, text_size, "%s",
-                 staging_stores_names[(size_t)*(const int *)field %
-                                      ARRAY_LENGTH(staging_stores_names)]);
-        return;
-    case PARAM_NEGOTIATION:
-        snprintf(text, text_size, "%s",
-                 negotiation_names[(size_t)*(const int *)field % ARRAY_LENGTH(negotiation_names)]);
+    case PARAM_CHOICE:
+        snprintf(text, text_size, "%s", definition->choices[*(const int *)field]);
         return;
     case PARAM_PATH:
     case PARAM_ALGORITHM:

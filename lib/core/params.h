@@ -55,8 +55,7 @@ enum param_type {
     PARAM_ALGORITHM, /* "auto" or an algorithm name of the collective */
     PARAM_COMPRESSION, /* none|fp16|bf16 */
     PARAM_SWITCH,    /* bool: on|off (also 1|0, true|false, yes|no) */
-    PARAM_STORES,    /* auto|cached|streaming */
-    PARAM_NEGOTIATION, /* auto|star|rounds */
+    PARAM_CHOICE,    /* int: the index of one of the definition's `choices` */
 };
 
 struct param_definition {
@@ -67,6 +66,7 @@ struct param_definition {
     int collective; /* PARAM_ALGORITHM: which collective's algorithms; else -1 */
     bool shapes_wire; /* must agree on every rank: taken from rank 0 */
     const char *help;
+    const char *const *choices; /* PARAM_CHOICE: the values, NULL-terminated, in enum order */
 };
 
 extern const struct param_definition param_table[];

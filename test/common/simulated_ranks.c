@@ -347,8 +347,8 @@ static void settle(struct simulated_ranks *world, int rank, struct wire_response
     }
     start = rank == 0 ? monotonic_seconds() : 0;
     for (size_t i = 0; i < outcome.execute_count; i++) {
-        struct wire_response response;
-        if (!ready_rounds_response(&r->cache, outcome.execute[i], world->nranks, &response))
+        struct wire_response response = {0};
+        if (!response_cache_expand(&r->cache, outcome.execute[i], world->nranks, &response))
             abort();
         if (rank == 0)
             world->work.seconds += monotonic_seconds() - start;
