@@ -10,6 +10,7 @@
 #include "../core/context.h"
 #include "../core/log.h"
 #include "../core/output_pool.h"
+#include "../core/retained.h"
 #include "../coordinator/coordinator.h"
 
 #include "../gpu/gpu.h"
@@ -50,6 +51,7 @@ static chorus_status not_initialized(const char *call)
 static void context_free(struct chorus_context *context)
 {
     name_table_destroy(&context->in_flight);
+    free(context->host_names);
     pthread_mutex_destroy(&context->lock);
     pthread_cond_destroy(&context->wakeup);
     pthread_cond_destroy(&context->started);
@@ -230,8 +232,10 @@ chorus_status chorus_shutdown(void)
     bool finalize = context->mpi_initialized_by_chorus;
     context_free(context);
     output_pool_drain();
-    if (finalize)
+    if (finalize) {
         MPI_Finalize();
+        retained_free_all();
+    }
     clear_last_error();
     return CHORUS_OK;
 }

@@ -103,6 +103,38 @@ static chorus_status agree_on_parameters(struct background *background, char *er
     return CHORUS_OK;
 }
 
+/* A positive whole number in the environment variable `name`, else 0. */
+static long environment_count(const char *name)
+{
+    const char *text = getenv(name);
+    char *end = NULL;
+    long value = text != NULL ? strtol(text, &end, 10) : 0;
+    return text != NULL && end != text && *end == '\0' && value > 0 ? value : 0;
+}
+
+/* Processes started without an MPI launcher each become rank 0 of 1 and would train alone.
+ * When the variables of another launcher say the job has more processes, init fails instead. */
+static chorus_status check_not_alone(const struct chorus_context *context, char *error,
+                                     size_t error_size)
+{
+    if (context->size != 1 || context->user_comm != MPI_COMM_WORLD)
+        return CHORUS_OK;
+    static const char *const job_sizes[] = {"WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "PMI_SIZE"};
+    for (size_t i = 0; i < ARRAY_LENGTH(job_sizes); i++) {
+        long processes = environment_count(job_sizes[i]);
+        if (processes > 1) {
+            snprintf(error, error_size,
+                     "MPI says this process is alone (rank 0 of 1), but %s=%ld says the job has "
+                     "%ld processes: they were not started by an MPI launcher, so each would "
+                     "train alone. Start them with chorusrun -np %ld or mpirun -np %ld (under "
+                     "Slurm, srun needs --mpi=pmix)",
+                     job_sizes[i], processes, processes, processes, processes);
+            return CHORUS_ERR_MPI;
+        }
+    }
+    return CHORUS_OK;
+}
+
 static chorus_status start(struct background *background, char *error, size_t error_size)
 {
     struct chorus_context *context = background->context;
@@ -118,7 +150,10 @@ static chorus_status start(struct background *background, char *error, size_t er
     background->rank = context->rank;
     background->size = context->size;
     log_set_rank(context->rank);
-    chorus_status status = agree_on_parameters(background, error, error_size);
+    chorus_status status = check_not_alone(context, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    status = agree_on_parameters(background, error, error_size);
     if (status != CHORUS_OK)
         return status;
     log_set_level((enum log_level)context->params.values.log_level);
@@ -126,6 +161,11 @@ static chorus_status start(struct background *background, char *error, size_t er
     if (status != CHORUS_OK)
         return status;
     name_table_init(&background->pending);
+    if (!liveness_init(&background->liveness, context->rank, context->size,
+                       context->params.values.timeout_seconds, monotonic_seconds())) {
+        snprintf(error, error_size, "out of memory");
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
     response_cache_init(&background->cache, context->params.values.cache_capacity);
     if (!rounds_start(background)) {
         snprintf(error, error_size, "out of memory");
@@ -176,6 +216,7 @@ static chorus_status start(struct background *background, char *error, size_t er
     executor->finish = finish_request;
     executor->join_done = join_done;
     executor->fatal_error = executor_fatal_error;
+    executor->waiting = heartbeat_while_waiting;
     if (!executor_watch_aborts(executor, context->control_comm)) {
         snprintf(error, error_size, "posting the receive for abort notices failed");
         return CHORUS_ERR_MPI;
@@ -188,6 +229,7 @@ static chorus_status start(struct background *background, char *error, size_t er
         error[0] = '\0';
     }
     background->last_stall_check = monotonic_seconds();
+    liveness_batch_done(&background->liveness, background->last_stall_check);
     return CHORUS_OK;
 }
 
@@ -225,6 +267,7 @@ void *background_main(void *argument)
         if (context->rank == 0)
             negotiator_destroy(&background->negotiator);
         rounds_release(background);
+        liveness_release(&background->liveness);
         release_communicators(context);
         free(background);
         return NULL;
@@ -251,6 +294,8 @@ void *background_main(void *argument)
                                                          sizeof failure);
         if (peer != CHORUS_OK)
             fatal(background, peer, failure);
+        /* After the notices: a rank woken from a freeze learns first that the others gave up. */
+        active |= keep_alive(background);
         if (active)
             idle_since = monotonic_seconds();
         else
@@ -268,6 +313,7 @@ void *background_main(void *argument)
         negotiator_destroy(&background->negotiator);
     executor_release(&background->executor);
     rounds_release(background);
+    liveness_release(&background->liveness);
     response_cache_destroy(&background->cache);
     name_table_destroy(&background->pending);
     /* After a fatal error, messages nobody received (abandoned sends, other ranks' abort

@@ -10,6 +10,7 @@
 #include "../core/context.h"
 #include "coordinator.h"
 #include "../executor/executor.h"
+#include "liveness.h"
 #include "negotiation.h"
 #include "ready_rounds.h"
 #include "response_cache.h"
@@ -32,6 +33,7 @@ struct background {
     struct response_cache cache;
     struct executor executor;
     struct outgoing *outgoing;
+    struct liveness liveness; /* star protocol: heartbeats and silent peers */
 
     struct wire_request *unsent; /* requests not yet sent to rank 0 */
     size_t unsent_count;
@@ -111,6 +113,11 @@ bool send_message(struct background *background, const struct wire_message *mess
 /* Receives one message with `tag` from `source` if one is waiting. */
 bool receive_message(struct background *background, int source, int tag,
                      struct wire_message *message, int *sender);
+/* Star protocol: sends a heartbeat when this rank has been quiet, and fails the job when a
+ * watched peer has been silent beyond CHORUS_TIMEOUT_SECONDS (liveness.h). */
+bool keep_alive(struct background *background);
+/* The executor's `waiting` callback: heartbeats go on while a batch waits on other ranks. */
+void heartbeat_while_waiting(void *owner);
 /* Runs agreed responses; a failure is fatal. */
 void execute(struct background *background, const struct wire_response *responses, size_t count);
 /* Fails everything left with CHORUS_ERR_SHUTDOWN once every rank has to stop. */

@@ -6,6 +6,7 @@
 #include "background.h"
 
 #include "../core/log.h"
+#include "../core/retained.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -15,8 +16,10 @@
 
 /* ----- sending ---------------------------------------------------------------------------- */
 
-bool send_message(struct background *background, const struct wire_message *message,
-                  const int *destinations, int destination_count, int tag)
+/* Encodes and posts `message`; false, with `why` set, when it cannot. */
+static bool post_message(struct background *background, const struct wire_message *message,
+                         const int *destinations, int destination_count, int tag,
+                         chorus_status *why)
 {
     struct outgoing *outgoing = calloc(1, sizeof *outgoing);
     size_t length = outgoing ? wire_encode(message, &outgoing->bytes) : 0;
@@ -28,7 +31,7 @@ bool send_message(struct background *background, const struct wire_message *mess
             free(outgoing->requests);
         }
         free(outgoing);
-        fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "cannot encode a negotiation message");
+        *why = CHORUS_ERR_OUT_OF_MEMORY;
         return false;
     }
     LOG(LOG_TRACE, "negotiation", "sending %s of %u entries (%zu bytes) to %d rank(s)",
@@ -41,15 +44,28 @@ bool send_message(struct background *background, const struct wire_message *mess
             outgoing->count = i;
             outgoing->next = background->outgoing;
             background->outgoing = outgoing;
-            fatal(background, CHORUS_ERR_MPI, "sending a negotiation message failed");
+            *why = CHORUS_ERR_MPI;
             return false;
         }
     }
     outgoing->count = destination_count;
     background->messages_sent += (size_t)destination_count;
+    liveness_sent(&background->liveness, monotonic_seconds());
     outgoing->next = background->outgoing;
     background->outgoing = outgoing;
     return true;
+}
+
+bool send_message(struct background *background, const struct wire_message *message,
+                  const int *destinations, int destination_count, int tag)
+{
+    chorus_status why = CHORUS_OK;
+    if (post_message(background, message, destinations, destination_count, tag, &why))
+        return true;
+    fatal(background, why,
+          why == CHORUS_ERR_MPI ? "sending a negotiation message failed"
+                                : "cannot encode a negotiation message");
+    return false;
 }
 
 /* After a fatal error, how long the last sends may take before they are given up: a peer that
@@ -59,7 +75,7 @@ bool send_message(struct background *background, const struct wire_message *mess
 #define FAILED_DRAIN_SECONDS 1.0
 
 /* Gives up the sends still outgoing: MPI frees each request when it completes, if ever. Their
- * buffers are leaked on purpose, as MPI may still read them. */
+ * buffers are retained until MPI is finalized, as MPI may still read them. */
 static void abandon_outgoing(struct background *background)
 {
     while (background->outgoing != NULL) {
@@ -68,6 +84,7 @@ static void abandon_outgoing(struct background *background)
         for (int i = 0; i < outgoing->count; i++)
             if (outgoing->requests[i] != MPI_REQUEST_NULL)
                 MPI_Request_free(&outgoing->requests[i]);
+        retain_after_failure(outgoing->bytes);
         free(outgoing->requests);
         free(outgoing);
     }
@@ -131,8 +148,10 @@ static void coordinator_accept(struct background *background, int rank,
         background->shutdown_decided = true;
         background->shutdown_origin = rank;
     }
-    if (flags & WIRE_FLAG_BYE)
+    if (flags & WIRE_FLAG_BYE) {
         background->byes++;
+        liveness_gone(&background->liveness, rank);
+    }
 }
 
 bool flush_requests(struct background *background)
@@ -198,6 +217,7 @@ bool receive_message(struct background *background, int source, int tag,
     }
     *sender = status.MPI_SOURCE;
     background->messages_received++;
+    liveness_heard(&background->liveness, *sender, monotonic_seconds());
     return true;
 }
 
@@ -240,8 +260,68 @@ void execute(struct background *background, const struct wire_response *response
     char error[1024] = "";
     chorus_status status =
         executor_run(&background->executor, responses, count, error, sizeof error);
+    liveness_batch_done(&background->liveness, monotonic_seconds());
     if (status != CHORUS_OK)
         fatal(background, status, error);
+}
+
+/* Sends a heartbeat if this rank has been quiet for its spacing (liveness.h); with rounds,
+ * rank 0 sends none. A heartbeat that cannot be sent is not an error here: the peer notices. */
+static bool heartbeat_if_due(struct background *background, double now)
+{
+    bool is_coordinator = background->rank == 0;
+    if (background->finished || background->stopping || background->size == 1 ||
+        (background->rounds_mode && is_coordinator) ||
+        !liveness_heartbeat_due(&background->liveness, now))
+        return false;
+    int *destinations = malloc((size_t)background->size * sizeof *destinations);
+    if (destinations == NULL)
+        return false;
+    int count = is_coordinator ? background->size - 1 : 1;
+    for (int i = 0; i < count; i++)
+        destinations[i] = is_coordinator ? i + 1 : 0;
+    struct wire_message heartbeat = {.kind = is_coordinator ? WIRE_RESPONSES : WIRE_REQUESTS};
+    chorus_status why = CHORUS_OK;
+    post_message(background, &heartbeat, destinations, count,
+                 is_coordinator ? TAG_RESPONSES : TAG_REQUESTS, &why);
+    free(destinations);
+    return true;
+}
+
+void heartbeat_while_waiting(void *owner)
+{
+    heartbeat_if_due(owner, monotonic_seconds());
+}
+
+bool keep_alive(struct background *background)
+{
+    struct liveness *liveness = &background->liveness;
+    if (background->finished || background->size == 1)
+        return false;
+    double now = monotonic_seconds();
+    bool sent = heartbeat_if_due(background, now);
+    /* With rounds only rank 0 watches (liveness.h). */
+    bool is_coordinator = background->rank == 0;
+    if (background->rounds_mode && !is_coordinator)
+        return sent;
+    double silence = 0;
+    int silent = liveness_silent_peer(liveness, now, &silence);
+    if (silent < 0 || background->finished)
+        return sent;
+    char doing[160];
+    if (background->stopping)
+        snprintf(doing, sizeof doing, "this rank waited for every rank to shut down");
+    else
+        snprintf(doing, sizeof doing, "this rank (%d) had %zu tensor(s) in negotiation",
+                 background->rank, background->pending.size);
+    char text[512];
+    snprintf(text, sizeof text,
+             "rank %d (host %s)%s sent nothing for %.1f s while %s: it froze, its process died "
+             "or the network to it is down (CHORUS_TIMEOUT_SECONDS=%g)",
+             silent, context_host_name(background->context, silent),
+             silent == 0 ? ", the coordinator," : "", silence, doing, liveness->bound);
+    fatal(background, CHORUS_ERR_TIMEOUT, text);
+    return true;
 }
 
 /* Fails everything left with CHORUS_ERR_SHUTDOWN once every rank has to stop. */
@@ -264,8 +344,10 @@ bool take_in_requests(struct background *background)
            receive_message(background, MPI_ANY_SOURCE, TAG_REQUESTS, &message, &sender)) {
         if (!background->stopping)
             coordinator_accept(background, sender, message.requests, message.count, message.flags);
-        else if (message.flags & WIRE_FLAG_BYE)
+        else if (message.flags & WIRE_FLAG_BYE) {
             background->byes++;
+            liveness_gone(&background->liveness, sender);
+        }
         wire_message_free(&message);
         any = true;
     }

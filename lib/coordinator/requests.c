@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ----- completing handles ----------------------------------------------------------------- */
 
@@ -103,12 +104,20 @@ void fail_everything(struct background *background, chorus_status status,
         handle_member_done(join_handle, status, "join: %s", reason);
 }
 
+#define ABORT_GRACE_NANOSECONDS (200 * 1000 * 1000)
+
 void fatal(struct background *background, chorus_status status, const char *what)
 {
     LOG(LOG_ERROR, "background", "%s", what);
     executor_abort(&background->executor, status, what);
     fail_everything(background, status, what);
     background->finished = true;
+    if (background->context->params.values.abort_on_failure) {
+        LOG(LOG_ERROR, "background", "ending the job with MPI_Abort (CHORUS_ABORT_ON_FAILURE)");
+        /* A moment for the application's threads, woken with the error, to report it. */
+        nanosleep(&(struct timespec){.tv_nsec = ABORT_GRACE_NANOSECONDS}, NULL);
+        MPI_Abort(background->context->user_comm, 1);
+    }
 }
 
 /* ----- taking submissions ----------------------------------------------------------------- */

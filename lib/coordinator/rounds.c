@@ -238,6 +238,27 @@ static void post_round(struct background *background, double now)
     background->last_cycle = now;
 }
 
+#define FOLLOWER_ROUND_MARGIN 1.0
+
+/* A round that does not complete: rank 0 names the rank whose heartbeats stopped, if one did. */
+static void round_timed_out(struct background *background, double now)
+{
+    const struct liveness *liveness = &background->liveness;
+    double silence = 0;
+    int quietest = background->rank == 0 ? liveness_quietest(liveness, now, &silence) : -1;
+    char who[192] = "some rank stopped taking part (frozen, or its process died)";
+    if (quietest > 0 && silence > 1.5 * liveness_heartbeat_spacing(liveness))
+        snprintf(who, sizeof who,
+                 "rank %d (host %s) sent nothing for %.1f s: it froze, its process died or the "
+                 "network to it is down",
+                 quietest, context_host_name(background->context, quietest), silence);
+    char text[320];
+    snprintf(text, sizeof text,
+             "a negotiation round waited %.0f s for the other ranks: %s (CHORUS_TIMEOUT_SECONDS)",
+             now - background->round_posted_at, who);
+    fatal(background, CHORUS_ERR_TIMEOUT, text);
+}
+
 bool rounds_progress(struct background *background)
 {
     if (!background->rounds_mode || background->finished)
@@ -249,14 +270,11 @@ bool rounds_progress(struct background *background)
             fatal(background, CHORUS_ERR_MPI, "a negotiation round failed");
             return true;
         }
+        /* The others give rank 0, which can name the rank that stopped, a head start. */
         double timeout = background->context->params.values.timeout_seconds;
-        if (!done && timeout > 0 && now - background->round_posted_at > timeout) {
-            char text[256];
-            snprintf(text, sizeof text,
-                     "a negotiation round waited %.0f s for the other ranks: some rank stopped "
-                     "taking part (frozen, or its process died) (CHORUS_TIMEOUT_SECONDS)",
-                     now - background->round_posted_at);
-            fatal(background, CHORUS_ERR_TIMEOUT, text);
+        double limit = timeout + (background->rank == 0 ? 0 : FOLLOWER_ROUND_MARGIN);
+        if (!done && timeout > 0 && now - background->round_posted_at > limit) {
+            round_timed_out(background, now);
             return true;
         }
         if (!done)

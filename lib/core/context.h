@@ -18,10 +18,13 @@
 
 struct background;
 
+enum { CHORUS_HOST_NAME_SIZE = 64 };
+
 struct chorus_context {
     struct param_set params;
     chorus_topology topology;
     bool local_ranks_share_cache; /* every rank of this host runs under one last-level cache */
+    char (*host_names)[CHORUS_HOST_NAME_SIZE]; /* of every rank, for messages about a peer */
     int rank;
     int size;
     bool mpi_initialized_by_chorus;
@@ -49,6 +52,9 @@ struct chorus_context {
 
     _Atomic int stopped; /* CHORUS_OK while running; then the status later submits get */
 };
+
+/* The host `rank` runs on, as MPI names it ("?" before topology_discover). */
+const char *context_host_name(const struct chorus_context *context, int rank);
 
 /* Finds topology with MPI and hwloc (topology.c). Background thread, during start-up. */
 chorus_status topology_discover(struct chorus_context *context, char *error, size_t error_size);

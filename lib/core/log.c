@@ -1,6 +1,7 @@
 /*
  * log.c — one formatted line per call, written with a single fprintf so that lines of different
- * threads do not interleave.
+ * threads do not interleave: "2026-11-24T07:43:01.123Z chorus[rank 0 host vm] WARNING stall: ...",
+ * the time in UTC so that lines of different hosts sort together.
  */
 #include "log.h"
 
@@ -8,16 +9,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 int log_threshold = LOG_WARNING;
 static int log_rank = -1;
+static char log_host[64] = "?";
 
 static const char *const level_names[LOG_LEVEL_COUNT] = {"error", "warning", "info", "debug",
                                                          "trace"};
+static const char *const level_tags[LOG_LEVEL_COUNT] = {"ERROR", "WARNING", "INFO", "DEBUG",
+                                                        "TRACE"};
 
 void log_set_rank(int rank)
 {
     log_rank = rank;
+    /* The host as this process sees it (emulated hosts have a UTS namespace each). */
+    if (gethostname(log_host, sizeof log_host) != 0)
+        snprintf(log_host, sizeof log_host, "?");
+    log_host[sizeof log_host - 1] = '\0';
 }
 
 void log_set_level(enum log_level level)
@@ -52,13 +62,19 @@ void log_write(enum log_level level, const char *module, const char *format, ...
     va_start(args, format);
     char *message = format_string_va(format, args);
     va_end(args);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct tm utc;
+    gmtime_r(&now.tv_sec, &utc);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &utc);
+    char where[96];
     if (log_rank >= 0)
-        fprintf(stderr, "chorus[rank %d] %s: %s%s\n", log_rank, module,
-                level == LOG_WARNING ? "warning: " : level == LOG_ERROR ? "error: " : "",
-                message ? message : format);
+        snprintf(where, sizeof where, "rank %d host %s", log_rank, log_host);
     else
-        fprintf(stderr, "chorus %s: %s%s\n", module,
-                level == LOG_WARNING ? "warning: " : level == LOG_ERROR ? "error: " : "",
-                message ? message : format);
+        snprintf(where, sizeof where, "host %s", log_host);
+    fprintf(stderr, "%s.%03ldZ chorus[%s] %s %s: %s\n", stamp, now.tv_nsec / 1000000, where,
+            level_tags[(int)level >= 0 && level < LOG_LEVEL_COUNT ? level : LOG_ERROR], module,
+            message ? message : format);
     free(message);
 }

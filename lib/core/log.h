@@ -1,6 +1,6 @@
 /*
- * log.h — chorus's log lines on stderr: "chorus[rank N] module: message". The level comes from
- * CHORUS_LOG_LEVEL; the rank is set once it is known.
+ * log.h — chorus's log lines on stderr: "TIME chorus[rank N host H] LEVEL module: message". The
+ * level comes from CHORUS_LOG_LEVEL; the rank (and host) are set once the rank is known.
  */
 #ifndef CHORUS_LOG_H
 #define CHORUS_LOG_H

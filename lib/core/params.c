@@ -56,7 +56,12 @@ const struct param_definition param_table[] = {
      true, "fail stalled tensors with CHORUS_ERR_STALLED after this long (0: never)", NULL},
     {"CHORUS_TIMEOUT_SECONDS", PARAM_SECONDS, "60", FIELD(timeout_seconds), -1, true,
      "fail a collective (or the NCCL communicator's setup) that waits longer than this for "
-     "another rank or the GPU, on every rank, instead of hanging (0: never)", NULL},
+     "another rank or the GPU, or a peer whose heartbeats stop for this long during "
+     "negotiation, on every rank, instead of hanging (0: never)", NULL},
+    {"CHORUS_ABORT_ON_FAILURE", PARAM_SWITCH, "off", FIELD(abort_on_failure), -1, false,
+     "on: after a fatal error (a failed, frozen or silent rank among them) this rank calls "
+     "MPI_Abort 0.2 s after its handles have failed, so that launchers that let the other "
+     "processes run on end the job", NULL},
     {"CHORUS_COMPRESSION", PARAM_COMPRESSION, "none", FIELD(compression), -1, true,
      "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes)", NULL},
     {"CHORUS_LOG_LEVEL", PARAM_LOG_LEVEL, "warning", FIELD(log_level), -1, false,

@@ -32,6 +32,7 @@ struct chorus_params {
     int log_level;                 /* enum log_level */
     int compression;               /* chorus_compression for CHORUS_COMPRESSION_DEFAULT */
     bool fusion_copier;            /* a thread packs and unpacks while collectives run */
+    bool abort_on_failure;         /* MPI_Abort after a fatal error */
     char timeline[PARAM_TEXT_LENGTH];
     char allreduce_algorithm[PARAM_TEXT_LENGTH];
     char broadcast_algorithm[PARAM_TEXT_LENGTH];

@@ -8,6 +8,8 @@
 
 #include "context.h"
 
+#include <stdlib.h>
+
 #include <stdio.h>
 
 int topology_cache_domain(hwloc_topology_t hw, hwloc_const_cpuset_t cpus)
@@ -68,6 +70,28 @@ static int count_cpus(chorus_topology *topology)
     return domain;
 }
 
+const char *context_host_name(const struct chorus_context *context, int rank)
+{
+    if (context->host_names == NULL || rank < 0 || rank >= context->size)
+        return "?";
+    return context->host_names[rank];
+}
+
+/* Every rank learns every rank's host name (64 bytes a rank: 64 KiB at 1,024 ranks). */
+static bool gather_host_names(struct chorus_context *context)
+{
+    char mine[MPI_MAX_PROCESSOR_NAME] = "";
+    int length = 0;
+    if (MPI_Get_processor_name(mine, &length) != MPI_SUCCESS)
+        snprintf(mine, sizeof mine, "?");
+    char name[CHORUS_HOST_NAME_SIZE];
+    snprintf(name, sizeof name, "%s", mine);
+    context->host_names = calloc((size_t)context->size, sizeof *context->host_names);
+    return context->host_names != NULL &&
+           MPI_Allgather(name, CHORUS_HOST_NAME_SIZE, MPI_CHAR, context->host_names,
+                         CHORUS_HOST_NAME_SIZE, MPI_CHAR, context->control_comm) == MPI_SUCCESS;
+}
+
 chorus_status topology_discover(struct chorus_context *context, char *error, size_t error_size)
 {
     chorus_topology *topology = &context->topology;
@@ -105,6 +129,8 @@ chorus_status topology_discover(struct chorus_context *context, char *error, siz
     if (MPI_Allreduce(MPI_IN_PLACE, domains, 2, MPI_INT, MPI_MAX, local) != MPI_SUCCESS)
         goto out;
     context->local_ranks_share_cache = domains[0] == -domains[1] && domains[0] >= 0;
+    if (!gather_host_names(context))
+        goto out;
     status = CHORUS_OK;
 out:
     if (status != CHORUS_OK)

@@ -4,6 +4,8 @@
  */
 #include "abort.h"
 
+#include "../core/retained.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,11 +45,12 @@ void abort_notify(MPI_Comm comm, chorus_status status, const char *reason)
     MPI_Comm_size(comm, &size);
     if (size == 1)
         return;
-    /* Leaked on purpose: nobody waits for these sends (a peer may have stopped already), and
-     * MPI may read the notice until each is delivered. */
+    /* Nobody waits for these sends (a peer may have stopped already), and MPI may read the
+     * notice until each is delivered: it is retained until MPI is finalized. */
     struct abort_notice *notice = calloc(1, sizeof *notice);
     if (notice == NULL)
         return;
+    retain_after_failure(notice);
     notice->status = status;
     notice->rank = rank;
     snprintf(notice->reason, sizeof notice->reason, "%s", reason);

@@ -7,6 +7,7 @@
 #include "backend.h"
 
 #include "../core/log.h"
+#include "../core/retained.h"
 #include "../fusion/fusion.h"
 
 #include <sched.h>
@@ -28,6 +29,13 @@
 #define CROSS_HOST_CHUNK_BYTES ((size_t)4 << 20)
 
 /* Creates the host's shared segment: collective over the data communicator. */
+static void executor_waiting(void *context)
+{
+    struct executor *executor = context;
+    if (executor->waiting != NULL)
+        executor->waiting(executor->owner);
+}
+
 static chorus_status create_node(struct executor *executor, char *error, size_t error_size)
 {
     if (MPI_Comm_split_type(executor->data_comm, MPI_COMM_TYPE_SHARED, executor->rank,
@@ -50,6 +58,8 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
         executor->staging_streaming, executor->oversubscribed, error, error_size);
     executor->node_ready = status == CHORUS_OK;
     executor->node.timeout_seconds = executor->timeout_seconds;
+    executor->node.waiting = executor_waiting;
+    executor->node.waiting_context = executor;
     if (executor->node_ready && executor->node.cross != NULL) {
         executor->node.cross->interrupted = executor->transport.interrupted;
         executor->node.cross->interrupt_context = executor->transport.interrupt_context;
@@ -70,6 +80,7 @@ struct node_segment *executor_node(struct executor *executor)
 chorus_status executor_interrupt_check(void *context, char *error, size_t error_size)
 {
     struct executor *executor = context;
+    executor_waiting(executor);
     chorus_status status = executor_peer_failure(executor, error, error_size);
     if (status != CHORUS_OK || executor->timeout_seconds <= 0 || executor->batch_started == 0)
         return status;
@@ -309,12 +320,15 @@ void executor_release(struct executor *executor)
     abort_watch_stop(&executor->abort);
     /* After a fatal error, transfers that a wait gave up on (transport_mpi.c) may still use
      * their buffers: the scratch buffers, the fusion buffer, the host's segment. They are
-     * leaked. */
+     * retained until MPI is finalized (retained.h). */
     bool in_use = executor->aborted;
-    if (!in_use) {
-        scratch_release(&executor->scratch);
-        scratch_release(&executor->fusion);
-        scratch_release(&executor->stand_in);
+    struct scratch *buffers[] = {&executor->scratch, &executor->fusion, &executor->stand_in};
+    for (size_t i = 0; i < ARRAY_LENGTH(buffers); i++) {
+        if (in_use) {
+            retain_after_failure(buffers[i]->memory);
+            *buffers[i] = (struct scratch){0};
+        }
+        scratch_release(buffers[i]);
     }
     scratch_release(&executor->pieces);
     copier_stop(&executor->copier);
@@ -322,6 +336,8 @@ void executor_release(struct executor *executor)
     executor->gpu = NULL;
     timeline_close(executor->timeline);
     executor->timeline = NULL;
+    if (executor->node_ready && in_use)
+        node_segment_retain_mpi(&executor->node);
     if (executor->node_ready && !in_use) {
         node_segment_destroy_mpi(&executor->node);
         MPI_Comm_free(&executor->node_comm);

@@ -53,6 +53,9 @@ struct executor {
     void (*join_done)(void *owner);
     /* A fatal error is about to complete handles: later submits must already fail. */
     void (*fatal_error)(void *owner, chorus_status status, const char *message);
+    /* Called now and then while a wait of a batch waits on other ranks (may be NULL): the owner
+     * keeps its heartbeats going, so that the others do not take this rank for dead. */
+    void (*waiting)(void *owner);
 };
 
 /* Collective over the data communicator, once at start-up: creates the host's shared segment

@@ -58,6 +58,8 @@ void node_segment_barrier(struct node_segment *segment)
                 spin_pause();
             if (segment->timeout_seconds <= 0 || (polls & 1023) != 0)
                 continue;
+            if (segment->waiting != NULL)
+                segment->waiting(segment->waiting_context);
             double now = monotonic_seconds();
             if (deadline == 0)
                 deadline = now + segment->timeout_seconds;

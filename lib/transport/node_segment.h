@@ -83,6 +83,8 @@ struct node_segment {
     bool yield_while_waiting;                       /* more ranks than cores on this host */
     double timeout_seconds; /* a barrier gives up on a peer after this long (0: never) */
     int stuck_rank;         /* the local rank a barrier gave up on, or -1 */
+    void (*waiting)(void *context); /* called now and then while a barrier waits (may be NULL) */
+    void *waiting_context;
     struct transport *cross;  /* the ranks of the same local rank on the other hosts, or NULL */
     struct scratch cross_scratch;
     void *owner;              /* what to free: the MPI window, or the local allocation */
@@ -217,5 +219,8 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
                                       bool yield_while_waiting, char *error,
                                       size_t error_size);
 void node_segment_destroy_mpi(struct node_segment *segment);
+/* After a fatal error, when the window cannot be freed (that takes every local rank): keeps what
+ * MPI may still touch until MPI is finalized (retained.h). */
+void node_segment_retain_mpi(struct node_segment *segment);
 
 #endif

@@ -5,6 +5,7 @@
  * addresses of the others' parts.
  */
 #include "node_segment.h"
+#include "../core/retained.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -98,6 +99,14 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
     /* Everyone's counters are zero before anyone waits on them. */
     MPI_Barrier(node_comm);
     return CHORUS_OK;
+}
+
+void node_segment_retain_mpi(struct node_segment *segment)
+{
+    retain_after_failure(segment->owner);
+    retain_after_failure(segment->cross_scratch.memory);
+    segment->owner = NULL;
+    segment->cross_scratch = (struct scratch){0};
 }
 
 void node_segment_destroy_mpi(struct node_segment *segment)

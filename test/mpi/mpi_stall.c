@@ -55,7 +55,7 @@ int main(int argc, char **argv)
         remove(log_path);
         char expected[128];
         snprintf(expected, sizeof expected, "allreduce \"late.tensor\": submitted");
-        EXPECT(strstr(text, "chorus[rank 0] stall: warning: ") != NULL &&
+        EXPECT(strstr(text, " WARNING stall: ") != NULL && strstr(text, "chorus[rank 0 host ") != NULL &&
                    strstr(text, expected) != NULL,
                "no stall warning in rank 0's log: %s", text);
         snprintf(expected, sizeof expected, "but not by rank %d", missing);

@@ -1,0 +1,94 @@
+#!/bin/sh
+# chorusrun's options and host files. Host files go to mpirun as they are: for each file of the
+# table, the allocation Open MPI shows (mpirun --display-allocation) must be the same through
+# chorusrun as from mpirun itself, and a file chorusrun rejects (naming the line) must be one
+# mpirun rejects too. Then: --help, unknown options, the variables forwarded, SLURM_NTASKS, and
+# processes started without a launcher where torchrun-style variables say there are more.
+# Usage: check_chorusrun.sh CHORUSRUN MPIRUN HELLO_ALLREDUCE
+set -u
+chorusrun=$1
+mpirun=$2
+hello=$3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok: $*"; }
+bad() { failed=$((failed + 1)); echo "FAILED: $*"; }
+
+# mpirun showing the allocation, for chorusrun's --mpirun.
+cat > "$work/mpirun-show" <<SHOW
+#!/bin/sh
+exec "$mpirun" --display-allocation "\$@"
+SHOW
+chmod +x "$work/mpirun-show"
+allocation() { sed -n '/ALLOCATED NODES/,/=====/p' | grep -v '=====' | sed 's/^[[:space:]]*//'; }
+
+# accept|reject, then the file's lines.
+table() {
+    cat <<'TABLE'
+accept|localhost slots=2
+accept|localhost slots=2 max_slots=4
+accept|localhost slots = 3
+accept|# a comment||localhost slots=2 max-slots=3
+accept|localhost slots=2 # trailing comment
+reject|localhost slots=two
+reject|localhost colour=blue
+reject|bad;host slots=1
+TABLE
+}
+number=0
+table | while IFS='|' read -r expect first rest; do
+    number=$((number + 1))
+    file="$work/hosts.$number"
+    printf '%s\n' "$first" > "$file"
+    [ -z "$rest" ] || printf '%s\n' "$rest" | tr '|' '\n' >> "$file"
+    shown=$(printf '%s' "$first${rest:+ | $rest}")
+    direct=$(timeout 60 "$mpirun" --display-allocation --hostfile "$file" -np 1 true 2>&1 </dev/null)
+    direct_status=$?
+    through=$(timeout 60 "$chorusrun" --mpirun "$work/mpirun-show" --hostfile "$file" -np 1 true 2>&1 </dev/null)
+    through_status=$?
+    if [ "$expect" = accept ]; then
+        if [ $through_status -eq 0 ] && [ $direct_status -eq 0 ] &&
+            [ "$(printf '%s\n' "$direct" | allocation)" = "$(printf '%s\n' "$through" | allocation)" ]; then
+            echo "ok: '$shown': $(printf '%s\n' "$through" | allocation | tr '\n' ' ')" >> "$work/results"
+        else
+            echo "FAILED: '$shown': chorusrun $through_status, mpirun $direct_status:" \
+                "$(printf '%s\n' "$through" | tail -n 3)" >> "$work/results"
+        fi
+    elif [ $through_status -eq 2 ] && printf '%s' "$through" | grep -q "line" &&
+        [ $direct_status -ne 0 ]; then
+        echo "ok: '$shown' rejected: $(printf '%s\n' "$through" | head -n 1)" >> "$work/results"
+    else
+        echo "FAILED: '$shown': chorusrun $through_status, mpirun $direct_status:" \
+            "$(printf '%s\n' "$through" | head -n 2)" >> "$work/results"
+    fi
+done
+cat "$work/results"
+passed=$((passed + $(grep -c '^ok' "$work/results")))
+failed=$((failed + $(grep -c '^FAILED' "$work/results")))
+
+help=$("$chorusrun" --help 2>&1)
+status=$?
+if [ $status -eq 0 ] && printf '%s' "$help" | grep -q -- '--hostfile' &&
+    ! printf '%s' "$help" | grep -q 'set -eu'; then ok "--help"; else bad "--help (exit $status)"; fi
+out=$("$chorusrun" --frobnicate true 2>&1)
+if [ $? -eq 2 ] && printf '%s' "$out" | grep -q -- '--frobnicate'; then ok "unknown option named"
+else bad "unknown option: $out"; fi
+out=$(NCCL_DEBUG=INFO UCX_TLS=tcp OMPI_MCA_btl=self,vader CHORUS_LOG_LEVEL=info \
+    "$chorusrun" --dry-run -np 2 true 2>&1)
+if printf '%s' "$out" | grep -q "'-x' 'NCCL_DEBUG'" && printf '%s' "$out" | grep -q "'-x' 'UCX_TLS'" &&
+    printf '%s' "$out" | grep -q "'-x' 'OMPI_MCA_btl'" &&
+    printf '%s' "$out" | grep -q "'-x' 'CHORUS_LOG_LEVEL'"; then ok "NCCL_*, UCX_*, OMPI_MCA_*, CHORUS_* forwarded"
+else bad "forwarding: $out"; fi
+out=$(SLURM_JOB_NODELIST=node1 SLURM_JOB_ID=7 SLURM_NTASKS=2 "$chorusrun" --dry-run -np 4 true 2>&1)
+if [ $? -eq 2 ] && printf '%s' "$out" | grep -q SLURM_NTASKS; then ok "-np above SLURM_NTASKS refused"
+else bad "SLURM_NTASKS: $out"; fi
+out=$(WORLD_SIZE=2 RANK=0 MASTER_ADDR=localhost "$hello" 2>&1 </dev/null)
+if [ $? -ne 0 ] && printf '%s' "$out" | grep -q 'WORLD_SIZE=2' &&
+    printf '%s' "$out" | grep -q 'chorusrun -np 2'; then ok "started without a launcher: init fails"
+else bad "started without a launcher: $out"; fi
+out=$("$hello" 2>&1 </dev/null)
+if [ $? -eq 0 ]; then ok "one process alone still runs"; else bad "one process alone: $out"; fi
+echo "chorusrun: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
