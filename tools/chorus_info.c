@@ -1,13 +1,20 @@
 /*
- * chorus-info — prints chorus's build facts, every parameter with its value and where the value
- * came from, and the algorithm tables. It reads the same environment a rank would; it does not
- * start MPI. Exits 1 when a parameter is malformed, naming it.
+ * chorus-info — prints chorus's version and those of what it was built with (MPI, hwloc, CUDA,
+ * NCCL), this host's topology as chorus sees it, every parameter with its value and where the
+ * value came from, the algorithm tables, and which algorithm runs at which size for a job of
+ * --np ranks with --ranks-per-host on each host (under mpirun: the job's own). It reads the same
+ * environment a rank would; it does not start MPI. Exits 1 when a parameter is malformed, naming
+ * it, and 2 on a bad option.
  */
 #include "../lib/collectives/algorithms.h"
 #include "../lib/core/params.h"
 #include "../lib/gpu/gpu.h"
 
+#include <getopt.h>
+#include <hwloc.h>
+#include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern char **environ;
@@ -64,27 +71,149 @@ static void print_selection_table(void)
     }
 }
 
+static int count_objects(hwloc_topology_t topology, hwloc_obj_type_t type)
+{
+    int count = hwloc_get_nbobjs_by_type(topology, type);
+    return count > 0 ? count : 0;
+}
+
+static void print_versions(void)
+{
+    printf("chorus %s (library loaded), built against chorus.h %d.%d.%d\n", chorus_version(),
+           CHORUS_VERSION_MAJOR, CHORUS_VERSION_MINOR, CHORUS_VERSION_PATCH);
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int length = 0;
+    MPI_Get_library_version(mpi, &length); /* one of the calls allowed before MPI_Init */
+    mpi[strcspn(mpi, "\n,")] = '\0';
+    printf("MPI: %s (MPI %d.%d headers)\n", mpi, MPI_VERSION, MPI_SUBVERSION);
+    unsigned hwloc = hwloc_get_api_version();
+    printf("hwloc: %u.%u.%u\n", hwloc >> 16, (hwloc >> 8) & 0xff, hwloc & 0xff);
+    char gpu[160];
+    gpu_versions(gpu, sizeof gpu);
+    printf("GPU: %s\n", gpu);
+#ifdef __OPTIMIZE__
+    const char *optimized = "optimized";
+#else
+    const char *optimized = "not optimized";
+#endif
+    printf("Build: compiler %s, %s, GPU path %s\n", __VERSION__, optimized,
+           gpu_compiled() ? "built" : "not built");
+}
+
+static void print_host(void)
+{
+    hwloc_topology_t topology;
+    if (hwloc_topology_init(&topology) != 0 || hwloc_topology_load(topology) != 0) {
+        printf("\nThis host: hwloc could not read the topology\n");
+        return;
+    }
+    printf("\nThis host: %d cores, %d hardware threads, %d NUMA node(s), %d package(s), %d GPU(s) "
+           "visible\n",
+           count_objects(topology, HWLOC_OBJ_CORE), count_objects(topology, HWLOC_OBJ_PU),
+           count_objects(topology, HWLOC_OBJ_NUMANODE), count_objects(topology, HWLOC_OBJ_PACKAGE),
+           gpu_device_count());
+    hwloc_topology_destroy(topology);
+}
+
+static void print_plan_row(void *context, chorus_collective collective, size_t from, size_t to,
+                           const char *chain)
+{
+    (void)context;
+    char low[24], high[24];
+    print_bytes(low, sizeof low, from);
+    print_bytes(high, sizeof high, to);
+    printf("  %-10s %9s - %-9s %s\n", chorus_collective_name(collective), low, high, chain);
+}
+
+static void print_plan(const struct chorus_params *params, int nranks, int local_ranks)
+{
+    printf("\nAlgorithms by size at %d rank(s), %d per host (first choice, then fallbacks):\n",
+           nranks, local_ranks);
+    const char *forced[] = {params->allreduce_algorithm, params->broadcast_algorithm,
+                            params->allgather_algorithm};
+    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++) {
+        bool automatic = strcmp(forced[c], "auto") == 0;
+        struct selection_query query = {
+            .nranks = nranks,
+            .local_ranks = local_ranks,
+            .forced = automatic ? -1 : algorithm_find((chorus_collective)c, forced[c])};
+        selection_plan((chorus_collective)c, &query, print_plan_row, NULL);
+    }
+}
+
+static int environment_int(const char *name, int fallback)
+{
+    const char *value = getenv(name);
+    return value != NULL && atoi(value) > 0 ? atoi(value) : fallback;
+}
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: chorus-info [--np N] [--ranks-per-host L] [--version] [\"NAME=VALUE;...\"]\n"
+            "Prints chorus's version and those of MPI, hwloc, CUDA and NCCL, this host's\n"
+            "topology, chorus's parameters as a rank would see them (from the environment and\n"
+            "the optional overrides, the syntax of chorus_init_options.parameters), the\n"
+            "algorithm tables, and which algorithm runs at which size for a job of N ranks, L on\n"
+            "each host (default: the job's own under mpirun, else 1 and N).\n"
+            "  --np N              ranks in the job\n"
+            "  --ranks-per-host L  ranks on each host\n"
+            "  --version           the version, and nothing else\n"
+            "  -h, --help          this text\n");
+}
+
 int main(int argc, char **argv)
 {
-    const char *overrides = argc > 1 ? argv[1] : NULL;
-    if (overrides != NULL && (strcmp(overrides, "-h") == 0 || strcmp(overrides, "--help") == 0)) {
-        printf("usage: chorus-info [\"NAME=VALUE;...\"]\n"
-               "Prints chorus's parameters as a rank would see them, from the environment and\n"
-               "the optional overrides (the syntax of chorus_init_options.parameters).\n");
-        return 0;
+    int nranks = environment_int("OMPI_COMM_WORLD_SIZE", 1);
+    int local_ranks = environment_int("OMPI_COMM_WORLD_LOCAL_SIZE", 0);
+    static const struct option options[] = {{"np", required_argument, NULL, 'n'},
+                                            {"ranks-per-host", required_argument, NULL, 'l'},
+                                            {"version", no_argument, NULL, 'v'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    int option;
+    while ((option = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        char *end = NULL;
+        switch (option) {
+        case 'n':
+        case 'l': {
+            long value = strtol(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || value < 1 || value > 1 << 24) {
+                fprintf(stderr, "chorus-info: --%s takes a whole number >= 1, not '%s'\n",
+                        option == 'n' ? "np" : "ranks-per-host", optarg);
+                return 2;
+            }
+            *(option == 'n' ? &nranks : &local_ranks) = (int)value;
+            break;
+        }
+        case 'v':
+            printf("chorus %s\n", chorus_version());
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
     }
+    if (argc - optind > 1) {
+        fprintf(stderr, "chorus-info: one argument of overrides at most, got '%s'\n",
+                argv[optind + 1]);
+        return 2;
+    }
+    if (local_ranks == 0 || local_ranks > nranks)
+        local_ranks = nranks;
+    const char *overrides = optind < argc ? argv[optind] : NULL;
     struct param_set set;
     char error[1024];
     if (params_load(&set, environ, overrides, error, sizeof error) != CHORUS_OK) {
         fprintf(stderr, "chorus-info: %s\n", error);
         return 1;
     }
-    printf("chorus %s (library loaded), built against chorus.h %d.%d.%d\n", chorus_version(),
-           CHORUS_VERSION_MAJOR, CHORUS_VERSION_MINOR, CHORUS_VERSION_PATCH);
-    printf("GPU support (CUDA + NCCL): %s", gpu_compiled() ? "built" : "not built");
-    if (gpu_compiled())
-        printf(", %d device(s) visible", gpu_device_count());
-    printf("\n\nParameters (wire-shaping ones are taken from rank 0 at init):\n");
+    print_versions();
+    print_host();
+    printf("\nParameters (wire-shaping ones are taken from rank 0 at init):\n");
     printf("  %-31s %-12s %-20s %s\n", "name", "value", "source", "meaning");
     for (size_t i = 0; i < param_count; i++) {
         char value[PARAM_TEXT_LENGTH];
@@ -106,5 +235,6 @@ int main(int argc, char **argv)
                    algorithm_name(collectives[c], (int)i), table[i].summary);
     }
     print_selection_table();
+    print_plan(&set.values, nranks, local_ranks);
     return 0;
 }

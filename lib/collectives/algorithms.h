@@ -137,6 +137,14 @@ struct selection_query {
 size_t selection_candidates(chorus_collective collective, const struct selection_query *query,
                             int *candidates, size_t capacity);
 
+/* The candidates at each size (powers of 2 from 1 B to 1 GiB) for `query` without its bytes,
+ * runs of sizes with the same candidates merged: `row` gets each run's first and last size and
+ * the algorithms, "a, then b". For chorus-info and the log. */
+void selection_plan(chorus_collective collective, const struct selection_query *query,
+                    void (*row)(void *context, chorus_collective collective, size_t from,
+                                size_t to, const char *chain),
+                    void *context);
+
 /* Runs the first candidate that does not decline. Returns its status; *ran is the id of the
  * algorithm that ran (or the last that declined, with CHORUS_ERR_NOT_SUPPORTED, when all did). */
 chorus_status selection_run(chorus_collective collective, const struct selection_query *query,

@@ -13,6 +13,7 @@
  */
 #include "algorithms.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct algorithm allreduce_algorithms[] = {
@@ -170,6 +171,33 @@ size_t selection_candidates(chorus_collective collective, const struct selection
             candidates[count++] = rules[i].algorithm;
     }
     return count;
+}
+
+#define PLAN_LARGEST ((size_t)1 << 30)
+
+void selection_plan(chorus_collective collective, const struct selection_query *query,
+                    void (*row)(void *context, chorus_collective collective, size_t from,
+                                size_t to, const char *chain),
+                    void *context)
+{
+    char previous[160] = "";
+    size_t from = 1;
+    for (size_t bytes = 1; bytes <= PLAN_LARGEST; bytes *= 2) {
+        struct selection_query at = *query;
+        at.bytes = bytes;
+        int candidates[ALGORITHMS_MAX];
+        size_t count = selection_candidates(collective, &at, candidates, ARRAY_LENGTH(candidates));
+        char chain[160] = "";
+        for (size_t i = 0; i < count; i++)
+            snprintf(chain + strlen(chain), sizeof chain - strlen(chain), "%s%s",
+                     i ? ", then " : "", algorithm_name(collective, candidates[i]));
+        if (bytes > 1 && strcmp(chain, previous) != 0) {
+            row(context, collective, from, bytes / 2, previous);
+            from = bytes;
+        }
+        snprintf(previous, sizeof previous, "%s", chain);
+    }
+    row(context, collective, from, PLAN_LARGEST, previous);
 }
 
 static chorus_status run_one(chorus_collective collective, int id, union collective_args args)

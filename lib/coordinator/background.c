@@ -135,6 +135,44 @@ static chorus_status check_not_alone(const struct chorus_context *context, char 
     return CHORUS_OK;
 }
 
+static void log_plan_row(void *context, chorus_collective collective, size_t from, size_t to,
+                         const char *chain)
+{
+    (void)context;
+    LOG(LOG_INFO, "init", "%s from %zu to %zu bytes: %s", chorus_collective_name(collective), from,
+        to, chain);
+}
+
+/* At info: what this rank runs on and with; rank 0 adds the settings and the algorithms. */
+static void log_start(const struct background *background)
+{
+    if (LOG_INFO > log_threshold)
+        return;
+    const struct chorus_context *context = background->context;
+    const struct executor *executor = &background->executor;
+    const struct chorus_params *params = &context->params.values;
+    LOG(LOG_INFO, "init",
+        "%d GPU(s) visible; host %d of %d with %d local rank(s); host's shared segment %s; "
+        "negotiation by %s; heartbeats every %g s (CHORUS_TIMEOUT_SECONDS=%g)",
+        gpu_device_count(), context->topology.cross_rank, context->topology.cross_size,
+        context->topology.local_size, executor->node_ready ? "ready" : "not used",
+        background->rounds_mode ? "ready rounds" : "star", liveness_heartbeat_spacing(
+            &background->liveness), params->timeout_seconds);
+    if (background->rank != 0)
+        return;
+    LOG(LOG_INFO, "init",
+        "fusion up to %zu bytes (tensors up to %zu), cycle %g ms, response cache %zu entries, "
+        "stall warning %g s, stall failure %g s",
+        params->fusion_threshold, params->fusion_tensor_limit, params->cycle_time_ms,
+        params->cache_capacity, params->stall_warning_seconds, params->stall_shutdown_seconds);
+    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++) {
+        struct selection_query query = {.nranks = executor->nranks,
+                                        .local_ranks = executor->local_ranks,
+                                        .forced = executor->forced_algorithm[c]};
+        selection_plan((chorus_collective)c, &query, log_plan_row, NULL);
+    }
+}
+
 static chorus_status start(struct background *background, char *error, size_t error_size)
 {
     struct chorus_context *context = background->context;
@@ -230,6 +268,7 @@ static chorus_status start(struct background *background, char *error, size_t er
     }
     background->last_stall_check = monotonic_seconds();
     liveness_batch_done(&background->liveness, background->last_stall_check);
+    log_start(background);
     return CHORUS_OK;
 }
 

@@ -438,6 +438,9 @@ bool coordinate(struct background *background)
         free(responses);
         return active;
     }
+    for (size_t i = 0; i < count && LOG_INFO <= log_threshold; i++)
+        if (responses[i].type == RESPONSE_ERROR && responses[i].message != NULL)
+            LOG(LOG_INFO, "negotiation", "%s", responses[i].message);
     char reason[128] = "";
     if (background->shutdown_decided)
         responses = append_shutdown_notice(background, responses, &count, reason, sizeof reason);

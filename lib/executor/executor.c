@@ -225,6 +225,17 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         else
             outcome = execute_batch(executor, responses, members, batch->count, requests, detail,
                                     sizeof detail);
+        if (LOG_DEBUG <= log_threshold) {
+            size_t bytes = 0;
+            for (size_t m = 0; m < batch->count; m++)
+                bytes += batch_member_bytes(&responses[members[m]]);
+            LOG(LOG_DEBUG, "batch", "%s of %zu tensor(s) (\"%s\"%s), %zu bytes, by %s: %.1f us, %s",
+                chorus_collective_name(first->request.collective), batch->count,
+                first->request.name, batch->count > 1 ? ", ..." : "", bytes,
+                executor->last_algorithm ? executor->last_algorithm : "?",
+                (monotonic_seconds() - executor->batch_started) * 1e6,
+                chorus_status_name(outcome));
+        }
         /* Fused allreduces write their own spans, with their copies. */
         if (executor->timeline != NULL &&
             (batch->count == 1 || first->request.collective != CHORUS_ALLREDUCE)) {

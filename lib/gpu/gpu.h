@@ -21,6 +21,8 @@ struct gpu_context;
 bool gpu_compiled(void);
 /* Number of CUDA devices visible (0 without GPU support or without devices). */
 int gpu_device_count(void);
+/* "CUDA runtime 13.0, driver 13.0, NCCL 2.28.3", or why not. */
+void gpu_versions(char *text, size_t text_size);
 
 /* Asked while the host waits for the GPU. A status other than CHORUS_OK (its message in
  * `error`), such as another rank's notice that it failed, stops the wait: the NCCL communicator

@@ -57,6 +57,20 @@ bool gpu_compiled(void)
     return true;
 }
 
+void gpu_versions(char *text, size_t text_size)
+{
+    int runtime = 0, driver = 0, nccl = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    ncclGetVersion(&nccl);
+    char driver_text[32] = "none";
+    if (driver > 0)
+        snprintf(driver_text, sizeof driver_text, "%d.%d", driver / 1000, driver % 1000 / 10);
+    /* NCCL 2.9 and later: major * 10000 + minor * 100 + patch. */
+    snprintf(text, text_size, "CUDA runtime %d.%d, driver %s, NCCL %d.%d.%d", runtime / 1000,
+             runtime % 1000 / 10, driver_text, nccl / 10000, nccl % 10000 / 100, nccl % 100);
+}
+
 int gpu_device_count(void)
 {
     int count = 0;

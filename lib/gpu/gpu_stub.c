@@ -23,6 +23,11 @@ int gpu_device_count(void)
     return 0;
 }
 
+void gpu_versions(char *text, size_t text_size)
+{
+    snprintf(text, text_size, "not built with CUDA and NCCL");
+}
+
 chorus_status gpu_unique_id(uint8_t id[GPU_UNIQUE_ID_BYTES], char *error, size_t error_size)
 {
     (void)id;

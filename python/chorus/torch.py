@@ -203,22 +203,53 @@ def broadcast_object(obj, root_rank=0, name=None):
     """Broadcasts a picklable object from root_rank; returns it on every rank."""
     import pickle
     name = name or default_name("broadcast_object")
-    payload = torch.ByteTensor(list(pickle.dumps(obj))) if rank() == root_rank else None
+    payload = None
+    if rank() == root_rank:
+        payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
     length = torch.tensor([payload.numel() if payload is not None else 0], dtype=torch.int64)
     broadcast_(length, root_rank, name=f"{name}.length")
     if payload is None:
-        payload = torch.zeros(int(length.item()), dtype=torch.uint8)
+        payload = torch.empty(int(length.item()), dtype=torch.uint8)
     broadcast_(payload, root_rank, name=f"{name}.payload")
-    return pickle.loads(bytes(payload.tolist()))
+    return pickle.loads(payload.numpy().tobytes())
 
 
 def broadcast_optimizer_state(optimizer, root_rank):
-    """Broadcasts an optimizer's state (tensors in place, everything else by pickling) and its
-    hyperparameters from root_rank, so that every rank resumes identically."""
-    state = optimizer.state_dict()
-    state = broadcast_object(state if rank() == root_rank else None, root_rank,
-                             name="broadcast.optimizer_state")
-    optimizer.load_state_dict(state)
+    """Broadcasts an optimizer's state and hyperparameters from root_rank, so that every rank
+    resumes identically. The state's tensors travel in place, fused like parameters; only their
+    shapes and dtypes and the other values are pickled. Ranks without state (a fresh optimizer)
+    get root_rank's."""
+    name = "broadcast.optimizer_state"
+    layout, tensors = None, []
+    if rank() == root_rank:
+        state = optimizer.state_dict()
+        layout = {"param_groups": state["param_groups"], "state": {}}
+        for parameter, entries in state["state"].items():
+            layout["state"][parameter] = {}
+            for key, value in entries.items():
+                # Scalars (Adam's step, say) are pickled; tensors go by broadcast.
+                if torch.is_tensor(value) and value.dim() > 0:
+                    layout["state"][parameter][key] = ("tensor", tuple(value.shape), value.dtype)
+                    tensors.append(value.detach().cpu().contiguous())
+                else:
+                    layout["state"][parameter][key] = ("value", value)
+    layout = broadcast_object(layout, root_rank, name=f"{name}.layout")
+    if rank() != root_rank:
+        tensors = [torch.empty(shape, dtype=dtype)
+                   for entries in layout["state"].values()
+                   for kind, *rest in entries.values() if kind == "tensor"
+                   for shape, dtype in [rest]]
+    handles = [broadcast_async_(tensor, root_rank, name=f"{name}.{index}")
+               for index, tensor in enumerate(tensors)]
+    for handle in handles:
+        synchronize(handle)
+    if rank() == root_rank:
+        return
+    received = iter(tensors)
+    state = {parameter: {key: next(received) if entry[0] == "tensor" else entry[1]
+                         for key, entry in entries.items()}
+             for parameter, entries in layout["state"].items()}
+    optimizer.load_state_dict({"param_groups": layout["param_groups"], "state": state})
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):

@@ -156,6 +156,32 @@ def torch_tests(rank, size):
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         check(torch.allclose(p, q, atol=1e-5), f"DistributedOptimizer parameter {name}")
 
+    # broadcast_optimizer_state: rank 0's Adam has state after two steps of its own; the others
+    # are fresh (no state) or have different state. Afterwards every rank holds rank 0's state,
+    # tensors and scalars, and the same hyperparameters.
+    torch.manual_seed(2)
+    net = torch.nn.Linear(5, 3)
+    adam = torch.optim.Adam(net.parameters(), lr=0.01 if rank == 0 else 0.5)
+    if rank == 0 or rank == 2:
+        for step in range(2 if rank == 0 else 1):
+            adam.zero_grad()
+            (net(torch.randn(4, 5, generator=torch.Generator().manual_seed(rank + step))) ** 2
+             ).sum().backward()
+            adam.step()
+    hvd.broadcast_optimizer_state(adam, root_rank=0)
+    mine = adam.state_dict()
+    everyone = hvd.broadcast_object(mine, root_rank=0, name="t.adam.reference")
+    check(mine["param_groups"][0]["lr"] == 0.01, f"optimizer lr {mine['param_groups'][0]['lr']}")
+    same = len(mine["state"]) == len(everyone["state"]) == 2
+    for key, entries in everyone["state"].items():
+        for field, value in entries.items():
+            got = mine["state"].get(key, {}).get(field)
+            same = same and got is not None and (
+                torch.equal(torch.as_tensor(got), torch.as_tensor(value)))
+    check(same, "optimizer state equals rank 0's")
+    check(hvd.broadcast_object({"a": [1, rank]}, root_rank=1 % size, name="t.object") ==
+          {"a": [1, 1 % size]}, "broadcast_object")
+
 
 def main():
     chorus.init()

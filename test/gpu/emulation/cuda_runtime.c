@@ -46,6 +46,19 @@ static int device_count(void)
     return value != NULL ? atoi(value) : 8;
 }
 
+/* The emulation stands in for both the runtime and the driver of the headers it was built with. */
+cudaError_t cudaRuntimeGetVersion(int *version)
+{
+    *version = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *version)
+{
+    *version = CUDART_VERSION;
+    return cudaSuccess;
+}
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
     *count = device_count();
