@@ -45,6 +45,10 @@ extern "C" {
  * thread, any time, before init too. */
 CHORUS_API const char *chorus_version(void);
 
+/* Whether this library was built with CUDA and NCCL (GPU tensors), whether or not a GPU is
+ * present. Any thread, any time. */
+CHORUS_API bool chorus_gpu_built(void);
+
 /* ---------------------------------------------------------------------------------------------
  * Status codes. CHORUS_OK is 0, CHORUS_IN_PROGRESS is 1, every error is negative.
  * X(name, value, description)
@@ -313,6 +317,25 @@ CHORUS_API chorus_status chorus_allgather(const char *name, const chorus_tensor 
  * other ranks go on, with this rank contributing zeros to allreduces (an average divides by the
  * ranks that contributed). Blocks until every rank has joined. Returns CHORUS_OK or an error. */
 CHORUS_API chorus_status chorus_join(void);
+
+/* The rank that joined last in the latest join that completed on this rank (what Horovod's
+ * join() returns), -1 before any; CHORUS_ERR_NOT_INITIALIZED (< 0) when not initialized. */
+CHORUS_API int chorus_last_joined_rank(void);
+
+/* Returns once every rank has called it as many times: a negotiated collective like the others
+ * (named "chorus.barrier.N" for the N-th call on the rank), so a rank that never arrives is
+ * reported as a stall, and a failure as any collective's. Returns CHORUS_OK or an error. */
+CHORUS_API chorus_status chorus_barrier(void);
+
+/* The timeline (see CHORUS_TIMELINE) at run time, as Horovod's start_timeline/stop_timeline:
+ * every rank may call them, rank 0 writes. Start records from now on into `path` (replacing the
+ * timeline being written, which is completed and closed; a path this process already wrote gets
+ * ".N" before its extension instead of being truncated); stop completes and closes the file. Each
+ * returns once the background thread has switched. Returns CHORUS_OK,
+ * CHORUS_ERR_NOT_INITIALIZED, CHORUS_ERR_INVALID_ARGUMENT (the file cannot be written, or another
+ * thread is switching) or the status of a failure that stopped chorus. */
+CHORUS_API chorus_status chorus_start_timeline(const char *path);
+CHORUS_API chorus_status chorus_stop_timeline(void);
 
 /* ---------------------------------------------------------------------------------------------
  * Handles.

@@ -84,6 +84,23 @@ else bad "forwarding: $out"; fi
 out=$(SLURM_JOB_NODELIST=node1 SLURM_JOB_ID=7 SLURM_NTASKS=2 "$chorusrun" --dry-run -np 4 true 2>&1)
 if [ $? -eq 2 ] && printf '%s' "$out" | grep -q SLURM_NTASKS; then ok "-np above SLURM_NTASKS refused"
 else bad "SLURM_NTASKS: $out"; fi
+out=$("$chorusrun" --dry-run --fusion-threshold-mb 32 --cycle-time-ms 2.5 --disable-cache \
+    --timeline-filename /tmp/t.json --log-level FATAL --start-timeout 30 --network-interface eth0 \
+    -np 2 true 2>&1)
+missing=""
+for word in "'CHORUS_FUSION_THRESHOLD=32M'" "'CHORUS_CYCLE_TIME_MS=2.5'" \
+    "'CHORUS_CACHE_CAPACITY=0'" "'CHORUS_TIMELINE=/tmp/t.json'" "'CHORUS_LOG_LEVEL=error'" "'CHORUS_TIMEOUT_SECONDS=30'" \
+    "'NCCL_SOCKET_IFNAME=eth0'" "'btl_tcp_if_include' 'eth0'"; do
+    printf '%s' "$out" | grep -qF -- "$word" || missing="$missing $word"
+done
+if [ -z "$missing" ]; then ok "horovodrun's options mapped"
+else bad "horovodrun options:$missing"; fi
+out=$("$chorusrun" --gloo -np 2 true 2>&1)
+if [ $? -eq 2 ] && printf '%s' "$out" | grep -q -- "horovodrun's option --gloo"; then
+    ok "an unsupported horovodrun option named"; else bad "--gloo: $out"; fi
+out=$("$chorusrun" --cycle-time-ms soon -np 2 true 2>&1)
+if [ $? -eq 2 ] && printf '%s' "$out" | grep -q -- "soon"; then ok "a malformed number named"
+else bad "--cycle-time-ms soon: $out"; fi
 out=$(WORLD_SIZE=2 RANK=0 MASTER_ADDR=localhost "$hello" 2>&1 </dev/null)
 if [ $? -ne 0 ] && printf '%s' "$out" | grep -q 'WORLD_SIZE=2' &&
     printf '%s' "$out" | grep -q 'chorusrun -np 2'; then ok "started without a launcher: init fails"

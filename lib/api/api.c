@@ -11,6 +11,7 @@
 #include "../core/log.h"
 #include "../core/output_pool.h"
 #include "../core/retained.h"
+#include "../core/timeline.h"
 #include "../coordinator/coordinator.h"
 
 #include "../gpu/gpu.h"
@@ -55,6 +56,7 @@ static void context_free(struct chorus_context *context)
     pthread_mutex_destroy(&context->lock);
     pthread_cond_destroy(&context->wakeup);
     pthread_cond_destroy(&context->started);
+    pthread_cond_destroy(&context->timeline_switched);
     free(context);
 }
 
@@ -82,10 +84,13 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
     pthread_condattr_init(&attributes);
     pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
     pthread_cond_init(&context->wakeup, &attributes);
+    pthread_cond_init(&context->timeline_switched, &attributes);
     pthread_condattr_destroy(&attributes);
     pthread_cond_init(&context->started, NULL);
     name_table_init(&context->in_flight);
     atomic_init(&context->stopped, CHORUS_OK);
+    atomic_init(&context->barriers, 0);
+    context->last_joined_rank = -1;
 
     /* A malformed parameter is not reported here yet: the background thread first tells every
      * rank, so that all ranks fail init together instead of some waiting for the others. */
@@ -201,6 +206,11 @@ out:
     return status;
 }
 
+bool chorus_gpu_built(void)
+{
+    return gpu_compiled();
+}
+
 chorus_status chorus_init(const chorus_init_options *options)
 {
     return init_on(MPI_COMM_WORLD, options, true);
@@ -247,6 +257,67 @@ bool chorus_is_initialized(void)
         return false;
     release();
     return true;
+}
+
+/* Hands `timeline` (NULL: none) to the background thread and waits until it records into it. */
+static chorus_status switch_timeline(struct chorus_context *context, struct timeline *timeline,
+                                     const char *call)
+{
+    chorus_status status = CHORUS_OK;
+    pthread_mutex_lock(&context->lock);
+    if (context->timeline_switch_pending) {
+        pthread_mutex_unlock(&context->lock);
+        timeline_close(timeline);
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "%s: another thread is starting or stopping the timeline", call);
+    }
+    context->timeline_switch = timeline;
+    context->timeline_switch_pending = true;
+    pthread_cond_signal(&context->wakeup);
+    while (context->timeline_switch_pending &&
+           (status = (chorus_status)atomic_load(&context->stopped)) == CHORUS_OK) {
+        struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, 0.1);
+        pthread_cond_timedwait(&context->timeline_switched, &context->lock, &deadline);
+    }
+    bool taken_back = context->timeline_switch_pending;
+    context->timeline_switch_pending = false;
+    pthread_mutex_unlock(&context->lock);
+    if (!taken_back)
+        return CHORUS_OK;
+    timeline_close(timeline);
+    return set_last_error(status, "%s: %s", call, context->stopped_message);
+}
+
+chorus_status chorus_start_timeline(const char *path)
+{
+    if (path == NULL || path[0] == '\0')
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_start_timeline: the path is NULL or empty");
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized("chorus_start_timeline");
+    chorus_status status = CHORUS_OK;
+    if (context->rank == 0) {
+        char error[4200] = "";
+        struct timeline *timeline = timeline_open(path, error, sizeof error);
+        status = timeline == NULL
+                     ? set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "chorus_start_timeline: %s",
+                                      error)
+                     : switch_timeline(context, timeline, "chorus_start_timeline");
+    }
+    release();
+    return status;
+}
+
+chorus_status chorus_stop_timeline(void)
+{
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized("chorus_stop_timeline");
+    chorus_status status =
+        context->rank == 0 ? switch_timeline(context, NULL, "chorus_stop_timeline") : CHORUS_OK;
+    release();
+    return status;
 }
 
 chorus_status chorus_get_topology(chorus_topology *topology)
@@ -623,6 +694,31 @@ chorus_status chorus_allreduce(const char *name, const chorus_tensor *input, voi
     chorus_handle *handle = NULL;
     chorus_status status = chorus_allreduce_async(name, input, output, op, &handle);
     return status != CHORUS_OK ? status : wait_and_free(handle, NULL);
+}
+
+int chorus_last_joined_rank(void)
+{
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized("chorus_last_joined_rank");
+    pthread_mutex_lock(&context->lock);
+    int rank = context->last_joined_rank;
+    pthread_mutex_unlock(&context->lock);
+    release();
+    return rank;
+}
+
+chorus_status chorus_barrier(void)
+{
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized("chorus_barrier");
+    char name[48];
+    snprintf(name, sizeof name, "chorus.barrier.%lu", atomic_fetch_add(&context->barriers, 1));
+    release();
+    int32_t nothing = 0;
+    chorus_tensor tensor = {.data = &nothing, .dtype = CHORUS_INT32, .ndims = 1, .shape = {1}};
+    return chorus_allreduce(name, &tensor, NULL, CHORUS_SUM);
 }
 
 chorus_status chorus_broadcast(const char *name, const chorus_tensor *tensor, int root)

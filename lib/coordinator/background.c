@@ -71,6 +71,13 @@ static void idle(struct background *background, double idle_since)
 
 /* ----- start-up --------------------------------------------------------------------------- */
 
+void adopt_timeline(struct background *background, struct timeline *timeline)
+{
+    background->executor.timeline = timeline;
+    background->negotiator.resolved = timeline != NULL ? timeline_negotiated : NULL;
+    background->negotiator.resolved_context = timeline;
+}
+
 /* Every rank learns whether any rank's parameters failed to parse, and why. */
 static chorus_status agree_on_parameters(struct background *background, char *error,
                                          size_t error_size)
@@ -214,15 +221,14 @@ static chorus_status start(struct background *background, char *error, size_t er
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
     if (context->rank == 0 && context->params.values.timeline[0] != '\0') {
-        background->executor.timeline =
+        struct timeline *timeline =
             timeline_open(context->params.values.timeline, error, error_size);
-        if (background->executor.timeline == NULL)
+        if (timeline == NULL)
             LOG(LOG_WARNING, "timeline", "%s; continuing without a timeline", error);
+        else
+            LOG(LOG_INFO, "timeline", "writing %s", timeline_path(timeline));
         error[0] = '\0';
-        background->negotiator.resolved = timeline_negotiated;
-        background->negotiator.resolved_context = background->executor.timeline;
-        if (background->executor.timeline == NULL)
-            background->negotiator.resolved = NULL;
+        adopt_timeline(background, timeline);
     }
     struct executor *executor = &background->executor;
     executor->rank = context->rank;

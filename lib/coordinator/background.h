@@ -78,9 +78,11 @@ void finish_request(void *owner, struct request *request, chorus_status status,
 /* Finds and removes this rank's request of `name`; NULL if none. */
 struct request *take_request(void *owner, const char *name);
 /* Every rank has joined: completes the join handle. */
-void join_done(void *owner);
+void join_done(void *owner, int last_rank);
 /* A fatal error is about to complete handles: later submits fail from now on. */
 void executor_fatal_error(void *owner, chorus_status status, const char *message);
+/* Rank 0: records from now on into `timeline` (NULL: none), negotiation spans included. */
+void adopt_timeline(struct background *background, struct timeline *timeline);
 /* Moves the user threads' submissions into this thread's tables. Returns true if any. */
 bool take_submissions(struct background *background);
 /* Completes every handle of this rank with `status` and makes later submits fail with it. */

@@ -16,6 +16,7 @@ struct negotiation_entry {
     struct wire_request *requests; /* per rank; name NULL until that rank submits */
     double *arrivals;              /* per rank: when its request arrived */
     int submitted;
+    int joined_submitters; /* ranks that submitted it and have joined since: counted once */
     double first_seen;
     double last_warning;
     struct negotiation_entry *older, *newer;
@@ -469,7 +470,8 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
 static bool entry_complete(const struct negotiator *negotiator,
                            const struct negotiation_entry *entry)
 {
-    return entry->submitted + negotiator->joined_count >= negotiator->nranks;
+    return entry->submitted + negotiator->joined_count - entry->joined_submitters >=
+           negotiator->nranks;
 }
 
 static int compare_names(const void *a, const void *b)
@@ -639,6 +641,8 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
         return;
     }
     entry->submitted++;
+    if (negotiator->joined[rank])
+        entry->joined_submitters++;
     entry->arrivals[rank] = now;
     if (entry_complete(negotiator, entry))
         resolve(negotiator, entry);
@@ -652,10 +656,13 @@ void negotiator_join(struct negotiator *negotiator, int rank)
         return;
     negotiator->joined[rank] = true;
     negotiator->joined_count++;
-    /* Tensors that only waited for this rank are now complete, in arrival order. */
+    /* Tensors that only waited for this rank are now complete, in arrival order. A tensor this
+     * rank submitted before it joined still counts it once. */
     struct negotiation_entry *entry = negotiator->oldest;
     while (entry != NULL) {
         struct negotiation_entry *newer = entry->newer;
+        if (entry->requests[rank].name != NULL)
+            entry->joined_submitters++;
         if (entry_complete(negotiator, entry))
             resolve(negotiator, entry);
         entry = newer;
@@ -664,12 +671,15 @@ void negotiator_join(struct negotiator *negotiator, int rank)
         struct wire_response *response = append_response(negotiator);
         if (response != NULL) {
             response->type = RESPONSE_JOIN_DONE;
+            response->status = rank; /* the last rank to join (Horovod's join() returns it) */
             response->request.name = strdup("");
             response->request.group = strdup("");
             response->request.group_size = 1;
         }
         memset(negotiator->joined, 0, (size_t)negotiator->nranks * sizeof *negotiator->joined);
         negotiator->joined_count = 0;
+        for (entry = negotiator->oldest; entry != NULL; entry = entry->newer)
+            entry->joined_submitters = 0;
     }
 }
 

@@ -36,11 +36,12 @@ struct request *take_request(void *owner, const char *name)
     return name_table_remove(&background->pending, name);
 }
 
-void join_done(void *owner)
+void join_done(void *owner, int last_rank)
 {
     struct background *background = owner;
     struct chorus_context *context = background->context;
     pthread_mutex_lock(&context->lock);
+    context->last_joined_rank = last_rank;
     struct chorus_handle *handle = context->join_handle;
     context->join_handle = NULL;
     context->join_requested = false;
@@ -154,7 +155,15 @@ bool take_submissions(struct background *background)
     context->queue_head = context->queue_tail = NULL;
     bool shutdown = context->shutdown_requested && !background->shutdown_sent;
     bool join = context->join_requested && !background->join_sent;
+    struct timeline *retired = NULL;
+    if (context->timeline_switch_pending) {
+        retired = background->executor.timeline;
+        adopt_timeline(background, context->timeline_switch);
+        context->timeline_switch_pending = false;
+        pthread_cond_broadcast(&context->timeline_switched);
+    }
     pthread_mutex_unlock(&context->lock);
+    timeline_close(retired);
     bool any = queued != NULL || shutdown || join;
     while (queued != NULL) {
         struct request *next = queued->next;

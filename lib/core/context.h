@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 
 struct background;
+struct timeline;
 
 enum { CHORUS_HOST_NAME_SIZE = 64 };
 
@@ -45,12 +46,19 @@ struct chorus_context {
     bool shutdown_requested;
     bool join_requested;
     struct chorus_handle *join_handle;
+    int last_joined_rank; /* of the latest join that completed; -1 before */
+    /* chorus_start_timeline / chorus_stop_timeline on rank 0: the timeline to switch to (NULL
+     * to stop), waiting for the background thread, which signals timeline_switched. */
+    bool timeline_switch_pending;
+    struct timeline *timeline_switch;
+    pthread_cond_t timeline_switched;
     bool startup_finished;
     chorus_status startup_status;
     char startup_message[1024];
     char stopped_message[1024]; /* why submits fail once `stopped` is set */
 
     _Atomic int stopped; /* CHORUS_OK while running; then the status later submits get */
+    _Atomic unsigned long barriers; /* chorus_barrier calls so far: each barrier's name */
 };
 
 /* The host `rank` runs on, as MPI names it ("?" before topology_discover). */

@@ -5,6 +5,7 @@
  */
 #include "log.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +22,19 @@ static const char *const level_names[LOG_LEVEL_COUNT] = {"error", "warning", "in
 static const char *const level_tags[LOG_LEVEL_COUNT] = {"ERROR", "WARNING", "INFO", "DEBUG",
                                                         "TRACE"};
 
-void log_set_rank(int rank)
+/* The host as this process sees it (emulated hosts have a UTS namespace each). */
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+
+static void learn_host(void)
 {
-    log_rank = rank;
-    /* The host as this process sees it (emulated hosts have a UTS namespace each). */
     if (gethostname(log_host, sizeof log_host) != 0)
         snprintf(log_host, sizeof log_host, "?");
     log_host[sizeof log_host - 1] = '\0';
+}
+
+void log_set_rank(int rank)
+{
+    log_rank = rank;
 }
 
 void log_set_level(enum log_level level)
@@ -68,6 +75,7 @@ void log_write(enum log_level level, const char *module, const char *format, ...
     gmtime_r(&now.tv_sec, &utc);
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &utc);
+    pthread_once(&host_once, learn_host);
     char where[96];
     if (log_rank >= 0)
         snprintf(where, sizeof where, "rank %d host %s", log_rank, log_host);

@@ -86,6 +86,8 @@ const char *param_source_name(enum param_source source)
         return "default";
     case PARAM_SOURCE_ENVIRONMENT:
         return "environment";
+    case PARAM_SOURCE_HOROVOD:
+        return "HOROVOD_* variable";
     case PARAM_SOURCE_OPTIONS:
         return "chorus_init options";
     case PARAM_SOURCE_RANK0:
@@ -286,6 +288,51 @@ static chorus_status bad_value(char *error, size_t error_size, const char *name,
     return CHORUS_ERR_BAD_PARAMETER;
 }
 
+/* The HOROVOD_* variables a Horovod job script already sets, read as their CHORUS_* namesakes
+ * (same units); the CHORUS_* variable wins where both are set. */
+static const struct {
+    const char *horovod, *chorus;
+} horovod_aliases[] = {
+    {"HOROVOD_FUSION_THRESHOLD", "CHORUS_FUSION_THRESHOLD"},
+    {"HOROVOD_CYCLE_TIME", "CHORUS_CYCLE_TIME_MS"},
+    {"HOROVOD_CACHE_CAPACITY", "CHORUS_CACHE_CAPACITY"},
+    {"HOROVOD_TIMELINE", "CHORUS_TIMELINE"},
+    {"HOROVOD_STALL_CHECK_TIME_SECONDS", "CHORUS_STALL_WARNING_SECONDS"},
+    {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "CHORUS_STALL_SHUTDOWN_SECONDS"},
+    {"HOROVOD_LOG_LEVEL", "CHORUS_LOG_LEVEL"},
+};
+
+static chorus_status load_horovod_aliases(struct param_set *set, char *const *environment,
+                                          char *error, size_t error_size)
+{
+    char why[512];
+    for (char *const *entry = environment; entry != NULL && *entry != NULL; entry++) {
+        const char *equals = strchr(*entry, '=');
+        if (strncmp(*entry, "HOROVOD_", 8) != 0 || equals == NULL)
+            continue;
+        for (size_t a = 0; a < ARRAY_LENGTH(horovod_aliases); a++) {
+            const char *alias = horovod_aliases[a].horovod;
+            if (strlen(alias) != (size_t)(equals - *entry) || strncmp(*entry, alias, strlen(alias)))
+                continue;
+            size_t index = 0;
+            const struct param_definition *definition =
+                param_find(horovod_aliases[a].chorus, strlen(horovod_aliases[a].chorus), &index);
+            /* Horovod's most severe level; chorus's is error. */
+            const char *value = strcasecmp(equals + 1, "fatal") == 0 &&
+                                        definition->type == PARAM_LOG_LEVEL
+                                    ? "error"
+                                    : equals + 1;
+            if (!param_store(&set->values, definition, value, why, sizeof why)) {
+                char where[96];
+                snprintf(where, sizeof where, "from %s, read as %s", alias, definition->name);
+                return bad_value(error, error_size, alias, equals + 1, why, where);
+            }
+            set->sources[index] = PARAM_SOURCE_HOROVOD;
+        }
+    }
+    return CHORUS_OK;
+}
+
 chorus_status params_load(struct param_set *set, char *const *environment, const char *overrides,
                           char *error, size_t error_size)
 {
@@ -297,6 +344,9 @@ chorus_status params_load(struct param_set *set, char *const *environment, const
         (void)ok;
         set->sources[i] = PARAM_SOURCE_DEFAULT;
     }
+    chorus_status aliases = load_horovod_aliases(set, environment, error, error_size);
+    if (aliases != CHORUS_OK)
+        return aliases;
     for (char *const *entry = environment; entry != NULL && *entry != NULL; entry++) {
         if (strncmp(*entry, "CHORUS_", 7) != 0)
             continue;

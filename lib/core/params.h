@@ -42,6 +42,7 @@ struct chorus_params {
 enum param_source {
     PARAM_SOURCE_DEFAULT,
     PARAM_SOURCE_ENVIRONMENT,
+    PARAM_SOURCE_HOROVOD, /* a HOROVOD_* variable that a Horovod job script sets */
     PARAM_SOURCE_OPTIONS,
     PARAM_SOURCE_RANK0,
 };

@@ -32,7 +32,7 @@ struct wire_request {
 enum response_type {
     RESPONSE_EXECUTE = 1,   /* run the collective */
     RESPONSE_ERROR = 2,     /* complete the handles of `request.name` with `status`, `message` */
-    RESPONSE_JOIN_DONE = 3, /* every rank has joined */
+    RESPONSE_JOIN_DONE = 3, /* every rank has joined; `status` is the last rank that did */
     RESPONSE_CACHED = 4,    /* run the collective of response-cache slot request.cache_slot */
 };
 

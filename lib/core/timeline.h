@@ -10,9 +10,12 @@
 
 struct timeline;
 
-/* Opens (truncates) `path`; NULL with the reason in `error` when it cannot be written. */
+/* Opens (truncates) `path`, or, when this process already wrote a timeline there (a second init),
+ * "stem.N.extension" beside it; NULL with the reason in `error` when it cannot be written. */
 struct timeline *timeline_open(const char *path, char *error, size_t error_size);
 void timeline_close(struct timeline *timeline);
+/* The file it writes. */
+const char *timeline_path(const struct timeline *timeline);
 
 /* A span of `phase` for `tensor` from `start` to `end` (monotonic_seconds()). `arguments` is a
  * JSON object body without braces, such as "\"algorithm\": \"ring\"", or NULL. */

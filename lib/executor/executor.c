@@ -183,7 +183,7 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         const struct wire_response *first = &responses[members[0]];
         if (first->type == RESPONSE_JOIN_DONE) {
             executor->joined = false;
-            executor->join_done(executor->owner);
+            executor->join_done(executor->owner, first->status);
             continue;
         }
         for (size_t m = 0; m < batch->count; m++) {

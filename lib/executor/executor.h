@@ -50,7 +50,7 @@ struct executor {
     void *owner;
     struct request *(*take_request)(void *owner, const char *name);
     void (*finish)(void *owner, struct request *request, chorus_status status, const char *message);
-    void (*join_done)(void *owner);
+    void (*join_done)(void *owner, int last_rank);
     /* A fatal error is about to complete handles: later submits must already fail. */
     void (*fatal_error)(void *owner, chorus_status status, const char *message);
     /* Called now and then while a wait of a batch waits on other ranks (may be NULL): the owner

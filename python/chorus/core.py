@@ -1,5 +1,6 @@
 """The framework-neutral core of the binding: errors, handles, and submitting an operation
 described by a data pointer, a dtype and a shape. chorus.numpy and chorus.torch build on it."""
+import atexit
 import ctypes
 import itertools
 import threading
@@ -26,9 +27,25 @@ def check(status):
         raise _last_error(status)
 
 
+_exit_hook_registered = False
+
+
+def _shutdown_at_exit():
+    if is_initialized():
+        shutdown()
+
+
 def init(parameters=None):
     """Initializes chorus (and MPI, if needed). `parameters` is an optional dict or
-    "NAME=VALUE;..." string of CHORUS_* settings that take precedence over the environment."""
+    "NAME=VALUE;..." string of CHORUS_* settings that take precedence over the environment.
+    As in Horovod, a second call while initialized does nothing, and chorus shuts down at exit
+    if the script did not (else mpirun reports the job as ended improperly)."""
+    global _exit_hook_registered
+    if is_initialized():
+        return
+    if not _exit_hook_registered:
+        atexit.register(_shutdown_at_exit)
+        _exit_hook_registered = True
     if isinstance(parameters, dict):
         parameters = ";".join(f"{k}={v}" for k, v in parameters.items())
     options = c.InitOptions(ctypes.sizeof(c.InitOptions),
@@ -40,6 +57,18 @@ def shutdown():
     status = c.lib.chorus_shutdown()
     if status not in (c.OK, -2):  # shutting down twice is harmless
         raise _last_error(status)
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Rank 0 records a timeline into file_path from now on (every rank may call it). A path this
+    process already wrote gets ".N" before its extension. mark_cycles is accepted for Horovod's
+    scripts; chorus has no cycles to mark."""
+    check(c.lib.chorus_start_timeline(str(file_path).encode()))
+
+
+def stop_timeline():
+    """Completes and closes the timeline file."""
+    check(c.lib.chorus_stop_timeline())
 
 
 def is_initialized():

@@ -4,30 +4,92 @@ runs by changing `import horovod.torch as hvd` to `import chorus.torch as hvd`.
 Tensors must be contiguous; CPU tensors go over MPI, CUDA tensors over NCCL (when chorus was
 built with it). Functions ending in _ work in place; *_async return a handle for poll() and
 synchronize()."""
+import contextlib
 import ctypes
+import pickle
+import warnings
 
 import torch
 
 from . import _library as c
+from .core import check
 from .core import (ChorusError, Handle, cross_rank, cross_size, default_name, describe, init,
-                   is_initialized, local_rank, local_size, op_args, rank, shutdown, size, submit,
-                   submit_group)
+                   is_initialized, local_rank, local_size, op_args, rank, shutdown, size,
+                   start_timeline, stop_timeline, submit, submit_group)
 from .core import join as _join
 
 Sum, Average, Min, Max, Product = c.SUM, c.AVERAGE, c.MIN, c.MAX, c.PRODUCT
-Adasum = None  # not provided by chorus
+_OPS = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+
+
+class _AdasumOp:
+    """Horovod's adaptive summation. chorus does not implement it: using it raises, rather than
+    silently averaging."""
+
+    def __repr__(self):
+        return "Adasum"
+
+
+Adasum = _AdasumOp()
+
+# Horovod's exception names, for scripts that catch them.
+HorovodInternalError = ChorusError
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Horovod's elastic-training signal; chorus has no elastic training, so it is never raised."""
 
 _DTYPES = {torch.uint8: c.UINT8, torch.int8: c.INT8, torch.int32: c.INT32, torch.int64: c.INT64,
            torch.float16: c.FLOAT16, torch.bfloat16: c.BFLOAT16, torch.float32: c.FLOAT32,
            torch.float64: c.FLOAT64}
 
 
+class _Compressor:
+    """A Horovod compressor: compress() before the collective, decompress() after. chorus's
+    allreduce applies the compressor's wire format itself (float32 reduced in float32, sent as
+    16 bits between steps), so DistributedOptimizer does not call these; they are for scripts
+    that do."""
+    wire = c.COMPRESSION_NONE
+    dtype = None
+
+    @classmethod
+    def compress(cls, tensor):
+        if cls.dtype is None or not tensor.dtype.is_floating_point:
+            return tensor, None
+        return tensor.to(cls.dtype), tensor.dtype
+
+    @staticmethod
+    def decompress(tensor, context):
+        return tensor if context is None else tensor.to(context)
+
+
+class _NoneCompressor(_Compressor):
+    pass
+
+
+class _FP16Compressor(_Compressor):
+    wire = c.COMPRESSION_FP16
+    dtype = torch.float16
+
+
+class _BF16Compressor(_Compressor):
+    wire = c.COMPRESSION_BF16
+    dtype = torch.bfloat16
+
+
 class Compression:
-    """Horovod's compression choice. fp16 sends float32 gradients as float16 on the wire
-    (chorus's wire compression: reduced in float32, rounded to 16 bits between steps)."""
-    none = c.COMPRESSION_NONE
-    fp16 = c.COMPRESSION_FP16
-    bf16 = c.COMPRESSION_BF16
+    """Horovod's compression choices: none, fp16, bf16."""
+    none = _NoneCompressor
+    fp16 = _FP16Compressor
+    bf16 = _BF16Compressor
+
+
+def _wire(compression):
+    """The wire compression of a compressor class or of chorus's own constant."""
+    wire = getattr(compression, "wire", compression)
+    if wire not in (c.COMPRESSION_NONE, c.COMPRESSION_FP16, c.COMPRESSION_BF16):
+        raise ValueError(f"compression={compression!r} is not one of Compression.none, fp16, bf16")
+    return wire
 
 
 def _descriptor(tensor):
@@ -44,7 +106,13 @@ def _descriptor(tensor):
 
 
 def _resolve_op(average, op):
+    if op is Adasum:
+        raise NotImplementedError("op=Adasum: chorus does not implement Adasum; use Average or Sum")
+    if op is not None and average is not None:
+        raise ValueError("pass either op= or the older average=, not both")
     if op is not None:
+        if op not in _OPS:
+            raise ValueError(f"op={op!r} is not one of Sum, Average, Min, Max, Product")
         return op
     if average is None or average:
         return Average
@@ -54,7 +122,7 @@ def _resolve_op(average, op):
 def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_factor, compression):
     args = op_args(c.ALLREDUCE, name, _descriptor(tensor),
                    output.data_ptr() if output is not None else None, op, 0, prescale_factor,
-                   postscale_factor, compression)
+                   postscale_factor, _wire(compression))
     result = output if output is not None else tensor
     return submit(args, (tensor, output), lambda handle: result)
 
@@ -75,10 +143,42 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                              compression)
 
 
+def _differentiable(tensor):
+    return torch.is_grad_enabled() and tensor.requires_grad
+
+
+class _AllreduceFunction(torch.autograd.Function):
+    """Horovod's gradient of an allreduce: the upstream gradients allreduced with the same op
+    (a sum's gradient is the sum of every rank's, an average's their average)."""
+
+    @staticmethod
+    def forward(context, tensor, name, op, prescale_factor, postscale_factor, compression):
+        context.args = (name, op, prescale_factor, postscale_factor)
+        return synchronize(allreduce_async(tensor, None, name, compression, op, prescale_factor,
+                                           postscale_factor))
+
+    @staticmethod
+    def backward(context, gradient):
+        name, op, prescale_factor, postscale_factor = context.args
+        reduced = synchronize(allreduce_async(gradient.contiguous(), None, f"{name}.gradient",
+                                              Compression.none, op, prescale_factor,
+                                              postscale_factor))
+        return reduced, None, None, None, None, None
+
+
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0):
-    return synchronize(allreduce_async(tensor, average, name, compression, op, prescale_factor,
-                                       postscale_factor))
+    """Differentiable (sum and average) when `tensor` requires a gradient."""
+    operator = _resolve_op(average, op)
+    name = name or default_name("allreduce")
+    if _differentiable(tensor):
+        if operator not in (Sum, Average):
+            raise NotImplementedError(f"the gradient of an allreduce with op={_OPS[operator]}: "
+                                      "only Sum and Average are differentiable")
+        return _AllreduceFunction.apply(tensor, name, operator, prescale_factor,
+                                        postscale_factor, compression)
+    return synchronize(allreduce_async(tensor, None, name, compression, operator,
+                                       prescale_factor, postscale_factor))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -94,7 +194,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, compression=Compre
     outputs = [torch.empty_like(t) for t in inputs]
     operator = _resolve_op(average, op)
     args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), o.data_ptr(), operator, 0,
-                    prescale_factor, postscale_factor, compression)
+                    prescale_factor, postscale_factor, _wire(compression))
             for i, (t, o) in enumerate(zip(inputs, outputs))]
     return submit_group(args, (inputs, outputs), lambda handle: outputs)
 
@@ -103,6 +203,23 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                       prescale_factor=1.0, postscale_factor=1.0):
     return synchronize(grouped_allreduce_async(tensors, average, name, compression, op,
                                                prescale_factor, postscale_factor))
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, compression=Compression.none):
+    """In place: each tensor (contiguous) receives its result."""
+    name = name or default_name("grouped_allreduce")
+    operator = _resolve_op(average, op)
+    args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), None, operator, 0,
+                    prescale_factor, postscale_factor, _wire(compression))
+            for i, t in enumerate(tensors)]
+    return submit_group(args, tensors, lambda handle: tensors)
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, compression=Compression.none):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, compression))
 
 
 class _DeviceBuffer:
@@ -147,8 +264,78 @@ def allgather_async(tensor, name=None):
     return submit(args, tensor, _gathered(tensor, tuple(tensor.shape[1:])))
 
 
+class _AllgatherFunction(torch.autograd.Function):
+    """Horovod's gradient of an allgather: every rank's gradient of the whole result summed,
+    then this rank's rows."""
+
+    @staticmethod
+    def forward(context, tensor, name):
+        context.name = name
+        gathered = synchronize(allgather_async(tensor, name))
+        rows = torch.tensor([tensor.shape[0] if tensor.dim() else 1], dtype=torch.int64)
+        context.rows = synchronize(allgather_async(rows, f"{name}.rows")).tolist()
+        context.scalar = tensor.dim() == 0
+        return gathered
+
+    @staticmethod
+    def backward(context, gradient):
+        summed = synchronize(allreduce_async(gradient.contiguous(), None,
+                                             f"{context.name}.gradient", Compression.none, Sum))
+        start = sum(context.rows[:rank()])
+        mine = summed[start:start + context.rows[rank()]]
+        return (mine.reshape(()) if context.scalar else mine), None
+
+
 def allgather(tensor, name=None):
+    """Differentiable when `tensor` requires a gradient."""
+    name = name or default_name("allgather")
+    if _differentiable(tensor):
+        return _AllgatherFunction.apply(tensor, name)
     return synchronize(allgather_async(tensor, name))
+
+
+def grouped_allgather_async(tensors, name=None):
+    """Allgathers of every tensor, submitted together (so they negotiate and fuse together);
+    synchronize() returns the list of results."""
+    name = name or default_name("grouped_allgather")
+    return _Handles([allgather_async(t, name=f"{name}.{i}") for i, t in enumerate(tensors)])
+
+
+def grouped_allgather(tensors, name=None):
+    return synchronize(grouped_allgather_async(tensors, name))
+
+
+def allgather_object(obj, name=None):
+    """Gathers a picklable object from every rank; returns the list, in rank order."""
+    name = name or default_name("allgather_object")
+    payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+    sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=f"{name}.sizes")
+    data = allgather(payload, name=f"{name}.data").numpy().tobytes()
+    objects, start = [], 0
+    for length in sizes.tolist():
+        objects.append(pickle.loads(data[start:start + length]))
+        start += length
+    return objects
+
+
+def barrier(process_set=None):
+    """Returns once every rank has called it (a negotiated collective, like the others)."""
+    if process_set is not None:
+        raise NotImplementedError("process_set=: chorus has no process sets yet")
+    check(c.lib.chorus_barrier())
+
+
+class _Handles:
+    """Several handles that synchronize() waits for together."""
+
+    def __init__(self, handles):
+        self.handles = handles
+
+    def poll(self):
+        return all(handle.poll() for handle in self.handles)
+
+    def wait(self):
+        return [handle.wait() for handle in self.handles]
 
 
 def broadcast_async_(tensor, root_rank, name=None):
@@ -165,8 +352,69 @@ def broadcast_(tensor, root_rank, name=None):
     return synchronize(broadcast_async_(tensor, root_rank, name))
 
 
+class _BroadcastFunction(torch.autograd.Function):
+    """Horovod's gradient of a broadcast: every rank's gradient summed onto the root; the
+    others' inputs did not reach the result, so theirs is zero."""
+
+    @staticmethod
+    def forward(context, tensor, root_rank, name):
+        context.root, context.name = root_rank, name
+        return synchronize(broadcast_async(tensor, root_rank, name))
+
+    @staticmethod
+    def backward(context, gradient):
+        summed = synchronize(allreduce_async(gradient.contiguous(), None,
+                                             f"{context.name}.gradient", Compression.none, Sum))
+        return (summed if rank() == context.root else torch.zeros_like(summed)), None, None
+
+
 def broadcast(tensor, root_rank, name=None):
+    """Differentiable when `tensor` requires a gradient."""
+    name = name or default_name("broadcast")
+    if _differentiable(tensor):
+        return _BroadcastFunction.apply(tensor, root_rank, name)
     return synchronize(broadcast_async(tensor, root_rank, name))
+
+
+def mpi_built():
+    return True
+
+
+def mpi_enabled():
+    return True
+
+
+def mpi_threads_supported():
+    return True
+
+
+def nccl_built():
+    """Whether chorus was built with NCCL (CUDA tensors)."""
+    return bool(c.lib.chorus_gpu_built())
+
+
+def cuda_built():
+    return nccl_built()
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
 
 
 def poll(handle):
@@ -180,10 +428,10 @@ def synchronize(handle):
 
 
 def join(device=-1):
-    """This rank has run out of data; returns when every rank has joined. (Horovod returns the
-    last rank to join; chorus does not track it and returns -1.)"""
+    """This rank has run out of data; returns when every rank has joined, with the rank that
+    joined last, as Horovod does."""
     _join()
-    return -1
+    return c.lib.chorus_last_joined_rank()
 
 
 def broadcast_parameters(params, root_rank):
@@ -254,22 +502,40 @@ def broadcast_optimizer_state(optimizer, root_rank):
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor):
+                 gradient_predivide_factor, sparse_as_dense):
         super(self.__class__, self).__init__(params)
+        all_parameters = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is not None:
             named = list(named_parameters)
+            names = [name for name, _ in named]
+            duplicates = sorted({name for name in names if names.count(name) > 1})
+            if duplicates:
+                raise ValueError("parameter names in named_parameters must be unique; "
+                                 f"found duplicates: {', '.join(duplicates)}")
+            known = {id(p) for _, p in named}
+            unnamed = [i for i, p in enumerate(all_parameters) if id(p) not in known]
+            if unnamed:
+                raise ValueError("named_parameters was given, but the optimizer's parameters "
+                                 f"at positions {unnamed} are not in it")
         else:
+            # The same names on every rank: they follow the parameter groups' order.
             named = [(f"allreduce.noname.{group}.{index}", p)
                      for group, param_group in enumerate(self.param_groups)
                      for index, p in enumerate(param_group["params"])]
+        if op is Adasum or op not in _OPS:
+            _resolve_op(None, op)  # raises, naming the op
         self._names = {p: name for name, p in named}
         self._compression = compression
+        _wire(compression)
         self._passes = backward_passes_per_step
         self._op = op
         self._predivide = gradient_predivide_factor
+        self._sparse_as_dense = sparse_as_dense
         self._handles = {}
         self._pass_count = {}
         self._hooks = []
+        self._synchronized = False
+        self._skip_synchronize = False
         self._register_hooks()
 
     def _register_hooks(self):
@@ -283,29 +549,67 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 accumulator.register_hook(self._make_hook(p))
                 self._hooks.append(accumulator)
 
+    def _allreduce_gradient(self, p):
+        if p.grad is None:
+            # Not used on this rank this step: it contributes zeros, as in Horovod, so that the
+            # ranks that did use it are not left waiting.
+            p.grad = torch.zeros_like(p)
+        if p.grad.is_sparse:
+            if not self._sparse_as_dense:
+                raise ValueError(f"parameter {self._names.get(p)}: sparse gradients are not "
+                                 "supported; pass sparse_as_dense=True to DistributedOptimizer")
+            p.grad = p.grad.to_dense()
+        prescale = 1.0 / self._predivide
+        postscale = self._predivide / self._passes if self._op == Average else 1.0 / self._passes
+        self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
+                                            op=self._op, prescale_factor=prescale,
+                                            postscale_factor=postscale,
+                                            compression=self._compression)
+
     def _make_hook(self, p):
         def hook(*ignored):
+            if p in self._handles:
+                raise AssertionError(f"gradient of {self._names[p]} computed twice before "
+                                     "step() or synchronize(); with gradient accumulation set "
+                                     "backward_passes_per_step")
             self._pass_count[p] += 1
             if self._pass_count[p] < self._passes:
                 return
             self._pass_count[p] = 0
-            prescale = 1.0 / self._predivide
-            postscale = self._predivide / self._passes if self._op == Average else 1.0 / self._passes
-            self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names.get(p, id(p))}",
-                                                op=self._op, prescale_factor=prescale,
-                                                postscale_factor=postscale,
-                                                compression=self._compression)
+            self._allreduce_gradient(p)
         return hook
 
     def synchronize(self):
-        """Waits for every gradient allreduce started by backward; also starts the ones whose
-        hooks did not run (parameters without gradients this step are skipped)."""
-        for p, handle in list(self._handles.items()):
-            synchronize(handle)
-        self._handles.clear()
+        """Waits for every gradient allreduce started by backward. Parameters whose hooks did not
+        run (unused on this rank) are allreduced now, contributing zeros."""
+        for p in self._pass_count:
+            if p not in self._handles:
+                self._pass_count[p] = 0
+                self._allreduce_gradient(p)
+        try:
+            for handle in list(self._handles.values()):
+                synchronize(handle)
+        finally:
+            self._handles.clear()
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """For step() after an explicit synchronize() (gradient clipping, say)."""
+        self._skip_synchronize = True
+        try:
+            yield
+        finally:
+            self._skip_synchronize = False
 
     def step(self, closure=None):
-        self.synchronize()
+        if not self._skip_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "after optimizer.synchronize(): the gradients are allreduced "
+                              "again. Wrap step() in `with optimizer.skip_synchronize():`.")
+            self.synchronize()
+        self._synchronized = False
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, *args, **kwargs):
@@ -316,20 +620,30 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
-                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0):
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         sparse_as_dense=False, groups=None, process_set=None):
     """Wraps `optimizer`: every gradient is allreduced (averaged) as soon as backward produces it,
     and step() waits for all of them before updating. With backward_passes_per_step > 1,
-    gradients are accumulated locally over that many passes before one allreduce."""
+    gradients are accumulated locally over that many passes before one allreduce. `groups` is
+    accepted for Horovod's scripts and changes nothing: chorus fuses small gradients anyway."""
+    if process_set is not None:
+        raise NotImplementedError("process_set=: chorus has no process sets yet")
+    if groups is not None and not isinstance(groups, (int, list)):
+        raise ValueError(f"groups={groups!r} must be a number or a list of parameter lists")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor)
+               op, gradient_predivide_factor, sparse_as_dense)
 
 
-__all__ = ["ChorusError", "init", "shutdown", "is_initialized", "rank", "size", "local_rank",
-           "local_size", "cross_rank", "cross_size", "Sum", "Average", "Min", "Max", "Product",
-           "Compression", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
-           "grouped_allreduce", "grouped_allreduce_async", "allgather", "allgather_async",
-           "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "poll",
-           "synchronize", "join", "broadcast_parameters", "broadcast_optimizer_state",
-           "broadcast_object", "DistributedOptimizer"]
+__all__ = ["ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init", "shutdown",
+           "is_initialized", "rank", "size", "local_rank", "local_size", "cross_rank",
+           "cross_size", "Sum", "Average", "Min", "Max", "Product", "Adasum", "Compression",
+           "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
+           "grouped_allreduce_async", "grouped_allreduce_", "grouped_allreduce_async_",
+           "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
+           "allgather_object", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+           "broadcast_object", "barrier", "poll", "synchronize", "join", "broadcast_parameters",
+           "broadcast_optimizer_state", "DistributedOptimizer", "mpi_built", "mpi_enabled",
+           "mpi_threads_supported", "nccl_built", "cuda_built", "gloo_built", "gloo_enabled",
+           "rocm_built", "ddl_built", "ccl_built", "start_timeline", "stop_timeline"]

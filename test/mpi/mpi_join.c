@@ -2,9 +2,35 @@
  * mpi_join.c — uneven data: rank r has r + 1 batches, then joins. Until every rank has joined,
  * the remaining ranks' allreduces go on with joined ranks contributing nothing: averages divide
  * by the ranks that contributed, and min/max ignore joined ranks. After the join completes,
- * every rank takes part again.
+ * every rank takes part again. Then barriers: no rank leaves one before the last arrives.
  */
 #include "mpi_test.h"
+
+#include <time.h>
+
+static double seconds_now(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* one clock for every process of the host */
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+/* Rank r arrives 30 ms after rank r-1; every rank must leave after the last one arrived. */
+static void barriers(void)
+{
+    for (int round = 0; round < 3; round++) {
+        test_step = "barrier";
+        nanosleep(&(struct timespec){.tv_nsec = 30L * 1000 * 1000 * test_rank}, NULL);
+        double times[2] = {seconds_now(), 0};
+        EXPECT_STATUS(chorus_barrier(), CHORUS_OK);
+        times[1] = -seconds_now();
+        double extremes[2];
+        MPI_Allreduce(times, extremes, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        EXPECT(-extremes[1] >= extremes[0],
+               "a rank left barrier %d %.3f ms before the last arrived", round,
+               (extremes[0] + extremes[1]) * 1e3);
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -47,12 +73,17 @@ int main(int argc, char **argv)
         EXPECT(minimum == b + 1.0, "batch %d: min %g, expected %d", b, minimum, b + 1);
     }
     test_step = "join";
+    EXPECT(chorus_last_joined_rank() == -1, "a last joined rank before any join");
     EXPECT_STATUS(chorus_join(), CHORUS_OK);
+    /* The rank with the most batches joins last. */
+    EXPECT(chorus_last_joined_rank() == test_size - 1, "last joined rank %d, not %d",
+           chorus_last_joined_rank(), test_size - 1);
     test_step = "after join";
     float one = 1;
     chorus_tensor tensor = {.data = &one, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {1}};
     EXPECT_STATUS(chorus_allreduce("after.join", &tensor, NULL, CHORUS_SUM), CHORUS_OK);
     EXPECT(one == (float)test_size, "after join: %g", (double)one);
+    barriers();
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     return test_finish("mpi_join");
 }

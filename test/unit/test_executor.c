@@ -180,9 +180,10 @@ static void finish(void *owner, struct request *request, chorus_status status, c
     request_free(request);
 }
 
-static void join_done(void *owner)
+static void join_done(void *owner, int last_rank)
 {
     (void)owner;
+    (void)last_rank;
 }
 
 static void fatal_error(void *owner, chorus_status status, const char *message)

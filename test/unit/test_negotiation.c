@@ -281,6 +281,36 @@ START_TEST(joined_ranks_count_as_ready_and_join_completes)
 }
 END_TEST
 
+/* A rank that submitted a tensor and then joined counts once, not twice (found by a Horovod
+ * script whose ranks left gradients in flight before join: the tensor ran without a rank). */
+START_TEST(a_rank_that_submitted_then_joined_counts_once)
+{
+    struct wire_request b = allreduce("b");
+    negotiator_submit(&negotiator, 1, &b, 0);
+    negotiator_join(&negotiator, 0);
+    negotiator_join(&negotiator, 1);
+    take();
+    ck_assert_uint_eq(response_count, 0); /* rank 2 neither submitted nor joined */
+    negotiator_join(&negotiator, 2);
+    take();
+    ck_assert_uint_eq(response_count, 2);
+    ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
+    ck_assert_uint_eq(responses[0].contributors, 1);
+    ck_assert_int_eq(responses[1].type, RESPONSE_JOIN_DONE);
+    ck_assert_int_eq(responses[1].status, 2); /* the last rank to join */
+    /* After the join, a rank's earlier submission counts as before. */
+    negotiator_submit(&negotiator, 0, &b, 0);
+    negotiator_join(&negotiator, 0);
+    negotiator_submit(&negotiator, 1, &b, 0);
+    take();
+    ck_assert_uint_eq(response_count, 0);
+    negotiator_submit(&negotiator, 2, &b, 0);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_uint_eq(responses[0].contributors, 3);
+}
+END_TEST
+
 static char warnings[4][512];
 static int warning_count;
 
@@ -335,6 +365,7 @@ int main(void)
     tcase_add_test(tc, a_group_whose_last_member_fails_can_be_submitted_again);
     tcase_add_test(tc, a_group_whose_ranks_name_different_members_fails_everywhere);
     tcase_add_test(tc, joined_ranks_count_as_ready_and_join_completes);
+    tcase_add_test(tc, a_rank_that_submitted_then_joined_counts_once);
     tcase_add_test(tc, stalls_are_warned_then_failed);
     suite_add_tcase(suite, tc);
     return run_suite(suite);

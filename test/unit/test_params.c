@@ -67,6 +67,34 @@ START_TEST(environment_values_and_sources)
 }
 END_TEST
 
+/* A Horovod job script's variables are read as their CHORUS_* namesakes; CHORUS_* wins. */
+START_TEST(horovod_variables_are_aliases)
+{
+    char *environment[] = {"HOROVOD_FUSION_THRESHOLD=1048576", "HOROVOD_CYCLE_TIME=3.5",
+                           "HOROVOD_CACHE_CAPACITY=9", "CHORUS_CACHE_CAPACITY=7",
+                           "HOROVOD_TIMELINE=/tmp/t.json", "HOROVOD_STALL_CHECK_TIME_SECONDS=5",
+                           "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=30", "HOROVOD_LOG_LEVEL=fatal",
+                           "HOROVOD_GPU_OPERATIONS=NCCL", NULL};
+    ck_assert_int_eq(load(environment, NULL), CHORUS_OK);
+    ck_assert_uint_eq(set.values.fusion_threshold, 1048576);
+    ck_assert(set.values.cycle_time_ms == 3.5);
+    ck_assert_uint_eq(set.values.cache_capacity, 7);
+    ck_assert_str_eq(set.values.timeline, "/tmp/t.json");
+    ck_assert(set.values.stall_warning_seconds == 5);
+    ck_assert(set.values.stall_shutdown_seconds == 30);
+    ck_assert_int_eq(set.values.log_level, 0);
+    ck_assert_int_eq(set.sources[0], PARAM_SOURCE_HOROVOD);
+    ck_assert_str_eq(set.unknown_variables, "");
+    for (size_t i = 0; i < param_count; i++)
+        if (strcmp(param_table[i].name, "CHORUS_CACHE_CAPACITY") == 0)
+            ck_assert_int_eq(set.sources[i], PARAM_SOURCE_ENVIRONMENT);
+    char *malformed[] = {"HOROVOD_CYCLE_TIME=soon", NULL};
+    ck_assert_int_eq(load(malformed, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_ptr_nonnull(strstr(error, "HOROVOD_CYCLE_TIME"));
+    ck_assert_ptr_nonnull(strstr(error, "CHORUS_CYCLE_TIME_MS"));
+}
+END_TEST
+
 START_TEST(options_override_environment)
 {
     char *environment[] = {"CHORUS_FUSION_THRESHOLD=64M", NULL};
@@ -153,6 +181,7 @@ int main(void)
     tcase_add_test(tc, options_override_environment);
     tcase_add_test(tc, malformed_values_name_variable_and_value);
     tcase_add_test(tc, rank0_values_replace_wire_shaping_ones_only);
+    tcase_add_test(tc, horovod_variables_are_aliases);
     suite_add_tcase(suite, tc);
     return run_suite(suite);
 }

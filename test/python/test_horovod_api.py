@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""What a Horovod PyTorch script reaches for, used as such a script would, under mpirun at np=2
+and np=3: init twice, ranks that use different layers, names, ops chorus does not have, barrier,
+objects, grouped calls, compressors, synchronize/skip_synchronize, sparse gradients. The script
+does not call shutdown(): chorus must shut down at exit, else mpirun fails the job. Prints
+'N passed, N failed' from rank 0 and exits non-zero on any failure."""
+import sys
+import warnings
+
+import torch
+
+import chorus.torch as hvd
+from checks import check, counts
+
+
+
+def raises(kind, call, what):
+    try:
+        call()
+    except kind as error:
+        check(True, what)
+        return str(error)
+    except Exception as error:  # noqa: BLE001 (the wrong kind is a failure, with its name)
+        check(False, f"{what}: raised {type(error).__name__}: {error}")
+        return ""
+    check(False, f"{what}: did not raise")
+    return ""
+
+
+class TwoBranches(torch.nn.Module):
+    """Rank r uses branch r % 2 only: the other branch gets no gradient on that rank."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(3, 1)
+        self.b = torch.nn.Linear(3, 1)
+
+    def forward(self, x, branch):
+        return self.a(x) if branch == 0 else self.b(x)
+
+
+def unused_parameters(rank, size):
+    torch.manual_seed(0)
+    model = TwoBranches()
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.0),
+                                         named_parameters=model.named_parameters())
+    x = torch.ones(2, 3)
+    optimizer.zero_grad()
+    model(x, rank % 2).sum().backward()
+    optimizer.step()
+    # d(sum)/d(weight) = 2 per element on a rank that used the branch, 0 elsewhere; averaged.
+    users_a = sum(1 for r in range(size) if r % 2 == 0)
+    users_b = size - users_a
+    check(torch.allclose(model.a.weight.grad, torch.full((1, 3), 2.0 * users_a / size)),
+          f"unused branch a averaged with zeros: {model.a.weight.grad.tolist()}")
+    check(torch.allclose(model.b.weight.grad, torch.full((1, 3), 2.0 * users_b / size)),
+          f"unused branch b averaged with zeros: {model.b.weight.grad.tolist()}")
+    # Without named_parameters the names are the same on every rank.
+    plain = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.0))
+    plain.zero_grad()
+    model(x, rank % 2).sum().backward()
+    plain.step()
+    check(torch.allclose(model.a.weight.grad, torch.full((1, 3), 2.0 * users_a / size)),
+          "without named_parameters")
+
+
+def optimizer_errors_and_options():
+    model = torch.nn.Linear(3, 2)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
+        sgd, named_parameters=[("w", model.weight), ("w", model.bias)]), "duplicate names")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
+        sgd, named_parameters=[("w", model.weight)]), "a parameter missing from named_parameters")
+    raises(NotImplementedError, lambda: hvd.DistributedOptimizer(sgd, op=hvd.Adasum),
+           "DistributedOptimizer(op=Adasum)")
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters(),
+                                         compression=hvd.Compression.fp16)
+    optimizer.zero_grad()
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with optimizer.skip_synchronize():
+            optimizer.step()
+        check(not caught, "no warning with skip_synchronize")
+    optimizer.zero_grad()
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        optimizer.step()
+        check(any("skip_synchronize" in str(w.message) for w in caught),
+              "a warning when step() follows synchronize() without skip_synchronize")
+    # Sparse gradients (an embedding with sparse=True) as dense.
+    embedding = torch.nn.Embedding(10, 4, sparse=True)
+    hvd.broadcast_parameters(embedding.state_dict(), root_rank=0)
+    sparse = hvd.DistributedOptimizer(torch.optim.SGD(embedding.parameters(), lr=0.0),
+                                      named_parameters=embedding.named_parameters(),
+                                      sparse_as_dense=True)
+    sparse.zero_grad()
+    embedding(torch.tensor([hvd.rank() % 10])).sum().backward()
+    sparse.step()
+    expected = torch.zeros(10, 4)
+    for r in range(hvd.size()):
+        expected[r % 10] += 1.0 / hvd.size()
+    check(torch.allclose(embedding.weight.grad, expected), "sparse_as_dense gradients averaged")
+
+
+def collectives(rank, size):
+    t = torch.full((3,), float(rank + 1))
+    total = sum(range(1, size + 1))
+    raises(NotImplementedError, lambda: hvd.allreduce(t, op=hvd.Adasum, name="x.adasum"),
+           "allreduce(op=Adasum)")
+    raises(ValueError, lambda: hvd.allreduce(t, op="max", name="x.bogus"), "an unknown op")
+    raises(ValueError, lambda: hvd.allreduce(t, average=True, op=hvd.Sum, name="x.both"),
+           "average= and op= together")
+    hvd.barrier()
+    hvd.barrier()
+    check(True, "barrier twice")
+    objects = hvd.allgather_object({"rank": rank, "items": list(range(rank))})
+    check(objects == [{"rank": r, "items": list(range(r))} for r in range(size)],
+          f"allgather_object: {objects}")
+    pair = [torch.full((2,), float(rank)), torch.full((3,), 1.0)]
+    result = hvd.grouped_allreduce_(pair, op=hvd.Sum, name="x.grouped_")
+    check(result is pair and torch.allclose(pair[0], torch.full((2,), float(sum(range(size)))))
+          and torch.allclose(pair[1], torch.full((3,), float(size))), "grouped_allreduce_")
+    gathered = hvd.grouped_allgather([torch.full((rank + 1,), float(rank)),
+                                      torch.full((1, 2), float(rank))], name="x.grouped_gather")
+    check(gathered[0].shape == (size * (size + 1) // 2,) and gathered[1].shape == (size, 2),
+          f"grouped_allgather shapes {[tuple(g.shape) for g in gathered]}")
+    half, context = hvd.Compression.fp16.compress(t)
+    check(half.dtype == torch.float16 and
+          torch.equal(hvd.Compression.fp16.decompress(half, context), t), "fp16 compressor")
+    check(hvd.allreduce(t, op=hvd.Sum, name="x.fp16", compression=hvd.Compression.fp16)
+          .allclose(torch.full((3,), float(total))), "allreduce with Compression.fp16")
+    check(hvd.mpi_built() and hvd.mpi_enabled() and not hvd.gloo_built() and
+          isinstance(hvd.nccl_built(), bool), "built queries")
+    check(issubclass(hvd.HorovodInternalError, Exception), "HorovodInternalError")
+    # join() returns the rank that joined last: the same on every rank, and the slowest one.
+    if rank == size - 1:
+        import time
+        time.sleep(0.3)
+    last = hvd.join()
+    everyone = hvd.allgather_object(last, name="x.join.last")
+    check(everyone == [size - 1] * size, f"join() returned {everyone}")
+
+
+def gradients(rank, size):
+    """Autograd through the collectives, with Horovod's gradient rules, against the gradients
+    worked out by hand from every rank's upstream gradient."""
+    x = torch.full((3,), float(rank + 1), requires_grad=True)
+    weight = torch.arange(3.0) + 1  # the same on every rank
+    (hvd.allreduce(x, op=hvd.Sum, name="g.sum") * weight).sum().backward()
+    check(torch.allclose(x.grad, weight * size), f"allreduce sum gradient {x.grad.tolist()}")
+    x.grad = None
+    (hvd.allreduce(x, name="g.average") * weight).sum().backward()
+    check(torch.allclose(x.grad, weight), f"allreduce average gradient {x.grad.tolist()}")
+    raises(NotImplementedError, lambda: hvd.allreduce(x, op=hvd.Max, name="g.max"),
+           "the gradient of a max allreduce")
+    rows = torch.full((rank + 1, 2), float(rank), requires_grad=True)
+    gathered = hvd.allgather(rows, name="g.gather")
+    scale = torch.arange(gathered.shape[0], dtype=torch.float32).unsqueeze(1) + 1
+    (gathered * scale).sum().backward()
+    start = rank * (rank + 1) // 2
+    check(torch.allclose(rows.grad, (scale[start:start + rank + 1] * size).expand(rank + 1, 2)),
+          f"allgather gradient {rows.grad.tolist()}")
+    root = size - 1
+    y = torch.full((2,), float(rank), requires_grad=True)
+    (hvd.broadcast(y, root, name="g.bcast") * 3).sum().backward()
+    expected = torch.full((2,), 3.0 * size) if rank == root else torch.zeros(2)
+    check(torch.allclose(y.grad, expected), f"broadcast gradient {y.grad.tolist()}")
+    with torch.no_grad():
+        check(hvd.allreduce(x, op=hvd.Max, name="g.nograd").shape == (3,),
+              "no gradient needed: any op")
+
+
+def timeline(rank):
+    import json
+    import os
+    import tempfile
+    directory = tempfile.mkdtemp() if rank == 0 else None
+    directory = hvd.broadcast_object(directory, root_rank=0, name="x.timeline.dir")
+    path = os.path.join(directory, "trace.json")
+    hvd.start_timeline(path)
+    hvd.allreduce(torch.ones(4), name="x.timeline.first")
+    hvd.start_timeline(path)  # the same path again: written beside it, not over it
+    hvd.allreduce(torch.ones(4), name="x.timeline.second")
+    hvd.stop_timeline()
+    hvd.allreduce(torch.ones(4), name="x.timeline.after")
+    if rank == 0:
+        names = []
+        for written in (path, os.path.join(directory, "trace.1.json")):
+            with open(written) as file:
+                names.append({e["args"]["name"] for e in json.load(file) if e.get("ph") == "M"})
+        check("x.timeline.first" in names[0] and "x.timeline.second" not in names[0],
+              f"the first timeline: {names[0]}")
+        check("x.timeline.second" in names[1] and "x.timeline.after" not in names[1],
+              f"the second timeline: {names[1]}")
+
+
+def main():
+    hvd.init()
+    hvd.init()  # a second call does nothing, as in Horovod
+    rank, size = hvd.rank(), hvd.size()
+    unused_parameters(rank, size)
+    optimizer_errors_and_options()
+    collectives(rank, size)
+    timeline(rank)
+    gradients(rank, size)
+    totals = hvd.allreduce(torch.tensor([counts["passed"], counts["failed"]], dtype=torch.int64),
+                           op=hvd.Sum,
+                           name="verdict")
+    if rank == 0:
+        print(f"horovod api np={size}: {totals[0]} passed, {totals[1]} failed", flush=True)
+    # No hvd.shutdown(): chorus shuts down at exit.
+    sys.exit(1 if totals[1] else 0)
+
+
+if __name__ == "__main__":
+    main()
