@@ -102,12 +102,18 @@ typedef enum chorus_dtype {
     CHORUS_BFLOAT16 = 5, /* the upper 16 bits of a float32, stored as uint16_t */
     CHORUS_FLOAT32 = 6,
     CHORUS_FLOAT64 = 7,
+    CHORUS_INT16 = 8,
+    CHORUS_UINT16 = 9,
+    CHORUS_BOOL = 10, /* one byte, 0 or 1 (C's bool) */
 } chorus_dtype;
-#define CHORUS_DTYPE_COUNT 8
+#define CHORUS_DTYPE_COUNT 11
 
 /* Reduction operators of allreduce. Integer sums and products wrap around (two's complement).
  * AVERAGE divides the sum by the number of contributing ranks; for integer dtypes the quotient is
- * rounded to the nearest integer. */
+ * rounded to the nearest integer. On bool tensors: MIN and PRODUCT are logical and, MAX and SUM
+ * logical or (a sum of bools is "any"); AVERAGE and scale factors fail with
+ * CHORUS_ERR_INVALID_ARGUMENT. On CUDA tensors int16 and uint16 fail with
+ * CHORUS_ERR_NOT_SUPPORTED (NCCL has no 16-bit integers). */
 typedef enum chorus_op {
     CHORUS_SUM = 0,
     CHORUS_AVERAGE = 1,

@@ -458,6 +458,19 @@ static chorus_status validate(const chorus_op_args *args, int nranks)
                           "allreduce \"%s\": compression of GPU tensors is not supported; cast "
                           "the tensor to float16 or bfloat16 before submitting it",
                           name);
+        if (tensor->memory == CHORUS_MEMORY_CUDA &&
+            (tensor->dtype == CHORUS_INT16 || tensor->dtype == CHORUS_UINT16))
+            return REJECT(CHORUS_ERR_NOT_SUPPORTED,
+                          "allreduce \"%s\": NCCL has no 16-bit integers to reduce %s GPU "
+                          "tensors; cast to int32, or reduce a host copy",
+                          name, chorus_dtype_name(tensor->dtype));
+        if (tensor->dtype == CHORUS_BOOL &&
+            (args->op == CHORUS_AVERAGE || args->prescale_factor != 1.0 ||
+             args->postscale_factor != 1.0))
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                          "allreduce \"%s\": bool tensors take min, max, product (and) or sum "
+                          "(or), without scale factors; not %s",
+                          name, args->op == CHORUS_AVERAGE ? "average" : "scale factors");
         if (!isfinite(args->prescale_factor) || !isfinite(args->postscale_factor))
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                           "allreduce \"%s\": scale factors must be finite (prescale %g, "

@@ -57,6 +57,8 @@
 
 DEFINE_LOOPS(u8, uint8_t, uint32_t)
 DEFINE_LOOPS(i8, int8_t, uint32_t)
+DEFINE_LOOPS(i16, int16_t, uint32_t)
+DEFINE_LOOPS(u16, uint16_t, uint32_t)
 DEFINE_LOOPS(i32, int32_t, uint32_t)
 DEFINE_LOOPS(i64, int64_t, uint64_t)
 DEFINE_LOOPS(f32, float, float)
@@ -103,9 +105,13 @@ DEFINE_HALF_LOOPS(bf16, bfloat16_to_float, float_to_bfloat16)
     X(CHORUS_FLOAT16, f16)                                                                       \
     X(CHORUS_BFLOAT16, bf16)                                                                     \
     X(CHORUS_FLOAT32, f32)                                                                       \
-    X(CHORUS_FLOAT64, f64)
+    X(CHORUS_FLOAT64, f64)                                                                       \
+    X(CHORUS_INT16, i16)                                                                         \
+    X(CHORUS_UINT16, u16)
 #define DTYPE_BIT(dtype, suffix) | (1u << (dtype))
-static_assert((0u REDUCTION_DTYPES(DTYPE_BIT)) == (1u << CHORUS_DTYPE_COUNT) - 1,
+/* bool has its own rows: on bytes that are 0 or 1, or is max and and is min. */
+static_assert((0u REDUCTION_DTYPES(DTYPE_BIT) | (1u << CHORUS_BOOL)) ==
+                  (1u << CHORUS_DTYPE_COUNT) - 1,
               "a row of reduction loops for every dtype");
 static_assert(CHORUS_OP_COUNT == 5 && CHORUS_SUM == 0 && CHORUS_AVERAGE == 1 && CHORUS_MIN == 2 &&
                   CHORUS_MAX == 3 && CHORUS_PRODUCT == 4,
@@ -122,7 +128,10 @@ typedef void (*reduce_loop)(void *restrict, const void *restrict, size_t);
 
 #define LOOP_ENTRY(dtype, suffix) [dtype] = LOOP_ROW(suffix),
 static const reduce_loop reduce_loops[CHORUS_DTYPE_COUNT][CHORUS_OP_COUNT] = {
-    REDUCTION_DTYPES(LOOP_ENTRY)};
+    REDUCTION_DTYPES(LOOP_ENTRY)[CHORUS_BOOL] = {
+        [CHORUS_SUM] = (reduce_loop)max_u8, [CHORUS_AVERAGE] = (reduce_loop)max_u8,
+        [CHORUS_MIN] = (reduce_loop)min_u8, [CHORUS_MAX] = (reduce_loop)max_u8,
+        [CHORUS_PRODUCT] = (reduce_loop)min_u8}};
 
 void reduce_into(void *restrict accumulator, const void *restrict operand, size_t count,
                  chorus_dtype dtype, chorus_op op)
@@ -144,7 +153,10 @@ typedef void (*pair_loop)(void *restrict, const void *restrict, const void *rest
 
 #define PAIR_ENTRY(dtype, suffix) [dtype] = PAIR_ROW(suffix),
 static const pair_loop pair_loops[CHORUS_DTYPE_COUNT][CHORUS_OP_COUNT] = {
-    REDUCTION_DTYPES(PAIR_ENTRY)};
+    REDUCTION_DTYPES(PAIR_ENTRY)[CHORUS_BOOL] = {
+        [CHORUS_SUM] = (pair_loop)pair_max_u8, [CHORUS_AVERAGE] = (pair_loop)pair_max_u8,
+        [CHORUS_MIN] = (pair_loop)pair_min_u8, [CHORUS_MAX] = (pair_loop)pair_max_u8,
+        [CHORUS_PRODUCT] = (pair_loop)pair_min_u8}};
 
 void reduce_pair(void *restrict result, const void *restrict a, const void *restrict b,
                  size_t count, chorus_dtype dtype, chorus_op op)
@@ -229,6 +241,14 @@ void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor)
     case CHORUS_INT8:
         SCALE_INTEGERS(int8_t, uint64_t);
         return;
+    case CHORUS_INT16:
+        SCALE_INTEGERS(int16_t, uint64_t);
+        return;
+    case CHORUS_UINT16:
+        SCALE_INTEGERS(uint16_t, uint64_t);
+        return;
+    case CHORUS_BOOL: /* no scaling: the API refuses averages and scale factors of bools */
+        return;
     case CHORUS_INT32:
         SCALE_INTEGERS(int32_t, uint64_t);
         return;
@@ -287,6 +307,15 @@ void fill_identity(void *buffer, size_t count, chorus_dtype dtype, chorus_op op)
         return;
     case CHORUS_INT8:
         FILL(int8_t, one ? 1 : largest ? INT8_MAX : INT8_MIN);
+        return;
+    case CHORUS_INT16:
+        FILL(int16_t, one ? 1 : largest ? INT16_MAX : INT16_MIN);
+        return;
+    case CHORUS_UINT16:
+        FILL(uint16_t, one ? 1 : largest ? UINT16_MAX : 0);
+        return;
+    case CHORUS_BOOL:
+        FILL(uint8_t, one || largest ? 1 : 0);
         return;
     case CHORUS_INT32:
         FILL(int32_t, one ? 1 : largest ? INT32_MAX : INT32_MIN);

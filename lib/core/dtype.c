@@ -12,6 +12,8 @@ static const struct {
     [CHORUS_INT32] = {"int32", 4, false},       [CHORUS_INT64] = {"int64", 8, false},
     [CHORUS_FLOAT16] = {"float16", 2, true},    [CHORUS_BFLOAT16] = {"bfloat16", 2, true},
     [CHORUS_FLOAT32] = {"float32", 4, true},    [CHORUS_FLOAT64] = {"float64", 8, true},
+    [CHORUS_INT16] = {"int16", 2, false},       [CHORUS_UINT16] = {"uint16", 2, false},
+    [CHORUS_BOOL] = {"bool", 1, false},
 };
 
 static const char *const op_names[CHORUS_OP_COUNT] = {

@@ -272,6 +272,12 @@ static bool nccl_dtype(chorus_dtype dtype, ncclDataType_t *type)
     case CHORUS_FLOAT64:
         *type = ncclFloat64;
         return true;
+    case CHORUS_BOOL: /* bytes of 0 or 1: and is min, or is max (reduction_for) */
+        *type = ncclUint8;
+        return true;
+    case CHORUS_INT16:
+    case CHORUS_UINT16: /* NCCL has no 16-bit integers */
+        return false;
     }
     return false;
 }
@@ -290,6 +296,8 @@ static chorus_status reduction_for(struct gpu_context *context, ncclDataType_t t
     *reduction = op == CHORUS_MIN ? ncclMin : op == CHORUS_MAX ? ncclMax
                                        : op == CHORUS_PRODUCT ? ncclProd
                                                               : ncclSum;
+    if (dtype == CHORUS_BOOL) /* logical and, logical or */
+        *reduction = op == CHORUS_MIN || op == CHORUS_PRODUCT ? ncclMin : ncclMax;
     if (!summing && scale != 1.0) {
         snprintf(error, error_size, "scale factors on GPU tensors need op sum or average, not %s",
                  chorus_op_name(op));

@@ -55,6 +55,7 @@ def init(parameters=None):
 
 def shutdown():
     status = c.lib.chorus_shutdown()
+    _reap_orphans()  # every operation has completed now, with an error if it had to
     if status not in (c.OK, -2):  # shutting down twice is harmless
         raise _last_error(status)
 
@@ -161,8 +162,36 @@ class Handle:
         return descriptor
 
     def __del__(self):
-        if getattr(self, "_pointer", None) is not None:
-            c.lib.chorus_handle_free(self._pointer)
+        pointer = getattr(self, "_pointer", None)
+        if pointer is None:
+            return
+        try:
+            if c.lib.chorus_test(pointer) == c.IN_PROGRESS:
+                # Dropped while in flight (a handle nobody synchronized): chorus still reads
+                # and writes its buffers, so they are kept until the operation completes.
+                with _orphans_lock:
+                    _orphans.append((pointer, self._keep_alive))
+                return
+            c.lib.chorus_handle_free(pointer)
+        except Exception:  # noqa: BLE001 (interpreter shutdown: nothing left to protect)
+            pass
+
+
+# Handles dropped while their operations were in flight, with the buffers those use.
+_orphans = []
+_orphans_lock = threading.Lock()
+
+
+def _reap_orphans():
+    """Frees the dropped handles whose operations have completed, and their buffers."""
+    with _orphans_lock:
+        kept = []
+        for pointer, buffers in _orphans:
+            if c.lib.chorus_test(pointer) == c.IN_PROGRESS:
+                kept.append((pointer, buffers))
+            else:
+                c.lib.chorus_handle_free(pointer)
+        _orphans[:] = kept
 
 
 def describe(data_pointer, dtype, shape, memory=c.MEMORY_HOST, device=0):
@@ -196,12 +225,16 @@ def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.
 
 
 def submit(args, keep_alive, finish=None):
+    if _orphans:
+        _reap_orphans()
     pointer = c.handle_p()
     check(c.lib.chorus_submit(ctypes.byref(args), ctypes.byref(pointer)))
     return Handle(pointer, keep_alive, finish)
 
 
 def submit_group(args_list, keep_alive, finish=None):
+    if _orphans:
+        _reap_orphans()
     array = (c.OpArgs * len(args_list))(*args_list)
     pointer = c.handle_p()
     check(c.lib.chorus_submit_group(array, len(args_list), ctypes.byref(pointer)))

@@ -14,7 +14,9 @@ Sum, Average, Min, Max, Product = c.SUM, c.AVERAGE, c.MIN, c.MAX, c.PRODUCT
 
 _DTYPES = {np.dtype(np.uint8): c.UINT8, np.dtype(np.int8): c.INT8, np.dtype(np.int32): c.INT32,
            np.dtype(np.int64): c.INT64, np.dtype(np.float16): c.FLOAT16,
-           np.dtype(np.float32): c.FLOAT32, np.dtype(np.float64): c.FLOAT64}
+           np.dtype(np.float32): c.FLOAT32, np.dtype(np.float64): c.FLOAT64,
+           np.dtype(np.int16): c.INT16, np.dtype(np.uint16): c.UINT16,
+           np.dtype(np.bool_): c.BOOL}
 
 
 def _dtype(array):

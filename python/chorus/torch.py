@@ -6,6 +6,7 @@ built with it). Functions ending in _ work in place; *_async return a handle for
 synchronize()."""
 import contextlib
 import ctypes
+import itertools
 import pickle
 import warnings
 
@@ -41,7 +42,9 @@ class HostsUpdatedInterrupt(RuntimeError):
 
 _DTYPES = {torch.uint8: c.UINT8, torch.int8: c.INT8, torch.int32: c.INT32, torch.int64: c.INT64,
            torch.float16: c.FLOAT16, torch.bfloat16: c.BFLOAT16, torch.float32: c.FLOAT32,
-           torch.float64: c.FLOAT64}
+           torch.float64: c.FLOAT64, torch.int16: c.INT16, torch.bool: c.BOOL}
+if hasattr(torch, "uint16"):  # torch 2.3 and later
+    _DTYPES[torch.uint16] = c.UINT16
 
 
 class _Compressor:
@@ -229,7 +232,8 @@ class _DeviceBuffer:
     def __init__(self, pointer, shape, like):
         typestr = {torch.float16: "<f2", torch.bfloat16: "<i2", torch.float32: "<f4",
                    torch.float64: "<f8", torch.int32: "<i4", torch.int64: "<i8",
-                   torch.int8: "|i1", torch.uint8: "|u1"}[like.dtype]
+                   torch.int8: "|i1", torch.uint8: "|u1", torch.int16: "<i2",
+                   torch.bool: "|b1"}[like.dtype]
         self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr,
                                          "data": (pointer, False), "version": 2}
 
@@ -374,6 +378,52 @@ def broadcast(tensor, root_rank, name=None):
     if _differentiable(tensor):
         return _BroadcastFunction.apply(tensor, root_rank, name)
     return synchronize(broadcast_async(tensor, root_rank, name))
+
+
+class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
+    """Batch normalization whose statistics are those of the whole batch across ranks, as
+    Horovod's SyncBatchNorm: in training, each channel's count, sum and sum of squares are
+    allreduced (differentiably, so backward is right too); in evaluation the running statistics
+    are used as in torch's BatchNorm. Every rank must run the module the same number of times."""
+
+    _instances = itertools.count()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+        self._name = f"sync_batch_norm.{next(SyncBatchNorm._instances)}"
+        self._calls = itertools.count()
+
+    def _check_input_dim(self, input):
+        if input.dim() < 2:
+            raise ValueError(f"SyncBatchNorm expects at least 2D input (got {input.dim()}D)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        if not (self.training or not self.track_running_stats):
+            return torch.nn.functional.batch_norm(input, self.running_mean, self.running_var,
+                                                  self.weight, self.bias, False, 0.0, self.eps)
+        channels = input.shape[1]
+        flat = input.transpose(0, 1).reshape(channels, -1)  # channel-major
+        local = torch.cat([flat.sum(1), (flat * flat).sum(1),
+                           torch.full((1,), float(flat.shape[1]), dtype=flat.dtype)])
+        total = allreduce(local, op=Sum, name=f"{self._name}.{next(self._calls)}")
+        count = total[-1]
+        mean = total[:channels] / count
+        variance = total[channels:2 * channels] / count - mean * mean
+        if self.training and self.track_running_stats:
+            with torch.no_grad():
+                self.num_batches_tracked += 1
+                momentum = (1.0 / float(self.num_batches_tracked) if self.momentum is None
+                            else self.momentum)
+                unbiased = variance * count / max(count - 1, 1)
+                self.running_mean.mul_(1 - momentum).add_(mean.detach() * momentum)
+                self.running_var.mul_(1 - momentum).add_(unbiased.detach() * momentum)
+        shape = [1, channels] + [1] * (input.dim() - 2)
+        normalized = (input - mean.view(shape)) / torch.sqrt(variance.view(shape) + self.eps)
+        if self.affine:
+            normalized = normalized * self.weight.view(shape) + self.bias.view(shape)
+        return normalized
 
 
 def mpi_built():
@@ -646,4 +696,5 @@ __all__ = ["ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init
            "broadcast_object", "barrier", "poll", "synchronize", "join", "broadcast_parameters",
            "broadcast_optimizer_state", "DistributedOptimizer", "mpi_built", "mpi_enabled",
            "mpi_threads_supported", "nccl_built", "cuda_built", "gloo_built", "gloo_enabled",
-           "rocm_built", "ddl_built", "ccl_built", "start_timeline", "stop_timeline"]
+           "rocm_built", "ddl_built", "ccl_built", "start_timeline", "stop_timeline",
+           "SyncBatchNorm"]

@@ -64,9 +64,14 @@ static int64_t integer_result(const void *buffer, size_t index, chorus_dtype dty
 {
     switch (dtype) {
     case CHORUS_UINT8:
+    case CHORUS_BOOL:
         return ((const uint8_t *)buffer)[index];
     case CHORUS_INT8:
         return ((const int8_t *)buffer)[index];
+    case CHORUS_INT16:
+        return ((const int16_t *)buffer)[index];
+    case CHORUS_UINT16:
+        return ((const uint16_t *)buffer)[index];
     case CHORUS_INT32:
         return ((const int32_t *)buffer)[index];
     default:
@@ -81,6 +86,9 @@ double reference_decode(const void *buffer, size_t index, chorus_dtype dtype)
     case CHORUS_INT8:
     case CHORUS_INT32:
     case CHORUS_INT64:
+    case CHORUS_INT16:
+    case CHORUS_UINT16:
+    case CHORUS_BOOL:
         return (double)integer_result(buffer, index, dtype);
     case CHORUS_FLOAT16:
         return half_decode(((const uint16_t *)buffer)[index]);
@@ -116,6 +124,15 @@ void reference_fill(void *buffer, size_t count, chorus_dtype dtype, chorus_op op
             break;
         case CHORUS_INT8:
             ((int8_t *)buffer)[i] = (int8_t)(uint8_t)random;
+            break;
+        case CHORUS_INT16:
+            ((int16_t *)buffer)[i] = (int16_t)(uint16_t)random;
+            break;
+        case CHORUS_UINT16:
+            ((uint16_t *)buffer)[i] = (uint16_t)random;
+            break;
+        case CHORUS_BOOL:
+            ((uint8_t *)buffer)[i] = (uint8_t)(random >> 17 & 1);
             break;
         case CHORUS_INT32:
             ((int32_t *)buffer)[i] = (int32_t)(uint32_t)random;
@@ -158,7 +175,8 @@ static double epsilon(chorus_dtype dtype)
 static bool is_integer(chorus_dtype dtype)
 {
     return dtype == CHORUS_UINT8 || dtype == CHORUS_INT8 || dtype == CHORUS_INT32 ||
-           dtype == CHORUS_INT64;
+           dtype == CHORUS_INT64 || dtype == CHORUS_INT16 || dtype == CHORUS_UINT16 ||
+           dtype == CHORUS_BOOL;
 }
 
 /* Integer reference: exact arithmetic modulo 2^bits, then the dtype's wrap. */
@@ -170,6 +188,12 @@ static uint64_t integer_input(chorus_dtype dtype, uint64_t seed, int rank, size_
         return (uint8_t)random;
     case CHORUS_INT8:
         return (uint64_t)(int64_t)(int8_t)(uint8_t)random;
+    case CHORUS_INT16:
+        return (uint64_t)(int64_t)(int16_t)(uint16_t)random;
+    case CHORUS_UINT16:
+        return (uint16_t)random;
+    case CHORUS_BOOL:
+        return random >> 17 & 1;
     case CHORUS_INT32:
         return (uint64_t)(int64_t)(int32_t)(uint32_t)random;
     default:
@@ -184,6 +208,12 @@ static int64_t wrap(chorus_dtype dtype, uint64_t value)
         return (uint8_t)value;
     case CHORUS_INT8:
         return (int8_t)(uint8_t)value;
+    case CHORUS_INT16:
+        return (int16_t)(uint16_t)value;
+    case CHORUS_UINT16:
+        return (uint16_t)value;
+    case CHORUS_BOOL:
+        return value != 0;
     case CHORUS_INT32:
         return (int32_t)(uint32_t)value;
     default:
@@ -218,6 +248,9 @@ long reference_check_allreduce(const void *result, size_t count, chorus_dtype dt
             }
             int64_t expected = op == CHORUS_MIN || op == CHORUS_MAX ? extreme
                                                                     : wrap(dtype, accumulator);
+            /* bool: a sum is "any" (or), a product "all" (and) */
+            if (dtype == CHORUS_BOOL && op == CHORUS_SUM)
+                expected = accumulator != 0;
             if (op == CHORUS_MIN || op == CHORUS_MAX) {
                 if (contributors == 0)
                     expected = integer_result(result, i, dtype); /* identity; not checked */

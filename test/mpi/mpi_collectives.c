@@ -38,6 +38,18 @@ static void submit_allreduces(uint64_t seed_base)
     for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++)
         for (size_t o = 0; o < 5; o++)
             for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                if (dtype == CHORUS_BOOL && ops[o] == CHORUS_AVERAGE) {
+                    /* An average of bools means nothing: refused before it is negotiated. */
+                    bool flag = true;
+                    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+                    args.name = "ar.bool.average";
+                    args.input = (chorus_tensor){.data = &flag, .dtype = CHORUS_BOOL, .ndims = 1,
+                                                 .shape = {1}};
+                    args.op = CHORUS_AVERAGE;
+                    chorus_handle *handle = NULL;
+                    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+                    continue;
+                }
                 struct operation *op = &operations[operation_count++];
                 memset(op, 0, sizeof *op);
                 op->dtype = (chorus_dtype)dtype;

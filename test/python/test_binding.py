@@ -19,7 +19,7 @@ def inputs(r, shape, dtype, seed):
 
 
 def numpy_tests(rank, size):
-    for dtype in (np.float32, np.float64, np.int32, np.int64, np.float16, np.uint8):
+    for dtype in (np.float32, np.float64, np.int32, np.int64, np.float16, np.uint8, np.int16):
         for count in (0, 1, size - 1, 7, 1021):
             seed = count + 17
             mine = inputs(rank, (count,), dtype, seed)
@@ -31,6 +31,15 @@ def numpy_tests(rank, size):
                   if np.dtype(dtype).kind == "f" else np.array_equal(result, expected),
                   f"numpy sum {np.dtype(dtype).name} count {count}")
             check(result.dtype == mine.dtype and result.shape == mine.shape, "result dtype/shape")
+    # bool: or (sum, max) and and (min).
+    flags = np.stack([np.array([r % 2 == 0, r == 0, True, False]) for r in range(size)])
+    check(np.array_equal(cn.allreduce(flags[rank], op=cn.Sum, name="np.bool.sum"),
+                         flags.any(axis=0)), "numpy bool sum (or)")
+    check(np.array_equal(cn.allreduce(flags[rank], op=cn.Min, name="np.bool.min"),
+                         flags.all(axis=0)), "numpy bool min (and)")
+    unsigned = np.array([65535, rank, 7], dtype=np.uint16)
+    check(np.array_equal(cn.allreduce(unsigned, op=cn.Max, name="np.uint16.max"),
+                         np.array([65535, size - 1, 7], dtype=np.uint16)), "numpy uint16 max")
     # In place average, min and max.
     data = inputs(rank, (5, 3), np.float64, 1)
     everyone = np.stack([inputs(r, (5, 3), np.float64, 1) for r in range(size)])

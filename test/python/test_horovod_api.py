@@ -176,6 +176,87 @@ def gradients(rank, size):
               "no gradient needed: any op")
 
 
+def dtypes(rank, size):
+    """int16 and bool, with every op, against references from every rank's known inputs."""
+    def shorts(r):
+        return torch.tensor([r * 1000 - 7, -r, 30000, r + 1], dtype=torch.int16)
+    everyone = [shorts(r).to(torch.int64) for r in range(size)]
+    wrap = (lambda v: ((v + 32768) % 65536) - 32768)
+    for op, expected in ((hvd.Sum, wrap(sum(everyone))),
+                         (hvd.Min, torch.stack(everyone).min(0).values),
+                         (hvd.Max, torch.stack(everyone).max(0).values)):
+        got = hvd.allreduce(shorts(rank), op=op, name=f"d.int16.{op}")
+        check(got.dtype == torch.int16 and torch.equal(got.to(torch.int64), expected),
+              f"int16 op {op}: {got.tolist()} against {expected.tolist()}")
+    flags = [torch.tensor([r % 2 == 0, r == 0, True, False]) for r in range(size)]
+    stacked = torch.stack(flags)
+    for op, expected in ((hvd.Sum, stacked.any(0)), (hvd.Max, stacked.any(0)),
+                         (hvd.Min, stacked.all(0)), (hvd.Product, stacked.all(0))):
+        got = hvd.allreduce(flags[rank], op=op, name=f"d.bool.{op}")
+        check(got.dtype == torch.bool and torch.equal(got, expected),
+              f"bool op {op}: {got.tolist()} against {expected.tolist()}")
+    raises(hvd.ChorusError, lambda: hvd.allreduce(flags[rank], name="d.bool.average"),
+           "the average of bools")
+    gathered = hvd.allgather(flags[rank].unsqueeze(0), name="d.bool.gather")
+    check(torch.equal(gathered, stacked), "bool allgather")
+    check(torch.equal(hvd.broadcast(shorts(rank), 0, name="d.int16.bcast"), shorts(0)),
+          "int16 broadcast")
+
+
+def sync_batch_norm(rank, size):
+    """SyncBatchNorm on each rank's shard must match torch's BatchNorm on the whole batch:
+    outputs, input and weight gradients, and running statistics."""
+    generator = torch.Generator().manual_seed(5)
+    whole = torch.randn(size * 3, 4, 5, generator=generator)
+    upstream = torch.randn(size * 3, 4, 5, generator=generator)
+    reference = torch.nn.BatchNorm1d(4)
+    synced = hvd.SyncBatchNorm(4)
+    with torch.no_grad():
+        for module in (reference, synced):
+            module.weight.copy_(torch.arange(4.0) + 1)
+            module.bias.copy_(torch.arange(4.0) - 1)
+    whole.requires_grad_(True)
+    expected = reference(whole)
+    (expected * upstream).sum().backward()
+    shard = whole.detach()[rank * 3:rank * 3 + 3].clone().requires_grad_(True)
+    out = synced(shard)
+    (out * upstream[rank * 3:rank * 3 + 3]).sum().backward()
+    check(torch.allclose(out, expected.detach()[rank * 3:rank * 3 + 3], atol=1e-5),
+          "SyncBatchNorm output")
+    check(torch.allclose(shard.grad, whole.grad[rank * 3:rank * 3 + 3], atol=1e-4),
+          "SyncBatchNorm input gradient")
+    weight_gradient = hvd.allreduce(synced.weight.grad, op=hvd.Sum, name="bn.weight.grad")
+    check(torch.allclose(weight_gradient, reference.weight.grad, atol=1e-4),
+          f"SyncBatchNorm weight gradient {weight_gradient.tolist()}")
+    check(torch.allclose(synced.running_mean, reference.running_mean, atol=1e-6) and
+          torch.allclose(synced.running_var, reference.running_var, atol=1e-5),
+          "SyncBatchNorm running statistics")
+    synced.eval()
+    reference.eval()
+    check(torch.allclose(synced(shard.detach()), reference(shard.detach()), atol=1e-6),
+          "SyncBatchNorm in evaluation")
+
+
+def dropped_handle(rank, size):
+    """A handle dropped while its allreduce is in flight keeps the tensor alive until the
+    operation completes (before, its buffer was freed under the background thread: found by
+    AddressSanitizer as a use after free, glibc's 'corrupted double-linked list' without it)."""
+    import gc
+    from chorus import core
+    if rank == 0:
+        hvd.allreduce_async_(torch.ones(1000), name="x.dropped")  # the handle is dropped at once
+        gc.collect()
+        check(len(core._orphans) == 1 or size == 1, f"{len(core._orphans)} orphans kept")
+        [torch.zeros(1000) for _ in range(100)]  # memory that would take the freed buffer's place
+    else:
+        import time
+        time.sleep(0.2)
+        hvd.synchronize(hvd.allreduce_async_(torch.ones(1000), name="x.dropped"))
+    hvd.barrier()
+    hvd.allreduce(torch.ones(1), name="x.after.dropped")
+    check(not core._orphans, f"{len(core._orphans)} orphans left after completion")
+
+
 def timeline(rank):
     import json
     import os
@@ -209,6 +290,9 @@ def main():
     collectives(rank, size)
     timeline(rank)
     gradients(rank, size)
+    dtypes(rank, size)
+    sync_batch_norm(rank, size)
+    dropped_handle(rank, size)
     totals = hvd.allreduce(torch.tensor([counts["passed"], counts["failed"]], dtype=torch.int64),
                            op=hvd.Sum,
                            name="verdict")

@@ -327,8 +327,10 @@ START_TEST(allreduce_every_algorithm_dtype_op_and_count)
                                            .op = reduce_ops[o],
                                            .count = counts[c],
                                            .seed = 1000 + c * 7 + o,
-                                           /* every other sum is scaled, as averages are */
-                                           .postscale = reduce_ops[o] == CHORUS_SUM && c % 2
+                                           /* every other sum is scaled, as averages are
+                                            * (not bools, which take no scale factors) */
+                                           .postscale = reduce_ops[o] == CHORUS_SUM && c % 2 &&
+                                                                dtype != CHORUS_BOOL
                                                             ? 0.25
                                                             : 0,
                                            .stores = variant < algorithms
