@@ -37,6 +37,7 @@ struct membership {
     char **names;        /* rank r's members at names[r * size ...] */
     uint32_t *submitted; /* per rank */
     int complete_ranks;  /* ranks that submitted `size` members */
+    int joined_complete; /* of those, the ranks that have joined since: counted once */
 };
 
 static void membership_free(struct membership *membership, int nranks)
@@ -518,6 +519,68 @@ static void fail_group(struct negotiator *negotiator, const char *group,
     }
 }
 
+/* Every rank has submitted the whole group or joined. */
+static bool membership_settled(const struct negotiator *negotiator,
+                               const struct membership *membership)
+{
+    return membership->complete_ranks + negotiator->joined_count - membership->joined_complete >=
+           negotiator->nranks;
+}
+
+/* Compares the members the ranks named, fails the group where they differ, and forgets the
+ * group's membership. `group` must outlive the membership's table entry. */
+static void settle_membership(struct negotiator *negotiator, const char *group,
+                              struct membership *membership)
+{
+    /* Every submitting rank's list; where they differ, the ranks that named each list:
+     * grouped allreduce "gx": the ranks name different members: ranks 0-1 {gx, gy}, rank 2
+     * {gx, gz} */
+    int nranks = negotiator->nranks;
+    char **lists = calloc((size_t)nranks, sizeof *lists);
+    int *ranks = calloc((size_t)nranks, sizeof *ranks);
+    bool differ = false;
+    int first = -1;
+    for (int r = 0; lists != NULL && r < nranks; r++) {
+        if (membership->submitted[r] != membership->size)
+            continue;
+        lists[r] = member_list(membership, r);
+        if (first < 0)
+            first = r;
+        else if (lists[r] != NULL && lists[first] != NULL && strcmp(lists[r], lists[first]) != 0)
+            differ = true;
+    }
+    char *message = NULL;
+    if (differ && ranks != NULL) {
+        message = format_string("grouped allreduce \"%s\": the ranks name different members:",
+                                group);
+        for (int r = 0; message != NULL && r < nranks; r++) {
+            if (lists[r] == NULL)
+                continue;
+            size_t count = 0;
+            for (int q = r; q < nranks; q++)
+                if (lists[q] != NULL && strcmp(lists[q], lists[r]) == 0)
+                    ranks[count++] = q;
+            char *named = format_rank_list(ranks, count);
+            string_append(&message, "%s %s %s {%s}", r == first ? "" : ",",
+                          count > 1 ? "ranks" : "rank", named ? named : "?", lists[r]);
+            free(named);
+            for (size_t i = 1; i < count; i++) { /* each list once */
+                free(lists[ranks[i]]);
+                lists[ranks[i]] = NULL;
+            }
+        }
+    }
+    for (int r = 0; lists != NULL && r < nranks; r++)
+        free(lists[r]);
+    free(lists);
+    free(ranks);
+    membership = name_table_remove(&negotiator->memberships, group);
+    if (message != NULL)
+        fail_group(negotiator, group, membership, message);
+    membership_free(membership, negotiator->nranks);
+    free(message);
+}
+
 /* Records that `rank` submitted `request`, a member of a group; once every rank that did not
  * join has submitted the whole group, checks that they named the same members. */
 static void check_membership(struct negotiator *negotiator, int rank,
@@ -544,58 +607,12 @@ static void check_membership(struct negotiator *negotiator, int rank,
         return; /* a size mismatch is reported with the member's other fields */
     membership->names[(size_t)rank * membership->size + membership->submitted[rank]++] =
         strdup(request->name);
-    if (membership->submitted[rank] == membership->size)
+    if (membership->submitted[rank] == membership->size) {
         membership->complete_ranks++;
-    if (membership->complete_ranks + negotiator->joined_count < negotiator->nranks)
-        return;
-    /* Every submitting rank's list; where they differ, the ranks that named each list:
-     * grouped allreduce "gx": the ranks name different members: ranks 0-1 {gx, gy}, rank 2
-     * {gx, gz} */
-    int nranks = negotiator->nranks;
-    char **lists = calloc((size_t)nranks, sizeof *lists);
-    int *ranks = calloc((size_t)nranks, sizeof *ranks);
-    bool differ = false;
-    int first = -1;
-    for (int r = 0; lists != NULL && r < nranks; r++) {
-        if (membership->submitted[r] != membership->size)
-            continue;
-        lists[r] = member_list(membership, r);
-        if (first < 0)
-            first = r;
-        else if (lists[r] != NULL && lists[first] != NULL && strcmp(lists[r], lists[first]) != 0)
-            differ = true;
+        membership->joined_complete += negotiator->joined[rank];
     }
-    char *message = NULL;
-    if (differ && ranks != NULL) {
-        message = format_string("grouped allreduce \"%s\": the ranks name different members:",
-                                request->group);
-        for (int r = 0; message != NULL && r < nranks; r++) {
-            if (lists[r] == NULL)
-                continue;
-            size_t count = 0;
-            for (int q = r; q < nranks; q++)
-                if (lists[q] != NULL && strcmp(lists[q], lists[r]) == 0)
-                    ranks[count++] = q;
-            char *named = format_rank_list(ranks, count);
-            string_append(&message, "%s %s %s {%s}", r == first ? "" : ",",
-                          count > 1 ? "ranks" : "rank", named ? named : "?", lists[r]);
-            free(named);
-            for (size_t i = 1; i < count; i++) { /* each list once */
-                free(lists[ranks[i]]);
-                lists[ranks[i]] = NULL;
-            }
-        }
-    }
-    for (int r = 0; lists != NULL && r < nranks; r++)
-        free(lists[r]);
-    free(lists);
-    free(ranks);
-    /* `request` is the caller's, so its group name outlives the entries freed here. */
-    membership = name_table_remove(&negotiator->memberships, request->group);
-    if (message != NULL)
-        fail_group(negotiator, request->group, membership, message);
-    membership_free(membership, negotiator->nranks);
-    free(message);
+    if (membership_settled(negotiator, membership))
+        settle_membership(negotiator, request->group, membership);
 }
 
 void negotiator_submit(struct negotiator *negotiator, int rank, const struct wire_request *request,
@@ -650,6 +667,35 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
         check_membership(negotiator, rank, request);
 }
 
+/* `rank` has joined: it counts once in the groups it had submitted whole, and groups that
+ * waited only for it are compared now. */
+static void settle_memberships_after_join(struct negotiator *negotiator, int rank)
+{
+    const struct name_table *memberships = &negotiator->memberships;
+    char **settled = calloc(memberships->size + 1, sizeof *settled);
+    size_t count = 0;
+    for (size_t b = 0; b < memberships->bucket_count; b++)
+        for (struct name_entry *e = memberships->buckets[b]; e != NULL; e = e->next) {
+            struct membership *membership = e->value;
+            if (membership->submitted[rank] == membership->size)
+                membership->joined_complete++;
+            /* Settled after the walk: settling removes the group from the table. */
+            if (settled != NULL && membership_settled(negotiator, membership))
+                settled[count++] = strdup(e->name);
+        }
+    for (size_t i = 0; i < count; i++) {
+        struct membership *membership = settled[i] != NULL
+                                            ? name_table_find(&negotiator->memberships, settled[i])
+                                            : NULL;
+        if (membership != NULL)
+            settle_membership(negotiator, settled[i], membership);
+        free(settled[i]);
+    }
+    if (settled == NULL && memberships->size > 0)
+        negotiator->failed = true;
+    free(settled);
+}
+
 void negotiator_join(struct negotiator *negotiator, int rank)
 {
     if (negotiator->joined[rank])
@@ -667,6 +713,7 @@ void negotiator_join(struct negotiator *negotiator, int rank)
             resolve(negotiator, entry);
         entry = newer;
     }
+    settle_memberships_after_join(negotiator, rank);
     if (negotiator->joined_count == negotiator->nranks) {
         struct wire_response *response = append_response(negotiator);
         if (response != NULL) {
@@ -680,6 +727,10 @@ void negotiator_join(struct negotiator *negotiator, int rank)
         negotiator->joined_count = 0;
         for (entry = negotiator->oldest; entry != NULL; entry = entry->newer)
             entry->joined_submitters = 0;
+        const struct name_table *memberships = &negotiator->memberships;
+        for (size_t b = 0; b < memberships->bucket_count; b++)
+            for (struct name_entry *e = memberships->buckets[b]; e != NULL; e = e->next)
+                ((struct membership *)e->value)->joined_complete = 0;
     }
 }
 

@@ -222,14 +222,31 @@ END_TEST
 
 /* Ranks 0-1 group {gx, gy}, rank 2 {gx, gz}: gx is agreed everywhere but must not be held
  * forever; every member fails on every rank with a message naming the ranks and the members. */
+/* gx, gy and gz as members of the group "gx" of two. */
+static void group_of_two(struct wire_request *members[3])
+{
+    for (int i = 0; i < 3; i++) {
+        members[i]->group = "gx";
+        members[i]->group_size = 2;
+    }
+}
+
+/* Whether the responses taken hold a mismatch whose message names `ranks_and_members`. */
+static bool mismatch_reported(const char *ranks_and_members)
+{
+    bool found = false;
+    for (size_t i = 0; i < response_count; i++)
+        found |= responses[i].type == RESPONSE_ERROR &&
+                 responses[i].status == CHORUS_ERR_MISMATCH &&
+                 strstr(responses[i].message, ranks_and_members) != NULL;
+    return found;
+}
+
 START_TEST(a_group_whose_ranks_name_different_members_fails_everywhere)
 {
     struct wire_request gx = allreduce("gx"), gy = allreduce("gy"), gz = allreduce("gz");
     struct wire_request *all[3] = {&gx, &gy, &gz};
-    for (int i = 0; i < 3; i++) {
-        all[i]->group = "gx";
-        all[i]->group_size = 2;
-    }
+    group_of_two(all);
     for (int r = 0; r < 3; r++) {
         negotiator_submit(&negotiator, r, &gx, 0);
         negotiator_submit(&negotiator, r, r < 2 ? &gy : &gz, 0);
@@ -278,6 +295,48 @@ START_TEST(joined_ranks_count_as_ready_and_join_completes)
     negotiator_submit(&negotiator, 0, &a, 0);
     take();
     ck_assert_uint_eq(response_count, 0);
+}
+END_TEST
+
+/* The members are compared also when a rank submitted its whole group and then joined: it counts
+ * once, so the comparison waits for rank 2, whose different member is then reported (counted
+ * twice, the comparison ran before rank 2 and its gz stalled unreported). */
+START_TEST(a_rank_that_submitted_its_group_then_joined_counts_once)
+{
+    struct wire_request gx = allreduce("gx"), gy = allreduce("gy"), gz = allreduce("gz");
+    struct wire_request *all[3] = {&gx, &gy, &gz};
+    group_of_two(all);
+    negotiator_submit(&negotiator, 0, &gx, 0);
+    negotiator_submit(&negotiator, 0, &gy, 0);
+    negotiator_join(&negotiator, 0);
+    negotiator_submit(&negotiator, 1, &gx, 0);
+    negotiator_submit(&negotiator, 1, &gy, 0);
+    take();
+    ck_assert_uint_eq(response_count, 0);
+    negotiator_submit(&negotiator, 2, &gx, 0);
+    negotiator_submit(&negotiator, 2, &gz, 0);
+    take();
+    ck_assert_msg(mismatch_reported("rank 2 {gx, gz}"), "no mismatch among %zu responses",
+                  response_count);
+}
+END_TEST
+
+/* A group that waited only for a join is compared when the join comes. */
+START_TEST(a_group_is_compared_when_the_last_rank_joins)
+{
+    struct wire_request gx = allreduce("gx"), gy = allreduce("gy"), gz = allreduce("gz");
+    struct wire_request *all[3] = {&gx, &gy, &gz};
+    group_of_two(all);
+    negotiator_submit(&negotiator, 0, &gx, 0);
+    negotiator_submit(&negotiator, 0, &gy, 0);
+    negotiator_submit(&negotiator, 1, &gx, 0);
+    negotiator_submit(&negotiator, 1, &gz, 0);
+    take();
+    ck_assert_uint_eq(response_count, 0);
+    negotiator_join(&negotiator, 2);
+    take();
+    ck_assert_msg(mismatch_reported("rank 1 {gx, gz}"), "no mismatch among %zu responses",
+                  response_count);
 }
 END_TEST
 
@@ -366,6 +425,8 @@ int main(void)
     tcase_add_test(tc, a_group_whose_ranks_name_different_members_fails_everywhere);
     tcase_add_test(tc, joined_ranks_count_as_ready_and_join_completes);
     tcase_add_test(tc, a_rank_that_submitted_then_joined_counts_once);
+    tcase_add_test(tc, a_rank_that_submitted_its_group_then_joined_counts_once);
+    tcase_add_test(tc, a_group_is_compared_when_the_last_rank_joins);
     tcase_add_test(tc, stalls_are_warned_then_failed);
     suite_add_tcase(suite, tc);
     return run_suite(suite);
