@@ -211,6 +211,13 @@ static chorus_status start(struct background *background, char *error, size_t er
         snprintf(error, error_size, "out of memory");
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
+    background->other_ranks = malloc((size_t)context->size * sizeof *background->other_ranks);
+    if (background->other_ranks == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    for (int r = 1; r < context->size; r++)
+        background->other_ranks[r - 1] = r;
     response_cache_init(&background->cache, context->params.values.cache_capacity);
     if (!rounds_start(background)) {
         snprintf(error, error_size, "out of memory");
@@ -313,6 +320,7 @@ void *background_main(void *argument)
             negotiator_destroy(&background->negotiator);
         rounds_release(background);
         liveness_release(&background->liveness);
+        free(background->other_ranks);
         release_communicators(context);
         free(background);
         return NULL;
@@ -359,6 +367,7 @@ void *background_main(void *argument)
     executor_release(&background->executor);
     rounds_release(background);
     liveness_release(&background->liveness);
+    free(background->other_ranks);
     response_cache_destroy(&background->cache);
     name_table_destroy(&background->pending);
     /* After a fatal error, messages nobody received (abandoned sends, other ranks' abort

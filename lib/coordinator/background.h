@@ -34,6 +34,7 @@ struct background {
     struct executor executor;
     struct outgoing *outgoing;
     struct liveness liveness; /* star protocol: heartbeats and silent peers */
+    int *other_ranks;         /* rank 0: ranks 1 .. size-1, where responses go */
 
     struct wire_request *unsent; /* requests not yet sent to rank 0 */
     size_t unsent_count;

@@ -274,17 +274,14 @@ static bool heartbeat_if_due(struct background *background, double now)
         (background->rounds_mode && is_coordinator) ||
         !liveness_heartbeat_due(&background->liveness, now))
         return false;
-    int *destinations = malloc((size_t)background->size * sizeof *destinations);
-    if (destinations == NULL)
-        return false;
-    int count = is_coordinator ? background->size - 1 : 1;
-    for (int i = 0; i < count; i++)
-        destinations[i] = is_coordinator ? i + 1 : 0;
+    static const int coordinator = 0;
     struct wire_message heartbeat = {.kind = is_coordinator ? WIRE_RESPONSES : WIRE_REQUESTS};
     chorus_status why = CHORUS_OK;
-    post_message(background, &heartbeat, destinations, count,
-                 is_coordinator ? TAG_RESPONSES : TAG_REQUESTS, &why);
-    free(destinations);
+    if (is_coordinator)
+        post_message(background, &heartbeat, background->other_ranks, background->size - 1,
+                     TAG_RESPONSES, &why);
+    else
+        post_message(background, &heartbeat, &coordinator, 1, TAG_REQUESTS, &why);
     return true;
 }
 
@@ -390,24 +387,18 @@ struct wire_response *append_shutdown_notice(struct background *background,
 void send_responses(struct background *background, const struct wire_response *responses,
                     size_t count)
 {
-    int *destinations = malloc((size_t)background->size * sizeof *destinations);
     struct wire_response *wire = malloc((count ? count : 1) * sizeof *wire);
-    if (destinations == NULL || wire == NULL) {
-        free(destinations);
-        free(wire);
+    if (wire == NULL) {
         fatal(background, CHORUS_ERR_OUT_OF_MEMORY, "out of memory sending responses");
         return;
     }
-    for (int r = 1; r < background->size; r++)
-        destinations[r - 1] = r;
     for (size_t i = 0; i < count; i++)
         wire[i] = response_cache_outgoing(&background->cache, &responses[i], background->size);
     struct wire_message out = {.kind = WIRE_RESPONSES,
                                .flags = background->shutdown_decided ? WIRE_FLAG_SHUTDOWN : 0,
                                .count = (uint32_t)count,
                                .responses = wire};
-    send_message(background, &out, destinations, background->size - 1, TAG_RESPONSES);
-    free(destinations);
+    send_message(background, &out, background->other_ranks, background->size - 1, TAG_RESPONSES);
     free(wire);
 }
 

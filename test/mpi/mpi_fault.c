@@ -36,13 +36,6 @@ static int victim_signal;
 static int victim;
 static char handle_failure[1024]; /* why fused_once failed */
 
-static double seconds_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
 static void sleep_seconds(double seconds)
 {
     struct timespec pause = {.tv_sec = (time_t)seconds,
@@ -234,11 +227,11 @@ int main(int argc, char **argv)
         pthread_create(&failer, NULL, fail_soon, NULL);
     test_step = phase;
     chorus_status status = CHORUS_OK;
-    double started = seconds_now(), op_started = started, failed_after = 0;
-    for (int step = 0; status == CHORUS_OK && seconds_now() - started < RUN_SECONDS; step++) {
-        op_started = seconds_now();
+    double started = test_seconds(), op_started = started, failed_after = 0;
+    for (int step = 0; status == CHORUS_OK && test_seconds() - started < RUN_SECONDS; step++) {
+        op_started = test_seconds();
         status = run_once(data, step);
-        failed_after = seconds_now() - op_started;
+        failed_after = test_seconds() - op_started;
         if (cut && test_rank == 0 && step == 20) {
             printf("fault-ready\n");
             fflush(stdout);

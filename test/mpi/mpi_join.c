@@ -8,22 +8,15 @@
 
 #include <time.h>
 
-static double seconds_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now); /* one clock for every process of the host */
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
 /* Rank r arrives 30 ms after rank r-1; every rank must leave after the last one arrived. */
 static void barriers(void)
 {
     for (int round = 0; round < 3; round++) {
         test_step = "barrier";
         nanosleep(&(struct timespec){.tv_nsec = 30L * 1000 * 1000 * test_rank}, NULL);
-        double times[2] = {seconds_now(), 0};
+        double times[2] = {test_seconds(), 0};
         EXPECT_STATUS(chorus_barrier(), CHORUS_OK);
-        times[1] = -seconds_now();
+        times[1] = -test_seconds();
         double extremes[2];
         MPI_Allreduce(times, extremes, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         EXPECT(-extremes[1] >= extremes[0],

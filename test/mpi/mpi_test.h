@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int test_rank, test_size;
@@ -53,6 +54,14 @@ static inline void expect_completes(const chorus_op_args *args)
 static inline chorus_tensor floats(float *data, int64_t count)
 {
     return (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {count}};
+}
+
+/* Monotonic seconds: one clock for every process of the host. */
+static inline double test_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 }
 
 static void test_watchdog(int signal_number)
