@@ -4,7 +4,7 @@
  * nccl-tests prints it: size, count, type, op, time, algbw, busbw, #wrong, per size, and the
  * ratio of chorus's busbw to MPI's. Results are checked, not only timed.
  *
- *   chorus-bench [-c allreduce|broadcast|allgather] [-b 8] [-e 256M] [-f 2] [-n iters]
+ *   chorus-bench [-c allreduce|broadcast|allgather|reducescatter] [-b 8] [-e 256M] [-f 2] [-n iters]
  *                [-w warmup] [-d float32|...] [--csv FILE]
  *   chorus-bench-gpu --device cuda [sweep options]   (buffers on the local rank's GPU; no MPI
  *                                column; chorus-bench-emulated runs it over the emulated CUDA
@@ -18,13 +18,20 @@
  *                                buffer; last line: summary: workload=... chorus_ms=...; with
  *                                -c broadcast every tensor is broadcast from rank 0 instead,
  *                                as broadcast_parameters does)
+ *   chorus-bench --workload MODEL --overlap [--compute-ratio 1,3] [--compare PARAMS]
+ *                [--step-timeline FILE]
+ *                               (the gradients become ready one by one behind compute, as in
+ *                                backward: exposed communication of chorus against
+ *                                MPI_Allreduce and MPI_Iallreduce per tensor; see overlap.h)
  *
- * busbw factors: allreduce 2(n-1)/n, allgather (n-1)/n, broadcast 1. The last line is
+ * busbw factors: allreduce 2(n-1)/n, allgather and reducescatter (n-1)/n, broadcast 1. The last line is
  *   summary: <collective> np=<n> min_ratio=<x> ratio_at_64MiB=<z> latency_8B_us=<l>
  * where min_ratio is the smallest ratio over sizes from 256 KiB up. It also prints the memory
  * bandwidth of a plain copy measured in the same run, the ceiling for on-host collectives.
  */
 #include "../test/common/reference.h"
+#include "overlap.h"
+#include "workload.h"
 #ifdef CHORUS_BENCH_DEVICE
 #include "../lib/gpu/gpu.h"
 #endif
@@ -52,6 +59,11 @@ struct options {
     int steps;
     bool device; /* --device cuda: buffers on the local rank's GPU, through NCCL */
     bool link;   /* --link: what the network between the first two hosts delivers to MPI */
+    bool overlap; /* --overlap: the workload's gradients trickle in behind compute */
+    double ratios[8];
+    int ratio_count;
+    const char *compare;       /* --compare PARAMS: a second chorus configuration */
+    const char *step_timeline; /* --step-timeline FILE */
 };
 
 static int rank, size;
@@ -64,13 +76,6 @@ struct sweep_row {
     double time[2];
     long wrong[2];
 };
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static bool parse_size(const char *text, size_t *bytes)
 {
@@ -105,7 +110,8 @@ static double bus_factor(chorus_collective collective)
 {
     switch (collective) {
     case CHORUS_ALLREDUCE: return size > 1 ? 2.0 * (size - 1) / size : 1;
-    case CHORUS_ALLGATHER: return size > 1 ? (double)(size - 1) / size : 1;
+    case CHORUS_ALLGATHER:
+    case CHORUS_REDUCESCATTER: return size > 1 ? (double)(size - 1) / size : 1;
     default: return 1;
     }
 }
@@ -147,6 +153,18 @@ static void buffer_copy(const struct options *o, void *to, const void *from, siz
     memcpy(to, from, bytes);
 }
 
+/* Rank `index`'s share of `count` elements split over `parts` ranks as chorus and Horovod split
+ * a reducescatter: the first count % parts ranks get one more. */
+static size_t block_length(size_t count, size_t parts, size_t index)
+{
+    return count / parts + (index < count % parts ? 1 : 0);
+}
+
+static size_t block_start(size_t count, size_t parts, size_t index)
+{
+    return index * (count / parts) + (index < count % parts ? index : count % parts);
+}
+
 /* One operation through chorus: submit, wait. */
 static chorus_status run_chorus(const struct options *o, void *buffer, size_t count,
                                 chorus_tensor *gathered)
@@ -173,6 +191,14 @@ static chorus_status run_chorus(const struct options *o, void *buffer, size_t co
         chorus_handle_free(handle);
         return status;
     }
+    case CHORUS_REDUCESCATTER: {
+        chorus_handle *handle = NULL;
+        chorus_status status = chorus_reducescatter_async("bench", &tensor, CHORUS_SUM, &handle);
+        if (status == CHORUS_OK)
+            status = chorus_wait(handle);
+        chorus_handle_free(handle);
+        return status;
+    }
     }
     return CHORUS_ERR_INVALID_ARGUMENT;
 }
@@ -191,6 +217,9 @@ static void run_mpi(const struct options *o, void *buffer, size_t count, void *g
     case CHORUS_ALLGATHER:
         MPI_Allgatherv(buffer, counts[rank], type, gather_out, counts, displacements, type,
                        MPI_COMM_WORLD);
+        break;
+    case CHORUS_REDUCESCATTER:
+        MPI_Reduce_scatter(buffer, gather_out, counts, type, MPI_SUM, MPI_COMM_WORLD);
         break;
     }
 }
@@ -222,6 +251,27 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
         if (reference_check_allreduce(work, count, o->dtype, CHORUS_SUM, size, NULL, 17, 1, 1,
                                       why, sizeof why) >= 0)
             wrong++;
+    } else if (o->collective == CHORUS_REDUCESCATTER) {
+        reference_fill(work, count, o->dtype, CHORUS_SUM, 20, rank);
+        size_t first = block_start(count, (size_t)size, (size_t)rank);
+        size_t length = block_length(count, (size_t)size, (size_t)rank);
+        const void *block = gather_out;
+        chorus_tensor scattered = {0};
+        if (use_chorus) {
+            chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
+                                    .shape = {(int64_t)count}};
+            if (chorus_reducescatter("bench.check", &tensor, CHORUS_SUM, &scattered) !=
+                    CHORUS_OK ||
+                scattered.shape[0] != (int64_t)length)
+                wrong = 1;
+            block = scattered.data;
+        } else {
+            run_mpi(o, buffer, count, gather_out, counts, displacements);
+        }
+        if (wrong == 0 && reference_check_reduced(block, first, length, o->dtype, CHORUS_SUM,
+                                                  size, NULL, 20, 1, 1, why, sizeof why) >= 0)
+            wrong = 1;
+        free(scattered.data);
     } else if (o->collective == CHORUS_BROADCAST) {
         if (rank == 0)
             reference_fill_bytes(work, bytes, 18, 0);
@@ -313,12 +363,6 @@ static double copy_bandwidth(void)
     free(from);
     free(to);
     return best;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* The round trip of a cache line between the first two ranks of rank 0's host, in ns (median
@@ -420,76 +464,6 @@ static void cycle_benchmark(int tensors, chorus_collective collective)
 
 /* ----- the training-step workload --------------------------------------------------------- */
 
-struct gradient {
-    char name[128];
-    size_t count;
-    float *data;
-};
-
-/* Finds the gradient list of `workload`: a file, or a model name looked up in $CHORUS_DATA_DIR,
- * ./shared/data, ../shared/data and the source tree's ../shared/data. */
-static FILE *open_workload(const char *workload, char *path, size_t path_size)
-{
-    FILE *file = fopen(workload, "r");
-    if (file != NULL) {
-        snprintf(path, path_size, "%s", workload);
-        return file;
-    }
-    const char *directories[] = {getenv("CHORUS_DATA_DIR"), "shared/data", "../shared/data",
-                                 CHORUS_SOURCE_ROOT "/../shared/data"};
-    const char *file_name = strcmp(workload, "bert") == 0 ? "bert_base_grads.txt"
-                                                           : "resnet50_grads.txt";
-    for (size_t i = 0; i < sizeof directories / sizeof directories[0]; i++) {
-        if (directories[i] == NULL)
-            continue;
-        snprintf(path, path_size, "%s/%s", directories[i], file_name);
-        if ((file = fopen(path, "r")) != NULL)
-            return file;
-    }
-    return NULL;
-}
-
-static struct gradient *load_gradients(const char *workload, size_t *count, size_t *total)
-{
-    char path[1024];
-    FILE *file = open_workload(workload, path, sizeof path);
-    if (file == NULL) {
-        if (rank == 0)
-            fprintf(stderr, "chorus-bench: cannot find the gradient list of \"%s\"\n", workload);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    size_t capacity = 256;
-    struct gradient *gradients = calloc(capacity, sizeof *gradients);
-    char line[512];
-    *count = *total = 0;
-    while (fgets(line, sizeof line, file) != NULL) {
-        unsigned long long elements = 0;
-        char name[128];
-        if (line[0] == '#' || sscanf(line, "%llu %127s", &elements, name) != 2)
-            continue;
-        if (*count == capacity)
-            gradients = realloc(gradients, (capacity *= 2) * sizeof *gradients);
-        struct gradient *g = &gradients[(*count)++];
-        snprintf(g->name, sizeof g->name, "%s", name);
-        g->count = (size_t)elements;
-        g->data = malloc(g->count * sizeof(float) + 4);
-        for (size_t i = 0; i < g->count; i++)
-            g->data[i] = 1.0f;
-        *total += g->count;
-    }
-    fclose(file);
-    if (rank == 0)
-        printf("# workload %s: %zu tensors, %zu float32 elements (%.1f MB), from %s\n", workload,
-               *count, *total, (double)*total * 4 / 1e6, path);
-    return gradients;
-}
-
-static double median(double *values, int count)
-{
-    qsort(values, (size_t)count, sizeof *values, compare_doubles);
-    return values[count / 2];
-}
-
 /* What a workload step does with every tensor: allreduce it (a training step's gradients) or
  * broadcast it from rank 0 (broadcast_parameters at start-up or after restoring a checkpoint). */
 static chorus_collective workload_collective = CHORUS_ALLREDUCE;
@@ -572,17 +546,6 @@ static double measure_steps(int run, int steps, struct gradient *gradients, size
     return result;
 }
 
-static void restart_chorus(const char *parameters)
-{
-    chorus_shutdown();
-    chorus_init_options options = CHORUS_INIT_OPTIONS_INIT;
-    options.parameters = parameters;
-    if (chorus_init(&options) != CHORUS_OK) {
-        fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-}
-
 /* "<collective><what>", for a table label. */
 static const char *format_label(const char *collective, const char *what)
 {
@@ -594,7 +557,7 @@ static const char *format_label(const char *collective, const char *what)
 static void workload_benchmark(const char *workload, int steps)
 {
     size_t count = 0, total = 0;
-    struct gradient *gradients = load_gradients(workload, &count, &total);
+    struct gradient *gradients = load_gradients(workload, rank, &count, &total);
     chorus_handle **handles = calloc(count, sizeof *handles);
     float *packed = malloc(total * sizeof(float));
     memset(packed, 0, total * sizeof(float));
@@ -629,9 +592,7 @@ static void workload_benchmark(const char *workload, int steps)
                workload_collective == CHORUS_BROADCAST ? " broadcast" : "", size, fused,
                per_tensor, ideal);
     }
-    for (size_t i = 0; i < count; i++)
-        free(gradients[i].data);
-    free(gradients);
+    free_gradients(gradients, count);
     free(handles);
     free(packed);
 }
@@ -740,7 +701,7 @@ static void link_benchmark(void)
 static const char usage_text[] =
     "usage: chorus-bench [options]                 (under mpirun)\n"
     "Sweeps (nccl-tests columns, chorus against plain MPI in the same run):\n"
-    "  -c, --collective NAME  allreduce (default), broadcast or allgather\n"
+    "  -c, --collective NAME  allreduce (default), broadcast, allgather or reducescatter\n"
     "  -b, --min-bytes SIZE   smallest size (default 8; K, M, G suffixes)\n"
     "  -e, --max-bytes SIZE   largest size (default 256M)\n"
     "  -f, --factor X         size step, a factor above 1 (default 2)\n"
@@ -751,7 +712,14 @@ static const char usage_text[] =
     "      --device cuda      buffers on the GPU (chorus-bench-gpu, chorus-bench-emulated)\n"
     "Other measurements:\n"
     "      --workload MODEL   a training step: resnet50, bert, or a file of gradient sizes\n"
-    "      --steps N          steps of the workload (default 20)\n"
+    "      --steps N          steps of the workload (default 20; 15 with --overlap)\n"
+    "      --overlap          with --workload: gradients become ready one by one behind busy\n"
+    "                         work, as in backward; chorus against MPI_Allreduce and\n"
+    "                         MPI_Iallreduce per tensor, as exposed communication\n"
+    "      --compute-ratio L  compute per step as multiples of the communication (default 1,3)\n"
+    "      --compare PARAMS   also a chorus row with these parameters (\"NAME=value,...\")\n"
+    "      --step-timeline F  write one step per ratio to timeline F (F.1, ...), with the\n"
+    "                         compute spans\n"
     "      --cycle N          a step of N tiny tensors: the negotiation's cost\n"
     "      --link             what the network between the first two hosts delivers to MPI\n"
     "  -h, --help             this text\n"
@@ -776,6 +744,22 @@ static bool parse_positive_int(const char *text, int *value)
     return true;
 }
 
+/* "1,3": compute ratios of --overlap, each above 0. */
+static bool parse_ratios(const char *text, struct options *o)
+{
+    o->ratio_count = 0;
+    const char *at = text;
+    while (*at != '\0' && o->ratio_count < (int)ARRAY_SIZE(o->ratios)) {
+        char *end = NULL;
+        double ratio = strtod(at, &end);
+        if (end == at || !(ratio > 0) || (*end != ',' && *end != '\0'))
+            return false;
+        o->ratios[o->ratio_count++] = ratio;
+        at = *end == ',' ? end + 1 : end;
+    }
+    return *at == '\0' && o->ratio_count > 0;
+}
+
 /* Parses the command line into `o`. Returns -1 to go on, else the exit status (0 for --help,
  * 2 for a mistake, which it names). */
 static int parse_options(int argc, char **argv, struct options *o)
@@ -787,12 +771,16 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"dtype", required_argument, NULL, 'd'},      {"csv", required_argument, NULL, 'C'},
         {"device", required_argument, NULL, 'D'},     {"workload", required_argument, NULL, 'W'},
         {"steps", required_argument, NULL, 'S'},      {"cycle", required_argument, NULL, 'Y'},
-        {"link", no_argument, NULL, 'L'},
+        {"link", no_argument, NULL, 'L'},             {"overlap", no_argument, NULL, 'O'},
+        {"compute-ratio", required_argument, NULL, 'R'},
+        {"compare", required_argument, NULL, 'P'},
+        {"step-timeline", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
-    static const char *const collectives[] = {"allreduce", "broadcast", "allgather"};
+    static const char *const collectives[] = {"allreduce", "broadcast", "allgather",
+                                              "reducescatter"};
     static const chorus_collective collective_values[] = {CHORUS_ALLREDUCE, CHORUS_BROADCAST,
-                                                          CHORUS_ALLGATHER};
+                                                          CHORUS_ALLGATHER, CHORUS_REDUCESCATTER};
     static const char *const dtypes[] = {"float32", "float64", "int32"};
     static const chorus_dtype dtype_values[] = {CHORUS_FLOAT32, CHORUS_FLOAT64, CHORUS_INT32};
     opterr = 0; /* the messages below name the mistake, once, on rank 0 */
@@ -803,7 +791,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         bool ok = true;
         switch (option) {
         case 'c':
-            index = choice(value, collectives, 3);
+            index = choice(value, collectives, 4);
             ok = index >= 0;
             if (ok)
                 o->collective = collective_values[index];
@@ -859,6 +847,18 @@ static int parse_options(int argc, char **argv, struct options *o)
         case 'L':
             o->link = true;
             break;
+        case 'O':
+            o->overlap = true;
+            break;
+        case 'R':
+            ok = parse_ratios(value, o);
+            break;
+        case 'P':
+            o->compare = value;
+            break;
+        case 'T':
+            o->step_timeline = value;
+            break;
         case 'h':
             if (rank == 0)
                 fputs(usage_text, stdout);
@@ -886,6 +886,11 @@ static int parse_options(int argc, char **argv, struct options *o)
             return 2;
         }
     }
+    if (o->overlap && o->workload == NULL) {
+        if (rank == 0)
+            fprintf(stderr, "chorus-bench: --overlap needs --workload MODEL\n");
+        return 2;
+    }
     if (optind < argc) {
         if (rank == 0)
             fprintf(stderr, "chorus-bench: unexpected argument %s (--help lists the options)\n",
@@ -903,7 +908,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     struct options o = {.collective = CHORUS_ALLREDUCE, .min_bytes = 8,
                         .max_bytes = (size_t)256 << 20, .factor = 2, .warmup = 3,
-                        .dtype = CHORUS_FLOAT32};
+                        .dtype = CHORUS_FLOAT32, .ratios = {1, 3}, .ratio_count = 2};
     int parsed = parse_options(argc, argv, &o);
     if (parsed >= 0) {
         MPI_Finalize();
@@ -918,6 +923,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    if (o.device && o.collective == CHORUS_REDUCESCATTER) {
+        if (rank == 0)
+            fprintf(stderr, "chorus-bench: reducescatter runs on host memory only so far\n");
+        chorus_shutdown();
+        MPI_Finalize();
+        return 2;
+    }
     if (o.device && (o.workload != NULL || o.cycle_tensors > 0)) {
         if (rank == 0)
             fprintf(stderr, "chorus-bench: --device cuda runs the sweeps only\n");
@@ -926,6 +938,17 @@ int main(int argc, char **argv)
         return 2;
     }
     if (o.workload != NULL || o.cycle_tensors > 0) {
+        if (o.workload != NULL && o.overlap) {
+            struct overlap_options overlap = {.workload = o.workload,
+                                              .steps = o.steps > 0 ? o.steps : 15,
+                                              .ratios = o.ratios, .ratio_count = o.ratio_count,
+                                              .compare = o.compare,
+                                              .timeline = o.step_timeline};
+            long wrong = overlap_benchmark(&overlap, rank, size);
+            chorus_shutdown();
+            MPI_Finalize();
+            return wrong == 0 ? 0 : 1;
+        }
         if (o.workload != NULL) {
             workload_collective = o.collective;
             workload_benchmark(o.workload, o.steps > 0 ? o.steps : 20);
@@ -989,7 +1012,9 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < row_count; i++) {
             struct sweep_row *row = &rows[i];
             for (int r = 0; r < size; r++) {
-                counts[r] = (int)(row->count / (size_t)size);
+                counts[r] = o.collective == CHORUS_REDUCESCATTER
+                                ? (int)block_length(row->count, (size_t)size, (size_t)r)
+                                : (int)(row->count / (size_t)size);
                 displacements[r] = r * counts[r];
             }
             void *buffer = buffer_alloc(&o, row->bytes);
@@ -1027,12 +1052,12 @@ int main(int argc, char **argv)
             latency_8 = row->time[0] * 1e6;
         if (rank == 0 && o.device) {
             printf(" %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld\n", row->bytes, row->count,
-                   chorus_dtype_name(o.dtype), o.collective == CHORUS_ALLREDUCE ? "sum" : "none",
+                   chorus_dtype_name(o.dtype), o.collective == CHORUS_ALLREDUCE || o.collective == CHORUS_REDUCESCATTER ? "sum" : "none",
                    row->time[0] * 1e6, chorus_algbw, chorus_busbw, row->wrong[0]);
         } else if (rank == 0) {
             printf(" %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld  %10.1f %8.2f %8.2f %6ld  %6.2f\n",
                    row->bytes, row->count, chorus_dtype_name(o.dtype),
-                   o.collective == CHORUS_ALLREDUCE ? "sum" : "none", row->time[0] * 1e6,
+                   o.collective == CHORUS_ALLREDUCE || o.collective == CHORUS_REDUCESCATTER ? "sum" : "none", row->time[0] * 1e6,
                    chorus_algbw, chorus_busbw, row->wrong[0], row->time[1] * 1e6, mpi_algbw,
                    mpi_busbw, row->wrong[1], ratio);
             if (csv)

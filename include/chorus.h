@@ -248,10 +248,11 @@ typedef enum chorus_collective {
     CHORUS_ALLREDUCE = 0,
     CHORUS_BROADCAST = 1,
     CHORUS_ALLGATHER = 2,
+    CHORUS_REDUCESCATTER = 3,
 } chorus_collective;
-#define CHORUS_COLLECTIVE_COUNT 3
+#define CHORUS_COLLECTIVE_COUNT 4
 
-/* "allreduce", "broadcast", "allgather"; "unknown" otherwise. */
+/* "allreduce", "broadcast", "allgather", "reducescatter"; "unknown" otherwise. */
 CHORUS_API const char *chorus_collective_name(chorus_collective collective);
 
 /* How a float32 allreduce travels. Compressed, every value is rounded to 16 bits before it is
@@ -275,13 +276,15 @@ typedef struct chorus_op_args {
     chorus_collective collective;
     const char *name;     /* copied; at most 1023 bytes */
     chorus_tensor input;  /* allreduce: contribution; broadcast: data (root) / shape; allgather:
-                             this rank's rows */
+                             this rank's rows; reducescatter: the whole tensor to reduce */
     void *output;         /* allreduce, broadcast: result buffer of the input's size, or NULL to
-                             write the result into input.data (in place). allgather: unused. */
-    chorus_op op;         /* allreduce only */
+                             write the result into input.data (in place). allgather,
+                             reducescatter: unused (the handle owns the output). */
+    chorus_op op;         /* allreduce and reducescatter */
     int root;             /* broadcast only */
-    double prescale_factor;  /* allreduce: inputs are multiplied by it before the reduction */
-    double postscale_factor; /* allreduce: the result is multiplied by it */
+    double prescale_factor;  /* allreduce, reducescatter: inputs are multiplied by it before the
+                                reduction */
+    double postscale_factor; /* allreduce, reducescatter: the result is multiplied by it */
     chorus_compression compression; /* allreduce of float32: how it travels */
 } chorus_op_args;
 
@@ -309,6 +312,13 @@ CHORUS_API chorus_status chorus_broadcast_async(const char *name, const chorus_t
                                                 int root, chorus_handle **handle);
 CHORUS_API chorus_status chorus_allgather_async(const char *name, const chorus_tensor *input,
                                                 chorus_handle **handle);
+/* Reducescatter: every rank submits a tensor of the same shape; the tensors are reduced with `op`
+ * and rank r receives the r-th block of rows of the result: the first dimension split as evenly
+ * as it goes, the first (rows % ranks) ranks one row more (as Horovod splits it), a block of 0
+ * rows where there are fewer rows than ranks. The block comes as the handle's output
+ * (chorus_handle_output). Host tensors only for now (GPU tensors: CHORUS_ERR_NOT_SUPPORTED). */
+CHORUS_API chorus_status chorus_reducescatter_async(const char *name, const chorus_tensor *input,
+                                                    chorus_op op, chorus_handle **handle);
 
 /* Blocking forms: submit, wait, free the handle. The error message, if any, is then in
  * chorus_last_error(). chorus_allgather copies the gathered tensor's descriptor to *output;
@@ -318,6 +328,9 @@ CHORUS_API chorus_status chorus_allreduce(const char *name, const chorus_tensor 
 CHORUS_API chorus_status chorus_broadcast(const char *name, const chorus_tensor *tensor, int root);
 CHORUS_API chorus_status chorus_allgather(const char *name, const chorus_tensor *input,
                                           chorus_tensor *output);
+/* Blocking reducescatter: *output gets this rank's block, as chorus_allgather's. */
+CHORUS_API chorus_status chorus_reducescatter(const char *name, const chorus_tensor *input,
+                                              chorus_op op, chorus_tensor *output);
 
 /* A rank that has run out of data joins: until every rank has joined, the collectives of the
  * other ranks go on, with this rank contributing zeros to allreduces (an average divides by the
@@ -343,6 +356,16 @@ CHORUS_API chorus_status chorus_barrier(void);
 CHORUS_API chorus_status chorus_start_timeline(const char *path);
 CHORUS_API chorus_status chorus_stop_timeline(void);
 
+/* Adds a span of your own to the timeline, on a row of its own: what the training loop did
+ * around chorus's work (compute of a layer, data loading), so that one picture shows both.
+ * `start_seconds` and `end_seconds` are CLOCK_MONOTONIC times (clock_gettime; Python's
+ * time.monotonic()). Any thread may call it, on any rank; rank 0's marks are written while a
+ * timeline is being written and dropped otherwise, the other ranks' are ignored. Returns
+ * CHORUS_OK, CHORUS_ERR_NOT_INITIALIZED or CHORUS_ERR_INVALID_ARGUMENT (an empty row or label,
+ * or a span that ends before it starts). */
+CHORUS_API chorus_status chorus_timeline_mark(const char *row, const char *label,
+                                              double start_seconds, double end_seconds);
+
 /* ---------------------------------------------------------------------------------------------
  * Handles.
  */
@@ -358,9 +381,10 @@ CHORUS_API chorus_status chorus_wait(chorus_handle *handle);
  * freed. */
 CHORUS_API const char *chorus_handle_error(const chorus_handle *handle);
 
-/* For a completed allgather: the gathered tensor. Its data belongs to the handle and is freed
- * with it. Returns CHORUS_OK, CHORUS_IN_PROGRESS, CHORUS_ERR_INVALID_ARGUMENT (not an
- * allgather) or the operation's error. */
+/* For a completed allgather: the gathered tensor; for a reducescatter: this rank's block. Its data
+ * belongs to the handle and is freed with it. Returns CHORUS_OK, CHORUS_IN_PROGRESS,
+ * CHORUS_ERR_INVALID_ARGUMENT (neither an allgather nor a reducescatter) or the operation's
+ * error. */
 CHORUS_API chorus_status chorus_handle_output(const chorus_handle *handle, chorus_tensor *output);
 
 /* Like chorus_handle_output, but moves the data to the caller, who must free() it. */

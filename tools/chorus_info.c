@@ -129,8 +129,11 @@ static void print_plan(const struct chorus_params *params, int nranks, int local
 {
     printf("\nAlgorithms by size at %d rank(s), %d per host (first choice, then fallbacks):\n",
            nranks, local_ranks);
-    const char *forced[] = {params->allreduce_algorithm, params->broadcast_algorithm,
-                            params->allgather_algorithm};
+    const char *forced[CHORUS_COLLECTIVE_COUNT] = {
+        [CHORUS_ALLREDUCE] = params->allreduce_algorithm,
+        [CHORUS_BROADCAST] = params->broadcast_algorithm,
+        [CHORUS_ALLGATHER] = params->allgather_algorithm,
+        [CHORUS_REDUCESCATTER] = params->reducescatter_algorithm};
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++) {
         bool automatic = strcmp(forced[c], "auto") == 0;
         struct selection_query query = {

@@ -53,6 +53,11 @@ static void context_free(struct chorus_context *context)
 {
     name_table_destroy(&context->in_flight);
     free(context->host_names);
+    while (context->marks_head != NULL) {
+        struct timeline_mark *next = context->marks_head->next;
+        timeline_mark_free(context->marks_head);
+        context->marks_head = next;
+    }
     pthread_mutex_destroy(&context->lock);
     pthread_cond_destroy(&context->wakeup);
     pthread_cond_destroy(&context->started);
@@ -320,6 +325,39 @@ chorus_status chorus_stop_timeline(void)
     return status;
 }
 
+chorus_status chorus_timeline_mark(const char *row, const char *label, double start_seconds,
+                                  double end_seconds)
+{
+    if (row == NULL || row[0] == '\0' || label == NULL || label[0] == '\0')
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_timeline_mark: the row and the label must be non-empty");
+    if (!isfinite(start_seconds) || !isfinite(end_seconds) || end_seconds < start_seconds)
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_timeline_mark(\"%s\", \"%s\"): the span from %.6f s to "
+                              "%.6f s does not end after it starts",
+                              row, label, start_seconds, end_seconds);
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized("chorus_timeline_mark");
+    chorus_status status = CHORUS_OK;
+    if (context->rank == 0) {
+        struct timeline_mark *mark = timeline_mark_new(row, label, start_seconds, end_seconds);
+        if (mark == NULL) {
+            status = set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_timeline_mark: out of memory");
+        } else {
+            pthread_mutex_lock(&context->lock);
+            if (context->marks_tail != NULL)
+                context->marks_tail->next = mark;
+            else
+                context->marks_head = mark;
+            context->marks_tail = mark;
+            pthread_mutex_unlock(&context->lock);
+        }
+    }
+    release();
+    return status;
+}
+
 chorus_status chorus_get_topology(chorus_topology *topology)
 {
     if (topology == NULL || topology->struct_size < sizeof(size_t))
@@ -382,6 +420,45 @@ int chorus_cross_size(void)
 
 #define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
 
+/* What allreduce and reducescatter check alike: a known op; bool only with min, max, product
+ * (and) or sum (or) and without scale factors; finite scale factors. */
+static chorus_status validate_reduction(const chorus_op_args *args)
+{
+    const char *kind = chorus_collective_name(args->collective);
+    const char *name = args->name;
+    if (!op_is_valid((int)args->op))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": unknown op %d", kind, name,
+                      (int)args->op);
+    if (args->input.dtype == CHORUS_BOOL &&
+        (args->op == CHORUS_AVERAGE || args->prescale_factor != 1.0 ||
+         args->postscale_factor != 1.0))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s \"%s\": bool tensors take min, max, product (and) or sum (or), "
+                      "without scale factors; not %s",
+                      kind, name, args->op == CHORUS_AVERAGE ? "average" : "scale factors");
+    if (!isfinite(args->prescale_factor) || !isfinite(args->postscale_factor))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s \"%s\": scale factors must be finite (prescale %g, postscale %g)",
+                      kind, name, args->prescale_factor, args->postscale_factor);
+    return CHORUS_OK;
+}
+
+/* The reducescatter's own checks, after validate's common ones. */
+static chorus_status validate_reducescatter(const chorus_op_args *args)
+{
+    if (args->input.ndims == 0)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "reducescatter \"%s\": the tensor needs at least one dimension (rows to "
+                      "scatter)",
+                      args->name);
+    if (args->input.memory == CHORUS_MEMORY_CUDA)
+        return REJECT(CHORUS_ERR_NOT_SUPPORTED,
+                      "reducescatter \"%s\": GPU tensors are not supported yet; reducescatter "
+                      "a host copy",
+                      args->name);
+    return validate_reduction(args);
+}
+
 /* Checks one operation against everything that can be known on this rank alone. */
 static chorus_status validate(const chorus_op_args *args, int nranks)
 {
@@ -441,10 +518,10 @@ static chorus_status validate(const chorus_op_args *args, int nranks)
                           name, tensor->device, gpu_device_count());
     }
     switch (args->collective) {
-    case CHORUS_ALLREDUCE:
-        if (!op_is_valid((int)args->op))
-            return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce \"%s\": unknown op %d", name,
-                          (int)args->op);
+    case CHORUS_ALLREDUCE: {
+        chorus_status reduction = validate_reduction(args);
+        if (reduction != CHORUS_OK)
+            return reduction;
         if ((int)args->compression < CHORUS_COMPRESSION_DEFAULT ||
             args->compression > CHORUS_COMPRESSION_BF16)
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce \"%s\": unknown compression %d",
@@ -464,19 +541,8 @@ static chorus_status validate(const chorus_op_args *args, int nranks)
                           "allreduce \"%s\": NCCL has no 16-bit integers to reduce %s GPU "
                           "tensors; cast to int32, or reduce a host copy",
                           name, chorus_dtype_name(tensor->dtype));
-        if (tensor->dtype == CHORUS_BOOL &&
-            (args->op == CHORUS_AVERAGE || args->prescale_factor != 1.0 ||
-             args->postscale_factor != 1.0))
-            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                          "allreduce \"%s\": bool tensors take min, max, product (and) or sum "
-                          "(or), without scale factors; not %s",
-                          name, args->op == CHORUS_AVERAGE ? "average" : "scale factors");
-        if (!isfinite(args->prescale_factor) || !isfinite(args->postscale_factor))
-            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                          "allreduce \"%s\": scale factors must be finite (prescale %g, "
-                          "postscale %g)",
-                          name, args->prescale_factor, args->postscale_factor);
         break;
+    }
     case CHORUS_BROADCAST:
         if (args->root < 0 || args->root >= nranks)
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
@@ -490,6 +556,8 @@ static chorus_status validate(const chorus_op_args *args, int nranks)
                           "gather)",
                           name);
         break;
+    case CHORUS_REDUCESCATTER:
+        return validate_reducescatter(args);
     }
     return CHORUS_OK;
 }
@@ -510,14 +578,16 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     }
     request->desc.collective = (uint8_t)args->collective;
     request->desc.dtype = (uint8_t)tensor->dtype;
-    request->desc.op = args->collective == CHORUS_ALLREDUCE ? (uint8_t)args->op : 0;
+    bool reduces =
+        args->collective == CHORUS_ALLREDUCE || args->collective == CHORUS_REDUCESCATTER;
+    request->desc.op = reduces ? (uint8_t)args->op : 0;
     request->desc.ndims = (uint8_t)tensor->ndims;
     memcpy(request->desc.shape, tensor->shape, tensor->ndims * sizeof tensor->shape[0]);
     request->desc.root = args->collective == CHORUS_BROADCAST ? args->root : 0;
     request->desc.device = tensor->memory == CHORUS_MEMORY_CUDA ? tensor->device : DEVICE_HOST;
     bool allreduce = args->collective == CHORUS_ALLREDUCE;
-    request->desc.prescale = allreduce ? args->prescale_factor : 1.0;
-    request->desc.postscale = allreduce ? args->postscale_factor : 1.0;
+    request->desc.prescale = reduces ? args->prescale_factor : 1.0;
+    request->desc.postscale = reduces ? args->postscale_factor : 1.0;
     request->desc.group_size = group_size;
     /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
     int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
@@ -528,9 +598,9 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
             ? (uint8_t)compression
             : CHORUS_COMPRESSION_NONE;
     request->input = tensor->data;
-    request->output = args->output != NULL && args->collective != CHORUS_ALLGATHER
-                          ? args->output
-                          : tensor->data;
+    bool handle_output =
+        args->collective == CHORUS_ALLGATHER || args->collective == CHORUS_REDUCESCATTER;
+    request->output = args->output != NULL && !handle_output ? args->output : tensor->data;
     request->count = chorus_tensor_count(tensor);
     request->handle = handle;
     request->submitted_at = monotonic_seconds();
@@ -689,6 +759,19 @@ chorus_status chorus_allgather_async(const char *name, const chorus_tensor *inpu
     return chorus_submit(&args, handle);
 }
 
+chorus_status chorus_reducescatter_async(const char *name, const chorus_tensor *input,
+                                         chorus_op op, chorus_handle **handle)
+{
+    if (input == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "reducescatter: input tensor is NULL");
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.collective = CHORUS_REDUCESCATTER;
+    args.name = name;
+    args.input = *input;
+    args.op = op;
+    return chorus_submit(&args, handle);
+}
+
 /* Waits, moves the handle's message to the thread's last error, frees the handle. */
 static chorus_status wait_and_free(chorus_handle *handle, chorus_tensor *output)
 {
@@ -748,6 +831,16 @@ chorus_status chorus_allgather(const char *name, const chorus_tensor *input,
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allgather: output descriptor is NULL");
     chorus_handle *handle = NULL;
     chorus_status status = chorus_allgather_async(name, input, &handle);
+    return status != CHORUS_OK ? status : wait_and_free(handle, output);
+}
+
+chorus_status chorus_reducescatter(const char *name, const chorus_tensor *input, chorus_op op,
+                                   chorus_tensor *output)
+{
+    if (output == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "reducescatter: output descriptor is NULL");
+    chorus_handle *handle = NULL;
+    chorus_status status = chorus_reducescatter_async(name, input, op, &handle);
     return status != CHORUS_OK ? status : wait_and_free(handle, output);
 }
 

@@ -57,15 +57,34 @@ struct allgather_args {
     const size_t *offsets;
 };
 
+/* Reducescatter: every rank's `send` holds the whole tensor (`count` elements); rank r's
+ * `recv` ends as elements offsets[r] .. offsets[r] + block_counts[r] - 1 of the reduction of all
+ * ranks' tensors, multiplied by `factor` (1: left as reduced; AVERAGE reduces as SUM and comes
+ * with its division in `factor`). Blocks are in rank order without gaps, the same on all ranks;
+ * `send` is not written. */
+struct reducescatter_args {
+    struct transport *transport;
+    struct scratch *scratch;
+    const void *send;
+    void *recv;
+    const size_t *block_counts;
+    const size_t *offsets;
+    chorus_dtype dtype;
+    chorus_op op;
+    double factor;
+};
+
 typedef chorus_status (*allreduce_run)(const struct allreduce_args *args);
 typedef chorus_status (*broadcast_run)(const struct broadcast_args *args);
 typedef chorus_status (*allgather_run)(const struct allgather_args *args);
+typedef chorus_status (*reducescatter_run)(const struct reducescatter_args *args);
 
 /* The arguments of one collective call, whichever it is. */
 union collective_args {
     const struct allreduce_args *allreduce;
     const struct broadcast_args *broadcast;
     const struct allgather_args *allgather;
+    const struct reducescatter_args *reducescatter;
 };
 
 /* Where an algorithm's preconditions on the placement of the ranks hold. */
@@ -85,6 +104,7 @@ struct algorithm {
         allreduce_run allreduce;
         broadcast_run broadcast;
         allgather_run allgather;
+        reducescatter_run reducescatter;
     } run;
     enum placement needs; /* anything but PLACEMENT_ANY works through the host's segment */
 };
@@ -101,6 +121,7 @@ chorus_status allgather_ring(const struct allgather_args *args);
 chorus_status allgather_bruck(const struct allgather_args *args);
 chorus_status allgather_shared_memory(const struct allgather_args *args);
 chorus_status allgather_single_copy(const struct allgather_args *args);
+chorus_status reducescatter_ring(const struct reducescatter_args *args);
 
 /* The algorithms of `collective`, indexed by id, and how many there are. */
 const struct algorithm *algorithm_table(chorus_collective collective, size_t *count);
@@ -173,6 +194,7 @@ enum {
     TAG_UNFOLD = 112,
     TAG_BROADCAST = 120,
     TAG_ALLGATHER = 130,
+    TAG_REDUCESCATTER = 140,
 };
 
 #endif

@@ -67,6 +67,14 @@ static const struct algorithm allgather_algorithms[] = {
 };
 static_assert(ARRAY_LENGTH(allgather_algorithms) == ALLGATHER_ALGORITHM_COUNT, "table size");
 
+static const struct algorithm reducescatter_algorithms[] = {
+    [REDUCESCATTER_RING] = {"p-1 steps around a ring, each adding a block into the next; "
+                            "bandwidth-optimal",
+                            {.reducescatter = reducescatter_ring}},
+};
+static_assert(ARRAY_LENGTH(reducescatter_algorithms) == REDUCESCATTER_ALGORITHM_COUNT,
+              "table size");
+
 const struct algorithm *algorithm_table(chorus_collective collective, size_t *count)
 {
     switch (collective) {
@@ -79,6 +87,9 @@ const struct algorithm *algorithm_table(chorus_collective collective, size_t *co
     case CHORUS_ALLGATHER:
         *count = ARRAY_LENGTH(allgather_algorithms);
         return allgather_algorithms;
+    case CHORUS_REDUCESCATTER:
+        *count = ARRAY_LENGTH(reducescatter_algorithms);
+        return reducescatter_algorithms;
     }
     *count = 0;
     return NULL;
@@ -124,6 +135,9 @@ static const struct selection_rule rules[] = {
     {CHORUS_ALLGATHER, ALLGATHER_BRUCK, .max_bytes = 16 * KiB,
      .provenance = "ceil(log2 p) steps below 16 KiB (np=4 over MPI)"},
     {CHORUS_ALLGATHER, ALLGATHER_RING, .provenance = "bandwidth-optimal; supports every call"},
+
+    {CHORUS_REDUCESCATTER, REDUCESCATTER_RING,
+     .provenance = "bandwidth-optimal; supports every call"},
 };
 
 const struct selection_rule *selection_rules(size_t *count)
@@ -211,6 +225,8 @@ static chorus_status run_one(chorus_collective collective, int id, union collect
         return algorithm->run.broadcast(args.broadcast);
     case CHORUS_ALLGATHER:
         return algorithm->run.allgather(args.allgather);
+    case CHORUS_REDUCESCATTER:
+        return algorithm->run.reducescatter(args.reducescatter);
     }
     return CHORUS_ERR_NOT_SUPPORTED;
 }

@@ -258,6 +258,7 @@ static chorus_status start(struct background *background, char *error, size_t er
         [CHORUS_ALLREDUCE] = context->params.values.allreduce_algorithm,
         [CHORUS_BROADCAST] = context->params.values.broadcast_algorithm,
         [CHORUS_ALLGATHER] = context->params.values.allgather_algorithm,
+        [CHORUS_REDUCESCATTER] = context->params.values.reducescatter_algorithm,
     };
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
         executor->forced_algorithm[c] =

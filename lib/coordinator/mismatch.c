@@ -147,6 +147,7 @@ char *find_mismatch(const char *name, const struct wire_request *requests, int n
         bool applies;
     };
     bool allreduce = reference->collective == CHORUS_ALLREDUCE;
+    bool reduces = allreduce || reference->collective == CHORUS_REDUCESCATTER;
     bool allgather = reference->collective == CHORUS_ALLGATHER;
     bool broadcast = reference->collective == CHORUS_BROADCAST;
     char *collective = field_mismatch(requests, nranks, "collective", format_collective);
@@ -160,10 +161,10 @@ char *find_mismatch(const char *name, const struct wire_request *requests, int n
         {"device", format_device, true},
         {"shape", format_shape, !allgather},
         {"shape", format_row_shape, allgather},
-        {"op", format_op, allreduce},
+        {"op", format_op, reduces},
         {"root", format_root, broadcast},
-        {"prescale factor", format_prescale, allreduce},
-        {"postscale factor", format_postscale, allreduce},
+        {"prescale factor", format_prescale, reduces},
+        {"postscale factor", format_postscale, reduces},
         {"compression", format_compression, allreduce},
         {"group", format_group, allreduce},
     };

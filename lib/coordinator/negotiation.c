@@ -226,6 +226,8 @@ static bool requests_agree(const struct wire_request *a, const struct wire_reque
     case CHORUS_ALLREDUCE:
         return a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale &&
                a->compression == b->compression;
+    case CHORUS_REDUCESCATTER:
+        return a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale;
     case CHORUS_BROADCAST:
         return a->root == b->root;
     case CHORUS_ALLGATHER:

@@ -7,6 +7,7 @@
 #include "background.h"
 
 #include "../core/log.h"
+#include "../core/timeline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,15 +156,26 @@ bool take_submissions(struct background *background)
     context->queue_head = context->queue_tail = NULL;
     bool shutdown = context->shutdown_requested && !background->shutdown_sent;
     bool join = context->join_requested && !background->join_sent;
-    struct timeline *retired = NULL;
-    if (context->timeline_switch_pending) {
-        retired = background->executor.timeline;
+    /* Marks made before a switch belong to the timeline being switched from. */
+    struct timeline *marked = background->executor.timeline;
+    struct timeline_mark *marks = context->marks_head;
+    context->marks_head = context->marks_tail = NULL;
+    bool switched = context->timeline_switch_pending;
+    if (switched) {
         adopt_timeline(background, context->timeline_switch);
         context->timeline_switch_pending = false;
         pthread_cond_broadcast(&context->timeline_switched);
     }
     pthread_mutex_unlock(&context->lock);
-    timeline_close(retired);
+    while (marks != NULL) {
+        struct timeline_mark *next = marks->next;
+        timeline_span(marked, marks->row, marks->label, marks->start, marks->end,
+                      "\"source\": \"chorus_timeline_mark\"");
+        timeline_mark_free(marks);
+        marks = next;
+    }
+    if (switched)
+        timeline_close(marked);
     bool any = queued != NULL || shutdown || join;
     while (queued != NULL) {
         struct request *next = queued->next;

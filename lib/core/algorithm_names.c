@@ -29,6 +29,12 @@ static const char *const allgather_names[] = {
 };
 static_assert(ARRAY_LENGTH(allgather_names) == ALLGATHER_ALGORITHM_COUNT, "a name per algorithm");
 
+static const char *const reducescatter_names[] = {
+    [REDUCESCATTER_RING] = "ring",
+};
+static_assert(ARRAY_LENGTH(reducescatter_names) == REDUCESCATTER_ALGORITHM_COUNT,
+              "a name per algorithm");
+
 static const char *const *names_of(chorus_collective collective, size_t *count)
 {
     switch (collective) {
@@ -41,6 +47,9 @@ static const char *const *names_of(chorus_collective collective, size_t *count)
     case CHORUS_ALLGATHER:
         *count = ARRAY_LENGTH(allgather_names);
         return allgather_names;
+    case CHORUS_REDUCESCATTER:
+        *count = ARRAY_LENGTH(reducescatter_names);
+        return reducescatter_names;
     }
     *count = 0;
     return NULL;

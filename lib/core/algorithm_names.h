@@ -33,6 +33,11 @@ enum allgather_algorithm_id {
     ALLGATHER_ALGORITHM_COUNT,
 };
 
+enum reducescatter_algorithm_id {
+    REDUCESCATTER_RING,
+    REDUCESCATTER_ALGORITHM_COUNT,
+};
+
 /* How many algorithms `collective` has (0 for a collective without host algorithms). */
 size_t algorithm_count(chorus_collective collective);
 /* The name of algorithm `id` of `collective`; "?" when out of range. */

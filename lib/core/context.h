@@ -18,6 +18,7 @@
 
 struct background;
 struct timeline;
+struct timeline_mark;
 
 enum { CHORUS_HOST_NAME_SIZE = 64 };
 
@@ -52,6 +53,10 @@ struct chorus_context {
     bool timeline_switch_pending;
     struct timeline *timeline_switch;
     pthread_cond_t timeline_switched;
+    /* chorus_timeline_mark on rank 0: the user's spans, written (or, with no timeline, dropped)
+     * by the background thread at its next look at the queue. */
+    struct timeline_mark *marks_head;
+    struct timeline_mark *marks_tail;
     bool startup_finished;
     chorus_status startup_status;
     char startup_message[1024];

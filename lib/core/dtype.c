@@ -25,6 +25,7 @@ static const char *const collective_names[CHORUS_COLLECTIVE_COUNT] = {
     [CHORUS_ALLREDUCE] = "allreduce",
     [CHORUS_BROADCAST] = "broadcast",
     [CHORUS_ALLGATHER] = "allgather",
+    [CHORUS_REDUCESCATTER] = "reducescatter",
 };
 
 bool dtype_is_valid(int dtype)

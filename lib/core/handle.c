@@ -134,9 +134,10 @@ chorus_status chorus_handle_output(const chorus_handle *handle, chorus_tensor *o
     chorus_status status = atomic_load_explicit(&handle->status, memory_order_acquire);
     if (status != CHORUS_OK)
         return status;
-    if (handle->collective != CHORUS_ALLGATHER)
+    if (handle->collective != CHORUS_ALLGATHER && handle->collective != CHORUS_REDUCESCATTER)
         return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
-                              "chorus_handle_output: the handle is a %s, not an allgather",
+                              "chorus_handle_output: the handle is a %s, not an allgather or a "
+                              "reducescatter",
                               chorus_collective_name(handle->collective));
     *output = handle->output;
     return CHORUS_OK;

@@ -37,6 +37,7 @@ struct chorus_params {
     char allreduce_algorithm[PARAM_TEXT_LENGTH];
     char broadcast_algorithm[PARAM_TEXT_LENGTH];
     char allgather_algorithm[PARAM_TEXT_LENGTH];
+    char reducescatter_algorithm[PARAM_TEXT_LENGTH];
 };
 
 enum param_source {

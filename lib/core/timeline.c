@@ -146,6 +146,30 @@ void timeline_span(struct timeline *timeline, const char *tensor, const char *ph
     fputc('}', timeline->file);
 }
 
+struct timeline_mark *timeline_mark_new(const char *row, const char *label, double start,
+                                        double end)
+{
+    struct timeline_mark *mark = calloc(1, sizeof *mark);
+    if (mark == NULL)
+        return NULL;
+    *mark = (struct timeline_mark){.start = start, .end = end, .row = strdup(row),
+                                   .label = strdup(label)};
+    if (mark->row == NULL || mark->label == NULL) {
+        timeline_mark_free(mark);
+        return NULL;
+    }
+    return mark;
+}
+
+void timeline_mark_free(struct timeline_mark *mark)
+{
+    if (mark == NULL)
+        return;
+    free(mark->row);
+    free(mark->label);
+    free(mark);
+}
+
 const char *timeline_path(const struct timeline *timeline)
 {
     return timeline->path;

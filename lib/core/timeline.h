@@ -22,6 +22,19 @@ const char *timeline_path(const struct timeline *timeline);
 void timeline_span(struct timeline *timeline, const char *tensor, const char *phase, double start,
                    double end, const char *arguments);
 
+/* A span the user recorded with chorus_timeline_mark, on its way to the background thread. */
+struct timeline_mark {
+    struct timeline_mark *next;
+    double start, end; /* monotonic_seconds() */
+    char *row;
+    char *label;
+};
+
+/* A mark with copies of `row` and `label`; NULL when out of memory. */
+struct timeline_mark *timeline_mark_new(const char *row, const char *label, double start,
+                                        double end);
+void timeline_mark_free(struct timeline_mark *mark);
+
 /* Writes what is buffered; the file is valid JSON after every flush. */
 void timeline_flush(struct timeline *timeline);
 

@@ -39,6 +39,9 @@ chorus_status host_broadcast(struct executor *executor, const struct wire_respon
 chorus_status host_allgather(struct executor *executor, const struct wire_response *responses,
                              const size_t *members, size_t member_count, struct request **requests,
                              char *error, size_t error_size);
+chorus_status host_reducescatter(struct executor *executor, const struct wire_response *responses,
+                                 const size_t *members, size_t member_count,
+                                 struct request **requests, char *error, size_t error_size);
 
 /* host_algorithms.c: one host collective with the algorithm the selection picks (see
  * selection_run); the algorithm that ran is left in executor->last_algorithm. An allreduce of
@@ -52,6 +55,10 @@ chorus_status run_host_broadcast(struct executor *executor, void *buffer, size_t
 chorus_status run_host_allgather(struct executor *executor, const void *send, void *recv,
                                  const size_t *block_bytes, const size_t *offsets, size_t total,
                                  char *error, size_t error_size);
+chorus_status run_host_reducescatter(struct executor *executor, const void *send, void *recv,
+                                     const size_t *block_counts, const size_t *offsets,
+                                     size_t count, chorus_dtype dtype, chorus_op op,
+                                     double factor, char *error, size_t error_size);
 /* Whether a fused allreduce of `bytes` runs where its tensors lie (the hierarchical algorithm on
  * the host's segment) rather than through the fusion buffer. */
 bool host_allreduce_in_place(const struct executor *executor, size_t bytes);
@@ -106,6 +113,9 @@ void *gathered_output(struct executor *executor, const struct wire_response *res
  * where it came from. A joined rank's stand-in stays. */
 void settle_gathered(const struct wire_response *response, struct request *request, void *output,
                      size_t capacity, chorus_status status);
+/* The same for an output of `rows` rows (the response's other dimensions): a reducescatter's. */
+void settle_output(const struct wire_response *response, struct request *request, void *output,
+                   size_t capacity, int64_t rows, chorus_status status);
 /* Where each rank's rows of an allgather land in the gathered tensor; returns its bytes. */
 size_t gather_layout(const struct wire_response *response, int nranks, size_t *block_bytes,
                      size_t *offsets);

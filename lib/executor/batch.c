@@ -74,7 +74,8 @@ void *gathered_output(struct executor *executor, const struct wire_response *res
                        ? gpu_malloc(bytes, request->desc.device)
                        : output_pool_take(bytes, capacity);
     if (output == NULL)
-        snprintf(error, error_size, "allgather \"%s\": cannot allocate %zu bytes of output",
+        snprintf(error, error_size, "%s \"%s\": cannot allocate %zu bytes of output",
+                 chorus_collective_name((chorus_collective)response->request.collective),
                  response->request.name, bytes);
     return output;
 }
@@ -87,14 +88,11 @@ static void release_device_output(void *data, size_t capacity)
     gpu_free(data);
 }
 
-static void deliver_gathered(const struct wire_response *response, struct request *request,
-                             void *output, size_t capacity)
+static void deliver_output(const struct wire_response *response, struct request *request,
+                           void *output, size_t capacity, int64_t rows)
 {
     const struct wire_request *shape = &response->request;
     bool gpu = shape->device != DEVICE_HOST;
-    int64_t rows = 0;
-    for (uint32_t r = 0; r < response->first_dim_count; r++)
-        rows += response->first_dims[r];
     chorus_tensor gathered = {.data = output,
                               .dtype = (chorus_dtype)shape->dtype,
                               .ndims = shape->ndims,
@@ -108,17 +106,26 @@ static void deliver_gathered(const struct wire_response *response, struct reques
 
 /* After the collective: a request's output goes to its handle when it succeeded, else back to
  * where it came from. A joined rank's stand-in stays. */
-void settle_gathered(const struct wire_response *response, struct request *request, void *output,
-                     size_t capacity, chorus_status status)
+void settle_output(const struct wire_response *response, struct request *request, void *output,
+                   size_t capacity, int64_t rows, chorus_status status)
 {
     if (request == NULL || output == NULL)
         return;
     if (status == CHORUS_OK)
-        deliver_gathered(response, request, output, capacity);
+        deliver_output(response, request, output, capacity, rows);
     else if (response->request.device != DEVICE_HOST)
         gpu_free(output);
     else
         output_pool_give(output, capacity);
+}
+
+void settle_gathered(const struct wire_response *response, struct request *request, void *output,
+                     size_t capacity, chorus_status status)
+{
+    int64_t rows = 0;
+    for (uint32_t r = 0; r < response->first_dim_count; r++)
+        rows += response->first_dims[r];
+    settle_output(response, request, output, capacity, rows, status);
 }
 
 /* Where each rank's rows of an allgather land in the gathered tensor; returns its bytes. */

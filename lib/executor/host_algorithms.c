@@ -119,6 +119,24 @@ chorus_status run_host_allgather(struct executor *executor, const void *send, vo
                         (union collective_args){.allgather = &args}, error, error_size);
 }
 
+chorus_status run_host_reducescatter(struct executor *executor, const void *send, void *recv,
+                                     const size_t *block_counts, const size_t *offsets,
+                                     size_t count, chorus_dtype dtype, chorus_op op,
+                                     double factor, char *error, size_t error_size)
+{
+    struct reducescatter_args args = {.transport = &executor->transport,
+                                      .scratch = &executor->scratch,
+                                      .send = send,
+                                      .recv = recv,
+                                      .block_counts = block_counts,
+                                      .offsets = offsets,
+                                      .dtype = dtype,
+                                      .op = op,
+                                      .factor = factor};
+    return run_selected(executor, CHORUS_REDUCESCATTER, count * chorus_dtype_size(dtype),
+                        (union collective_args){.reducescatter = &args}, error, error_size);
+}
+
 bool host_allreduce_in_place(const struct executor *executor, size_t bytes)
 {
     struct selection_query query = query_for(executor, CHORUS_ALLREDUCE, bytes);

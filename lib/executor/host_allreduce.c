@@ -197,5 +197,6 @@ const struct backend host_backend = {
     .name = "host",
     .run = {[CHORUS_ALLREDUCE] = host_allreduce,
             [CHORUS_BROADCAST] = host_broadcast,
-            [CHORUS_ALLGATHER] = host_allgather},
+            [CHORUS_ALLGATHER] = host_allgather,
+            [CHORUS_REDUCESCATTER] = host_reducescatter},
 };

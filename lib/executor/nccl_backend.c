@@ -150,9 +150,23 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
     return status;
 }
 
+/* Submitting refuses GPU reducescatters; this says so again should one get here. */
+static chorus_status execute_gpu_reducescatter(struct executor *executor,
+                                               const struct wire_response *responses,
+                                               const size_t *members, size_t member_count,
+                                               struct request **requests, char *error,
+                                               size_t error_size)
+{
+    (void)executor, (void)member_count, (void)requests;
+    snprintf(error, error_size, "reducescatter \"%s\": GPU tensors are not supported yet",
+             responses[members[0]].request.name);
+    return CHORUS_ERR_NOT_SUPPORTED;
+}
+
 const struct backend nccl_backend = {
     .name = "nccl",
     .run = {[CHORUS_ALLREDUCE] = execute_gpu_allreduce,
             [CHORUS_BROADCAST] = execute_gpu_broadcast,
-            [CHORUS_ALLGATHER] = execute_gpu_allgather},
+            [CHORUS_ALLGATHER] = execute_gpu_allgather,
+            [CHORUS_REDUCESCATTER] = execute_gpu_reducescatter},
 };

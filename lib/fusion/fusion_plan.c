@@ -40,6 +40,8 @@ static bool same_batch(const struct wire_response *a, const struct wire_response
         return a->request.root == b->request.root;
     case CHORUS_ALLGATHER:
         return true;
+    case CHORUS_REDUCESCATTER:
+        return false; /* each runs alone: its blocks are cut from its own rows */
     }
     return false;
 }

@@ -10,7 +10,8 @@ import warnings
 from . import _library
 from ._version import __version__
 from .core import (ChorusError, cross_rank, cross_size, init, is_initialized, join, local_rank,
-                   local_size, rank, shutdown, size, start_timeline, stop_timeline)
+                   local_size, rank, shutdown, size, start_timeline, stop_timeline,
+                   timeline_mark)
 
 library_version = _library.lib.chorus_version().decode()
 if library_version != __version__:
@@ -19,4 +20,4 @@ if library_version != __version__:
 
 __all__ = ["ChorusError", "init", "shutdown", "is_initialized", "rank", "size", "local_rank",
            "local_size", "cross_rank", "cross_size", "join", "start_timeline", "stop_timeline",
-           "__version__", "library_version"]
+           "timeline_mark", "__version__", "library_version"]

@@ -18,7 +18,7 @@ OK, IN_PROGRESS = 0, 1
 # chorus_op
 SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)
 # chorus_collective
-ALLREDUCE, BROADCAST, ALLGATHER = range(3)
+ALLREDUCE, BROADCAST, ALLGATHER, REDUCESCATTER = range(4)
 # chorus_memory
 MEMORY_HOST, MEMORY_CUDA = 0, 1
 # chorus_compression
@@ -99,3 +99,5 @@ _declare("chorus_version", ctypes.c_char_p)
 _declare("chorus_gpu_built", ctypes.c_bool)
 _declare("chorus_start_timeline", ctypes.c_int, ctypes.c_char_p)
 _declare("chorus_stop_timeline", ctypes.c_int)
+_declare("chorus_timeline_mark", ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_double,
+         ctypes.c_double)

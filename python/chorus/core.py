@@ -72,6 +72,13 @@ def stop_timeline():
     check(c.lib.chorus_stop_timeline())
 
 
+def timeline_mark(row, label, start, end):
+    """Adds a span of your own (say, a layer's backward) to rank 0's timeline, on row `row`;
+    start and end are time.monotonic() values. Other ranks' marks are ignored."""
+    check(c.lib.chorus_timeline_mark(str(row).encode(), str(label).encode(), float(start),
+                                     float(end)))
+
+
 def is_initialized():
     return bool(c.lib.chorus_is_initialized())
 
@@ -156,7 +163,7 @@ class Handle:
         return self._result
 
     def gathered(self):
-        """For an allgather, before wait() returns: the gathered tensor's descriptor."""
+        """For an allgather or a reducescatter, before wait() returns: the output's descriptor."""
         descriptor = c.Tensor()
         check(c.lib.chorus_handle_output(self._pointer, ctypes.byref(descriptor)))
         return descriptor

@@ -107,8 +107,24 @@ def allgather(array, name=None):
     return allgather_async(array, name).wait()
 
 
+def reducescatter_async(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces every rank's array (all of one shape) and returns this rank's block of rows:
+    the first dimension split as evenly as it goes, the first ranks one row more."""
+    array = np.ascontiguousarray(array)
+    if array.ndim == 0:
+        raise ValueError("reducescatter needs an array with at least one dimension")
+    name = name or default_name("reducescatter")
+    args = op_args(c.REDUCESCATTER, name, _tensor(array), None, op, 0, prescale_factor,
+                   postscale_factor)
+    return submit(args, array, _gathered(array.dtype, array.shape[1:]))
+
+
+def reducescatter(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    return reducescatter_async(array, op, name, prescale_factor, postscale_factor).wait()
+
+
 __all__ = ["ChorusError", "init", "shutdown", "is_initialized", "rank", "size", "local_rank",
            "local_size", "cross_rank", "cross_size", "join", "Sum", "Average", "Min", "Max",
            "Product", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
            "grouped_allreduce", "broadcast", "broadcast_", "broadcast_async_", "allgather",
-           "allgather_async"]
+           "allgather_async", "reducescatter", "reducescatter_async"]

@@ -322,6 +322,77 @@ def allgather_object(obj, name=None):
     return objects
 
 
+def reducescatter_async(tensor, name=None, compression=Compression.none, op=Average,
+                        process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces every rank's tensor (all of one shape) with `op` and returns this rank's block of
+    rows: the first dimension split as evenly as it goes, the first (rows % size) ranks getting
+    one row more, as Horovod splits it."""
+    if process_set is not None:
+        raise NotImplementedError("process_set=: chorus has no process sets yet")
+    operator = _resolve_op(None, op)
+    compressed, context = compression.compress(tensor.contiguous())
+    if compressed.dim() == 0:
+        raise ValueError("reducescatter needs a tensor with at least one dimension")
+    args = op_args(c.REDUCESCATTER, name or default_name("reducescatter"),
+                   _descriptor(compressed), None, operator, 0, prescale_factor, postscale_factor)
+    gathered = _gathered(compressed, tuple(compressed.shape[1:]))
+    return submit(args, compressed,
+                  lambda handle: compression.decompress(gathered(handle), context))
+
+
+class _ReducescatterFunction(torch.autograd.Function):
+    """Horovod's gradient of a reducescatter: every rank's block of the gradient gathered back
+    into the input's shape, divided by the ranks for an average, and scaled as the input was."""
+
+    @staticmethod
+    def forward(context, tensor, name, op, prescale_factor, postscale_factor):
+        context.args = (name, op, prescale_factor * postscale_factor)
+        return synchronize(reducescatter_async(tensor, name, Compression.none, op, None,
+                                               prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(context, gradient):
+        name, op, scale = context.args
+        gathered = synchronize(allgather_async(gradient.contiguous(), f"{name}.gradient"))
+        if op == Average:
+            scale /= size()
+        return gathered * scale if scale != 1.0 else gathered, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=None,
+                  prescale_factor=1.0, postscale_factor=1.0):
+    """Differentiable (sum and average) when `tensor` requires a gradient."""
+    name = name or default_name("reducescatter")
+    operator = _resolve_op(None, op)
+    if _differentiable(tensor):
+        if operator not in (Sum, Average):
+            raise NotImplementedError(f"the gradient of a reducescatter with "
+                                      f"op={_OPS[operator]}: only Sum and Average are "
+                                      "differentiable")
+        if process_set is not None:
+            raise NotImplementedError("process_set=: chorus has no process sets yet")
+        return _ReducescatterFunction.apply(tensor, name, operator, prescale_factor,
+                                            postscale_factor)
+    return synchronize(reducescatter_async(tensor, name, compression, operator, process_set,
+                                           prescale_factor, postscale_factor))
+
+
+def grouped_reducescatter_async(tensors, name=None, compression=Compression.none, op=Average,
+                                process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Reducescatters of every tensor, submitted together (negotiated together; each runs as
+    its own collective); synchronize() returns the list of blocks."""
+    name = name or default_name("grouped_reducescatter")
+    return _Handles([reducescatter_async(t, f"{name}.{i}", compression, op, process_set,
+                                         prescale_factor, postscale_factor)
+                     for i, t in enumerate(tensors)])
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+    return synchronize(grouped_reducescatter_async(tensors, name, compression, op, process_set,
+                                                   prescale_factor, postscale_factor))
+
+
 def barrier(process_set=None):
     """Returns once every rank has called it (a negotiated collective, like the others)."""
     if process_set is not None:
@@ -692,7 +763,8 @@ __all__ = ["ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
            "grouped_allreduce_async", "grouped_allreduce_", "grouped_allreduce_async_",
            "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
-           "allgather_object", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+           "allgather_object", "reducescatter", "reducescatter_async", "grouped_reducescatter",
+           "grouped_reducescatter_async", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
            "broadcast_object", "barrier", "poll", "synchronize", "join", "broadcast_parameters",
            "broadcast_optimizer_state", "DistributedOptimizer", "mpi_built", "mpi_enabled",
            "mpi_threads_supported", "nccl_built", "cuda_built", "gloo_built", "gloo_enabled",

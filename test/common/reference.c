@@ -225,6 +225,14 @@ long reference_check_allreduce(const void *result, size_t count, chorus_dtype dt
                                int nranks, const bool *contributes, uint64_t seed,
                                double prescale, double postscale, char *why, size_t why_size)
 {
+    return reference_check_reduced(result, 0, count, dtype, op, nranks, contributes, seed,
+                                   prescale, postscale, why, why_size);
+}
+
+long reference_check_reduced(const void *result, size_t first, size_t count, chorus_dtype dtype,
+                             chorus_op op, int nranks, const bool *contributes, uint64_t seed,
+                             double prescale, double postscale, char *why, size_t why_size)
+{
     int contributors = 0;
     for (int r = 0; r < nranks; r++)
         contributors += contributes == NULL || contributes[r];
@@ -232,19 +240,19 @@ long reference_check_allreduce(const void *result, size_t count, chorus_dtype dt
         if (is_integer(dtype)) {
             uint64_t accumulator = op == CHORUS_PRODUCT ? 1 : 0;
             int64_t extreme = 0;
-            bool first = true;
+            bool first_value = true;
             for (int r = 0; r < nranks; r++) {
                 if (contributes != NULL && !contributes[r])
                     continue;
-                uint64_t value = integer_input(dtype, seed, r, i);
+                uint64_t value = integer_input(dtype, seed, r, first + i);
                 int64_t signed_value = wrap(dtype, value);
                 if (op == CHORUS_PRODUCT)
                     accumulator *= value;
                 else
                     accumulator += value;
-                if (first || (op == CHORUS_MIN ? signed_value < extreme : signed_value > extreme))
+                if (first_value || (op == CHORUS_MIN ? signed_value < extreme : signed_value > extreme))
                     extreme = signed_value;
-                first = false;
+                first_value = false;
             }
             int64_t expected = op == CHORUS_MIN || op == CHORUS_MAX ? extreme
                                                                     : wrap(dtype, accumulator);
@@ -262,7 +270,7 @@ long reference_check_allreduce(const void *result, size_t count, chorus_dtype dt
                 expected = wrap(dtype, (uint64_t)(int64_t)llround((double)expected * factor));
             int64_t got = integer_result(result, i, dtype);
             if (got != expected) {
-                snprintf(why, why_size, "element %zu: got %lld, expected %lld", i,
+                snprintf(why, why_size, "element %zu: got %lld, expected %lld", first + i,
                          (long long)got, (long long)expected);
                 return (long)i;
             }
@@ -274,7 +282,7 @@ long reference_check_allreduce(const void *result, size_t count, chorus_dtype dt
         for (int r = 0; r < nranks; r++) {
             if (contributes != NULL && !contributes[r])
                 continue;
-            uint64_t random = test_random(seed, (uint64_t)r, i);
+            uint64_t random = test_random(seed, (uint64_t)r, first + i);
             double value = float_input(op, random) * prescale;
             if (op == CHORUS_PRODUCT)
                 accumulator *= value;
@@ -299,7 +307,7 @@ long reference_check_allreduce(const void *result, size_t count, chorus_dtype dt
         if (op == CHORUS_MIN || op == CHORUS_MAX)
             tolerance = epsilon(dtype) * fabs(expected) * 2 * (prescale != 1.0 || postscale != 1.0);
         if (!(fabs(got - expected) <= tolerance)) {
-            snprintf(why, why_size, "element %zu: got %.9g, expected %.9g (tolerance %.3g)", i,
+            snprintf(why, why_size, "element %zu: got %.9g, expected %.9g (tolerance %.3g)", first + i,
                      got, expected, tolerance);
             return (long)i;
         }

@@ -26,6 +26,12 @@ long reference_check_allreduce(const void *result, size_t count, chorus_dtype dt
                                int nranks, const bool *contributes, uint64_t seed,
                                double prescale, double postscale, char *why, size_t why_size);
 
+/* The same for elements first .. first + count - 1 of the reduction, which `result` holds from
+ * its start (a reducescatter's block); `why` names elements by their index in the whole. */
+long reference_check_reduced(const void *result, size_t first, size_t count, chorus_dtype dtype,
+                             chorus_op op, int nranks, const bool *contributes, uint64_t seed,
+                             double prescale, double postscale, char *why, size_t why_size);
+
 /* Broadcast / allgather data: byte patterns from (seed, rank, index). */
 void reference_fill_bytes(void *buffer, size_t bytes, uint64_t seed, int rank);
 /* -1 when buffer equals rank `rank`'s bytes, else the first differing offset. */

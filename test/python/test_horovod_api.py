@@ -5,10 +5,12 @@ objects, grouped calls, compressors, synchronize/skip_synchronize, sparse gradie
 does not call shutdown(): chorus must shut down at exit, else mpirun fails the job. Prints
 'N passed, N failed' from rank 0 and exits non-zero on any failure."""
 import sys
+import time
 import warnings
 
 import torch
 
+import chorus
 import chorus.torch as hvd
 from checks import check, counts
 
@@ -147,6 +149,64 @@ def collectives(rank, size):
     check(everyone == [size - 1] * size, f"join() returned {everyone}")
 
 
+def reducescatters(rank, size):
+    """reducescatter against the reduction of every rank's known input, split as Horovod splits
+    rows (the first rows % size ranks one more), for row counts that do not divide."""
+    def rank_input(r, rows, dtype):
+        generator = torch.Generator().manual_seed(1000 * rows + r)
+        return torch.randint(-20, 20, (rows, 3), generator=generator).to(dtype)
+
+    for rows in (0, 1, size - 1 if size > 1 else 2, 7, 13):
+        start = rank * (rows // size) + min(rank, rows % size)
+        mine = rows // size + (1 if rank < rows % size else 0)
+        inputs = [rank_input(r, rows, torch.float64) for r in range(size)]
+        for op, combine in ((hvd.Sum, lambda t: t.sum(0)), (hvd.Average, lambda t: t.mean(0)),
+                            (hvd.Min, lambda t: t.min(0).values),
+                            (hvd.Max, lambda t: t.max(0).values)):
+            expected = combine(torch.stack(inputs))[start:start + mine]
+            for dtype in (torch.float32, torch.int32):
+                if dtype == torch.int32 and op == hvd.Average:
+                    continue
+                got = hvd.reducescatter(rank_input(rank, rows, dtype), op=op,
+                                        name=f"rs.{rows}.{op}.{dtype}")
+                check(got.dtype == dtype and tuple(got.shape) == (mine, 3) and
+                      torch.allclose(got.double(), expected),
+                      f"reducescatter rows={rows} op={op} {dtype}: {got.tolist()} against "
+                      f"{expected.tolist()}")
+    scaled = hvd.reducescatter(torch.ones(2 * size, 2), op=hvd.Sum, prescale_factor=0.5,
+                               postscale_factor=3.0, name="rs.scaled")
+    check(torch.allclose(scaled, torch.full((2, 2), 1.5 * size)), f"scaled {scaled.tolist()}")
+    half = hvd.reducescatter(torch.full((size, 4), 0.5), op=hvd.Sum, name="rs.fp16",
+                             compression=hvd.Compression.fp16)
+    check(half.dtype == torch.float32 and torch.allclose(half, torch.full((1, 4), 0.5 * size)),
+          f"reducescatter with Compression.fp16: {half.dtype} {half.tolist()}")
+    blocks = hvd.grouped_reducescatter([torch.full((size, 2), float(rank)),
+                                        torch.full((2 * size + 1,), 1.0)], op=hvd.Sum,
+                                       name="rs.grouped")
+    check(torch.allclose(blocks[0], torch.full((1, 2), float(sum(range(size))))) and
+          blocks[1].shape == (2 + (1 if rank == 0 else 0),) and
+          torch.allclose(blocks[1], torch.full_like(blocks[1], float(size))),
+          f"grouped_reducescatter {[b.tolist() for b in blocks]}")
+    handle = hvd.reducescatter_async(torch.ones(size, 1), name="rs.async")
+    check(torch.allclose(hvd.synchronize(handle), torch.ones(1, 1)), "reducescatter_async")
+    raises(ValueError, lambda: hvd.reducescatter(torch.tensor(1.0), name="rs.scalar"),
+           "a scalar reducescatter")
+    raises(NotImplementedError, lambda: hvd.reducescatter(torch.ones(2), process_set=object(),
+                                                          name="rs.set"),
+           "reducescatter with a process set")
+    try:
+        hvd.reducescatter(torch.ones(4 + (rank == 0)), name="rs.mismatch")
+        check(size == 1, "a shape mismatch was accepted")
+    except hvd.HorovodInternalError as error:
+        check("rs.mismatch" in str(error) and "shape" in str(error), f"the mismatch: {error}")
+    import numpy
+    import chorus.numpy as chorus_numpy
+    array = chorus_numpy.reducescatter(numpy.full((size, 2), rank + 1, dtype=numpy.int64),
+                                       op=chorus_numpy.Sum, name="rs.numpy")
+    check(array.shape == (1, 2) and (array == size * (size + 1) // 2).all(),
+          f"chorus.numpy.reducescatter {array.tolist()}")
+
+
 def gradients(rank, size):
     """Autograd through the collectives, with Horovod's gradient rules, against the gradients
     worked out by hand from every rank's upstream gradient."""
@@ -171,6 +231,17 @@ def gradients(rank, size):
     (hvd.broadcast(y, root, name="g.bcast") * 3).sum().backward()
     expected = torch.full((2,), 3.0 * size) if rank == root else torch.zeros(2)
     check(torch.allclose(y.grad, expected), f"broadcast gradient {y.grad.tolist()}")
+    # reducescatter's gradient: every rank's block of the upstream gradient, gathered back.
+    z = torch.full((2 * size + 1, 2), float(rank), requires_grad=True)
+    block = hvd.reducescatter(z, op=hvd.Sum, name="g.rs")
+    (block * (rank + 1)).sum().backward()
+    expected = torch.cat([torch.full((2 + (1 if r == 0 else 0), 2), float(r + 1))
+                          for r in range(size)])
+    check(torch.allclose(z.grad, expected), f"reducescatter sum gradient {z.grad.tolist()}")
+    z.grad = None
+    (hvd.reducescatter(z, name="g.rs.average") * (rank + 1)).sum().backward()
+    check(torch.allclose(z.grad, expected / size),
+          f"reducescatter average gradient {z.grad.tolist()}")
     with torch.no_grad():
         check(hvd.allreduce(x, op=hvd.Max, name="g.nograd").shape == (3,),
               "no gradient needed: any op")
@@ -268,6 +339,14 @@ def timeline(rank):
     hvd.allreduce(torch.ones(4), name="x.timeline.first")
     hvd.start_timeline(path)  # the same path again: written beside it, not over it
     hvd.allreduce(torch.ones(4), name="x.timeline.second")
+    began = time.monotonic()
+    chorus.timeline_mark("compute", "layer 3", began, began + 0.25)
+    try:
+        chorus.timeline_mark("compute", "backwards", began, began - 1)
+        check(False, "a span that ends before it starts was accepted")
+    except chorus.ChorusError as error:
+        check("does not end after it starts" in str(error), f"the message: {error}")
+    hvd.allreduce(torch.ones(4), name="x.timeline.marked")  # the mark is written by then
     hvd.stop_timeline()
     hvd.allreduce(torch.ones(4), name="x.timeline.after")
     if rank == 0:
@@ -279,6 +358,10 @@ def timeline(rank):
               f"the first timeline: {names[0]}")
         check("x.timeline.second" in names[1] and "x.timeline.after" not in names[1],
               f"the second timeline: {names[1]}")
+        with open(os.path.join(directory, "trace.1.json")) as file:
+            marks = [e for e in json.load(file) if e.get("args", {}).get("source")]
+        check(len(marks) == 1 and marks[0]["name"] == "layer 3" and
+              abs(marks[0]["dur"] - 250000) < 1, f"the marked span: {marks}")
 
 
 def main():
@@ -289,6 +372,7 @@ def main():
     optimizer_errors_and_options()
     collectives(rank, size)
     timeline(rank)
+    reducescatters(rank, size)
     gradients(rank, size)
     dtypes(rank, size)
     sync_batch_norm(rank, size)

@@ -704,6 +704,87 @@ START_TEST(allgather_every_algorithm_with_uneven_blocks)
 }
 END_TEST
 
+/* A reducescatter rank: its input is element i = (rank + 1) * (i % 7) - 3 (exact in float64),
+ * with the whole's split into uneven blocks; it checks its block of the sum times a factor. */
+struct scatter_job {
+    struct thread_fabric *fabric;
+    int rank, nranks;
+    size_t count;
+    chorus_op op;
+    double factor;
+    long wrong;
+    chorus_status status;
+};
+
+static double scatter_input(int rank, size_t i)
+{
+    return (double)(rank + 1) * (double)(i % 7) - 3;
+}
+
+static void *run_scatter_rank(void *argument)
+{
+    struct scatter_job *job = argument;
+    struct transport transport;
+    struct scratch scratch = {0};
+    transport_threads_init(&transport, job->fabric, job->rank);
+    size_t p = (size_t)job->nranks;
+    size_t blocks[5], offsets[5];
+    for (size_t r = 0; r < p; r++) {
+        blocks[r] = part_length(job->count, p, r);
+        offsets[r] = part_start(job->count, p, r);
+    }
+    double *send = malloc((job->count + 1) * sizeof *send);
+    double *recv = malloc((blocks[job->rank] + 1) * sizeof *recv);
+    for (size_t i = 0; i < job->count; i++)
+        send[i] = scatter_input(job->rank, i);
+    struct reducescatter_args args = {.transport = &transport, .scratch = &scratch,
+                                      .send = send, .recv = recv, .block_counts = blocks,
+                                      .offsets = offsets, .dtype = CHORUS_FLOAT64,
+                                      .op = job->op, .factor = job->factor};
+    job->status = reducescatter_ring(&args);
+    for (size_t i = 0; job->status == CHORUS_OK && i < blocks[job->rank]; i++) {
+        size_t whole = offsets[job->rank] + i;
+        double expected = job->op == CHORUS_MAX ? -INFINITY : 0;
+        for (int r = 0; r < job->nranks; r++)
+            expected = job->op == CHORUS_MAX ? fmax(expected, scatter_input(r, whole))
+                                             : expected + scatter_input(r, whole);
+        job->wrong += recv[i] != expected * job->factor;
+        /* The input is only read. */
+        job->wrong += send[whole] != scatter_input(job->rank, whole);
+    }
+    free(send);
+    free(recv);
+    scratch_release(&scratch);
+    return NULL;
+}
+
+START_TEST(reducescatter_ring_with_uneven_blocks)
+{
+    int nranks = _i;
+    size_t counts[] = {0, 1, 4, 7, 1021, 300007};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+        for (int variant = 0; variant < 2; variant++) {
+            struct thread_fabric *fabric = thread_fabric_create(nranks);
+            struct scatter_job jobs[5];
+            pthread_t threads[5];
+            for (int r = 0; r < nranks; r++) {
+                jobs[r] = (struct scatter_job){fabric, r, nranks, counts[c],
+                                               variant ? CHORUS_MAX : CHORUS_SUM,
+                                               variant ? 1.0 : 0.25, 0, CHORUS_OK};
+                pthread_create(&threads[r], NULL, run_scatter_rank, &jobs[r]);
+            }
+            for (int r = 0; r < nranks; r++) {
+                pthread_join(threads[r], NULL);
+                ck_assert_msg(jobs[r].status == CHORUS_OK && jobs[r].wrong == 0,
+                              "%d ranks, %zu elements, %s: rank %d: %s, %ld wrong", nranks,
+                              counts[c], variant ? "max" : "sum x 0.25", r,
+                              chorus_status_name(jobs[r].status), jobs[r].wrong);
+            }
+            thread_fabric_destroy(fabric);
+        }
+}
+END_TEST
+
 /* The first candidate the selection offers for a call. */
 static int first_choice(chorus_collective collective, int forced, size_t bytes, int nranks,
                         int local_ranks)
@@ -758,7 +839,9 @@ START_TEST(selection_is_deterministic_and_covers_every_size)
                 ck_assert_int_eq(chosen, first_choice((chorus_collective)c, -1, bytes, p,
                                                       local_ranks));
             }
-        ck_assert_int_eq(first_choice((chorus_collective)c, 1, 8, 4, 1), 1);
+        /* A forced algorithm comes first. */
+        int forced = (int)count - 1;
+        ck_assert_int_eq(first_choice((chorus_collective)c, forced, 8, 4, 1), forced);
     }
     /* Forced where the host layout does not allow it: forced first, and the table behind it
      * for when it declines. */
@@ -815,6 +898,7 @@ int main(void)
     tcase_set_timeout(others, 300);
     tcase_add_loop_test(others, broadcast_every_algorithm_root_and_size, 1, 6);
     tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
+    tcase_add_loop_test(others, reducescatter_ring_with_uneven_blocks, 1, 6);
     tcase_add_loop_test(others, single_copy_falls_back_or_fails_on_every_rank, 1, 6);
     tcase_add_loop_test(others, a_poisoned_rank_is_not_waited_for, 1, 6);
     tcase_add_loop_test(others, waits_for_a_stopped_rank_are_interrupted, 2, 6);

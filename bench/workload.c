@@ -1,0 +1,106 @@
+/*
+ * workload.c — see workload.h.
+ */
+#include "workload.h"
+
+#include <chorus.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double median(double *values, int count)
+{
+    qsort(values, (size_t)count, sizeof *values, compare_doubles);
+    return values[count / 2];
+}
+
+void restart_chorus(const char *parameters)
+{
+    chorus_shutdown();
+    chorus_init_options options = CHORUS_INIT_OPTIONS_INIT;
+    options.parameters = parameters;
+    if (chorus_init(&options) != CHORUS_OK) {
+        fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+/* Finds the gradient list of `workload`: a file, or a model name looked up in $CHORUS_DATA_DIR,
+ * ./shared/data, ../shared/data and the source tree's ../shared/data. */
+static FILE *open_workload(const char *workload, char *path, size_t path_size)
+{
+    FILE *file = fopen(workload, "r");
+    if (file != NULL) {
+        snprintf(path, path_size, "%s", workload);
+        return file;
+    }
+    const char *directories[] = {getenv("CHORUS_DATA_DIR"), "shared/data", "../shared/data",
+                                 CHORUS_SOURCE_ROOT "/../shared/data"};
+    const char *file_name = strcmp(workload, "bert") == 0 ? "bert_base_grads.txt"
+                                                           : "resnet50_grads.txt";
+    for (size_t i = 0; i < sizeof directories / sizeof directories[0]; i++) {
+        if (directories[i] == NULL)
+            continue;
+        snprintf(path, path_size, "%s/%s", directories[i], file_name);
+        if ((file = fopen(path, "r")) != NULL)
+            return file;
+    }
+    return NULL;
+}
+
+struct gradient *load_gradients(const char *workload, int rank, size_t *count, size_t *total)
+{
+    char path[1024];
+    FILE *file = open_workload(workload, path, sizeof path);
+    if (file == NULL) {
+        if (rank == 0)
+            fprintf(stderr, "chorus-bench: cannot find the gradient list of \"%s\"\n", workload);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    size_t capacity = 256;
+    struct gradient *gradients = calloc(capacity, sizeof *gradients);
+    char line[512];
+    *count = *total = 0;
+    while (fgets(line, sizeof line, file) != NULL) {
+        unsigned long long elements = 0;
+        char name[128];
+        if (line[0] == '#' || sscanf(line, "%llu %127s", &elements, name) != 2)
+            continue;
+        if (*count == capacity)
+            gradients = realloc(gradients, (capacity *= 2) * sizeof *gradients);
+        struct gradient *g = &gradients[(*count)++];
+        snprintf(g->name, sizeof g->name, "%s", name);
+        g->count = (size_t)elements;
+        g->data = malloc(g->count * sizeof(float) + 4);
+        for (size_t i = 0; i < g->count; i++)
+            g->data[i] = 1.0f;
+        *total += g->count;
+    }
+    fclose(file);
+    if (rank == 0)
+        printf("# workload %s: %zu tensors, %zu float32 elements (%.1f MB), from %s\n", workload,
+               *count, *total, (double)*total * 4 / 1e6, path);
+    return gradients;
+}
+
+void free_gradients(struct gradient *gradients, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(gradients[i].data);
+    free(gradients);
+}

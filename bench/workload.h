@@ -1,0 +1,30 @@
+/*
+ * workload.h — what chorus-bench's training-step measurements share: the gradient list of a real
+ * model, a clock, medians, and restarting chorus with other parameters.
+ */
+#ifndef CHORUS_BENCH_WORKLOAD_H
+#define CHORUS_BENCH_WORKLOAD_H
+
+#include <stddef.h>
+
+struct gradient {
+    char name[128];
+    size_t count; /* float32 elements */
+    float *data;
+};
+
+/* The gradients of `workload` (resnet50, bert, or a file of "elements name" lines), in forward
+ * order, every element 1.0; aborts the job when there is no such list. Rank 0 prints what it
+ * loaded. */
+struct gradient *load_gradients(const char *workload, int rank, size_t *count, size_t *total);
+void free_gradients(struct gradient *gradients, size_t count);
+
+double now(void); /* CLOCK_MONOTONIC seconds, the clock chorus_timeline_mark takes */
+int compare_doubles(const void *a, const void *b);
+double median(double *values, int count); /* sorts `values` */
+
+/* chorus_shutdown, then chorus_init with `parameters` ("NAME=value,..." or NULL); aborts the
+ * job when init fails. */
+void restart_chorus(const char *parameters);
+
+#endif
