@@ -65,6 +65,7 @@ struct allgather_args {
 struct reducescatter_args {
     struct transport *transport;
     struct scratch *scratch;
+    struct node_segment *node; /* this host's shared segment (hierarchical), or NULL */
     const void *send;
     void *recv;
     const size_t *block_counts;
@@ -122,6 +123,7 @@ chorus_status allgather_bruck(const struct allgather_args *args);
 chorus_status allgather_shared_memory(const struct allgather_args *args);
 chorus_status allgather_single_copy(const struct allgather_args *args);
 chorus_status reducescatter_ring(const struct reducescatter_args *args);
+chorus_status reducescatter_hierarchical(const struct reducescatter_args *args);
 
 /* The algorithms of `collective`, indexed by id, and how many there are. */
 const struct algorithm *algorithm_table(chorus_collective collective, size_t *count);

@@ -35,6 +35,7 @@ enum allgather_algorithm_id {
 
 enum reducescatter_algorithm_id {
     REDUCESCATTER_RING,
+    REDUCESCATTER_HIERARCHICAL,
     REDUCESCATTER_ALGORITHM_COUNT,
 };
 

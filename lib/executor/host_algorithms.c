@@ -126,6 +126,7 @@ chorus_status run_host_reducescatter(struct executor *executor, const void *send
 {
     struct reducescatter_args args = {.transport = &executor->transport,
                                       .scratch = &executor->scratch,
+                                      .node = executor_node(executor),
                                       .send = send,
                                       .recv = recv,
                                       .block_counts = block_counts,
