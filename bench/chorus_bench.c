@@ -4,7 +4,7 @@
  * nccl-tests prints it: size, count, type, op, time, algbw, busbw, #wrong, per size, and the
  * ratio of chorus's busbw to MPI's. Results are checked, not only timed.
  *
- *   chorus-bench [-c allreduce|broadcast|allgather|reducescatter] [-b 8] [-e 256M] [-f 2] [-n iters]
+ *   chorus-bench [-c allreduce|broadcast|allgather|reducescatter|alltoall] [-b 8] [-e 256M] [-f 2] [-n iters]
  *                [-w warmup] [-d float32|...] [--csv FILE]
  *   chorus-bench-gpu --device cuda [sweep options]   (buffers on the local rank's GPU; no MPI
  *                                column; chorus-bench-emulated runs it over the emulated CUDA
@@ -24,7 +24,8 @@
  *                                backward: exposed communication of chorus against
  *                                MPI_Allreduce and MPI_Iallreduce per tensor; see overlap.h)
  *
- * busbw factors: allreduce 2(n-1)/n, allgather and reducescatter (n-1)/n, broadcast 1. The last line is
+ * busbw factors: allreduce 2(n-1)/n, allgather, reducescatter and alltoall (n-1)/n,
+ * broadcast 1. The last line is
  *   summary: <collective> np=<n> min_ratio=<x> ratio_at_64MiB=<z> latency_8B_us=<l>
  * where min_ratio is the smallest ratio over sizes from 256 KiB up. It also prints the memory
  * bandwidth of a plain copy measured in the same run, the ceiling for on-host collectives.
@@ -111,7 +112,8 @@ static double bus_factor(chorus_collective collective)
     switch (collective) {
     case CHORUS_ALLREDUCE: return size > 1 ? 2.0 * (size - 1) / size : 1;
     case CHORUS_ALLGATHER:
-    case CHORUS_REDUCESCATTER: return size > 1 ? (double)(size - 1) / size : 1;
+    case CHORUS_REDUCESCATTER:
+    case CHORUS_ALLTOALL: return size > 1 ? (double)(size - 1) / size : 1;
     default: return 1;
     }
 }
@@ -191,9 +193,13 @@ static chorus_status run_chorus(const struct options *o, void *buffer, size_t co
         chorus_handle_free(handle);
         return status;
     }
+    case CHORUS_ALLTOALL:
     case CHORUS_REDUCESCATTER: {
         chorus_handle *handle = NULL;
-        chorus_status status = chorus_reducescatter_async("bench", &tensor, CHORUS_SUM, &handle);
+        chorus_status status =
+            o->collective == CHORUS_ALLTOALL
+                ? chorus_alltoall_async("bench", &tensor, NULL, &handle)
+                : chorus_reducescatter_async("bench", &tensor, CHORUS_SUM, &handle);
         if (status == CHORUS_OK)
             status = chorus_wait(handle);
         chorus_handle_free(handle);
@@ -220,6 +226,11 @@ static void run_mpi(const struct options *o, void *buffer, size_t count, void *g
         break;
     case CHORUS_REDUCESCATTER:
         MPI_Reduce_scatter(buffer, gather_out, counts, type, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case CHORUS_ALLTOALL:
+        /* Every block the same size: counts[r] elements at displacements[r], both ways. */
+        MPI_Alltoallv(buffer, counts, displacements, type, gather_out, counts, displacements,
+                      type, MPI_COMM_WORLD);
         break;
     }
 }
@@ -272,6 +283,26 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
                                                   size, NULL, 20, 1, 1, why, sizeof why) >= 0)
             wrong = 1;
         free(scattered.data);
+    } else if (o->collective == CHORUS_ALLTOALL) {
+        /* Block k of this rank's input goes to rank k: bytes from (seed 40 + k, this rank). */
+        size_t block = (count / (size_t)size) * element;
+        for (int k = 0; k < size; k++)
+            reference_fill_bytes(work + (size_t)k * block, block, 40 + (uint64_t)k, rank);
+        const unsigned char *received = gather_out;
+        chorus_tensor exchanged = {0};
+        if (use_chorus) {
+            chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
+                                    .shape = {(int64_t)count}};
+            if (chorus_alltoall("bench.check", &tensor, NULL, &exchanged, NULL) != CHORUS_OK)
+                wrong = 1;
+            received = exchanged.data;
+        } else {
+            run_mpi(o, buffer, count, gather_out, counts, displacements);
+        }
+        for (int r = 0; r < size && wrong == 0; r++)
+            wrong += reference_check_bytes(received + (size_t)r * block, block,
+                                           40 + (uint64_t)rank, r) >= 0;
+        free(exchanged.data);
     } else if (o->collective == CHORUS_BROADCAST) {
         if (rank == 0)
             reference_fill_bytes(work, bytes, 18, 0);
@@ -701,7 +732,8 @@ static void link_benchmark(void)
 static const char usage_text[] =
     "usage: chorus-bench [options]                 (under mpirun)\n"
     "Sweeps (nccl-tests columns, chorus against plain MPI in the same run):\n"
-    "  -c, --collective NAME  allreduce (default), broadcast, allgather or reducescatter\n"
+    "  -c, --collective NAME  allreduce (default), broadcast, allgather, reducescatter or\n"
+    "                         alltoall\n"
     "  -b, --min-bytes SIZE   smallest size (default 8; K, M, G suffixes)\n"
     "  -e, --max-bytes SIZE   largest size (default 256M)\n"
     "  -f, --factor X         size step, a factor above 1 (default 2)\n"
@@ -778,9 +810,10 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     static const char *const collectives[] = {"allreduce", "broadcast", "allgather",
-                                              "reducescatter"};
-    static const chorus_collective collective_values[] = {CHORUS_ALLREDUCE, CHORUS_BROADCAST,
-                                                          CHORUS_ALLGATHER, CHORUS_REDUCESCATTER};
+                                              "reducescatter", "alltoall"};
+    static const chorus_collective collective_values[] = {
+        CHORUS_ALLREDUCE, CHORUS_BROADCAST, CHORUS_ALLGATHER, CHORUS_REDUCESCATTER,
+        CHORUS_ALLTOALL};
     static const char *const dtypes[] = {"float32", "float64", "int32"};
     static const chorus_dtype dtype_values[] = {CHORUS_FLOAT32, CHORUS_FLOAT64, CHORUS_INT32};
     opterr = 0; /* the messages below name the mistake, once, on rank 0 */
@@ -791,7 +824,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         bool ok = true;
         switch (option) {
         case 'c':
-            index = choice(value, collectives, 4);
+            index = choice(value, collectives, 5);
             ok = index >= 0;
             if (ok)
                 o->collective = collective_values[index];
@@ -923,9 +956,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    if (o.device && o.collective == CHORUS_REDUCESCATTER) {
+    if (o.device && (o.collective == CHORUS_REDUCESCATTER || o.collective == CHORUS_ALLTOALL)) {
         if (rank == 0)
-            fprintf(stderr, "chorus-bench: reducescatter runs on host memory only so far\n");
+            fprintf(stderr, "chorus-bench: %s runs on host memory only so far\n",
+                    chorus_collective_name(o.collective));
         chorus_shutdown();
         MPI_Finalize();
         return 2;
@@ -994,10 +1028,11 @@ int main(int argc, char **argv)
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes && row_count < ARRAY_SIZE(rows);
          bytes = (size_t)ceil((double)bytes * o.factor)) {
         size_t count = bytes / element;
-        if (o.collective == CHORUS_ALLGATHER)
+        bool blocks = o.collective == CHORUS_ALLGATHER || o.collective == CHORUS_ALLTOALL;
+        if (blocks)
             count -= count % (size_t)size;
         if (count == 0)
-            count = o.collective == CHORUS_ALLGATHER ? (size_t)size : 1;
+            count = blocks ? (size_t)size : 1;
         rows[row_count++] = (struct sweep_row){.count = count, .bytes = count * element};
         if (count * element >= o.max_bytes)
             break;

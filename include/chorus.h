@@ -249,10 +249,11 @@ typedef enum chorus_collective {
     CHORUS_BROADCAST = 1,
     CHORUS_ALLGATHER = 2,
     CHORUS_REDUCESCATTER = 3,
+    CHORUS_ALLTOALL = 4,
 } chorus_collective;
-#define CHORUS_COLLECTIVE_COUNT 4
+#define CHORUS_COLLECTIVE_COUNT 5
 
-/* "allreduce", "broadcast", "allgather", "reducescatter"; "unknown" otherwise. */
+/* "allreduce", "broadcast", "allgather", "reducescatter", "alltoall"; "unknown" otherwise. */
 CHORUS_API const char *chorus_collective_name(chorus_collective collective);
 
 /* How a float32 allreduce travels. Compressed, every value is rounded to 16 bits before it is
@@ -276,22 +277,26 @@ typedef struct chorus_op_args {
     chorus_collective collective;
     const char *name;     /* copied; at most 1023 bytes */
     chorus_tensor input;  /* allreduce: contribution; broadcast: data (root) / shape; allgather:
-                             this rank's rows; reducescatter: the whole tensor to reduce */
+                             this rank's rows; reducescatter: the whole tensor to reduce;
+                             alltoall: the rows to send, rank 0's first */
     void *output;         /* allreduce, broadcast: result buffer of the input's size, or NULL to
                              write the result into input.data (in place). allgather,
-                             reducescatter: unused (the handle owns the output). */
+                             reducescatter, alltoall: unused (the handle owns the output). */
     chorus_op op;         /* allreduce and reducescatter */
     int root;             /* broadcast only */
     double prescale_factor;  /* allreduce, reducescatter: inputs are multiplied by it before the
                                 reduction */
     double postscale_factor; /* allreduce, reducescatter: the result is multiplied by it */
     chorus_compression compression; /* allreduce of float32: how it travels */
+    const int64_t *splits; /* alltoall: rows of the input for each rank, in rank order (one
+                              entry per rank, summing to the first dimension), or NULL to
+                              split the rows evenly; copied */
 } chorus_op_args;
 
 #define CHORUS_OP_ARGS_INIT                                                                      \
     {.struct_size = sizeof(chorus_op_args), .collective = CHORUS_ALLREDUCE, .name = NULL,        \
      .output = NULL, .op = CHORUS_SUM, .root = 0, .prescale_factor = 1.0,                        \
-     .postscale_factor = 1.0, .compression = CHORUS_COMPRESSION_DEFAULT}
+     .postscale_factor = 1.0, .compression = CHORUS_COMPRESSION_DEFAULT, .splits = NULL}
 
 /* Submits one operation. On CHORUS_OK, *handle receives a new handle. Returns CHORUS_OK,
  * CHORUS_ERR_NOT_INITIALIZED, CHORUS_ERR_INVALID_ARGUMENT, CHORUS_ERR_DUPLICATE_NAME,
@@ -319,6 +324,13 @@ CHORUS_API chorus_status chorus_allgather_async(const char *name, const chorus_t
  * (chorus_handle_output). Host tensors only for now (GPU tensors: CHORUS_ERR_NOT_SUPPORTED). */
 CHORUS_API chorus_status chorus_reducescatter_async(const char *name, const chorus_tensor *input,
                                                     chorus_op op, chorus_handle **handle);
+/* Alltoall: rank r sends rows splits[k] of its input (in order: rank 0's rows first) to each
+ * rank k, and receives from every rank the rows that rank sent it, in rank order, as the
+ * handle's output; chorus_handle_received_splits tells how many rows came from each rank.
+ * `splits` NULL splits the rows evenly (the first dimension must divide by the ranks). The
+ * dtype and every dimension but the first must agree on all ranks. Host tensors only for now. */
+CHORUS_API chorus_status chorus_alltoall_async(const char *name, const chorus_tensor *input,
+                                               const int64_t *splits, chorus_handle **handle);
 
 /* Blocking forms: submit, wait, free the handle. The error message, if any, is then in
  * chorus_last_error(). chorus_allgather copies the gathered tensor's descriptor to *output;
@@ -331,6 +343,11 @@ CHORUS_API chorus_status chorus_allgather(const char *name, const chorus_tensor 
 /* Blocking reducescatter: *output gets this rank's block, as chorus_allgather's. */
 CHORUS_API chorus_status chorus_reducescatter(const char *name, const chorus_tensor *input,
                                               chorus_op op, chorus_tensor *output);
+/* Blocking alltoall: *output as chorus_allgather's; `received_splits` (one entry per rank, or
+ * NULL) gets the rows received from each rank. */
+CHORUS_API chorus_status chorus_alltoall(const char *name, const chorus_tensor *input,
+                                         const int64_t *splits, chorus_tensor *output,
+                                         int64_t *received_splits);
 
 /* A rank that has run out of data joins: until every rank has joined, the collectives of the
  * other ranks go on, with this rank contributing zeros to allreduces (an average divides by the
@@ -381,11 +398,17 @@ CHORUS_API chorus_status chorus_wait(chorus_handle *handle);
  * freed. */
 CHORUS_API const char *chorus_handle_error(const chorus_handle *handle);
 
-/* For a completed allgather: the gathered tensor; for a reducescatter: this rank's block. Its data
- * belongs to the handle and is freed with it. Returns CHORUS_OK, CHORUS_IN_PROGRESS,
- * CHORUS_ERR_INVALID_ARGUMENT (neither an allgather nor a reducescatter) or the operation's
+/* For a completed allgather: the gathered tensor; for a reducescatter: this rank's block; for
+ * an alltoall: the rows received. Its data belongs to the handle and is freed with it. Returns
+ * CHORUS_OK, CHORUS_IN_PROGRESS, CHORUS_ERR_INVALID_ARGUMENT (none of those) or the operation's
  * error. */
 CHORUS_API chorus_status chorus_handle_output(const chorus_handle *handle, chorus_tensor *output);
+
+/* For a completed alltoall: the rows received from each rank, into `splits` (room for
+ * `capacity` entries, at least the number of ranks). Returns CHORUS_OK, CHORUS_IN_PROGRESS,
+ * CHORUS_ERR_INVALID_ARGUMENT (not an alltoall, or too little room) or the operation's error. */
+CHORUS_API chorus_status chorus_handle_received_splits(const chorus_handle *handle,
+                                                       int64_t *splits, size_t capacity);
 
 /* Like chorus_handle_output, but moves the data to the caller, who must free() it. */
 CHORUS_API chorus_status chorus_handle_take_output(chorus_handle *handle, chorus_tensor *output);

@@ -133,7 +133,8 @@ static void print_plan(const struct chorus_params *params, int nranks, int local
         [CHORUS_ALLREDUCE] = params->allreduce_algorithm,
         [CHORUS_BROADCAST] = params->broadcast_algorithm,
         [CHORUS_ALLGATHER] = params->allgather_algorithm,
-        [CHORUS_REDUCESCATTER] = params->reducescatter_algorithm};
+        [CHORUS_REDUCESCATTER] = params->reducescatter_algorithm,
+        [CHORUS_ALLTOALL] = params->alltoall_algorithm};
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++) {
         bool automatic = strcmp(forced[c], "auto") == 0;
         struct selection_query query = {

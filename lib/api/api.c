@@ -459,6 +459,42 @@ static chorus_status validate_reducescatter(const chorus_op_args *args)
     return validate_reduction(args);
 }
 
+/* The alltoall's own checks: rows to split, and splits that add up to them. */
+static chorus_status validate_alltoall(const chorus_op_args *args, int nranks)
+{
+    const chorus_tensor *tensor = &args->input;
+    if (tensor->ndims == 0)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "alltoall \"%s\": the tensor needs at least one dimension (rows to send)",
+                      args->name);
+    if (tensor->memory == CHORUS_MEMORY_CUDA)
+        return REJECT(CHORUS_ERR_NOT_SUPPORTED,
+                      "alltoall \"%s\": GPU tensors are not supported yet; alltoall a host copy",
+                      args->name);
+    int64_t rows = tensor->shape[0];
+    if (args->splits == NULL) {
+        if (rows % nranks != 0)
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                          "alltoall \"%s\": %lld rows do not split evenly over %d ranks; pass "
+                          "splits",
+                          args->name, (long long)rows, nranks);
+        return CHORUS_OK;
+    }
+    int64_t total = 0;
+    for (int r = 0; r < nranks; r++) {
+        if (args->splits[r] < 0 || args->splits[r] > rows)
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                          "alltoall \"%s\": splits[%d] is %lld, outside 0..%lld (the rows)",
+                          args->name, r, (long long)args->splits[r], (long long)rows);
+        total += args->splits[r];
+    }
+    if (total != rows)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "alltoall \"%s\": the splits add up to %lld rows; the tensor has %lld",
+                      args->name, (long long)total, (long long)rows);
+    return CHORUS_OK;
+}
+
 /* Checks one operation against everything that can be known on this rank alone. */
 static chorus_status validate(const chorus_op_args *args, int nranks)
 {
@@ -558,6 +594,8 @@ static chorus_status validate(const chorus_op_args *args, int nranks)
         break;
     case CHORUS_REDUCESCATTER:
         return validate_reducescatter(args);
+    case CHORUS_ALLTOALL:
+        return validate_alltoall(args, nranks);
     }
     return CHORUS_OK;
 }
@@ -598,13 +636,26 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
             ? (uint8_t)compression
             : CHORUS_COMPRESSION_NONE;
     request->input = tensor->data;
-    bool handle_output =
-        args->collective == CHORUS_ALLGATHER || args->collective == CHORUS_REDUCESCATTER;
+    bool handle_output = args->collective == CHORUS_ALLGATHER ||
+                         args->collective == CHORUS_REDUCESCATTER ||
+                         args->collective == CHORUS_ALLTOALL;
     request->output = args->output != NULL && !handle_output ? args->output : tensor->data;
     request->count = chorus_tensor_count(tensor);
     request->handle = handle;
     request->submitted_at = monotonic_seconds();
     return request;
+}
+
+/* An alltoall's rows per rank: the caller's splits, or the rows split evenly. */
+static bool copy_splits(struct request *request, const chorus_op_args *args, int nranks)
+{
+    request->splits = calloc((size_t)nranks, sizeof *request->splits);
+    if (request->splits == NULL)
+        return false;
+    for (int r = 0; r < nranks; r++)
+        request->splits[r] =
+            args->splits != NULL ? args->splits[r] : args->input.shape[0] / nranks;
+    return true;
 }
 
 /* Enqueues `count` operations as one unit (a group when count > 1). */
@@ -651,6 +702,11 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
     for (size_t i = 0; i < count; i++) {
         requests[i] = request_create(&args[i], count > 1 ? args[0].name : "", (uint32_t)count,
                                      handle, context->params.values.compression);
+        if (requests[i] != NULL && args[i].collective == CHORUS_ALLTOALL &&
+            !copy_splits(requests[i], &args[i], context->size)) {
+            request_free(requests[i]);
+            requests[i] = NULL;
+        }
         if (requests[i] == NULL) {
             status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
             goto out;
@@ -772,6 +828,19 @@ chorus_status chorus_reducescatter_async(const char *name, const chorus_tensor *
     return chorus_submit(&args, handle);
 }
 
+chorus_status chorus_alltoall_async(const char *name, const chorus_tensor *input,
+                                    const int64_t *splits, chorus_handle **handle)
+{
+    if (input == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "alltoall: input tensor is NULL");
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.collective = CHORUS_ALLTOALL;
+    args.name = name;
+    args.input = *input;
+    args.splits = splits;
+    return chorus_submit(&args, handle);
+}
+
 /* Waits, moves the handle's message to the thread's last error, frees the handle. */
 static chorus_status wait_and_free(chorus_handle *handle, chorus_tensor *output)
 {
@@ -842,6 +911,28 @@ chorus_status chorus_reducescatter(const char *name, const chorus_tensor *input,
     chorus_handle *handle = NULL;
     chorus_status status = chorus_reducescatter_async(name, input, op, &handle);
     return status != CHORUS_OK ? status : wait_and_free(handle, output);
+}
+
+chorus_status chorus_alltoall(const char *name, const chorus_tensor *input,
+                              const int64_t *splits, chorus_tensor *output,
+                              int64_t *received_splits)
+{
+    if (output == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "alltoall: output descriptor is NULL");
+    chorus_handle *handle = NULL;
+    chorus_status status = chorus_alltoall_async(name, input, splits, &handle);
+    if (status != CHORUS_OK)
+        return status;
+    status = chorus_wait(handle);
+    if (status != CHORUS_OK)
+        set_last_error(status, "%s", chorus_handle_error(handle));
+    else if (received_splits != NULL) /* sets its own error */
+        status = chorus_handle_received_splits(handle, received_splits, SIZE_MAX);
+    if (status != CHORUS_OK) {
+        chorus_handle_free(handle);
+        return status;
+    }
+    return wait_and_free(handle, output);
 }
 
 chorus_status chorus_join(void)

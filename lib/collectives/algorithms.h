@@ -75,10 +75,28 @@ struct reducescatter_args {
     double factor;
 };
 
+/* Alltoall of blocks of any size (alltoallv): this rank's send_bytes[k] bytes at
+ * send + send_offsets[k] go to rank k, and rank k's block for this rank lands at
+ * recv + recv_offsets[k] (recv_bytes[k] bytes, what rank k sends here). */
+struct alltoall_args {
+    struct transport *transport;
+    struct node_segment *node; /* the host's shared segment when all ranks share one host */
+    /* Where rank k's block for this rank starts in rank k's send buffer (bytes), or NULL when
+     * unknown: the single-copy algorithm reads it from there. */
+    const size_t *remote_offsets;
+    const void *send;
+    const size_t *send_bytes;
+    const size_t *send_offsets;
+    void *recv;
+    const size_t *recv_bytes;
+    const size_t *recv_offsets;
+};
+
 typedef chorus_status (*allreduce_run)(const struct allreduce_args *args);
 typedef chorus_status (*broadcast_run)(const struct broadcast_args *args);
 typedef chorus_status (*allgather_run)(const struct allgather_args *args);
 typedef chorus_status (*reducescatter_run)(const struct reducescatter_args *args);
+typedef chorus_status (*alltoall_run)(const struct alltoall_args *args);
 
 /* The arguments of one collective call, whichever it is. */
 union collective_args {
@@ -86,6 +104,7 @@ union collective_args {
     const struct broadcast_args *broadcast;
     const struct allgather_args *allgather;
     const struct reducescatter_args *reducescatter;
+    const struct alltoall_args *alltoall;
 };
 
 /* Where an algorithm's preconditions on the placement of the ranks hold. */
@@ -106,6 +125,7 @@ struct algorithm {
         broadcast_run broadcast;
         allgather_run allgather;
         reducescatter_run reducescatter;
+        alltoall_run alltoall;
     } run;
     enum placement needs; /* anything but PLACEMENT_ANY works through the host's segment */
 };
@@ -124,6 +144,8 @@ chorus_status allgather_shared_memory(const struct allgather_args *args);
 chorus_status allgather_single_copy(const struct allgather_args *args);
 chorus_status reducescatter_ring(const struct reducescatter_args *args);
 chorus_status reducescatter_hierarchical(const struct reducescatter_args *args);
+chorus_status alltoall_pairwise(const struct alltoall_args *args);
+chorus_status alltoall_single_copy(const struct alltoall_args *args);
 
 /* The algorithms of `collective`, indexed by id, and how many there are. */
 const struct algorithm *algorithm_table(chorus_collective collective, size_t *count);
@@ -197,6 +219,7 @@ enum {
     TAG_BROADCAST = 120,
     TAG_ALLGATHER = 130,
     TAG_REDUCESCATTER = 140,
+    TAG_ALLTOALL = 150,
 };
 
 #endif

@@ -259,6 +259,7 @@ static chorus_status start(struct background *background, char *error, size_t er
         [CHORUS_BROADCAST] = context->params.values.broadcast_algorithm,
         [CHORUS_ALLGATHER] = context->params.values.allgather_algorithm,
         [CHORUS_REDUCESCATTER] = context->params.values.reducescatter_algorithm,
+        [CHORUS_ALLTOALL] = context->params.values.alltoall_algorithm,
     };
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
         executor->forced_algorithm[c] =

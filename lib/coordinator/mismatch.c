@@ -148,7 +148,9 @@ char *find_mismatch(const char *name, const struct wire_request *requests, int n
     };
     bool allreduce = reference->collective == CHORUS_ALLREDUCE;
     bool reduces = allreduce || reference->collective == CHORUS_REDUCESCATTER;
-    bool allgather = reference->collective == CHORUS_ALLGATHER;
+    /* Collectives whose ranks may have different first dimensions. */
+    bool allgather =
+        reference->collective == CHORUS_ALLGATHER || reference->collective == CHORUS_ALLTOALL;
     bool broadcast = reference->collective == CHORUS_BROADCAST;
     char *collective = field_mismatch(requests, nranks, "collective", format_collective);
     if (collective != NULL) {

@@ -218,7 +218,7 @@ static bool requests_agree(const struct wire_request *a, const struct wire_reque
         (a->device == DEVICE_HOST) != (b->device == DEVICE_HOST) ||
         a->group_size != b->group_size || strcmp(a->group, b->group) != 0)
         return false;
-    size_t first = a->collective == CHORUS_ALLGATHER ? 1 : 0;
+    size_t first = a->collective == CHORUS_ALLGATHER || a->collective == CHORUS_ALLTOALL ? 1 : 0;
     for (size_t i = first; i < a->ndims; i++)
         if (a->shape[i] != b->shape[i])
             return false;
@@ -231,6 +231,7 @@ static bool requests_agree(const struct wire_request *a, const struct wire_reque
     case CHORUS_BROADCAST:
         return a->root == b->root;
     case CHORUS_ALLGATHER:
+    case CHORUS_ALLTOALL:
         return true;
     }
     return false;

@@ -36,6 +36,12 @@ static const char *const reducescatter_names[] = {
 static_assert(ARRAY_LENGTH(reducescatter_names) == REDUCESCATTER_ALGORITHM_COUNT,
               "a name per algorithm");
 
+static const char *const alltoall_names[] = {
+    [ALLTOALL_PAIRWISE] = "pairwise",
+    [ALLTOALL_SINGLE_COPY] = "single_copy",
+};
+static_assert(ARRAY_LENGTH(alltoall_names) == ALLTOALL_ALGORITHM_COUNT, "a name per algorithm");
+
 static const char *const *names_of(chorus_collective collective, size_t *count)
 {
     switch (collective) {
@@ -51,6 +57,9 @@ static const char *const *names_of(chorus_collective collective, size_t *count)
     case CHORUS_REDUCESCATTER:
         *count = ARRAY_LENGTH(reducescatter_names);
         return reducescatter_names;
+    case CHORUS_ALLTOALL:
+        *count = ARRAY_LENGTH(alltoall_names);
+        return alltoall_names;
     }
     *count = 0;
     return NULL;

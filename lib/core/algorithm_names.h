@@ -39,6 +39,12 @@ enum reducescatter_algorithm_id {
     REDUCESCATTER_ALGORITHM_COUNT,
 };
 
+enum alltoall_algorithm_id {
+    ALLTOALL_PAIRWISE,
+    ALLTOALL_SINGLE_COPY,
+    ALLTOALL_ALGORITHM_COUNT,
+};
+
 /* How many algorithms `collective` has (0 for a collective without host algorithms). */
 size_t algorithm_count(chorus_collective collective);
 /* The name of algorithm `id` of `collective`; "?" when out of range. */

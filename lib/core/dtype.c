@@ -26,6 +26,7 @@ static const char *const collective_names[CHORUS_COLLECTIVE_COUNT] = {
     [CHORUS_BROADCAST] = "broadcast",
     [CHORUS_ALLGATHER] = "allgather",
     [CHORUS_REDUCESCATTER] = "reducescatter",
+    [CHORUS_ALLTOALL] = "alltoall",
 };
 
 bool dtype_is_valid(int dtype)

@@ -34,6 +34,7 @@ static void handle_destroy(struct chorus_handle *handle)
     if (handle->owns_output && handle->output.data != NULL)
         handle->release_output(handle->output.data, handle->output_capacity);
     free(handle->message);
+    free(handle->received_splits);
     pthread_mutex_destroy(&handle->lock);
     pthread_cond_destroy(&handle->completed);
     /* volatile: a plain store just before free() is dropped by the compiler as dead. */
@@ -48,6 +49,13 @@ void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output
     handle->owns_output = release != NULL;
     handle->release_output = release;
     handle->output_capacity = capacity;
+}
+
+void handle_set_received_splits(struct chorus_handle *handle, int64_t *splits, size_t count)
+{
+    free(handle->received_splits);
+    handle->received_splits = splits;
+    handle->received_count = count;
 }
 
 void handle_member_done(struct chorus_handle *handle, chorus_status status, const char *format,
@@ -134,10 +142,11 @@ chorus_status chorus_handle_output(const chorus_handle *handle, chorus_tensor *o
     chorus_status status = atomic_load_explicit(&handle->status, memory_order_acquire);
     if (status != CHORUS_OK)
         return status;
-    if (handle->collective != CHORUS_ALLGATHER && handle->collective != CHORUS_REDUCESCATTER)
+    if (handle->collective != CHORUS_ALLGATHER && handle->collective != CHORUS_REDUCESCATTER &&
+        handle->collective != CHORUS_ALLTOALL)
         return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
-                              "chorus_handle_output: the handle is a %s, not an allgather or a "
-                              "reducescatter",
+                              "chorus_handle_output: the handle is a %s, not an allgather, a "
+                              "reducescatter or an alltoall",
                               chorus_collective_name(handle->collective));
     *output = handle->output;
     return CHORUS_OK;
@@ -149,6 +158,28 @@ chorus_status chorus_handle_take_output(chorus_handle *handle, chorus_tensor *ou
     if (status == CHORUS_OK)
         handle->owns_output = false;
     return status;
+}
+
+chorus_status chorus_handle_received_splits(const chorus_handle *handle, int64_t *splits,
+                                            size_t capacity)
+{
+    if (handle == NULL || splits == NULL)
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_handle_received_splits: handle and splits must not be NULL");
+    chorus_status status = atomic_load_explicit(&handle->status, memory_order_acquire);
+    if (status != CHORUS_OK)
+        return status;
+    if (handle->collective != CHORUS_ALLTOALL)
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_handle_received_splits: the handle is a %s, not an alltoall",
+                              chorus_collective_name(handle->collective));
+    if (capacity < handle->received_count)
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_handle_received_splits: room for %zu entries; there are %zu "
+                              "ranks",
+                              capacity, handle->received_count);
+    memcpy(splits, handle->received_splits, handle->received_count * sizeof *splits);
+    return CHORUS_OK;
 }
 
 void chorus_handle_free(chorus_handle *handle)

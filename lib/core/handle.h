@@ -32,6 +32,8 @@ struct chorus_handle {
     bool owns_output;        /* output.data belongs to the handle */
     size_t output_capacity;  /* host output: its allocation, for the output pool */
     output_release release_output; /* frees an owned output.data */
+    int64_t *received_splits;      /* alltoall: rows received from each rank */
+    size_t received_count;
 };
 
 /* A new in-progress handle waiting for `members` requests. */
@@ -47,5 +49,8 @@ void handle_member_done(struct chorus_handle *handle, chorus_status status, cons
  * is not NULL, and gives it back with release(data, capacity) when it is freed. */
 void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output,
                        output_release release, size_t capacity);
+
+/* Hands an alltoall's received splits (`count` entries, malloc'd) to the handle. */
+void handle_set_received_splits(struct chorus_handle *handle, int64_t *splits, size_t count);
 
 #endif

@@ -77,6 +77,8 @@ const struct param_definition param_table[] = {
     {"CHORUS_REDUCESCATTER_ALGO", PARAM_ALGORITHM, "auto", FIELD(reducescatter_algorithm),
      CHORUS_REDUCESCATTER, true,
      "reducescatter algorithm: auto or a name (chorus-info lists them)", NULL},
+    {"CHORUS_ALLTOALL_ALGO", PARAM_ALGORITHM, "auto", FIELD(alltoall_algorithm), CHORUS_ALLTOALL,
+     true, "alltoall algorithm: auto or a name (chorus-info lists them)", NULL},
 };
 const size_t param_count = ARRAY_LENGTH(param_table);
 static_assert(ARRAY_LENGTH(param_table) <= ARRAY_LENGTH(((struct param_set *)0)->sources),

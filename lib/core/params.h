@@ -38,6 +38,7 @@ struct chorus_params {
     char broadcast_algorithm[PARAM_TEXT_LENGTH];
     char allgather_algorithm[PARAM_TEXT_LENGTH];
     char reducescatter_algorithm[PARAM_TEXT_LENGTH];
+    char alltoall_algorithm[PARAM_TEXT_LENGTH];
 };
 
 enum param_source {

@@ -60,6 +60,7 @@ void request_free(struct request *request)
     if (request == NULL)
         return;
     wire_request_free(&request->desc);
+    free(request->splits);
     free(request);
 }
 

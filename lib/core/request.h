@@ -56,6 +56,7 @@ struct request {
     struct wire_request desc; /* what is negotiated */
     void *input;
     void *output; /* == input when in place; unused for allgather */
+    int64_t *splits; /* alltoall: rows for each rank (one entry per rank); else NULL */
     size_t count; /* elements */
     struct chorus_handle *handle;
     double submitted_at;

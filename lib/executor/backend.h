@@ -42,6 +42,9 @@ chorus_status host_allgather(struct executor *executor, const struct wire_respon
 chorus_status host_reducescatter(struct executor *executor, const struct wire_response *responses,
                                  const size_t *members, size_t member_count,
                                  struct request **requests, char *error, size_t error_size);
+chorus_status host_alltoall(struct executor *executor, const struct wire_response *responses,
+                            const size_t *members, size_t member_count, struct request **requests,
+                            char *error, size_t error_size);
 
 /* host_algorithms.c: one host collective with the algorithm the selection picks (see
  * selection_run); the algorithm that ran is left in executor->last_algorithm. An allreduce of
@@ -59,6 +62,8 @@ chorus_status run_host_reducescatter(struct executor *executor, const void *send
                                      const size_t *block_counts, const size_t *offsets,
                                      size_t count, chorus_dtype dtype, chorus_op op,
                                      double factor, char *error, size_t error_size);
+chorus_status run_host_alltoall(struct executor *executor, const struct alltoall_args *args,
+                                size_t bytes, char *error, size_t error_size);
 /* Whether a fused allreduce of `bytes` runs where its tensors lie (the hierarchical algorithm on
  * the host's segment) rather than through the fusion buffer. */
 bool host_allreduce_in_place(const struct executor *executor, size_t bytes);

@@ -138,6 +138,13 @@ chorus_status run_host_reducescatter(struct executor *executor, const void *send
                         (union collective_args){.reducescatter = &args}, error, error_size);
 }
 
+chorus_status run_host_alltoall(struct executor *executor, const struct alltoall_args *args,
+                                size_t bytes, char *error, size_t error_size)
+{
+    return run_selected(executor, CHORUS_ALLTOALL, bytes, (union collective_args){.alltoall = args},
+                        error, error_size);
+}
+
 bool host_allreduce_in_place(const struct executor *executor, size_t bytes)
 {
     struct selection_query query = query_for(executor, CHORUS_ALLREDUCE, bytes);

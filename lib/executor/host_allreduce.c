@@ -198,5 +198,6 @@ const struct backend host_backend = {
     .run = {[CHORUS_ALLREDUCE] = host_allreduce,
             [CHORUS_BROADCAST] = host_broadcast,
             [CHORUS_ALLGATHER] = host_allgather,
-            [CHORUS_REDUCESCATTER] = host_reducescatter},
+            [CHORUS_REDUCESCATTER] = host_reducescatter,
+            [CHORUS_ALLTOALL] = host_alltoall},
 };

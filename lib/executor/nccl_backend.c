@@ -150,16 +150,18 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
     return status;
 }
 
-/* Submitting refuses GPU reducescatters; this says so again should one get here. */
-static chorus_status execute_gpu_reducescatter(struct executor *executor,
-                                               const struct wire_response *responses,
-                                               const size_t *members, size_t member_count,
-                                               struct request **requests, char *error,
-                                               size_t error_size)
+/* Submitting refuses GPU reducescatters and alltoalls; this says so again should one get
+ * here. */
+static chorus_status execute_gpu_unsupported(struct executor *executor,
+                                             const struct wire_response *responses,
+                                             const size_t *members, size_t member_count,
+                                             struct request **requests, char *error,
+                                             size_t error_size)
 {
     (void)executor, (void)member_count, (void)requests;
-    snprintf(error, error_size, "reducescatter \"%s\": GPU tensors are not supported yet",
-             responses[members[0]].request.name);
+    const struct wire_request *request = &responses[members[0]].request;
+    snprintf(error, error_size, "%s \"%s\": GPU tensors are not supported yet",
+             chorus_collective_name((chorus_collective)request->collective), request->name);
     return CHORUS_ERR_NOT_SUPPORTED;
 }
 
@@ -168,5 +170,6 @@ const struct backend nccl_backend = {
     .run = {[CHORUS_ALLREDUCE] = execute_gpu_allreduce,
             [CHORUS_BROADCAST] = execute_gpu_broadcast,
             [CHORUS_ALLGATHER] = execute_gpu_allgather,
-            [CHORUS_REDUCESCATTER] = execute_gpu_reducescatter},
+            [CHORUS_REDUCESCATTER] = execute_gpu_unsupported,
+            [CHORUS_ALLTOALL] = execute_gpu_unsupported},
 };

@@ -41,6 +41,7 @@ static bool same_batch(const struct wire_response *a, const struct wire_response
     case CHORUS_ALLGATHER:
         return true;
     case CHORUS_REDUCESCATTER:
+    case CHORUS_ALLTOALL:
         return false; /* each runs alone: its blocks are cut from its own rows */
     }
     return false;

@@ -18,7 +18,7 @@ OK, IN_PROGRESS = 0, 1
 # chorus_op
 SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)
 # chorus_collective
-ALLREDUCE, BROADCAST, ALLGATHER, REDUCESCATTER = range(4)
+ALLREDUCE, BROADCAST, ALLGATHER, REDUCESCATTER, ALLTOALL = range(5)
 # chorus_memory
 MEMORY_HOST, MEMORY_CUDA = 0, 1
 # chorus_compression
@@ -35,7 +35,8 @@ class OpArgs(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("collective", ctypes.c_int),
                 ("name", ctypes.c_char_p), ("input", Tensor), ("output", ctypes.c_void_p),
                 ("op", ctypes.c_int), ("root", ctypes.c_int), ("prescale_factor", ctypes.c_double),
-                ("postscale_factor", ctypes.c_double), ("compression", ctypes.c_int)]
+                ("postscale_factor", ctypes.c_double), ("compression", ctypes.c_int),
+                ("splits", ctypes.POINTER(ctypes.c_int64))]
 
 
 class InitOptions(ctypes.Structure):
@@ -89,6 +90,8 @@ _declare("chorus_test", ctypes.c_int, handle_p)
 _declare("chorus_wait", ctypes.c_int, handle_p)
 _declare("chorus_handle_error", ctypes.c_char_p, handle_p)
 _declare("chorus_handle_output", ctypes.c_int, handle_p, ctypes.POINTER(Tensor))
+_declare("chorus_handle_received_splits", ctypes.c_int, handle_p,
+         ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t)
 _declare("chorus_handle_free", None, handle_p)
 _declare("chorus_join", ctypes.c_int)
 _declare("chorus_barrier", ctypes.c_int)

@@ -163,10 +163,18 @@ class Handle:
         return self._result
 
     def gathered(self):
-        """For an allgather or a reducescatter, before wait() returns: the output's descriptor."""
+        """For an allgather, reducescatter or alltoall, before wait() returns: the output's
+        descriptor."""
         descriptor = c.Tensor()
         check(c.lib.chorus_handle_output(self._pointer, ctypes.byref(descriptor)))
         return descriptor
+
+    def received_splits(self):
+        """For an alltoall, before wait() returns: the rows received from each rank."""
+        count = size()
+        splits = (ctypes.c_int64 * count)()
+        check(c.lib.chorus_handle_received_splits(self._pointer, splits, count))
+        return list(splits)
 
     def __del__(self):
         pointer = getattr(self, "_pointer", None)
@@ -216,7 +224,7 @@ def describe(data_pointer, dtype, shape, memory=c.MEMORY_HOST, device=0):
 
 
 def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.0,
-            postscale=1.0, compression=c.COMPRESSION_DEFAULT):
+            postscale=1.0, compression=c.COMPRESSION_DEFAULT, splits=None):
     args = c.OpArgs()
     args.struct_size = ctypes.sizeof(c.OpArgs)
     args.collective = collective
@@ -228,6 +236,10 @@ def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.
     args.prescale_factor = prescale
     args.postscale_factor = postscale
     args.compression = compression
+    if splits is not None:
+        # The library copies the splits at submit; the array only has to outlive that call.
+        args._splits = (ctypes.c_int64 * len(splits))(*splits)
+        args.splits = ctypes.cast(args._splits, ctypes.POINTER(ctypes.c_int64))
     return args
 
 

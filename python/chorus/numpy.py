@@ -107,6 +107,24 @@ def allgather(array, name=None):
     return allgather_async(array, name).wait()
 
 
+def alltoall_async(array, splits=None, name=None):
+    """Sends splits[k] rows to each rank k (None: rows split evenly) and receives every rank's
+    rows for this one; wait() returns (the received array, the rows received from each rank)."""
+    array = np.ascontiguousarray(array)
+    if array.ndim == 0:
+        raise ValueError("alltoall needs an array with at least one dimension")
+    name = name or default_name("alltoall")
+    values = None if splits is None else [int(s) for s in splits]
+    args = op_args(c.ALLTOALL, name, _tensor(array), splits=values)
+    gathered = _gathered(array.dtype, array.shape[1:])
+    return submit(args, (array, args),
+                  lambda handle: (gathered(handle), np.array(handle.received_splits())))
+
+
+def alltoall(array, splits=None, name=None):
+    return alltoall_async(array, splits, name).wait()
+
+
 def reducescatter_async(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces every rank's array (all of one shape) and returns this rank's block of rows:
     the first dimension split as evenly as it goes, the first ranks one row more."""
@@ -127,4 +145,4 @@ __all__ = ["ChorusError", "init", "shutdown", "is_initialized", "rank", "size", 
            "local_size", "cross_rank", "cross_size", "join", "Sum", "Average", "Min", "Max",
            "Product", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
            "grouped_allreduce", "broadcast", "broadcast_", "broadcast_async_", "allgather",
-           "allgather_async", "reducescatter", "reducescatter_async"]
+           "allgather_async", "alltoall", "alltoall_async", "reducescatter", "reducescatter_async"]

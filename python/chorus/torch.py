@@ -393,6 +393,71 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
                                                    prescale_factor, postscale_factor))
 
 
+def _split_list(splits):
+    if splits is None:
+        return None
+    values = splits.tolist() if torch.is_tensor(splits) else list(splits)
+    if len(values) != size():
+        raise ValueError(f"alltoall: splits has {len(values)} entries; there are {size()} ranks")
+    return [int(v) for v in values]
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=None):
+    """Sends splits[k] rows of `tensor` (rank 0's rows first) to each rank k and receives every
+    rank's rows for this one, in rank order; splits=None splits the rows evenly. synchronize()
+    returns the received tensor, and with splits given also the rows received from each rank
+    (an int32 tensor), as Horovod does."""
+    if process_set is not None:
+        raise NotImplementedError("process_set=: chorus has no process sets yet")
+    return _alltoall_submit(tensor, _split_list(splits), name or default_name("alltoall"),
+                            splits is not None)
+
+
+def _alltoall_submit(tensor, splits, name, with_splits):
+    tensor = tensor.contiguous()
+    if tensor.dim() == 0:
+        raise ValueError("alltoall needs a tensor with at least one dimension")
+    args = op_args(c.ALLTOALL, name, _descriptor(tensor), splits=splits)
+    gathered = _gathered(tensor, tuple(tensor.shape[1:]))
+
+    def finish(handle):
+        output = gathered(handle)
+        if not with_splits:
+            return output
+        return output, torch.tensor(handle.received_splits(), dtype=torch.int32)
+    return submit(args, (tensor, args), finish)
+
+
+class _AlltoallFunction(torch.autograd.Function):
+    """Horovod's gradient of an alltoall: the gradient sent back where its rows came from, by an
+    alltoall with the received splits."""
+
+    @staticmethod
+    def forward(context, tensor, splits, name):
+        context.name = name
+        output, received = synchronize(_alltoall_submit(tensor, splits, name, True))
+        context.received = received.tolist()
+        context.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(context, gradient, ignored):
+        returned = synchronize(_alltoall_submit(gradient, context.received,
+                                                f"{context.name}.gradient", False))
+        return returned, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=None):
+    """Differentiable when `tensor` requires a gradient."""
+    name = name or default_name("alltoall")
+    if _differentiable(tensor):
+        if process_set is not None:
+            raise NotImplementedError("process_set=: chorus has no process sets yet")
+        output, received = _AlltoallFunction.apply(tensor, _split_list(splits), name)
+        return output if splits is None else (output, received)
+    return synchronize(alltoall_async(tensor, splits, name, process_set))
+
+
 def barrier(process_set=None):
     """Returns once every rank has called it (a negotiated collective, like the others)."""
     if process_set is not None:
@@ -763,7 +828,8 @@ __all__ = ["ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
            "grouped_allreduce_async", "grouped_allreduce_", "grouped_allreduce_async_",
            "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
-           "allgather_object", "reducescatter", "reducescatter_async", "grouped_reducescatter",
+           "allgather_object", "alltoall", "alltoall_async", "reducescatter", "reducescatter_async",
+           "grouped_reducescatter",
            "grouped_reducescatter_async", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
            "broadcast_object", "barrier", "poll", "synchronize", "join", "broadcast_parameters",
            "broadcast_optimizer_state", "DistributedOptimizer", "mpi_built", "mpi_enabled",

@@ -207,6 +207,48 @@ def reducescatters(rank, size):
           f"chorus.numpy.reducescatter {array.tolist()}")
 
 
+def alltoalls(rank, size):
+    """alltoall with splits that differ per pair (zeros included) against what every sender
+    must have sent; received splits; even splits; errors."""
+    def rows_for(sender, receiver):
+        return (sender + 2 * receiver) % 3
+
+    def block(sender, receiver):
+        rows = rows_for(sender, receiver)
+        return (torch.arange(rows * 2, dtype=torch.float64).reshape(rows, 2) +
+                1000 * sender + 100 * receiver)
+
+    splits = [rows_for(rank, k) for k in range(size)]
+    tensor = torch.cat([block(rank, k) for k in range(size)])
+    output, received = hvd.alltoall(tensor, splits=splits, name="a2a.uneven")
+    expected = torch.cat([block(k, rank) for k in range(size)])
+    check(torch.equal(output, expected) and received.tolist() ==
+          [rows_for(k, rank) for k in range(size)] and received.dtype == torch.int32,
+          f"alltoall with splits: {output.tolist()} / {received.tolist()}")
+    even = hvd.alltoall(torch.arange(2 * size, dtype=torch.int64) + 100 * rank, name="a2a.even")
+    check(even.tolist() == [100 * k + 2 * rank + i for k in range(size) for i in range(2)],
+          f"alltoall without splits: {even.tolist()}")
+    handle = hvd.alltoall_async(tensor, splits=torch.tensor(splits), name="a2a.async")
+    output, received = hvd.synchronize(handle)
+    check(torch.equal(output, expected), "alltoall_async with a tensor of splits")
+    raises(ValueError, lambda: hvd.alltoall(tensor, splits=[1] * (size + 1), name="a2a.len"),
+           "splits of the wrong length")
+    if size > 1:
+        raises(hvd.HorovodInternalError,
+               lambda: hvd.alltoall(torch.ones(2 * size + 1), name="a2a.odd"),
+               "rows that do not split evenly")
+    message = raises(hvd.HorovodInternalError,
+                     lambda: hvd.alltoall(torch.ones(3), splits=[4] + [0] * (size - 1),
+                                          name="a2a.sum"), "splits that do not add up")
+    check("a2a.sum" in message, f"the message names the tensor: {message}")
+    import numpy
+    import chorus.numpy as chorus_numpy
+    array, counts = chorus_numpy.alltoall(numpy.full((size, 3), rank, dtype=numpy.int32),
+                                          name="a2a.numpy")
+    check(array[:, 0].tolist() == list(range(size)) and counts.tolist() == [1] * size,
+          f"chorus.numpy.alltoall {array.tolist()} {counts.tolist()}")
+
+
 def gradients(rank, size):
     """Autograd through the collectives, with Horovod's gradient rules, against the gradients
     worked out by hand from every rank's upstream gradient."""
@@ -242,6 +284,12 @@ def gradients(rank, size):
     (hvd.reducescatter(z, name="g.rs.average") * (rank + 1)).sum().backward()
     check(torch.allclose(z.grad, expected / size),
           f"reducescatter average gradient {z.grad.tolist()}")
+    # alltoall's gradient: each row's gradient comes back from the rank it was sent to.
+    w = torch.ones(size, 2, requires_grad=True)
+    sent, _ = hvd.alltoall(w, splits=[1] * size, name="g.a2a")
+    (sent * (rank + 1)).sum().backward()
+    check(torch.allclose(w.grad, (torch.arange(size, dtype=torch.float32) + 1).unsqueeze(1)
+                         .expand(size, 2)), f"alltoall gradient {w.grad.tolist()}")
     with torch.no_grad():
         check(hvd.allreduce(x, op=hvd.Max, name="g.nograd").shape == (3,),
               "no gradient needed: any op")
@@ -373,6 +421,7 @@ def main():
     collectives(rank, size)
     timeline(rank)
     reducescatters(rank, size)
+    alltoalls(rank, size)
     gradients(rank, size)
     dtypes(rank, size)
     sync_batch_norm(rank, size)
