@@ -958,7 +958,8 @@ int main(int argc, char **argv)
     }
     if (o.device && (o.collective == CHORUS_REDUCESCATTER || o.collective == CHORUS_ALLTOALL)) {
         if (rank == 0)
-            fprintf(stderr, "chorus-bench: %s runs on host memory only so far\n",
+            fprintf(stderr, "chorus-bench: --device cuda measures allreduce, broadcast and "
+                            "allgather; measure %s on host memory\n",
                     chorus_collective_name(o.collective));
         chorus_shutdown();
         MPI_Finalize();

@@ -451,11 +451,12 @@ static chorus_status validate_reducescatter(const chorus_op_args *args)
                       "reducescatter \"%s\": the tensor needs at least one dimension (rows to "
                       "scatter)",
                       args->name);
-    if (args->input.memory == CHORUS_MEMORY_CUDA)
+    if (args->input.memory == CHORUS_MEMORY_CUDA &&
+        (args->input.dtype == CHORUS_INT16 || args->input.dtype == CHORUS_UINT16))
         return REJECT(CHORUS_ERR_NOT_SUPPORTED,
-                      "reducescatter \"%s\": GPU tensors are not supported yet; reducescatter "
-                      "a host copy",
-                      args->name);
+                      "reducescatter \"%s\": NCCL has no 16-bit integers to reduce %s GPU "
+                      "tensors; cast to int32, or reduce a host copy",
+                      args->name, chorus_dtype_name(args->input.dtype));
     return validate_reduction(args);
 }
 
@@ -466,10 +467,6 @@ static chorus_status validate_alltoall(const chorus_op_args *args, int nranks)
     if (tensor->ndims == 0)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "alltoall \"%s\": the tensor needs at least one dimension (rows to send)",
-                      args->name);
-    if (tensor->memory == CHORUS_MEMORY_CUDA)
-        return REJECT(CHORUS_ERR_NOT_SUPPORTED,
-                      "alltoall \"%s\": GPU tensors are not supported yet; alltoall a host copy",
                       args->name);
     int64_t rows = tensor->shape[0];
     if (args->splits == NULL) {

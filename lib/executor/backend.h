@@ -64,6 +64,27 @@ chorus_status run_host_reducescatter(struct executor *executor, const void *send
                                      double factor, char *error, size_t error_size);
 chorus_status run_host_alltoall(struct executor *executor, const struct alltoall_args *args,
                                 size_t bytes, char *error, size_t error_size);
+
+/* host_alltoall.c: where an alltoall's rows go, agreed by the ranks before they move (the host
+ * and the GPU alltoall share it). */
+struct alltoall_plan {
+    int ranks;
+    size_t *table; /* the five arrays below, one entry per rank each */
+    size_t *send_bytes, *send_offsets, *recv_bytes, *recv_offsets;
+    size_t *remote_offsets; /* where each sender's rows for this rank start in its input */
+    int64_t *received_splits;
+    size_t send_total, recv_total, received_rows;
+};
+/* Exchanges the rows each rank sends each other (and where they start) through the host
+ * transport, and lays out the output. A joined rank (request NULL) sends nothing. */
+chorus_status alltoall_plan(struct executor *executor, const struct wire_response *response,
+                            const struct request *request, struct alltoall_plan *plan,
+                            char *error, size_t error_size);
+void alltoall_plan_free(struct alltoall_plan *plan);
+/* After the rows moved: the output and (on success) the received splits to the handle. */
+void alltoall_settle(const struct wire_response *response, struct request *request,
+                     struct alltoall_plan *plan, void *output, size_t capacity,
+                     chorus_status status);
 /* Whether a fused allreduce of `bytes` runs where its tensors lie (the hierarchical algorithm on
  * the host's segment) rather than through the fusion buffer. */
 bool host_allreduce_in_place(const struct executor *executor, size_t bytes);

@@ -150,19 +150,89 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
     return status;
 }
 
-/* Submitting refuses GPU reducescatters and alltoalls; this says so again should one get
- * here. */
-static chorus_status execute_gpu_unsupported(struct executor *executor,
-                                             const struct wire_response *responses,
-                                             const size_t *members, size_t member_count,
-                                             struct request **requests, char *error,
-                                             size_t error_size)
+/* A reducescatter of a GPU tensor: an NCCL allreduce of the whole tensor into a device buffer,
+ * then this rank's block copied out. It moves twice what ncclReduceScatter would, but takes
+ * Horovod's uneven blocks (which ncclReduceScatter cannot) and every op and scale the GPU
+ * allreduce takes. */
+static chorus_status execute_gpu_reducescatter(struct executor *executor,
+                                               const struct wire_response *responses,
+                                               const size_t *members, size_t member_count,
+                                               struct request **requests, char *error,
+                                               size_t error_size)
 {
-    (void)executor, (void)member_count, (void)requests;
-    const struct wire_request *request = &responses[members[0]].request;
-    snprintf(error, error_size, "%s \"%s\": GPU tensors are not supported yet",
-             chorus_collective_name((chorus_collective)request->collective), request->name);
-    return CHORUS_ERR_NOT_SUPPORTED;
+    (void)member_count; /* never fused */
+    const struct wire_response *response = &responses[members[0]];
+    const struct wire_request *desc = &response->request;
+    struct request *request = requests[0];
+    chorus_status status = ensure_gpu(executor, request->desc.device, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    size_t p = (size_t)executor->nranks, me = (size_t)executor->rank;
+    chorus_dtype dtype = (chorus_dtype)desc->dtype;
+    size_t element = chorus_dtype_size(dtype), rows = (size_t)desc->shape[0];
+    size_t row_elements = rows > 0 ? request->count / rows : 0;
+    size_t first = part_start(rows, p, me) * row_elements;
+    size_t mine = part_length(rows, p, me) * row_elements, capacity = 0;
+    void *whole = gpu_malloc(request->count * element, request->desc.device);
+    void *output =
+        gathered_output(executor, response, request, mine * element, &capacity, error, error_size);
+    struct gpu_piece piece = {.input = request->input, .output = whole, .count = request->count};
+    if (whole == NULL || output == NULL) {
+        snprintf(error, error_size, "cannot allocate %zu bytes of GPU memory",
+                 request->count * element);
+        status = CHORUS_ERR_OUT_OF_MEMORY;
+    } else {
+        status = gpu_allreduce(executor->gpu, &piece, 1, dtype, (chorus_op)desc->op,
+                               desc->prescale * output_factor(response), error, error_size);
+    }
+    if (status == CHORUS_OK && mine > 0 &&
+        gpu_copy(output, (char *)whole + first * element, mine * element) != CHORUS_OK) {
+        snprintf(error, error_size, "copying this rank's block out of the reduction failed");
+        status = CHORUS_ERR_GPU;
+    }
+    executor->last_algorithm = nccl_backend.name;
+    gpu_free(whole);
+    settle_output(response, request, output, capacity,
+                  (int64_t)part_length(rows, p, me), status);
+    return status;
+}
+
+/* An alltoall of a GPU tensor: the counts through the host transport, the rows by grouped
+ * ncclSend/ncclRecv. */
+static chorus_status execute_gpu_alltoall(struct executor *executor,
+                                          const struct wire_response *responses,
+                                          const size_t *members, size_t member_count,
+                                          struct request **requests, char *error,
+                                          size_t error_size)
+{
+    (void)member_count; /* never fused */
+    const struct wire_response *response = &responses[members[0]];
+    struct request *request = requests[0];
+    chorus_status status = ensure_gpu(executor, request->desc.device, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    struct alltoall_plan plan;
+    void *output = NULL;
+    size_t capacity = 0;
+    status = alltoall_plan(executor, response, request, &plan, error, error_size);
+    if (status == CHORUS_OK) {
+        output = gathered_output(executor, response, request, plan.recv_total, &capacity, error,
+                                 error_size);
+        status = output != NULL ? CHORUS_OK : CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    if (status == CHORUS_OK) {
+        struct gpu_exchange exchange = {.send = request->input,
+                                        .send_bytes = plan.send_bytes,
+                                        .send_offsets = plan.send_offsets,
+                                        .recv = output,
+                                        .recv_bytes = plan.recv_bytes,
+                                        .recv_offsets = plan.recv_offsets};
+        status = gpu_alltoall(executor->gpu, &exchange, error, error_size);
+    }
+    executor->last_algorithm = nccl_backend.name;
+    alltoall_settle(response, request, &plan, output, capacity, status);
+    alltoall_plan_free(&plan);
+    return status;
 }
 
 const struct backend nccl_backend = {
@@ -170,6 +240,6 @@ const struct backend nccl_backend = {
     .run = {[CHORUS_ALLREDUCE] = execute_gpu_allreduce,
             [CHORUS_BROADCAST] = execute_gpu_broadcast,
             [CHORUS_ALLGATHER] = execute_gpu_allgather,
-            [CHORUS_REDUCESCATTER] = execute_gpu_unsupported,
-            [CHORUS_ALLTOALL] = execute_gpu_unsupported},
+            [CHORUS_REDUCESCATTER] = execute_gpu_reducescatter,
+            [CHORUS_ALLTOALL] = execute_gpu_alltoall},
 };

@@ -79,6 +79,19 @@ struct gpu_gather {
 chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather *gathers,
                             size_t count, char *error, size_t error_size);
 
+/* An alltoall of device buffers: send_bytes[k] bytes at send + send_offsets[k] to rank k, and
+ * recv_bytes[k] bytes from rank k to recv + recv_offsets[k], with grouped ncclSend/ncclRecv. */
+struct gpu_exchange {
+    const void *send;
+    const size_t *send_bytes;
+    const size_t *send_offsets;
+    void *recv;
+    const size_t *recv_bytes;
+    const size_t *recv_offsets;
+};
+chorus_status gpu_alltoall(struct gpu_context *context, const struct gpu_exchange *exchange,
+                           char *error, size_t error_size);
+
 /* Device memory on `device`; NULL on failure. */
 void *gpu_malloc(size_t bytes, int device);
 void gpu_free(void *pointer);

@@ -484,6 +484,30 @@ chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather
     return wait_for(context, WAIT_STREAM, error, error_size);
 }
 
+chorus_status gpu_alltoall(struct gpu_context *context, const struct gpu_exchange *exchange,
+                           char *error, size_t error_size)
+{
+    if (usable(context, error, error_size) != CHORUS_OK)
+        return CHORUS_ERR_GPU;
+    cudaSetDevice(context->device);
+    const char *send = exchange->send;
+    char *recv = exchange->recv;
+    ncclResult_t code = ncclGroupStart();
+    for (int k = 0; enqueued(code) && k < context->nranks; k++) {
+        code = ncclSend(send + exchange->send_offsets[k], exchange->send_bytes[k], ncclUint8, k,
+                        context->comm, context->stream);
+        if (enqueued(code))
+            code = ncclRecv(recv + exchange->recv_offsets[k], exchange->recv_bytes[k], ncclUint8,
+                            k, context->comm, context->stream);
+    }
+    ncclResult_t ended = ncclGroupEnd();
+    if (enqueued(code))
+        code = ended;
+    if (!enqueued(code))
+        return nccl_failure(code, "alltoall (grouped ncclSend/ncclRecv)", error, error_size);
+    return wait_for(context, WAIT_STREAM, error, error_size);
+}
+
 void *gpu_malloc(size_t bytes, int device)
 {
     void *pointer = NULL;

@@ -71,6 +71,13 @@ chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather
     return not_built(error, error_size);
 }
 
+chorus_status gpu_alltoall(struct gpu_context *context, const struct gpu_exchange *exchange,
+                           char *error, size_t error_size)
+{
+    (void)context, (void)exchange;
+    return not_built(error, error_size);
+}
+
 void *gpu_malloc(size_t bytes, int device)
 {
     (void)bytes, (void)device;

@@ -116,6 +116,43 @@ START_TEST(one_rank_reduces_with_a_premultiplied_sum)
 }
 END_TEST
 
+/* A send to oneself matched by a receive of another size: NCCL would hang or corrupt memory;
+ * the emulation reports it as the communicator's asynchronous error. A matched pair moves the
+ * data, and a second send to the same peer in one group is refused. */
+START_TEST(unmatched_sends_and_receives_are_errors)
+{
+    cudaStream_t stream;
+    ncclComm_t comm = one_rank(&stream);
+    float host[4] = {1, 2, 3, 4}, back[4] = {0};
+    void *in = NULL, *out = NULL;
+    ck_assert_int_eq(cudaMalloc(&in, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&out, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(in, host, sizeof host, cudaMemcpyDefault), cudaSuccess);
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    ck_assert_int_eq(ncclSend(in, 4, ncclFloat32, 0, comm, stream), ncclSuccess);
+    ck_assert_int_eq(ncclRecv(out, 4, ncclFloat32, 0, comm, stream), ncclSuccess);
+    ck_assert_int_eq(ncclSend(in, 4, ncclFloat32, 0, comm, stream), ncclInvalidUsage);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(back, out, sizeof back, cudaMemcpyDefault), cudaSuccess);
+    ck_assert(back[0] == 1 && back[3] == 4);
+    ncclResult_t state = ncclSuccess;
+    ck_assert_int_eq(ncclCommGetAsyncError(comm, &state), ncclSuccess);
+    ck_assert_int_eq(state, ncclSuccess);
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    ck_assert_int_eq(ncclSend(in, 4, ncclFloat32, 0, comm, stream), ncclSuccess);
+    ck_assert_int_eq(ncclRecv(out, 3, ncclFloat32, 0, comm, stream), ncclSuccess);
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    ck_assert_int_eq(ncclCommGetAsyncError(comm, &state), ncclSuccess);
+    ck_assert_int_eq(state, ncclInvalidUsage);
+    ck_assert_int_eq(ncclCommAbort(comm), ncclSuccess);
+    cudaFree(in);
+    cudaFree(out);
+    cudaStreamDestroy(stream);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("emulation");
@@ -125,6 +162,7 @@ int main(void)
     tcase_add_test(cases, stream_work_is_done_only_when_the_stream_says_so);
     tcase_add_test(cases, nccl_refuses_host_buffers_and_ranges_past_an_allocation);
     tcase_add_test(cases, one_rank_reduces_with_a_premultiplied_sum);
+    tcase_add_test(cases, unmatched_sends_and_receives_are_errors);
     suite_add_tcase(suite, cases);
     return run_suite(suite);
 }

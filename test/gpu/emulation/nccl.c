@@ -3,7 +3,9 @@
  * through shared memory named by the unique id; allreduce (every dtype and op, pre-multiplied
  * sums included) and broadcast, in place or not, run on the caller's stream and exchange data
  * through per-rank slots of that memory in chunks, with a barrier of shared counters around each
- * chunk. Grouped calls are enqueued at ncclGroupEnd. Compiled against the real nccl.h.
+ * chunk. Grouped calls are enqueued at ncclGroupEnd; the ncclSend and ncclRecv calls of a group
+ * become one exchange, in rounds of at most a slot's share per peer, that checks every receive
+ * against the size its peer sends. Compiled against the real nccl.h.
  *
  * Strict where NCCL is: buffers must be device memory, an aborted communicator takes no more
  * work, an initialization waits for every rank (or, non-blocking, reports ncclInProgress until
@@ -17,6 +19,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,7 +403,19 @@ static void reduce_slots(unsigned char *result, unsigned char *const *slots, int
 
 /* ----- collectives ----------------------------------------------------------------------------- */
 
-enum collective_kind { ALLREDUCE, BROADCAST };
+enum collective_kind { ALLREDUCE, BROADCAST, EXCHANGE };
+
+#define MAX_PEERS 64
+
+/* The sends and receives of one group (or one lone call): at most one of each per peer. Every
+ * rank of the communicator takes part in each exchange, as in chorus's alltoall; a lone
+ * ncclSend between two of three ranks, which NCCL allows, would wait here for the third. */
+struct exchange {
+    const unsigned char *send[MAX_PEERS];
+    unsigned char *recv[MAX_PEERS];
+    size_t send_bytes[MAX_PEERS], recv_bytes[MAX_PEERS];
+    bool sends[MAX_PEERS], receives[MAX_PEERS];
+};
 enum collective_fault { FAULT_NONE, FAULT_ASYNC_ERROR, FAULT_HANG };
 
 struct collective {
@@ -416,6 +431,7 @@ struct collective {
     double scalar;
     int root;
     enum collective_fault fault;
+    struct exchange *exchange; /* EXCHANGE only */
     struct collective *next; /* in a group, waiting for ncclGroupEnd */
 };
 
@@ -443,10 +459,78 @@ static void wait_for_abort(struct ncclComm *comm)
         sleep_briefly(1000);
 }
 
+/* In a slot: what this rank sends each peer (UINT64_MAX: no send), the rounds it needs, then a
+ * share of the slot per peer for each round's data. */
+#define EXCHANGE_TABLE_BYTES ((size_t)1024)
+
+static size_t exchange_share(int nranks)
+{
+    return (SLOT_BYTES - EXCHANGE_TABLE_BYTES) / (size_t)nranks / 64 * 64;
+}
+
+static void run_exchange(struct collective *c)
+{
+    struct ncclComm *comm = c->comm;
+    struct exchange *x = c->exchange;
+    int me = comm->rank, n = comm->nranks;
+    size_t share = exchange_share(n);
+    uint64_t *table = (uint64_t *)(void *)slot(comm, me);
+    uint64_t rounds = 1;
+    for (int k = 0; k < n; k++) {
+        table[k] = x->sends[k] ? x->send_bytes[k] : UINT64_MAX;
+        size_t most = x->send_bytes[k] > x->recv_bytes[k] ? x->send_bytes[k] : x->recv_bytes[k];
+        rounds = (most + share - 1) / share > rounds ? (most + share - 1) / share : rounds;
+    }
+    table[MAX_PEERS] = rounds;
+    if (!barrier(comm))
+        return;
+    bool matched = true;
+    for (int j = 0; j < n; j++) {
+        const uint64_t *theirs = (const uint64_t *)(const void *)slot(comm, j);
+        rounds = theirs[MAX_PEERS] > rounds ? theirs[MAX_PEERS] : rounds;
+        /* NCCL needs every receive matched by a send of the same size, and the reverse. */
+        uint64_t sent = theirs[me];
+        if ((x->receives[j] ? x->recv_bytes[j] : UINT64_MAX) != sent)
+            matched = false;
+    }
+    if (!matched)
+        atomic_store(&comm->async_error, ncclInvalidUsage);
+    for (uint64_t t = 0; t < rounds; t++) {
+        for (int k = 0; k < n; k++) {
+            size_t start = t * share;
+            if (x->sends[k] && start < x->send_bytes[k]) {
+                size_t length = x->send_bytes[k] - start < share ? x->send_bytes[k] - start : share;
+                memcpy(slot(comm, me) + EXCHANGE_TABLE_BYTES + (size_t)k * share,
+                       x->send[k] + start, length);
+            }
+        }
+        if (!barrier(comm))
+            return;
+        for (int j = 0; matched && j < n; j++) {
+            size_t start = t * share;
+            if (x->receives[j] && start < x->recv_bytes[j]) {
+                size_t length = x->recv_bytes[j] - start < share ? x->recv_bytes[j] - start : share;
+                memcpy(x->recv[j] + start,
+                       slot(comm, j) + EXCHANGE_TABLE_BYTES + (size_t)me * share, length);
+            }
+        }
+        if (!barrier(comm))
+            return;
+    }
+}
+
 static void run_collective(void *context)
 {
     struct collective *c = context;
     struct ncclComm *comm = c->comm;
+    if (c->kind == EXCHANGE) {
+        if (!atomic_load(&comm->aborted))
+            run_exchange(c);
+        free(c->exchange);
+        release(comm);
+        free(c);
+        return;
+    }
     size_t element = type_size(c->type), bytes = c->count * element;
     unsigned char *result = c->kind == ALLREDUCE ? malloc(SLOT_BYTES) : NULL;
     if (atomic_load(&comm->aborted) || (c->kind == ALLREDUCE && result == NULL))
@@ -555,6 +639,74 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
                            int root, ncclComm_t comm, cudaStream_t stream)
 {
     return submit(comm, stream, BROADCAST, send, recv, count, type, ncclSum, root);
+}
+
+/* A send or receive: added to the group's exchange with this communicator (created at its
+ * first call), or run alone outside a group. */
+static ncclResult_t submit_point_to_point(struct ncclComm *comm, cudaStream_t stream, bool send,
+                                          const void *buffer, size_t count, ncclDataType_t type,
+                                          int peer)
+{
+    if (comm == NULL || atomic_load(&comm->aborted) || atomic_load(&comm->state) != ncclSuccess)
+        return ncclInvalidUsage;
+    size_t bytes = count * type_size(type);
+    if (type_size(type) == 0 || peer < 0 || peer >= comm->nranks || comm->nranks > MAX_PEERS)
+        return ncclInvalidArgument;
+    if (bytes != 0 && !emulation_is_device(buffer))
+        return ncclInvalidArgument;
+    unsigned char *view = bytes != 0 ? emulation_host_view(buffer, bytes) : NULL;
+    if (bytes != 0 && view == NULL)
+        return ncclInvalidArgument;
+    struct collective *c = NULL;
+    for (struct collective *g = group_depth > 0 ? group_head : NULL; g != NULL; g = g->next)
+        if (g->kind == EXCHANGE && g->comm == comm)
+            c = g;
+    if (c == NULL) {
+        c = calloc(1, sizeof *c);
+        struct exchange *x = calloc(1, sizeof *x);
+        if (c == NULL || x == NULL) {
+            free(c);
+            free(x);
+            return ncclSystemError;
+        }
+        *c = (struct collective){.comm = comm, .stream = stream, .kind = EXCHANGE, .exchange = x};
+        atomic_fetch_add(&comm->references, 1);
+        if (group_depth > 0) {
+            if (group_tail != NULL)
+                group_tail->next = c;
+            else
+                group_head = c;
+            group_tail = c;
+        }
+    }
+    struct exchange *x = c->exchange;
+    /* The emulation's limit: one send and one receive per peer in a group. */
+    if (send ? x->sends[peer] : x->receives[peer])
+        return ncclInvalidUsage;
+    if (send) {
+        x->sends[peer] = true;
+        x->send[peer] = view;
+        x->send_bytes[peer] = bytes;
+    } else {
+        x->receives[peer] = true;
+        x->recv[peer] = view;
+        x->recv_bytes[peer] = bytes;
+    }
+    if (group_depth == 0)
+        emulation_enqueue(stream, run_collective, c);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t type, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+    return submit_point_to_point(comm, stream, true, send, count, type, peer);
+}
+
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream)
+{
+    return submit_point_to_point(comm, stream, false, recv, count, type, peer);
 }
 
 ncclResult_t ncclGroupStart(void)
