@@ -572,6 +572,15 @@ static _Thread_local int group_depth;
 static _Thread_local struct collective *group_head, *group_tail;
 static _Atomic long collective_calls;
 
+static void group_append(struct collective *c)
+{
+    if (group_tail != NULL)
+        group_tail->next = c;
+    else
+        group_head = c;
+    group_tail = c;
+}
+
 static ncclResult_t submit(struct ncclComm *comm, cudaStream_t stream, enum collective_kind kind,
                            const void *send, void *recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, int root)
@@ -618,11 +627,7 @@ static ncclResult_t submit(struct ncclComm *comm, cudaStream_t stream, enum coll
     }
     atomic_fetch_add(&comm->references, 1);
     if (group_depth > 0) {
-        if (group_tail != NULL)
-            group_tail->next = c;
-        else
-            group_head = c;
-        group_tail = c;
+        group_append(c);
         return ncclSuccess;
     }
     emulation_enqueue(stream, run_collective, c);
@@ -671,13 +676,8 @@ static ncclResult_t submit_point_to_point(struct ncclComm *comm, cudaStream_t st
         }
         *c = (struct collective){.comm = comm, .stream = stream, .kind = EXCHANGE, .exchange = x};
         atomic_fetch_add(&comm->references, 1);
-        if (group_depth > 0) {
-            if (group_tail != NULL)
-                group_tail->next = c;
-            else
-                group_head = c;
-            group_tail = c;
-        }
+        if (group_depth > 0)
+            group_append(c);
     }
     struct exchange *x = c->exchange;
     /* The emulation's limit: one send and one receive per peer in a group. */
