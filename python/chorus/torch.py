@@ -33,6 +33,57 @@ class _AdasumOp:
 
 Adasum = _AdasumOp()
 
+
+class ProcessSet:
+    """Horovod's process set. chorus runs every collective on all ranks so far: the global set
+    (ranks=None), or a set listing every rank, is accepted wherever Horovod takes process_set=;
+    any other set raises NotImplementedError instead of quietly using all ranks."""
+
+    def __init__(self, ranks=None):
+        self.ranks = None if ranks is None else sorted(int(r) for r in ranks)
+
+    def _everyone(self):
+        return self.ranks is None or self.ranks == list(range(size()))
+
+    def size(self):
+        return size() if self.ranks is None else len(self.ranks)
+
+    def rank(self):
+        return rank() if self.ranks is None else self.ranks.index(rank())
+
+    def included(self):
+        return self.ranks is None or rank() in self.ranks
+
+    def __repr__(self):
+        return "ProcessSet(global)" if self.ranks is None else f"ProcessSet({self.ranks})"
+
+
+global_process_set = ProcessSet()
+
+
+def _check_process_set(process_set):
+    if process_set is None or process_set is global_process_set:
+        return
+    if isinstance(process_set, ProcessSet) and process_set._everyone():
+        return
+    raise NotImplementedError(f"process_set={process_set!r}: chorus runs collectives on every "
+                              "rank so far (the global process set); sets of some ranks are "
+                              "not implemented")
+
+
+def add_process_set(process_set):
+    """Only a set of every rank is accepted (it is the global set); others raise."""
+    candidate = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
+    _check_process_set(candidate)
+    return candidate
+
+
+def remove_process_set(process_set):
+    if process_set is global_process_set:
+        raise ValueError("the global process set cannot be removed")
+    _check_process_set(process_set)
+    return False
+
 # Horovod's exception names, for scripts that catch them.
 HorovodInternalError = ChorusError
 
@@ -131,7 +182,8 @@ def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_facto
 
 
 def allreduce_async(tensor, average=None, name=None, compression=Compression.none, op=None,
-                    prescale_factor=1.0, postscale_factor=1.0):
+                    prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    _check_process_set(process_set)
     tensor = tensor.contiguous()
     output = torch.empty_like(tensor)
     return _allreduce_submit(tensor, output, name or default_name("allreduce"),
@@ -140,7 +192,8 @@ def allreduce_async(tensor, average=None, name=None, compression=Compression.non
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0, compression=Compression.none):
+                     postscale_factor=1.0, compression=Compression.none, process_set=None):
+    _check_process_set(process_set)
     return _allreduce_submit(tensor, None, name or default_name("allreduce"),
                              _resolve_op(average, op), prescale_factor, postscale_factor,
                              compression)
@@ -170,8 +223,9 @@ class _AllreduceFunction(torch.autograd.Function):
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
-              prescale_factor=1.0, postscale_factor=1.0):
+              prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Differentiable (sum and average) when `tensor` requires a gradient."""
+    _check_process_set(process_set)
     operator = _resolve_op(average, op)
     name = name or default_name("allreduce")
     if _differentiable(tensor):
@@ -185,13 +239,15 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0):
+               postscale_factor=1.0, process_set=None):
+    _check_process_set(process_set)
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
                                         postscale_factor))
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, compression=Compression.none,
-                            op=None, prescale_factor=1.0, postscale_factor=1.0):
+                            op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    _check_process_set(process_set)
     name = name or default_name("grouped_allreduce")
     inputs = [t.contiguous() for t in tensors]
     outputs = [torch.empty_like(t) for t in inputs]
@@ -203,14 +259,16 @@ def grouped_allreduce_async(tensors, average=None, name=None, compression=Compre
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
-                      prescale_factor=1.0, postscale_factor=1.0):
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+    _check_process_set(process_set)
     return synchronize(grouped_allreduce_async(tensors, average, name, compression, op,
                                                prescale_factor, postscale_factor))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0, compression=Compression.none):
+                             postscale_factor=1.0, compression=Compression.none, process_set=None):
     """In place: each tensor (contiguous) receives its result."""
+    _check_process_set(process_set)
     name = name or default_name("grouped_allreduce")
     operator = _resolve_op(average, op)
     args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), None, operator, 0,
@@ -220,7 +278,8 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                       postscale_factor=1.0, compression=Compression.none):
+                       postscale_factor=1.0, compression=Compression.none, process_set=None):
+    _check_process_set(process_set)
     return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
                                                 postscale_factor, compression))
 
@@ -259,8 +318,9 @@ def _gathered(like, trailing):
     return finish
 
 
-def allgather_async(tensor, name=None):
+def allgather_async(tensor, name=None, process_set=None):
     """Concatenates every rank's tensor along the first dimension (which may differ)."""
+    _check_process_set(process_set)
     tensor = tensor.contiguous()
     if tensor.dim() == 0:
         tensor = tensor.reshape(1)
@@ -290,27 +350,31 @@ class _AllgatherFunction(torch.autograd.Function):
         return (mine.reshape(()) if context.scalar else mine), None
 
 
-def allgather(tensor, name=None):
+def allgather(tensor, name=None, process_set=None):
     """Differentiable when `tensor` requires a gradient."""
+    _check_process_set(process_set)
     name = name or default_name("allgather")
     if _differentiable(tensor):
         return _AllgatherFunction.apply(tensor, name)
     return synchronize(allgather_async(tensor, name))
 
 
-def grouped_allgather_async(tensors, name=None):
+def grouped_allgather_async(tensors, name=None, process_set=None):
     """Allgathers of every tensor, submitted together (so they negotiate and fuse together);
     synchronize() returns the list of results."""
+    _check_process_set(process_set)
     name = name or default_name("grouped_allgather")
     return _Handles([allgather_async(t, name=f"{name}.{i}") for i, t in enumerate(tensors)])
 
 
-def grouped_allgather(tensors, name=None):
+def grouped_allgather(tensors, name=None, process_set=None):
+    _check_process_set(process_set)
     return synchronize(grouped_allgather_async(tensors, name))
 
 
-def allgather_object(obj, name=None):
+def allgather_object(obj, name=None, process_set=None):
     """Gathers a picklable object from every rank; returns the list, in rank order."""
+    _check_process_set(process_set)
     name = name or default_name("allgather_object")
     payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
     sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=f"{name}.sizes")
@@ -327,8 +391,7 @@ def reducescatter_async(tensor, name=None, compression=Compression.none, op=Aver
     """Reduces every rank's tensor (all of one shape) with `op` and returns this rank's block of
     rows: the first dimension split as evenly as it goes, the first (rows % size) ranks getting
     one row more, as Horovod splits it."""
-    if process_set is not None:
-        raise NotImplementedError("process_set=: chorus has no process sets yet")
+    _check_process_set(process_set)
     operator = _resolve_op(None, op)
     compressed, context = compression.compress(tensor.contiguous())
     if compressed.dim() == 0:
@@ -369,8 +432,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
             raise NotImplementedError(f"the gradient of a reducescatter with "
                                       f"op={_OPS[operator]}: only Sum and Average are "
                                       "differentiable")
-        if process_set is not None:
-            raise NotImplementedError("process_set=: chorus has no process sets yet")
+        _check_process_set(process_set)
         return _ReducescatterFunction.apply(tensor, name, operator, prescale_factor,
                                             postscale_factor)
     return synchronize(reducescatter_async(tensor, name, compression, operator, process_set,
@@ -407,8 +469,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     rank's rows for this one, in rank order; splits=None splits the rows evenly. synchronize()
     returns the received tensor, and with splits given also the rows received from each rank
     (an int32 tensor), as Horovod does."""
-    if process_set is not None:
-        raise NotImplementedError("process_set=: chorus has no process sets yet")
+    _check_process_set(process_set)
     return _alltoall_submit(tensor, _split_list(splits), name or default_name("alltoall"),
                             splits is not None)
 
@@ -451,8 +512,7 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
     """Differentiable when `tensor` requires a gradient."""
     name = name or default_name("alltoall")
     if _differentiable(tensor):
-        if process_set is not None:
-            raise NotImplementedError("process_set=: chorus has no process sets yet")
+        _check_process_set(process_set)
         output, received = _AlltoallFunction.apply(tensor, _split_list(splits), name)
         return output if splits is None else (output, received)
     return synchronize(alltoall_async(tensor, splits, name, process_set))
@@ -460,8 +520,7 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
 
 def barrier(process_set=None):
     """Returns once every rank has called it (a negotiated collective, like the others)."""
-    if process_set is not None:
-        raise NotImplementedError("process_set=: chorus has no process sets yet")
+    _check_process_set(process_set)
     check(c.lib.chorus_barrier())
 
 
@@ -478,17 +537,20 @@ class _Handles:
         return [handle.wait() for handle in self.handles]
 
 
-def broadcast_async_(tensor, root_rank, name=None):
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    _check_process_set(process_set)
     args = op_args(c.BROADCAST, name or default_name("broadcast"), _descriptor(tensor),
                    root=root_rank)
     return submit(args, tensor, lambda handle: tensor)
 
 
-def broadcast_async(tensor, root_rank, name=None):
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    _check_process_set(process_set)
     return broadcast_async_(tensor.clone().contiguous(), root_rank, name)
 
 
-def broadcast_(tensor, root_rank, name=None):
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    _check_process_set(process_set)
     return synchronize(broadcast_async_(tensor, root_rank, name))
 
 
@@ -508,8 +570,9 @@ class _BroadcastFunction(torch.autograd.Function):
         return (summed if rank() == context.root else torch.zeros_like(summed)), None, None
 
 
-def broadcast(tensor, root_rank, name=None):
+def broadcast(tensor, root_rank, name=None, process_set=None):
     """Differentiable when `tensor` requires a gradient."""
+    _check_process_set(process_set)
     name = name or default_name("broadcast")
     if _differentiable(tensor):
         return _BroadcastFunction.apply(tensor, root_rank, name)
@@ -633,8 +696,9 @@ def broadcast_parameters(params, root_rank):
         synchronize(handle)
 
 
-def broadcast_object(obj, root_rank=0, name=None):
+def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     """Broadcasts a picklable object from root_rank; returns it on every rank."""
+    _check_process_set(process_set)
     import pickle
     name = name or default_name("broadcast_object")
     payload = None
@@ -812,8 +876,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     and step() waits for all of them before updating. With backward_passes_per_step > 1,
     gradients are accumulated locally over that many passes before one allreduce. `groups` is
     accepted for Horovod's scripts and changes nothing: chorus fuses small gradients anyway."""
-    if process_set is not None:
-        raise NotImplementedError("process_set=: chorus has no process sets yet")
+    _check_process_set(process_set)
     if groups is not None and not isinstance(groups, (int, list)):
         raise ValueError(f"groups={groups!r} must be a number or a list of parameter lists")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
@@ -822,15 +885,16 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                op, gradient_predivide_factor, sparse_as_dense)
 
 
-__all__ = ["ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init", "shutdown",
+__all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
+           "ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init", "shutdown",
            "is_initialized", "rank", "size", "local_rank", "local_size", "cross_rank",
            "cross_size", "Sum", "Average", "Min", "Max", "Product", "Adasum", "Compression",
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
            "grouped_allreduce_async", "grouped_allreduce_", "grouped_allreduce_async_",
            "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
-           "allgather_object", "alltoall", "alltoall_async", "reducescatter", "reducescatter_async",
-           "grouped_reducescatter",
-           "grouped_reducescatter_async", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+           "allgather_object", "alltoall", "alltoall_async", "reducescatter",
+           "reducescatter_async", "grouped_reducescatter", "grouped_reducescatter_async",
+           "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
            "broadcast_object", "barrier", "poll", "synchronize", "join", "broadcast_parameters",
            "broadcast_optimizer_state", "DistributedOptimizer", "mpi_built", "mpi_enabled",
            "mpi_threads_supported", "nccl_built", "cuda_built", "gloo_built", "gloo_enabled",

@@ -194,6 +194,26 @@ def reducescatters(rank, size):
     raises(NotImplementedError, lambda: hvd.reducescatter(torch.ones(2), process_set=object(),
                                                           name="rs.set"),
            "reducescatter with a process set")
+    # The global process set, or a set of every rank, is accepted wherever Horovod takes one;
+    # a set of some ranks raises rather than quietly using all of them.
+    everyone = hvd.add_process_set(list(range(size)))
+    check(everyone.size() == size and everyone.rank() == rank and everyone.included(),
+          f"a process set of every rank: {everyone}")
+    total = hvd.allreduce(torch.ones(2), op=hvd.Sum, name="ps.global",
+                          process_set=hvd.global_process_set)
+    check(torch.equal(total, torch.full((2,), float(size))), "allreduce(process_set=global)")
+    gathered = hvd.allgather(torch.ones(1), name="ps.everyone", process_set=everyone)
+    check(gathered.shape == (size,), "allgather with a set of every rank")
+    if size > 1:
+        message = raises(NotImplementedError, lambda: hvd.add_process_set([0]),
+                         "a process set of some ranks")
+        check("process set" in message, f"the message says why: {message}")
+        raises(NotImplementedError,
+               lambda: hvd.broadcast(torch.ones(1), 0, name="ps.some",
+                                     process_set=hvd.ProcessSet([0])),
+               "broadcast(process_set=) of some ranks")
+    raises(ValueError, lambda: hvd.remove_process_set(hvd.global_process_set),
+           "removing the global process set")
     try:
         hvd.reducescatter(torch.ones(4 + (rank == 0)), name="rs.mismatch")
         check(size == 1, "a shape mismatch was accepted")
