@@ -441,8 +441,8 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
 
 def grouped_reducescatter_async(tensors, name=None, compression=Compression.none, op=Average,
                                 process_set=None, prescale_factor=1.0, postscale_factor=1.0):
-    """Reducescatters of every tensor, submitted together (negotiated together; each runs as
-    its own collective); synchronize() returns the list of blocks."""
+    """Reducescatters of every tensor, submitted together, so that they negotiate together and
+    (host tensors of one dtype) fuse into one collective; synchronize() returns the blocks."""
     name = name or default_name("grouped_reducescatter")
     return _Handles([reducescatter_async(t, f"{name}.{i}", compression, op, process_set,
                                          prescale_factor, postscale_factor)
