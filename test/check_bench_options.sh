@@ -3,7 +3,7 @@
 # dtype, an unknown option, a missing value and a stray argument each exit 2 with a message
 # naming the mistake, instead of silently running something else. Then a short --overlap run
 # on a small gradient list at 2 ranks: its results are right, and its step timeline holds the
-# compute spans beside chorus's.
+# compute spans beside chorus's; and reducescatter and alltoall sweeps at 3 ranks.
 # Usage: check_bench_options.sh MPIRUN CHORUS_BENCH
 set -u
 mpirun=$1
@@ -39,6 +39,11 @@ directory=$(mktemp -d)
 trap 'rm -rf "$directory"' EXIT
 printf '# elements name\n%s\n' "1000 a.weight" "7 a.bias" "300000 b.weight" "0 empty" \
   "65537 c.weight" > "$directory/grads.txt"
+ranks=3
+# The sweeps of the newer collectives, checked against MPI's in the same run (exit 1 on #wrong).
+expect "a reducescatter sweep" 0 "summary: reducescatter np=3" -- -c reducescatter -b 4 -e 1M \
+  -f 16 -n 3
+expect "an alltoall sweep" 0 "summary: alltoall np=3" -- -c alltoall -b 4 -e 1M -f 16 -n 3
 ranks=2
 expect "an overlap run" 0 "wrong=0" -- --workload "$directory/grads.txt" --overlap --steps 3 \
   --compute-ratio 1 --compare CHORUS_CYCLE_TIME_MS=2 --step-timeline "$directory/step.json"
