@@ -4,7 +4,8 @@
  * nccl-tests prints it: size, count, type, op, time, algbw, busbw, #wrong, per size, and the
  * ratio of chorus's busbw to MPI's. Results are checked, not only timed.
  *
- *   chorus-bench [-c allreduce|broadcast|allgather|reducescatter|alltoall] [-b 8] [-e 256M] [-f 2] [-n iters]
+ *   chorus-bench [-c allreduce|broadcast|allgather|reducescatter|alltoall] [-b 8] [-e 256M]
+ *                [-f 2] [-n iters]
  *                [-w warmup] [-d float32|...] [--csv FILE]
  *   chorus-bench-gpu --device cuda [sweep options]   (buffers on the local rank's GPU; no MPI
  *                                column; chorus-bench-emulated runs it over the emulated CUDA
@@ -105,6 +106,12 @@ static MPI_Datatype mpi_type(chorus_dtype dtype)
     case CHORUS_FLOAT64: return MPI_DOUBLE;
     default: return MPI_DATATYPE_NULL;
     }
+}
+
+/* The redop column: what the benchmark reduces with, or none. */
+static const char *redop_name(chorus_collective collective)
+{
+    return collective == CHORUS_ALLREDUCE || collective == CHORUS_REDUCESCATTER ? "sum" : "none";
 }
 
 static double bus_factor(chorus_collective collective)
@@ -1088,12 +1095,12 @@ int main(int argc, char **argv)
             latency_8 = row->time[0] * 1e6;
         if (rank == 0 && o.device) {
             printf(" %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld\n", row->bytes, row->count,
-                   chorus_dtype_name(o.dtype), o.collective == CHORUS_ALLREDUCE || o.collective == CHORUS_REDUCESCATTER ? "sum" : "none",
+                   chorus_dtype_name(o.dtype), redop_name(o.collective),
                    row->time[0] * 1e6, chorus_algbw, chorus_busbw, row->wrong[0]);
         } else if (rank == 0) {
             printf(" %11zu %12zu %8s %6s  %10.1f %8.2f %8.2f %6ld  %10.1f %8.2f %8.2f %6ld  %6.2f\n",
                    row->bytes, row->count, chorus_dtype_name(o.dtype),
-                   o.collective == CHORUS_ALLREDUCE || o.collective == CHORUS_REDUCESCATTER ? "sum" : "none", row->time[0] * 1e6,
+                   redop_name(o.collective), row->time[0] * 1e6,
                    chorus_algbw, chorus_busbw, row->wrong[0], row->time[1] * 1e6, mpi_algbw,
                    mpi_busbw, row->wrong[1], ratio);
             if (csv)

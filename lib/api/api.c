@@ -343,7 +343,8 @@ chorus_status chorus_timeline_mark(const char *row, const char *label, double st
     if (context->rank == 0) {
         struct timeline_mark *mark = timeline_mark_new(row, label, start_seconds, end_seconds);
         if (mark == NULL) {
-            status = set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_timeline_mark: out of memory");
+            status =
+                set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_timeline_mark: out of memory");
         } else {
             pthread_mutex_lock(&context->lock);
             if (context->marks_tail != NULL)

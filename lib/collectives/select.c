@@ -165,7 +165,8 @@ static const struct selection_rule rules[] = {
 
     {CHORUS_ALLTOALL, ALLTOALL_SINGLE_COPY, PLACEMENT_ONE_HOST,
      .provenance = "one host: pairwise through MPI was 0.6-1.1x MPI_Alltoallv at np=4"},
-    {CHORUS_ALLTOALL, ALLTOALL_PAIRWISE, .provenance = "every block moves once; supports every call"},
+    {CHORUS_ALLTOALL, ALLTOALL_PAIRWISE,
+     .provenance = "every block moves once; supports every call"},
 };
 
 const struct selection_rule *selection_rules(size_t *count)

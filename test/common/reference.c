@@ -250,7 +250,8 @@ long reference_check_reduced(const void *result, size_t first, size_t count, cho
                     accumulator *= value;
                 else
                     accumulator += value;
-                if (first_value || (op == CHORUS_MIN ? signed_value < extreme : signed_value > extreme))
+                if (first_value ||
+                    (op == CHORUS_MIN ? signed_value < extreme : signed_value > extreme))
                     extreme = signed_value;
                 first_value = false;
             }
@@ -307,8 +308,8 @@ long reference_check_reduced(const void *result, size_t first, size_t count, cho
         if (op == CHORUS_MIN || op == CHORUS_MAX)
             tolerance = epsilon(dtype) * fabs(expected) * 2 * (prescale != 1.0 || postscale != 1.0);
         if (!(fabs(got - expected) <= tolerance)) {
-            snprintf(why, why_size, "element %zu: got %.9g, expected %.9g (tolerance %.3g)", first + i,
-                     got, expected, tolerance);
+            snprintf(why, why_size, "element %zu: got %.9g, expected %.9g (tolerance %.3g)",
+                     first + i, got, expected, tolerance);
             return (long)i;
         }
     }
