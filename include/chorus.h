@@ -113,15 +113,20 @@ typedef enum chorus_dtype {
  * rounded to the nearest integer. On bool tensors: MIN and PRODUCT are logical and, MAX and SUM
  * logical or (a sum of bools is "any"); AVERAGE and scale factors fail with
  * CHORUS_ERR_INVALID_ARGUMENT. On CUDA tensors int16 and uint16 fail with
- * CHORUS_ERR_NOT_SUPPORTED (NCCL has no 16-bit integers). */
+ * CHORUS_ERR_NOT_SUPPORTED (NCCL has no 16-bit integers).
+ * ADASUM is Horovod's adaptive summation: two ranks' vectors a and b combine as
+ * (1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b (a zero vector leaves the other as it is), up a
+ * binomial tree in rank order; allreduce of float32 and float64 host tensors only, without
+ * scale factors or compression, never fused. */
 typedef enum chorus_op {
     CHORUS_SUM = 0,
     CHORUS_AVERAGE = 1,
     CHORUS_MIN = 2,
     CHORUS_MAX = 3,
     CHORUS_PRODUCT = 4,
+    CHORUS_ADASUM = 5,
 } chorus_op;
-#define CHORUS_OP_COUNT 5
+#define CHORUS_OP_COUNT 6
 
 #define CHORUS_MAX_DIMS 8
 

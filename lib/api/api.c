@@ -430,6 +430,22 @@ static chorus_status validate_reduction(const chorus_op_args *args)
     if (!op_is_valid((int)args->op))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": unknown op %d", kind, name,
                       (int)args->op);
+    if (args->op == CHORUS_ADASUM &&
+        (args->collective != CHORUS_ALLREDUCE ||
+         (args->input.dtype != CHORUS_FLOAT32 && args->input.dtype != CHORUS_FLOAT64) ||
+         args->input.memory != CHORUS_MEMORY_HOST || args->prescale_factor != 1.0 ||
+         args->postscale_factor != 1.0 ||
+         (args->compression != CHORUS_COMPRESSION_DEFAULT &&
+          args->compression != CHORUS_COMPRESSION_NONE)))
+        return REJECT(args->input.memory == CHORUS_MEMORY_HOST ? CHORUS_ERR_INVALID_ARGUMENT
+                                                               : CHORUS_ERR_NOT_SUPPORTED,
+                      "%s \"%s\": adasum takes allreduces of float32 or float64 host tensors, "
+                      "without scale factors or compression; not %s %s%s",
+                      kind, name, args->input.memory == CHORUS_MEMORY_HOST ? "host" : "GPU",
+                      chorus_dtype_name(args->input.dtype),
+                      args->prescale_factor != 1.0 || args->postscale_factor != 1.0
+                          ? " with scale factors"
+                          : "");
     if (args->input.dtype == CHORUS_BOOL &&
         (args->op == CHORUS_AVERAGE || args->prescale_factor != 1.0 ||
          args->postscale_factor != 1.0))
@@ -630,7 +646,8 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
                                                                        : (int)args->compression;
     /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. */
     request->desc.compression =
-        allreduce && tensor->dtype == CHORUS_FLOAT32 && tensor->memory == CHORUS_MEMORY_HOST
+        allreduce && tensor->dtype == CHORUS_FLOAT32 && tensor->memory == CHORUS_MEMORY_HOST &&
+                args->op != CHORUS_ADASUM
             ? (uint8_t)compression
             : CHORUS_COMPRESSION_NONE;
     request->input = tensor->data;

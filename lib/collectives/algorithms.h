@@ -134,6 +134,9 @@ chorus_status allreduce_ring(const struct allreduce_args *args);
 chorus_status allreduce_recursive_doubling(const struct allreduce_args *args);
 chorus_status allreduce_rabenseifner(const struct allreduce_args *args);
 chorus_status allreduce_hierarchical(const struct allreduce_args *args);
+/* Adasum, in place (args->op is CHORUS_ADASUM, float32 or float64, no postscale). Chosen by the
+ * op, not by the selection table: no other algorithm can run it. */
+chorus_status allreduce_adasum(const struct allreduce_args *args);
 chorus_status broadcast_binomial(const struct broadcast_args *args);
 chorus_status broadcast_pipelined_chain(const struct broadcast_args *args);
 chorus_status broadcast_shared_memory(const struct broadcast_args *args);
@@ -220,6 +223,7 @@ enum {
     TAG_ALLGATHER = 130,
     TAG_REDUCESCATTER = 140,
     TAG_ALLTOALL = 150,
+    TAG_ADASUM = 160,
 };
 
 #endif

@@ -113,9 +113,10 @@ DEFINE_HALF_LOOPS(bf16, bfloat16_to_float, float_to_bfloat16)
 static_assert((0u REDUCTION_DTYPES(DTYPE_BIT) | (1u << CHORUS_BOOL)) ==
                   (1u << CHORUS_DTYPE_COUNT) - 1,
               "a row of reduction loops for every dtype");
-static_assert(CHORUS_OP_COUNT == 5 && CHORUS_SUM == 0 && CHORUS_AVERAGE == 1 && CHORUS_MIN == 2 &&
-                  CHORUS_MAX == 3 && CHORUS_PRODUCT == 4,
-              "LOOP_ROW and PAIR_ROW name a loop for every op");
+/* ADASUM has no elementwise loop: allreduce_adasum.c combines whole vectors. */
+static_assert(CHORUS_OP_COUNT == 6 && CHORUS_SUM == 0 && CHORUS_AVERAGE == 1 && CHORUS_MIN == 2 &&
+                  CHORUS_MAX == 3 && CHORUS_PRODUCT == 4 && CHORUS_ADASUM == 5,
+              "LOOP_ROW and PAIR_ROW name a loop for every elementwise op");
 
 typedef void (*reduce_loop)(void *restrict, const void *restrict, size_t);
 
@@ -295,7 +296,7 @@ void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor)
 
 void fill_identity(void *buffer, size_t count, chorus_dtype dtype, chorus_op op)
 {
-    if (op == CHORUS_SUM || op == CHORUS_AVERAGE) {
+    if (op == CHORUS_SUM || op == CHORUS_AVERAGE || op == CHORUS_ADASUM) {
         memset(buffer, 0, count * chorus_dtype_size(dtype));
         return;
     }

@@ -18,7 +18,7 @@ static const struct {
 
 static const char *const op_names[CHORUS_OP_COUNT] = {
     [CHORUS_SUM] = "sum", [CHORUS_AVERAGE] = "average", [CHORUS_MIN] = "min",
-    [CHORUS_MAX] = "max", [CHORUS_PRODUCT] = "product",
+    [CHORUS_MAX] = "max", [CHORUS_PRODUCT] = "product", [CHORUS_ADASUM] = "adasum",
 };
 
 static const char *const collective_names[CHORUS_COLLECTIVE_COUNT] = {

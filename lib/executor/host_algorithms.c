@@ -87,6 +87,13 @@ chorus_status run_host_allreduce(struct executor *executor, void *buffer,
         .op = op == CHORUS_AVERAGE ? CHORUS_SUM : op,
         .postscale = factor != 1.0 ? &factor : NULL,
     };
+    if (op == CHORUS_ADASUM) {
+        executor->last_algorithm = "adasum";
+        chorus_status status = allreduce_adasum(&args);
+        if (status != CHORUS_OK)
+            snprintf(error, error_size, "adasum: %s", executor->transport.error);
+        return status;
+    }
     return run_selected(executor, CHORUS_ALLREDUCE, count * chorus_dtype_size(dtype),
                         (union collective_args){.allreduce = &args}, error, error_size);
 }

@@ -31,7 +31,9 @@ static bool same_batch(const struct wire_response *a, const struct wire_response
         return false;
     switch ((chorus_collective)a->request.collective) {
     case CHORUS_ALLREDUCE:
-        return a->request.dtype == b->request.dtype && a->request.op == b->request.op &&
+        /* Adasum combines whole tensors: each runs alone. */
+        return a->request.op != CHORUS_ADASUM && a->request.dtype == b->request.dtype &&
+               a->request.op == b->request.op &&
                a->request.prescale == b->request.prescale &&
                a->request.postscale == b->request.postscale &&
                a->request.compression == b->request.compression &&

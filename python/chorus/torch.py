@@ -20,18 +20,12 @@ from .core import (ChorusError, Handle, cross_rank, cross_size, default_name, de
 from .core import join as _join
 
 Sum, Average, Min, Max, Product = c.SUM, c.AVERAGE, c.MIN, c.MAX, c.PRODUCT
-_OPS = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+_OPS = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product",
+        c.ADASUM: "Adasum"}
 
 
-class _AdasumOp:
-    """Horovod's adaptive summation. chorus does not implement it: using it raises, rather than
-    silently averaging."""
-
-    def __repr__(self):
-        return "Adasum"
-
-
-Adasum = _AdasumOp()
+# Horovod's adaptive summation (see chorus.h): allreduce of float32 and float64 CPU tensors.
+Adasum = c.ADASUM
 
 
 class ProcessSet:
@@ -160,13 +154,11 @@ def _descriptor(tensor):
 
 
 def _resolve_op(average, op):
-    if op is Adasum:
-        raise NotImplementedError("op=Adasum: chorus does not implement Adasum; use Average or Sum")
     if op is not None and average is not None:
         raise ValueError("pass either op= or the older average=, not both")
     if op is not None:
         if op not in _OPS:
-            raise ValueError(f"op={op!r} is not one of Sum, Average, Min, Max, Product")
+            raise ValueError(f"op={op!r} is not one of Sum, Average, Min, Max, Product, Adasum")
         return op
     if average is None or average:
         return Average
@@ -772,7 +764,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             named = [(f"allreduce.noname.{group}.{index}", p)
                      for group, param_group in enumerate(self.param_groups)
                      for index, p in enumerate(param_group["params"])]
-        if op is Adasum or op not in _OPS:
+        if op == Adasum:
+            # Horovod's Adasum optimizer combines the updates of a local step, not gradients.
+            raise NotImplementedError("DistributedOptimizer(op=Adasum): chorus combines gradients "
+                                      "with Adasum only through hvd.allreduce(op=hvd.Adasum); "
+                                      "Horovod's Adasum optimizer (which combines each step's "
+                                      "parameter updates) is not implemented")
+        if op not in _OPS:
             _resolve_op(None, op)  # raises, naming the op
         self._names = {p: name for name, p in named}
         self._compression = compression

@@ -141,7 +141,8 @@ int main(int argc, char **argv)
                 bool floating = d == CHORUS_FLOAT16 || d == CHORUS_BFLOAT16 ||
                                 d == CHORUS_FLOAT32 || d == CHORUS_FLOAT64;
                 /* NCCL has no 16-bit integers; integer averages are refused (gpu_collectives). */
-                if (d == CHORUS_INT16 || d == CHORUS_UINT16 || (o == CHORUS_AVERAGE && !floating))
+                if (d == CHORUS_INT16 || d == CHORUS_UINT16 || (o == CHORUS_AVERAGE && !floating) ||
+                    o == CHORUS_ADASUM)
                     continue;
                 check_reducescatter((chorus_dtype)d, (chorus_op)o, rows[r],
                                     (uint64_t)(1000 + 100 * d + 10 * o) + r, device);

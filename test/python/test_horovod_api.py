@@ -113,8 +113,17 @@ def optimizer_errors_and_options():
 def collectives(rank, size):
     t = torch.full((3,), float(rank + 1))
     total = sum(range(1, size + 1))
-    raises(NotImplementedError, lambda: hvd.allreduce(t, op=hvd.Adasum, name="x.adasum"),
-           "allreduce(op=Adasum)")
+    # Adasum: orthogonal contributions add up, equal ones stay as they are.
+    mine = torch.zeros(size, dtype=torch.float64)
+    mine[rank] = rank + 1.0
+    combined = hvd.allreduce(mine, op=hvd.Adasum, name="x.adasum.orthogonal")
+    check(torch.allclose(combined, torch.arange(1.0, size + 1, dtype=torch.float64)),
+          f"Adasum of orthogonal vectors: {combined.tolist()}")
+    same = hvd.allreduce(torch.tensor([3.0, -4.0]), op=hvd.Adasum, name="x.adasum.equal")
+    check(torch.allclose(same, torch.tensor([3.0, -4.0])), f"Adasum of equal vectors: {same}")
+    raises(hvd.HorovodInternalError,
+           lambda: hvd.allreduce(torch.ones(2, dtype=torch.int32), op=hvd.Adasum,
+                                 name="x.adasum.int"), "Adasum of integers")
     raises(ValueError, lambda: hvd.allreduce(t, op="max", name="x.bogus"), "an unknown op")
     raises(ValueError, lambda: hvd.allreduce(t, average=True, op=hvd.Sum, name="x.both"),
            "average= and op= together")
