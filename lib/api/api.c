@@ -1,5 +1,6 @@
 /*
- * api.c — the public entry points: init and shutdown, topology queries, and the submit calls.
+ * api.c — the public entry points: init and shutdown, the timeline, topology queries, submit,
+ * barrier and join (the checks of a submit are in validate.c, the shorthands in shorthands.c).
  * User threads only validate, enqueue and wait here; all communication happens on the
  * background thread (lib/coordinator/background.c).
  *
@@ -7,6 +8,9 @@
  * reading for the few microseconds they need the context, shutdown takes it for writing before
  * freeing the context, so no call ever sees a freed context.
  */
+#include "shorthands.h"
+#include "validate.h"
+
 #include "../core/context.h"
 #include "../core/log.h"
 #include "../core/output_pool.h"
@@ -421,199 +425,6 @@ int chorus_cross_size(void)
 
 #define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
 
-/* What allreduce and reducescatter check alike: a known op; bool only with min, max, product
- * (and) or sum (or) and without scale factors; finite scale factors. */
-static chorus_status validate_reduction(const chorus_op_args *args)
-{
-    const char *kind = chorus_collective_name(args->collective);
-    const char *name = args->name;
-    if (!op_is_valid((int)args->op))
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": unknown op %d", kind, name,
-                      (int)args->op);
-    if (args->op == CHORUS_ADASUM &&
-        (args->collective != CHORUS_ALLREDUCE ||
-         (args->input.dtype != CHORUS_FLOAT32 && args->input.dtype != CHORUS_FLOAT64) ||
-         args->input.memory != CHORUS_MEMORY_HOST || args->prescale_factor != 1.0 ||
-         args->postscale_factor != 1.0 ||
-         (args->compression != CHORUS_COMPRESSION_DEFAULT &&
-          args->compression != CHORUS_COMPRESSION_NONE)))
-        return REJECT(args->input.memory == CHORUS_MEMORY_HOST ? CHORUS_ERR_INVALID_ARGUMENT
-                                                               : CHORUS_ERR_NOT_SUPPORTED,
-                      "%s \"%s\": adasum takes allreduces of float32 or float64 host tensors, "
-                      "without scale factors or compression; not %s %s%s",
-                      kind, name, args->input.memory == CHORUS_MEMORY_HOST ? "host" : "GPU",
-                      chorus_dtype_name(args->input.dtype),
-                      args->prescale_factor != 1.0 || args->postscale_factor != 1.0
-                          ? " with scale factors"
-                          : "");
-    if (args->input.dtype == CHORUS_BOOL &&
-        (args->op == CHORUS_AVERAGE || args->prescale_factor != 1.0 ||
-         args->postscale_factor != 1.0))
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "%s \"%s\": bool tensors take min, max, product (and) or sum (or), "
-                      "without scale factors; not %s",
-                      kind, name, args->op == CHORUS_AVERAGE ? "average" : "scale factors");
-    if (!isfinite(args->prescale_factor) || !isfinite(args->postscale_factor))
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "%s \"%s\": scale factors must be finite (prescale %g, postscale %g)",
-                      kind, name, args->prescale_factor, args->postscale_factor);
-    return CHORUS_OK;
-}
-
-/* The reducescatter's own checks, after validate's common ones. */
-static chorus_status validate_reducescatter(const chorus_op_args *args)
-{
-    if (args->input.ndims == 0)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "reducescatter \"%s\": the tensor needs at least one dimension (rows to "
-                      "scatter)",
-                      args->name);
-    if (args->input.memory == CHORUS_MEMORY_CUDA &&
-        (args->input.dtype == CHORUS_INT16 || args->input.dtype == CHORUS_UINT16))
-        return REJECT(CHORUS_ERR_NOT_SUPPORTED,
-                      "reducescatter \"%s\": NCCL has no 16-bit integers to reduce %s GPU "
-                      "tensors; cast to int32, or reduce a host copy",
-                      args->name, chorus_dtype_name(args->input.dtype));
-    return validate_reduction(args);
-}
-
-/* The alltoall's own checks: rows to split, and splits that add up to them. */
-static chorus_status validate_alltoall(const chorus_op_args *args, int nranks)
-{
-    const chorus_tensor *tensor = &args->input;
-    if (tensor->ndims == 0)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "alltoall \"%s\": the tensor needs at least one dimension (rows to send)",
-                      args->name);
-    int64_t rows = tensor->shape[0];
-    if (args->splits == NULL) {
-        if (rows % nranks != 0)
-            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                          "alltoall \"%s\": %lld rows do not split evenly over %d ranks; pass "
-                          "splits",
-                          args->name, (long long)rows, nranks);
-        return CHORUS_OK;
-    }
-    int64_t total = 0;
-    for (int r = 0; r < nranks; r++) {
-        if (args->splits[r] < 0 || args->splits[r] > rows)
-            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                          "alltoall \"%s\": splits[%d] is %lld, outside 0..%lld (the rows)",
-                          args->name, r, (long long)args->splits[r], (long long)rows);
-        total += args->splits[r];
-    }
-    if (total != rows)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "alltoall \"%s\": the splits add up to %lld rows; the tensor has %lld",
-                      args->name, (long long)total, (long long)rows);
-    return CHORUS_OK;
-}
-
-/* Checks one operation against everything that can be known on this rank alone. */
-static chorus_status validate(const chorus_op_args *args, int nranks)
-{
-    if (args->struct_size < sizeof *args)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "chorus_submit: args.struct_size is %zu, expected %zu; initialize args "
-                      "with CHORUS_OP_ARGS_INIT",
-                      args->struct_size, sizeof *args);
-    const char *kind = chorus_collective_name(args->collective);
-    if (!collective_is_valid((int)args->collective))
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown collective %d",
-                      (int)args->collective);
-    if (args->name == NULL || args->name[0] == '\0')
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s: the tensor name is empty", kind);
-    size_t name_length = strnlen(args->name, CHORUS_MAX_NAME_LENGTH + 1);
-    if (name_length > CHORUS_MAX_NAME_LENGTH)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "%s: the tensor name is longer than %d bytes", kind,
-                      CHORUS_MAX_NAME_LENGTH);
-    const chorus_tensor *tensor = &args->input;
-    const char *name = args->name;
-    if (!dtype_is_valid((int)tensor->dtype))
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": unknown dtype %d", kind, name,
-                      (int)tensor->dtype);
-    if (tensor->ndims > CHORUS_MAX_DIMS)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "%s \"%s\": %zu dimensions; at most %d are supported", kind, name,
-                      tensor->ndims, CHORUS_MAX_DIMS);
-    size_t count = 1;
-    for (size_t i = 0; i < tensor->ndims; i++) {
-        if (tensor->shape[i] < 0)
-            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                          "%s \"%s\": dimension %zu is negative (%lld)", kind, name, i,
-                          (long long)tensor->shape[i]);
-        if (tensor->shape[i] != 0 && count > SIZE_MAX / 16 / (size_t)tensor->shape[i])
-            return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": the shape is too large",
-                          kind, name);
-        count *= (size_t)tensor->shape[i];
-    }
-    if (count != 0 && tensor->data == NULL)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": data is NULL", kind, name);
-    if (tensor->memory != CHORUS_MEMORY_HOST && tensor->memory != CHORUS_MEMORY_CUDA)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": unknown memory kind %d", kind,
-                      name, (int)tensor->memory);
-    if (tensor->memory == CHORUS_MEMORY_CUDA && tensor->device < 0)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": invalid CUDA device %d", kind,
-                      name, tensor->device);
-    if (tensor->memory == CHORUS_MEMORY_CUDA) {
-        if (!gpu_compiled())
-            return REJECT(CHORUS_ERR_NOT_SUPPORTED,
-                          "%s \"%s\": tensor is on GPU %d, but chorus was built without GPU "
-                          "support (CUDA and NCCL)",
-                          kind, name, tensor->device);
-        if (tensor->device >= gpu_device_count())
-            return REJECT(CHORUS_ERR_NOT_SUPPORTED,
-                          "%s \"%s\": tensor is on GPU %d, but this host has %d GPU(s)", kind,
-                          name, tensor->device, gpu_device_count());
-    }
-    switch (args->collective) {
-    case CHORUS_ALLREDUCE: {
-        chorus_status reduction = validate_reduction(args);
-        if (reduction != CHORUS_OK)
-            return reduction;
-        if ((int)args->compression < CHORUS_COMPRESSION_DEFAULT ||
-            args->compression > CHORUS_COMPRESSION_BF16)
-            return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce \"%s\": unknown compression %d",
-                          name, (int)args->compression);
-        /* Converting to 16 bits on the device needs a kernel, which chorus does not have: cast
-         * the tensor before submitting it instead. */
-        if (tensor->memory == CHORUS_MEMORY_CUDA && tensor->dtype == CHORUS_FLOAT32 &&
-            (args->compression == CHORUS_COMPRESSION_FP16 ||
-             args->compression == CHORUS_COMPRESSION_BF16))
-            return REJECT(CHORUS_ERR_NOT_SUPPORTED,
-                          "allreduce \"%s\": compression of GPU tensors is not supported; cast "
-                          "the tensor to float16 or bfloat16 before submitting it",
-                          name);
-        if (tensor->memory == CHORUS_MEMORY_CUDA &&
-            (tensor->dtype == CHORUS_INT16 || tensor->dtype == CHORUS_UINT16))
-            return REJECT(CHORUS_ERR_NOT_SUPPORTED,
-                          "allreduce \"%s\": NCCL has no 16-bit integers to reduce %s GPU "
-                          "tensors; cast to int32, or reduce a host copy",
-                          name, chorus_dtype_name(tensor->dtype));
-        break;
-    }
-    case CHORUS_BROADCAST:
-        if (args->root < 0 || args->root >= nranks)
-            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                          "broadcast \"%s\": root %d is not a rank (there are %d ranks)", name,
-                          args->root, nranks);
-        break;
-    case CHORUS_ALLGATHER:
-        if (tensor->ndims == 0)
-            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                          "allgather \"%s\": the tensor needs at least one dimension (rows to "
-                          "gather)",
-                          name);
-        break;
-    case CHORUS_REDUCESCATTER:
-        return validate_reducescatter(args);
-    case CHORUS_ALLTOALL:
-        return validate_alltoall(args, nranks);
-    }
-    return CHORUS_OK;
-}
-
 static struct request *request_create(const chorus_op_args *args, const char *group,
                                       uint32_t group_size, struct chorus_handle *handle,
                                       int default_compression)
@@ -691,7 +502,7 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
         goto out;
     }
     for (size_t i = 0; i < count; i++) {
-        status = validate(&args[i], context->size);
+        status = validate_op(&args[i], context->size);
         if (status != CHORUS_OK)
             goto out;
         if (count > 1 && args[i].collective != CHORUS_ALLREDUCE) {
@@ -791,91 +602,6 @@ chorus_status chorus_submit_group(const chorus_op_args *args, size_t count,
     return submit(args, count, handle);
 }
 
-chorus_status chorus_allreduce_async(const char *name, const chorus_tensor *input, void *output,
-                                     chorus_op op, chorus_handle **handle)
-{
-    if (input == NULL)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce: input tensor is NULL");
-    chorus_op_args args = CHORUS_OP_ARGS_INIT;
-    args.collective = CHORUS_ALLREDUCE;
-    args.name = name;
-    args.input = *input;
-    args.output = output;
-    args.op = op;
-    return chorus_submit(&args, handle);
-}
-
-chorus_status chorus_broadcast_async(const char *name, const chorus_tensor *tensor, int root,
-                                     chorus_handle **handle)
-{
-    if (tensor == NULL)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "broadcast: tensor is NULL");
-    chorus_op_args args = CHORUS_OP_ARGS_INIT;
-    args.collective = CHORUS_BROADCAST;
-    args.name = name;
-    args.input = *tensor;
-    args.root = root;
-    return chorus_submit(&args, handle);
-}
-
-chorus_status chorus_allgather_async(const char *name, const chorus_tensor *input,
-                                     chorus_handle **handle)
-{
-    if (input == NULL)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allgather: input tensor is NULL");
-    chorus_op_args args = CHORUS_OP_ARGS_INIT;
-    args.collective = CHORUS_ALLGATHER;
-    args.name = name;
-    args.input = *input;
-    return chorus_submit(&args, handle);
-}
-
-chorus_status chorus_reducescatter_async(const char *name, const chorus_tensor *input,
-                                         chorus_op op, chorus_handle **handle)
-{
-    if (input == NULL)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "reducescatter: input tensor is NULL");
-    chorus_op_args args = CHORUS_OP_ARGS_INIT;
-    args.collective = CHORUS_REDUCESCATTER;
-    args.name = name;
-    args.input = *input;
-    args.op = op;
-    return chorus_submit(&args, handle);
-}
-
-chorus_status chorus_alltoall_async(const char *name, const chorus_tensor *input,
-                                    const int64_t *splits, chorus_handle **handle)
-{
-    if (input == NULL)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "alltoall: input tensor is NULL");
-    chorus_op_args args = CHORUS_OP_ARGS_INIT;
-    args.collective = CHORUS_ALLTOALL;
-    args.name = name;
-    args.input = *input;
-    args.splits = splits;
-    return chorus_submit(&args, handle);
-}
-
-/* Waits, moves the handle's message to the thread's last error, frees the handle. */
-static chorus_status wait_and_free(chorus_handle *handle, chorus_tensor *output)
-{
-    chorus_status status = chorus_wait(handle);
-    if (status != CHORUS_OK)
-        set_last_error(status, "%s", chorus_handle_error(handle));
-    else if (output != NULL)
-        chorus_handle_take_output(handle, output);
-    chorus_handle_free(handle);
-    return status;
-}
-
-chorus_status chorus_allreduce(const char *name, const chorus_tensor *input, void *output,
-                               chorus_op op)
-{
-    chorus_handle *handle = NULL;
-    chorus_status status = chorus_allreduce_async(name, input, output, op, &handle);
-    return status != CHORUS_OK ? status : wait_and_free(handle, NULL);
-}
-
 int chorus_last_joined_rank(void)
 {
     struct chorus_context *context = acquire();
@@ -899,55 +625,6 @@ chorus_status chorus_barrier(void)
     int32_t nothing = 0;
     chorus_tensor tensor = {.data = &nothing, .dtype = CHORUS_INT32, .ndims = 1, .shape = {1}};
     return chorus_allreduce(name, &tensor, NULL, CHORUS_SUM);
-}
-
-chorus_status chorus_broadcast(const char *name, const chorus_tensor *tensor, int root)
-{
-    chorus_handle *handle = NULL;
-    chorus_status status = chorus_broadcast_async(name, tensor, root, &handle);
-    return status != CHORUS_OK ? status : wait_and_free(handle, NULL);
-}
-
-chorus_status chorus_allgather(const char *name, const chorus_tensor *input,
-                               chorus_tensor *output)
-{
-    if (output == NULL)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allgather: output descriptor is NULL");
-    chorus_handle *handle = NULL;
-    chorus_status status = chorus_allgather_async(name, input, &handle);
-    return status != CHORUS_OK ? status : wait_and_free(handle, output);
-}
-
-chorus_status chorus_reducescatter(const char *name, const chorus_tensor *input, chorus_op op,
-                                   chorus_tensor *output)
-{
-    if (output == NULL)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "reducescatter: output descriptor is NULL");
-    chorus_handle *handle = NULL;
-    chorus_status status = chorus_reducescatter_async(name, input, op, &handle);
-    return status != CHORUS_OK ? status : wait_and_free(handle, output);
-}
-
-chorus_status chorus_alltoall(const char *name, const chorus_tensor *input,
-                              const int64_t *splits, chorus_tensor *output,
-                              int64_t *received_splits)
-{
-    if (output == NULL)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "alltoall: output descriptor is NULL");
-    chorus_handle *handle = NULL;
-    chorus_status status = chorus_alltoall_async(name, input, splits, &handle);
-    if (status != CHORUS_OK)
-        return status;
-    status = chorus_wait(handle);
-    if (status != CHORUS_OK)
-        set_last_error(status, "%s", chorus_handle_error(handle));
-    else if (received_splits != NULL) /* sets its own error */
-        status = chorus_handle_received_splits(handle, received_splits, SIZE_MAX);
-    if (status != CHORUS_OK) {
-        chorus_handle_free(handle);
-        return status;
-    }
-    return wait_and_free(handle, output);
 }
 
 chorus_status chorus_join(void)
@@ -980,5 +657,5 @@ chorus_status chorus_join(void)
         }
         return status;
     }
-    return wait_and_free(handle, NULL);
+    return handle_wait_and_free(handle, NULL, NULL);
 }

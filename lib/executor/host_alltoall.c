@@ -24,7 +24,7 @@ chorus_status alltoall_plan(struct executor *executor, const struct wire_respons
      * that a receiver can read them from there; `received` gets the same from every sender. */
     int64_t *sent = calloc(2 * (size_t)p, sizeof *sent);
     int64_t *received = calloc(2 * (size_t)p, sizeof *received);
-    plan->table = calloc(5 * (size_t)p + 2, sizeof *plan->table);
+    plan->table = calloc(5 * (size_t)p, sizeof *plan->table);
     plan->received_splits = calloc((size_t)p, sizeof *plan->received_splits);
     chorus_status status = CHORUS_ERR_OUT_OF_MEMORY;
     if (sent == NULL || received == NULL || plan->table == NULL ||

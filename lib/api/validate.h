@@ -1,0 +1,15 @@
+/*
+ * validate.h — the checks of a submit that need nothing but the call itself and the number of
+ * ranks: the struct's size, the name, dtype, shape and memory of the tensor, and each
+ * collective's own arguments (ops, roots, splits, scale factors). Any thread.
+ */
+#ifndef CHORUS_VALIDATE_H
+#define CHORUS_VALIDATE_H
+
+#include "../core/common.h"
+
+/* CHORUS_OK, or the status of the first problem with its message in chorus_last_error(),
+ * naming the tensor. */
+chorus_status validate_op(const chorus_op_args *args, int nranks);
+
+#endif
