@@ -116,8 +116,8 @@ typedef enum chorus_dtype {
  * CHORUS_ERR_NOT_SUPPORTED (NCCL has no 16-bit integers).
  * ADASUM is Horovod's adaptive summation: two ranks' vectors a and b combine as
  * (1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b (a zero vector leaves the other as it is), up a
- * binomial tree in rank order; allreduce of float32 and float64 host tensors only, without
- * scale factors or compression, never fused. */
+ * binomial tree in rank order; allreduce of float32 and float64 tensors only (GPU tensors are
+ * combined over MPI through host memory), without scale factors or compression, never fused. */
 typedef enum chorus_op {
     CHORUS_SUM = 0,
     CHORUS_AVERAGE = 1,
@@ -296,12 +296,17 @@ typedef struct chorus_op_args {
     const int64_t *splits; /* alltoall: rows of the input for each rank, in rank order (one
                               entry per rank, summing to the first dimension), or NULL to
                               split the rows evenly; copied */
+    int process_set;       /* the ranks it runs on: 0 (every rank) or an id from
+                              chorus_process_set_add, whose member ranks alone submit it. Ranks,
+                              splits and blocks then count the set's members, in ascending rank
+                              order; a broadcast's root stays a rank of the job. */
 } chorus_op_args;
 
 #define CHORUS_OP_ARGS_INIT                                                                      \
     {.struct_size = sizeof(chorus_op_args), .collective = CHORUS_ALLREDUCE, .name = NULL,        \
      .output = NULL, .op = CHORUS_SUM, .root = 0, .prescale_factor = 1.0,                        \
-     .postscale_factor = 1.0, .compression = CHORUS_COMPRESSION_DEFAULT, .splits = NULL}
+     .postscale_factor = 1.0, .compression = CHORUS_COMPRESSION_DEFAULT, .splits = NULL,    \
+     .process_set = 0}
 
 /* Submits one operation. On CHORUS_OK, *handle receives a new handle. Returns CHORUS_OK,
  * CHORUS_ERR_NOT_INITIALIZED, CHORUS_ERR_INVALID_ARGUMENT, CHORUS_ERR_DUPLICATE_NAME,
@@ -368,6 +373,23 @@ CHORUS_API int chorus_last_joined_rank(void);
  * reported as a stall, and a failure as any collective's. Returns CHORUS_OK or an error. */
 CHORUS_API chorus_status chorus_barrier(void);
 
+/* Process sets, as Horovod's: collectives among some of the ranks. Every rank of the job calls
+ * chorus_process_set_add with the same ranks (ascending), in the same order as its other adds
+ * and removes; it returns once every rank has, with the set's id (> 0) in *process_set. Sets may
+ * overlap. A set's collectives are negotiated with everything else (rank 0 coordinates, whether
+ * or not it is a member) but wait only for the set's members, and run on a communicator of
+ * their own, so sets with no rank in common proceed independently. chorus_process_set_remove
+ * is called likewise by every rank; tensors of the set still pending fail with
+ * CHORUS_ERR_INVALID_ARGUMENT naming it. Returns CHORUS_OK or an error (ranks of the set that
+ * differ between ranks: CHORUS_ERR_MISMATCH on every rank). */
+CHORUS_API chorus_status chorus_process_set_add(const int *ranks, int count, int *process_set);
+CHORUS_API chorus_status chorus_process_set_remove(int process_set);
+/* The members of set `process_set` (0: every rank), ascending: up to `capacity` of them into
+ * `ranks`, their number into *count. CHORUS_ERR_INVALID_ARGUMENT for a set that does not exist
+ * (never added, or removed). */
+CHORUS_API chorus_status chorus_process_set_ranks(int process_set, int *ranks, int capacity,
+                                                  int *count);
+
 /* The timeline (see CHORUS_TIMELINE) at run time, as Horovod's start_timeline/stop_timeline:
  * every rank may call them, rank 0 writes. Start records from now on into `path` (replacing the
  * timeline being written, which is completed and closed; a path this process already wrote gets
@@ -410,7 +432,7 @@ CHORUS_API const char *chorus_handle_error(const chorus_handle *handle);
 CHORUS_API chorus_status chorus_handle_output(const chorus_handle *handle, chorus_tensor *output);
 
 /* For a completed alltoall: the rows received from each rank, into `splits` (room for
- * `capacity` entries, at least the number of ranks). Returns CHORUS_OK, CHORUS_IN_PROGRESS,
+ * `capacity` entries, at least the number of ranks of its process set). Returns CHORUS_OK, CHORUS_IN_PROGRESS,
  * CHORUS_ERR_INVALID_ARGUMENT (not an alltoall, or too little room) or the operation's error. */
 CHORUS_API chorus_status chorus_handle_received_splits(const chorus_handle *handle,
                                                        int64_t *splits, size_t capacity);

@@ -56,6 +56,7 @@ static chorus_status not_initialized(const char *call)
 static void context_free(struct chorus_context *context)
 {
     name_table_destroy(&context->in_flight);
+    process_set_table_destroy(&context->process_sets);
     free(context->host_names);
     while (context->marks_head != NULL) {
         struct timeline_mark *next = context->marks_head->next;
@@ -433,7 +434,11 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     if (request == NULL)
         return NULL;
     const chorus_tensor *tensor = &args->input;
-    request->desc.name = strdup(args->name);
+    /* A set's names are its own: the same name may be in flight in another set. */
+    int process_set = op_process_set(args);
+    request->desc.name = process_set == 0 ? strdup(args->name)
+                                          : format_string("%s [process set %d]", args->name,
+                                                          process_set);
     request->desc.group = strdup(group);
     if (request->desc.name == NULL || request->desc.group == NULL) {
         request_free(request);
@@ -452,6 +457,7 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     request->desc.prescale = reduces ? args->prescale_factor : 1.0;
     request->desc.postscale = reduces ? args->postscale_factor : 1.0;
     request->desc.group_size = group_size;
+    request->desc.process_set = op_process_set(args);
     /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
     int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
                                                                        : (int)args->compression;
@@ -484,6 +490,90 @@ static bool copy_splits(struct request *request, const chorus_op_args *args, int
     return true;
 }
 
+/* Queues `count` requests for the background thread, unless chorus has stopped or one of their
+ * names is in flight on this rank. */
+static chorus_status enqueue(struct chorus_context *context, struct request **requests,
+                             size_t count)
+{
+    chorus_status status = CHORUS_OK;
+    const struct wire_request *first = &requests[0]->desc;
+    pthread_mutex_lock(&context->lock);
+    chorus_status stopped = atomic_load(&context->stopped);
+    if (stopped != CHORUS_OK)
+        status = REJECT(stopped, "%s \"%s\": %s", request_collective_name(first), first->name,
+                        context->stopped_message);
+    for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
+        if (name_table_find(&context->in_flight, requests[i]->desc.name) != NULL)
+            status = REJECT(CHORUS_ERR_DUPLICATE_NAME,
+                            "%s \"%s\": a tensor of this name is already in flight on rank %d; "
+                            "wait for it before submitting the name again",
+                            request_collective_name(&requests[i]->desc), requests[i]->desc.name,
+                            context->rank);
+    }
+    for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
+        if (!name_table_insert(&context->in_flight, requests[i]->desc.name, requests[i])) {
+            for (size_t j = 0; j < i; j++)
+                name_table_remove(&context->in_flight, requests[j]->desc.name);
+            status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+        }
+    }
+    if (status == CHORUS_OK) {
+        for (size_t i = 0; i < count; i++) {
+            if (context->queue_tail != NULL)
+                context->queue_tail->next = requests[i];
+            else
+                context->queue_head = requests[i];
+            context->queue_tail = requests[i];
+        }
+        pthread_cond_signal(&context->wakeup);
+    }
+    pthread_mutex_unlock(&context->lock);
+    return status;
+}
+
+/* Bytes that " [process set N]" may add to a name. */
+#define PROCESS_SET_NAME_SUFFIX 32
+
+/* The process set a call names: it must exist and hold this rank. Sets *nranks to its size
+ * and makes a broadcast's root (a rank of the job) a rank of the set, for validate_op. */
+static chorus_status check_process_set(struct chorus_context *context, chorus_op_args *args,
+                                       int *nranks)
+{
+    int id = op_process_set(args);
+    *nranks = context->size;
+    if (id == 0)
+        return CHORUS_OK;
+    const char *kind = chorus_collective_name(args->collective);
+    const char *name = args->name != NULL ? args->name : "";
+    chorus_status status = CHORUS_OK;
+    pthread_mutex_lock(&context->lock);
+    const struct process_set *set = process_set_find(&context->process_sets, id);
+    char *described = set != NULL ? process_set_describe(set) : NULL;
+    if (set == NULL)
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                        "%s \"%s\": process set %d does not exist (never added, or removed)",
+                        kind, name, id);
+    else if (strlen(name) + PROCESS_SET_NAME_SUFFIX > CHORUS_MAX_NAME_LENGTH)
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                        "%s \"%.40s...\": a name in a process set may have at most %d bytes",
+                        kind, name, CHORUS_MAX_NAME_LENGTH - PROCESS_SET_NAME_SUFFIX);
+    else if (process_set_rank_of(set, context->rank) < 0)
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": rank %d is not a member of %s",
+                        kind, name, context->rank, described ? described : "the process set");
+    else if (args->collective == CHORUS_BROADCAST &&
+             process_set_rank_of(set, args->root) < 0)
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                        "broadcast \"%s\": root %d is not a member of %s", name, args->root,
+                        described ? described : "the process set");
+    else if (args->collective == CHORUS_BROADCAST)
+        args->root = process_set_rank_of(set, args->root);
+    if (set != NULL)
+        *nranks = set->size;
+    pthread_mutex_unlock(&context->lock);
+    free(described);
+    return status;
+}
+
 /* Enqueues `count` operations as one unit (a group when count > 1). */
 static chorus_status submit(const chorus_op_args *args, size_t count, chorus_handle **handle_out)
 {
@@ -501,8 +591,20 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
         status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
         goto out;
     }
+    int nranks = context->size; /* of the set the call names */
     for (size_t i = 0; i < count; i++) {
-        status = validate_op(&args[i], context->size);
+        if (op_process_set(&args[i]) != op_process_set(&args[0])) {
+            status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                            "grouped allreduce: member %zu (\"%s\") names process set %d, "
+                            "member 0 (\"%s\") process set %d",
+                            i, args[i].name, op_process_set(&args[i]), args[0].name,
+                            op_process_set(&args[0]));
+            goto out;
+        }
+        chorus_op_args checked = args[i];
+        status = check_process_set(context, &checked, &nranks);
+        if (status == CHORUS_OK)
+            status = validate_op(&checked, nranks);
         if (status != CHORUS_OK)
             goto out;
         if (count > 1 && args[i].collective != CHORUS_ALLREDUCE) {
@@ -529,7 +631,7 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
         requests[i] = request_create(&args[i], count > 1 ? args[0].name : "", (uint32_t)count,
                                      handle, context->params.values.compression);
         if (requests[i] != NULL && args[i].collective == CHORUS_ALLTOALL &&
-            !copy_splits(requests[i], &args[i], context->size)) {
+            !copy_splits(requests[i], &args[i], nranks)) {
             request_free(requests[i]);
             requests[i] = NULL;
         }
@@ -538,38 +640,7 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
             goto out;
         }
     }
-    pthread_mutex_lock(&context->lock);
-    chorus_status stopped = atomic_load(&context->stopped);
-    if (stopped != CHORUS_OK) {
-        status = REJECT(stopped, "%s \"%s\": %s", chorus_collective_name(args[0].collective),
-                        args[0].name, context->stopped_message);
-    }
-    for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
-        if (name_table_find(&context->in_flight, args[i].name) != NULL)
-            status = REJECT(CHORUS_ERR_DUPLICATE_NAME,
-                            "%s \"%s\": a tensor of this name is already in flight on rank %d; "
-                            "wait for it before submitting the name again",
-                            chorus_collective_name(args[i].collective), args[i].name,
-                            context->rank);
-    }
-    for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
-        if (!name_table_insert(&context->in_flight, args[i].name, requests[i])) {
-            for (size_t j = 0; j < i; j++)
-                name_table_remove(&context->in_flight, args[j].name);
-            status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
-        }
-    }
-    if (status == CHORUS_OK) {
-        for (size_t i = 0; i < count; i++) {
-            if (context->queue_tail != NULL)
-                context->queue_tail->next = requests[i];
-            else
-                context->queue_head = requests[i];
-            context->queue_tail = requests[i];
-        }
-        pthread_cond_signal(&context->wakeup);
-    }
-    pthread_mutex_unlock(&context->lock);
+    status = enqueue(context, requests, count);
 out:
     release();
     if (status != CHORUS_OK) {
@@ -625,6 +696,121 @@ chorus_status chorus_barrier(void)
     int32_t nothing = 0;
     chorus_tensor tensor = {.data = &nothing, .dtype = CHORUS_INT32, .ndims = 1, .shape = {1}};
     return chorus_allreduce(name, &tensor, NULL, CHORUS_SUM);
+}
+
+/* An add (`ranks`) or a remove (`remove_id`, with no ranks): negotiated like a tensor, so that
+ * every rank changes its sets at the same point of the order of collectives. */
+static chorus_status change_process_sets(const char *call, const int *ranks, int count,
+                                         int remove_id, int *added_id)
+{
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized(call);
+    char why[256];
+    chorus_status status = CHORUS_OK;
+    if (ranks != NULL && !process_set_check_ranks(ranks, count, context->size, why, sizeof why))
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s: %s", call, why);
+    if (ranks == NULL) {
+        pthread_mutex_lock(&context->lock);
+        bool exists = process_set_find(&context->process_sets, remove_id) != NULL;
+        pthread_mutex_unlock(&context->lock);
+        if (remove_id == 0)
+            status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                            "%s: process set 0 is every rank; it cannot be removed", call);
+        else if (!exists)
+            status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                            "%s: process set %d does not exist (never added, or removed)", call,
+                            remove_id);
+    }
+    struct chorus_handle *handle = NULL;
+    struct request *request = NULL;
+    int result = 0;
+    if (status == CHORUS_OK) {
+        handle = handle_create(CHORUS_ALLREDUCE, 1);
+        request = calloc(1, sizeof *request);
+        char name[64];
+        snprintf(name, sizeof name, "chorus.process_set.change.%lu",
+                 atomic_fetch_add(&context->set_changes, 1));
+        if (request != NULL) {
+            request->desc.name = strdup(name);
+            request->desc.group = strdup("");
+            request->desc.group_size = 1;
+            request->desc.collective = COLLECTIVE_PROCESS_SET;
+            request->desc.device = DEVICE_HOST;
+            request->desc.process_set = ranks != NULL ? 0 : remove_id;
+            request->desc.member_count = ranks != NULL ? (uint32_t)count : 0;
+            request->desc.members =
+                ranks != NULL ? malloc((size_t)count * sizeof *request->desc.members) : NULL;
+            if (request->desc.members != NULL)
+                memcpy(request->desc.members, ranks, (size_t)count * sizeof *ranks);
+            request->output = &result; /* the new set's id; this call waits for it */
+            request->handle = handle;
+            request->submitted_at = monotonic_seconds();
+        }
+        if (handle == NULL || request == NULL || request->desc.name == NULL ||
+            request->desc.group == NULL || (ranks != NULL && request->desc.members == NULL))
+            status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
+        else
+            status = enqueue(context, &request, 1);
+    }
+    release();
+    if (status != CHORUS_OK) {
+        request_free(request);
+        if (handle != NULL) {
+            handle_member_done(handle, status, NULL);
+            chorus_handle_free(handle);
+        }
+        return status;
+    }
+    status = handle_wait_and_free(handle, NULL, NULL);
+    if (status == CHORUS_OK && added_id != NULL)
+        *added_id = result;
+    return status;
+}
+
+chorus_status chorus_process_set_add(const int *ranks, int count, int *process_set)
+{
+    if (process_set == NULL || ranks == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "chorus_process_set_add: ranks and process_set must not be NULL");
+    *process_set = -1;
+    return change_process_sets("chorus_process_set_add", ranks, count, 0, process_set);
+}
+
+chorus_status chorus_process_set_remove(int process_set)
+{
+    return change_process_sets("chorus_process_set_remove", NULL, 0, process_set, NULL);
+}
+
+chorus_status chorus_process_set_ranks(int process_set, int *ranks, int capacity, int *count)
+{
+    if (count == NULL || (ranks == NULL && capacity > 0) || capacity < 0)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "chorus_process_set_ranks: count must not be NULL, and ranks must hold "
+                      "capacity entries");
+    struct chorus_context *context = acquire();
+    if (context == NULL)
+        return not_initialized("chorus_process_set_ranks");
+    chorus_status status = CHORUS_OK;
+    pthread_mutex_lock(&context->lock);
+    const struct process_set *set = process_set_find(&context->process_sets, process_set);
+    if (process_set == 0) {
+        *count = context->size;
+        for (int r = 0; r < capacity && r < context->size; r++)
+            ranks[r] = r;
+    } else if (set == NULL) {
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                        "chorus_process_set_ranks: process set %d does not exist (never added, "
+                        "or removed)",
+                        process_set);
+    } else {
+        *count = set->size;
+        for (int m = 0; m < capacity && m < set->size; m++)
+            ranks[m] = set->ranks[m];
+    }
+    pthread_mutex_unlock(&context->lock);
+    release();
+    return status;
 }
 
 chorus_status chorus_join(void)

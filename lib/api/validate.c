@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 #define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
@@ -23,16 +24,13 @@ static chorus_status validate_reduction(const chorus_op_args *args)
     if (args->op == CHORUS_ADASUM &&
         (args->collective != CHORUS_ALLREDUCE ||
          (args->input.dtype != CHORUS_FLOAT32 && args->input.dtype != CHORUS_FLOAT64) ||
-         args->input.memory != CHORUS_MEMORY_HOST || args->prescale_factor != 1.0 ||
-         args->postscale_factor != 1.0 ||
+         args->prescale_factor != 1.0 || args->postscale_factor != 1.0 ||
          (args->compression != CHORUS_COMPRESSION_DEFAULT &&
           args->compression != CHORUS_COMPRESSION_NONE)))
-        return REJECT(args->input.memory == CHORUS_MEMORY_HOST ? CHORUS_ERR_INVALID_ARGUMENT
-                                                               : CHORUS_ERR_NOT_SUPPORTED,
-                      "%s \"%s\": adasum takes allreduces of float32 or float64 host tensors, "
-                      "without scale factors or compression; not %s %s%s",
-                      kind, name, args->input.memory == CHORUS_MEMORY_HOST ? "host" : "GPU",
-                      chorus_dtype_name(args->input.dtype),
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s \"%s\": adasum takes allreduces of float32 or float64 tensors, "
+                      "without scale factors or compression; not %s%s",
+                      kind, name, chorus_dtype_name(args->input.dtype),
                       args->prescale_factor != 1.0 || args->postscale_factor != 1.0
                           ? " with scale factors"
                           : "");
@@ -99,9 +97,17 @@ static chorus_status validate_alltoall(const chorus_op_args *args, int nranks)
     return CHORUS_OK;
 }
 
+int op_process_set(const chorus_op_args *args)
+{
+    return args->struct_size >= offsetof(chorus_op_args, process_set) + sizeof args->process_set
+               ? args->process_set
+               : 0;
+}
+
 chorus_status validate_op(const chorus_op_args *args, int nranks)
 {
-    if (args->struct_size < sizeof *args)
+    /* Callers built before process sets pass the struct without its last field. */
+    if (args->struct_size < offsetof(chorus_op_args, process_set))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "chorus_submit: args.struct_size is %zu, expected %zu; initialize args "
                       "with CHORUS_OP_ARGS_INIT",

@@ -1,6 +1,7 @@
 /*
  * validate.h — the checks of a submit that need nothing but the call itself and the number of
- * ranks: the struct's size, the name, dtype, shape and memory of the tensor, and each
+ * ranks (of the job, or of the process set the call names; its broadcast root then a rank of
+ * the set): the struct's size, the name, dtype, shape and memory of the tensor, and each
  * collective's own arguments (ops, roots, splits, scale factors). Any thread.
  */
 #ifndef CHORUS_VALIDATE_H
@@ -11,5 +12,8 @@
 /* CHORUS_OK, or the status of the first problem with its message in chorus_last_error(),
  * naming the tensor. */
 chorus_status validate_op(const chorus_op_args *args, int nranks);
+
+/* The process set the call names: 0 (every rank) from callers built before the field existed. */
+int op_process_set(const chorus_op_args *args);
 
 #endif

@@ -366,6 +366,7 @@ void *background_main(void *argument)
     free(background->unsent);
     if (background->rank == 0)
         negotiator_destroy(&background->negotiator);
+    process_sets_release(background);
     executor_release(&background->executor);
     rounds_release(background);
     liveness_release(&background->liveness);

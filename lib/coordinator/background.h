@@ -24,6 +24,13 @@ struct outgoing {
     struct outgoing *next;
 };
 
+/* A process set this rank is a member of, with the communicator its collectives run on. */
+struct set_executor {
+    int id;
+    MPI_Comm comm;
+    struct executor executor;
+};
+
 struct background {
     struct chorus_context *context;
     int rank;
@@ -32,6 +39,8 @@ struct background {
     struct negotiator negotiator;
     struct response_cache cache;
     struct executor executor;
+    struct set_executor **set_executors; /* the process sets this rank is a member of */
+    size_t set_executor_count;
     struct outgoing *outgoing;
     struct liveness liveness; /* star protocol: heartbeats and silent peers */
     int *other_ranks;         /* rank 0: ranks 1 .. size-1, where responses go */
@@ -138,6 +147,15 @@ void send_responses(struct background *background, const struct wire_response *r
                     size_t count);
 /* Replaces slot-only responses by the cached descriptions, recording full ones. */
 bool resolve_cached_responses(struct background *background, struct wire_message *message);
+
+/* process_sets.c */
+/* Runs agreed responses in order: a process set's collectives on the set's executor (skipped
+ * where this rank is not a member), changes of the sets as they come, the rest on the job's
+ * executor. Returns CHORUS_OK or a fatal error, with its text in `error`. */
+chorus_status run_responses(struct background *background, const struct wire_response *responses,
+                            size_t count, char *error, size_t error_size);
+/* Frees the executors and communicators of the sets (at the thread's end). */
+void process_sets_release(struct background *background);
 
 /* rounds.c */
 /* Decides the protocol (CHORUS_NEGOTIATION) and prepares the rounds; false when out of memory. */

@@ -258,8 +258,7 @@ void execute(struct background *background, const struct wire_response *response
     if (count == 0)
         return;
     char error[1024] = "";
-    chorus_status status =
-        executor_run(&background->executor, responses, count, error, sizeof error);
+    chorus_status status = run_responses(background, responses, count, error, sizeof error);
     liveness_batch_done(&background->liveness, monotonic_seconds());
     if (status != CHORUS_OK)
         fatal(background, status, error);

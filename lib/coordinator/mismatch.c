@@ -13,7 +13,23 @@ typedef void (*field_formatter)(const struct wire_request *request, char *text, 
 
 static void format_collective(const struct wire_request *r, char *text, size_t size)
 {
-    snprintf(text, size, "%s", chorus_collective_name(r->collective));
+    snprintf(text, size, "%s", request_collective_name(r));
+}
+
+static void format_process_set(const struct wire_request *r, char *text, size_t size)
+{
+    if (r->process_set == 0)
+        snprintf(text, size, "global");
+    else
+        snprintf(text, size, "%d", r->process_set);
+}
+
+/* A process set's ranks, as an add names them. */
+static void format_members(const struct wire_request *r, char *text, size_t size)
+{
+    char *ranks = format_rank_list(r->members, r->member_count);
+    snprintf(text, size, "{%s}", r->member_count == 0 ? "removal" : ranks ? ranks : "?");
+    free(ranks);
 }
 
 static void format_dtype(const struct wire_request *r, char *text, size_t size)
@@ -152,6 +168,7 @@ char *find_mismatch(const char *name, const struct wire_request *requests, int n
     bool allgather =
         reference->collective == CHORUS_ALLGATHER || reference->collective == CHORUS_ALLTOALL;
     bool broadcast = reference->collective == CHORUS_BROADCAST;
+    bool set_change = reference->collective == COLLECTIVE_PROCESS_SET;
     char *collective = field_mismatch(requests, nranks, "collective", format_collective);
     if (collective != NULL) {
         char *message = format_string("tensor \"%s\": %s", name, collective);
@@ -159,9 +176,11 @@ char *find_mismatch(const char *name, const struct wire_request *requests, int n
         return message;
     }
     const struct check checks[] = {
-        {"dtype", format_dtype, true},
-        {"device", format_device, true},
-        {"shape", format_shape, !allgather},
+        {"process set", format_process_set, !set_change},
+        {"ranks", format_members, set_change},
+        {"dtype", format_dtype, !set_change},
+        {"device", format_device, !set_change},
+        {"shape", format_shape, !allgather && !set_change},
         {"shape", format_row_shape, allgather},
         {"op", format_op, reduces},
         {"root", format_root, broadcast},
@@ -175,8 +194,7 @@ char *find_mismatch(const char *name, const struct wire_request *requests, int n
             continue;
         char *difference = field_mismatch(requests, nranks, checks[i].field, checks[i].formatter);
         if (difference != NULL) {
-            char *message = format_string("%s \"%s\": %s",
-                                          chorus_collective_name(reference->collective),
+            char *message = format_string("%s \"%s\": %s", request_collective_name(reference),
                                           name, difference);
             free(difference);
             return message;

@@ -19,6 +19,7 @@ struct negotiation_entry {
     double *arrivals;              /* per rank: when its request arrived */
     int submitted;
     int joined_submitters; /* ranks that submitted it and have joined since: counted once */
+    int process_set;       /* of the first request: the ranks it waits for (0: every rank) */
     double first_seen;
     double last_warning;
     struct negotiation_entry *older, *newer;
@@ -35,6 +36,7 @@ struct group_state {
  * whole group (a rank submits a group at once) and they agree. Ranks that name different
  * members would otherwise leave the members they share held forever. */
 struct membership {
+    int process_set; /* the ranks that submit the group (0: every rank) */
     uint32_t size;
     char **names;        /* rank r's members at names[r * size ...] */
     uint32_t *submitted; /* per rank */
@@ -113,6 +115,7 @@ void negotiator_destroy(struct negotiator *negotiator)
         wire_response_free(&negotiator->responses[i]);
     free(negotiator->responses);
     free(negotiator->joined);
+    process_set_table_destroy(&negotiator->sets);
     memset(negotiator, 0, sizeof *negotiator);
 }
 
@@ -150,6 +153,27 @@ static struct wire_response *add_error(struct negotiator *negotiator,
     response->status = status;
     response->message = message;
     return response;
+}
+
+/* The set whose members a tensor waits for: NULL for every rank (a process set change is the
+ * job's) and for a set that no longer exists. */
+static const struct process_set *set_of(const struct negotiator *negotiator, int process_set)
+{
+    return process_set == 0 ? NULL : process_set_find(&negotiator->sets, process_set);
+}
+
+/* An error that lists its ranks fails only those (response_applies_to). */
+static void mark_ranks(struct negotiator *negotiator, struct wire_response *response,
+                       const struct wire_request *requests, int only_rank)
+{
+    if (response == NULL)
+        return;
+    response->first_dims = calloc((size_t)negotiator->nranks, sizeof *response->first_dims);
+    if (response->first_dims == NULL)
+        return; /* then it concerns every rank */
+    response->first_dim_count = (uint32_t)negotiator->nranks;
+    for (int r = 0; r < negotiator->nranks; r++)
+        response->first_dims[r] = requests != NULL ? requests[r].name != NULL : r == only_rank;
 }
 
 /* Queues an execute response; members of a group wait until the whole group is ready. A
@@ -216,8 +240,13 @@ static bool requests_agree(const struct wire_request *a, const struct wire_reque
 {
     if (a->collective != b->collective || a->dtype != b->dtype || a->ndims != b->ndims ||
         (a->device == DEVICE_HOST) != (b->device == DEVICE_HOST) ||
-        a->group_size != b->group_size || strcmp(a->group, b->group) != 0)
+        a->group_size != b->group_size || strcmp(a->group, b->group) != 0 ||
+        a->process_set != b->process_set)
         return false;
+    if (a->collective == COLLECTIVE_PROCESS_SET)
+        return a->member_count == b->member_count &&
+               (a->member_count == 0 ||
+                memcmp(a->members, b->members, a->member_count * sizeof *a->members) == 0);
     size_t first = a->collective == CHORUS_ALLGATHER || a->collective == CHORUS_ALLTOALL ? 1 : 0;
     for (size_t i = first; i < a->ndims; i++)
         if (a->shape[i] != b->shape[i])
@@ -237,6 +266,130 @@ static bool requests_agree(const struct wire_request *a, const struct wire_reque
     return false;
 }
 
+/* The first request submitted for an entry. */
+static const struct wire_request *first_request(const struct negotiator *negotiator,
+                                                const struct negotiation_entry *entry)
+{
+    for (int r = 0; r < negotiator->nranks; r++)
+        if (entry->requests[r].name != NULL)
+            return &entry->requests[r];
+    return NULL;
+}
+
+/* The names of a table's entries whose value `belongs` to set `id`; NULL-terminated. */
+static char **names_of_set(const struct name_table *table, int id,
+                           bool (*belongs)(const void *value, int id))
+{
+    char **names = calloc(table->size + 1, sizeof *names);
+    size_t count = 0;
+    for (size_t b = 0; names != NULL && b < table->bucket_count; b++)
+        for (struct name_entry *e = table->buckets[b]; e != NULL; e = e->next)
+            if (belongs(e->value, id))
+                names[count++] = strdup(e->name);
+    return names;
+}
+
+static bool held_group_of_set(const void *value, int id)
+{
+    const struct group_state *group = value;
+    return group->held_count > 0 && group->held[0].request.process_set == id;
+}
+
+static bool membership_of_set(const void *value, int id)
+{
+    return ((const struct membership *)value)->process_set == id;
+}
+
+/* Set `id` is being removed: its tensors still waiting for members, and grouped members held
+ * for the rest of their group, fail with `described` named. */
+static void fail_tensors_of_set(struct negotiator *negotiator, int id, const char *described)
+{
+    struct negotiation_entry *pending = negotiator->oldest;
+    while (pending != NULL) {
+        struct negotiation_entry *newer = pending->newer;
+        const struct wire_request *any = first_request(negotiator, pending);
+        if (pending->process_set == id && any != NULL) {
+            char *message = format_string("%s \"%s\": %s was removed before every member "
+                                          "submitted it",
+                                          request_collective_name(any), pending->name, described);
+            mark_ranks(negotiator,
+                       add_error(negotiator, any, CHORUS_ERR_INVALID_ARGUMENT, message),
+                       pending->requests, -1);
+            entry_unlink(negotiator, pending);
+            entry_free(negotiator, pending);
+        }
+        pending = newer;
+    }
+    char **groups = names_of_set(&negotiator->groups, id, held_group_of_set);
+    for (size_t i = 0; groups != NULL && groups[i] != NULL; i++) {
+        struct group_state *group = name_table_remove(&negotiator->groups, groups[i]);
+        for (size_t m = 0; group != NULL && m < group->held_count; m++)
+            if (group->held[m].type != 0)
+                add_error(negotiator, &group->held[m].request, CHORUS_ERR_INVALID_ARGUMENT,
+                          format_string("grouped allreduce \"%s\": %s was removed before the "
+                                        "whole group was submitted",
+                                        groups[i], described));
+        if (group != NULL)
+            group_free(group);
+        free(groups[i]);
+    }
+    free(groups);
+    char **memberships = names_of_set(&negotiator->memberships, id, membership_of_set);
+    for (size_t i = 0; memberships != NULL && memberships[i] != NULL; i++) {
+        struct membership *membership = name_table_remove(&negotiator->memberships, memberships[i]);
+        if (membership != NULL)
+            membership_free(membership, negotiator->nranks);
+        free(memberships[i]);
+    }
+    free(memberships);
+}
+
+/* Every rank asked for the same change of the process sets: rank 0 makes it here and queues
+ * the EXECUTE that has every rank follow. An added set gets the next id. */
+static void resolve_set_change(struct negotiator *negotiator, struct negotiation_entry *entry,
+                               const struct wire_request *reference)
+{
+    struct wire_response ready = {.type = RESPONSE_EXECUTE,
+                                  .status = CHORUS_OK,
+                                  .contributors = (uint32_t)entry->submitted,
+                                  .agreed_at = negotiator->now};
+    if (!wire_request_copy(&ready.request, reference)) {
+        negotiator->failed = true;
+        return;
+    }
+    char why[256];
+    const struct process_set *set = set_of(negotiator, reference->process_set);
+    char *failure = NULL;
+    if (reference->member_count > 0 &&
+        !process_set_check_ranks(reference->members, (int)reference->member_count,
+                                 negotiator->nranks, why, sizeof why))
+        failure = format_string("process set change \"%s\": %s", entry->name, why);
+    else if (reference->member_count == 0 && set == NULL)
+        failure = format_string("process set change \"%s\": process set %d does not exist "
+                                "(never added, or removed)",
+                                entry->name, (int)reference->process_set);
+    if (failure != NULL) {
+        add_error(negotiator, reference, CHORUS_ERR_INVALID_ARGUMENT, failure);
+        wire_response_free(&ready);
+        return;
+    }
+    if (reference->member_count > 0) {
+        ready.request.process_set = ++negotiator->last_set_id;
+        if (!process_set_table_add(&negotiator->sets, ready.request.process_set,
+                                   reference->members, (int)reference->member_count)) {
+            negotiator->failed = true;
+            wire_response_free(&ready);
+            return;
+        }
+    } else {
+        char *described = process_set_describe(set);
+        fail_tensors_of_set(negotiator, set->id, described ? described : "its process set");
+        free(described);
+        process_set_table_remove(&negotiator->sets, reference->process_set);
+    }
+    add_execute(negotiator, &ready);
+}
+
 /* The entry is complete: decide its response and forget it. */
 static void resolve(struct negotiator *negotiator, struct negotiation_entry *entry)
 {
@@ -250,12 +403,25 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
         else if (!requests_agree(reference, &entry->requests[r]))
             agree = false;
     }
+    const struct process_set *set = set_of(negotiator, entry->process_set);
     bool root_missing = reference->collective == CHORUS_BROADCAST &&
                         (reference->root < 0 || reference->root >= negotiator->nranks ||
                          entry->requests[reference->root].name == NULL);
     char *mismatch = agree && !root_missing ? NULL : find_mismatch(entry->name, entry->requests, negotiator->nranks, reference);
-    if (mismatch != NULL) {
-        add_error(negotiator, reference, CHORUS_ERR_MISMATCH, mismatch);
+    if (mismatch == NULL && set != NULL && reference->collective == CHORUS_BROADCAST &&
+        process_set_rank_of(set, reference->root) < 0) {
+        char *described = process_set_describe(set);
+        mismatch = format_string("broadcast \"%s\": root %d is not a member of %s", entry->name,
+                                 reference->root, described ? described : "its process set");
+        free(described);
+    }
+    if (mismatch == NULL && reference->collective == COLLECTIVE_PROCESS_SET) {
+        resolve_set_change(negotiator, entry, reference);
+    } else if (mismatch != NULL) {
+        struct wire_response *error =
+            add_error(negotiator, reference, CHORUS_ERR_MISMATCH, mismatch);
+        if (entry->process_set != 0)
+            mark_ranks(negotiator, error, entry->requests, -1);
         struct wire_response failed_member = {.type = 0};
         if (reference->group_size > 1 && wire_request_copy(&failed_member.request, reference))
             add_execute(negotiator, &failed_member);
@@ -265,14 +431,18 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
                                       .contributors = (uint32_t)entry->submitted};
         bool ok = wire_request_copy(&ready.request, reference);
         if (ok && reference->collective == CHORUS_ALLGATHER) {
-            ready.first_dim_count = (uint32_t)negotiator->nranks;
-            ready.first_dims = calloc((size_t)negotiator->nranks, sizeof *ready.first_dims);
+            /* Every member's rows, in the set's rank order. */
+            int members = set != NULL ? set->size : negotiator->nranks;
+            ready.first_dim_count = (uint32_t)members;
+            ready.first_dims = calloc((size_t)members, sizeof *ready.first_dims);
             ok = ready.first_dims != NULL;
-            for (int r = 0; ok && r < negotiator->nranks; r++)
-                ready.first_dims[r] = entry->requests[r].name != NULL &&
+            for (int m = 0; ok && m < members; m++) {
+                int r = set != NULL ? set->ranks[m] : m;
+                ready.first_dims[m] = entry->requests[r].name != NULL &&
                                               entry->requests[r].ndims > 0
                                           ? entry->requests[r].shape[0]
                                           : 0;
+            }
         }
         ready.agreed_at = negotiator->now;
         if (ok)
@@ -292,8 +462,21 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
 static bool entry_complete(const struct negotiator *negotiator,
                            const struct negotiation_entry *entry)
 {
-    return entry->submitted + negotiator->joined_count - entry->joined_submitters >=
-           negotiator->nranks;
+    /* A joined rank can run a collective with zeros, but cannot add or remove a set. */
+    const struct wire_request *first = entry->requests[0].name != NULL ? &entry->requests[0] : NULL;
+    for (int r = 1; first == NULL && r < negotiator->nranks; r++)
+        if (entry->requests[r].name != NULL)
+            first = &entry->requests[r];
+    if (first != NULL && first->collective == COLLECTIVE_PROCESS_SET)
+        return entry->submitted == negotiator->nranks;
+    const struct process_set *set = set_of(negotiator, entry->process_set);
+    if (set == NULL)
+        return entry->submitted + negotiator->joined_count - entry->joined_submitters >=
+               negotiator->nranks;
+    for (int m = 0; m < set->size; m++)
+        if (entry->requests[set->ranks[m]].name == NULL && !negotiator->joined[set->ranks[m]])
+            return false;
+    return true;
 }
 
 static int compare_names(const void *a, const void *b)
@@ -344,8 +527,17 @@ static void fail_group(struct negotiator *negotiator, const char *group,
 static bool membership_settled(const struct negotiator *negotiator,
                                const struct membership *membership)
 {
-    return membership->complete_ranks + negotiator->joined_count - membership->joined_complete >=
-           negotiator->nranks;
+    const struct process_set *set = set_of(negotiator, membership->process_set);
+    if (set == NULL)
+        return membership->complete_ranks + negotiator->joined_count -
+                   membership->joined_complete >=
+               negotiator->nranks;
+    for (int m = 0; m < set->size; m++) {
+        int r = set->ranks[m];
+        if (membership->submitted[r] != membership->size && !negotiator->joined[r])
+            return false;
+    }
+    return true;
 }
 
 /* Compares the members the ranks named, fails the group where they differ, and forgets the
@@ -411,6 +603,7 @@ static void check_membership(struct negotiator *negotiator, int rank,
     if (membership == NULL) {
         membership = calloc(1, sizeof *membership);
         if (membership != NULL) {
+            membership->process_set = request->process_set;
             membership->size = request->group_size;
             membership->names =
                 calloc((size_t)negotiator->nranks * request->group_size, sizeof(char *));
@@ -440,6 +633,26 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
                        double now)
 {
     negotiator->now = now;
+    if (request->process_set != 0 && request->collective != COLLECTIVE_PROCESS_SET) {
+        /* The submitting rank checked its set; it may have been removed since. */
+        const struct process_set *set = set_of(negotiator, request->process_set);
+        if (set == NULL || process_set_rank_of(set, rank) < 0) {
+            char *described = set != NULL ? process_set_describe(set) : NULL;
+            char *message =
+                set == NULL ? format_string("%s \"%s\": process set %d does not exist (never "
+                                            "added, or removed)",
+                                            request_collective_name(request), request->name,
+                                            (int)request->process_set)
+                            : format_string("%s \"%s\": rank %d is not a member of %s",
+                                            request_collective_name(request), request->name,
+                                            rank, described ? described : "the process set");
+            free(described);
+            mark_ranks(negotiator, add_error(negotiator, request, CHORUS_ERR_INVALID_ARGUMENT,
+                                             message),
+                       NULL, rank);
+            return;
+        }
+    }
     struct negotiation_entry *entry = name_table_find(&negotiator->entries, request->name);
     if (entry == NULL) {
         entry = calloc(1, sizeof *entry);
@@ -462,6 +675,8 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
         }
         entry->first_seen = now;
         entry->last_warning = now;
+        entry->process_set =
+            request->collective == COLLECTIVE_PROCESS_SET ? 0 : request->process_set;
         entry->older = negotiator->newest;
         if (negotiator->newest)
             negotiator->newest->newer = entry;
@@ -555,21 +770,6 @@ void negotiator_join(struct negotiator *negotiator, int rank)
     }
 }
 
-/* A stall's error fails only the ranks that submitted (response_applies_to): `response` lists
- * them. */
-static void mark_submitters(struct negotiator *negotiator, struct wire_response *response,
-                            const struct negotiation_entry *entry)
-{
-    if (response == NULL)
-        return;
-    response->first_dims = calloc((size_t)negotiator->nranks, sizeof *response->first_dims);
-    if (response->first_dims == NULL)
-        return; /* then it concerns every rank, as before */
-    response->first_dim_count = (uint32_t)negotiator->nranks;
-    for (int r = 0; r < negotiator->nranks; r++)
-        response->first_dims[r] = entry->requests[r].name != NULL;
-}
-
 void negotiator_check_stalls(struct negotiator *negotiator, double now, double warn_after,
                              double fail_after, stall_warning warn, void *context)
 {
@@ -588,22 +788,26 @@ void negotiator_check_stalls(struct negotiator *negotiator, double now, double w
         int *missing = calloc((size_t)negotiator->nranks, sizeof *missing);
         size_t have_count = 0, missing_count = 0;
         const struct wire_request *reference = NULL;
+        const struct process_set *set = set_of(negotiator, entry->process_set);
         for (int r = 0; have != NULL && missing != NULL && r < negotiator->nranks; r++) {
             if (entry->requests[r].name != NULL) {
                 have[have_count++] = r;
                 if (reference == NULL)
                     reference = &entry->requests[r];
-            } else if (!negotiator->joined[r]) {
+            } else if (!negotiator->joined[r] && (set == NULL || process_set_rank_of(set, r) >= 0)) {
                 missing[missing_count++] = r;
             }
         }
         char *have_text = format_rank_list(have, have_count);
         char *missing_text = format_rank_list(missing, missing_count);
+        char *described = set != NULL ? process_set_describe(set) : NULL;
         char *message = format_string(
-            "%s \"%s\": submitted %.0f s ago by %s %s but not by %s %s",
-            reference ? chorus_collective_name(reference->collective) : "tensor", entry->name,
-            waited, have_count == 1 ? "rank" : "ranks", have_text ? have_text : "?",
-            missing_count == 1 ? "rank" : "ranks", missing_text ? missing_text : "?");
+            "%s \"%s\": submitted %.0f s ago by %s %s but not by %s %s%s%s",
+            reference ? request_collective_name(reference) : "tensor", entry->name, waited,
+            have_count == 1 ? "rank" : "ranks", have_text ? have_text : "?",
+            missing_count == 1 ? "rank" : "ranks", missing_text ? missing_text : "?",
+            described ? " of " : "", described ? described : "");
+        free(described);
         if (warn_now && warn != NULL && message != NULL) {
             warn(context, message);
             entry->last_warning = now;
@@ -611,8 +815,8 @@ void negotiator_check_stalls(struct negotiator *negotiator, double now, double w
         if (fail_now && reference != NULL) {
             char *failure = format_string("%s; giving up after %g s (CHORUS_STALL_SHUTDOWN_SECONDS)",
                                           message ? message : entry->name, fail_after);
-            mark_submitters(negotiator,
-                            add_error(negotiator, reference, CHORUS_ERR_STALLED, failure), entry);
+            mark_ranks(negotiator, add_error(negotiator, reference, CHORUS_ERR_STALLED, failure),
+                       entry->requests, -1);
             entry_unlink(negotiator, entry);
             entry_free(negotiator, entry);
         }

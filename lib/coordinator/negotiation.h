@@ -8,6 +8,7 @@
 #define CHORUS_NEGOTIATION_H
 
 #include "../core/name_table.h"
+#include "../core/process_set.h"
 #include "wire.h"
 
 struct negotiation_entry;
@@ -21,6 +22,9 @@ struct negotiator {
     struct name_table memberships;     /* group name -> struct membership */
     bool *joined;
     int joined_count;
+    struct process_set_table sets;     /* added and not removed; their tensors wait only for
+                                        * their members */
+    int last_set_id;
     struct wire_response *responses;   /* produced, not yet taken */
     size_t response_count;
     size_t response_capacity;

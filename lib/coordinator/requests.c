@@ -93,7 +93,7 @@ void fail_everything(struct background *background, chorus_status status,
             struct name_entry *next = entry->next;
             struct request *request = entry->value;
             char *message =
-                format_string("%s \"%s\": %s", chorus_collective_name(request->desc.collective),
+                format_string("%s \"%s\": %s", request_collective_name(&request->desc),
                               request->desc.name, reason);
             finish_request(background, request, status, message ? message : reason);
             free(message);

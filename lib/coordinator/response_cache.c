@@ -42,8 +42,11 @@ const struct wire_request *response_cache_get(const struct response_cache *cache
 
 bool response_cacheable(const struct wire_response *response, int nranks)
 {
+    /* A process set's tensors wait for its members alone, which a round's bit cannot say. */
     return response->type == RESPONSE_EXECUTE &&
            response->request.collective != CHORUS_ALLGATHER &&
+           response->request.collective != COLLECTIVE_PROCESS_SET &&
+           response->request.process_set == 0 &&
            response->contributors == (uint32_t)nranks;
 }
 

@@ -18,6 +18,10 @@
  *   | shape[ndims] | prescale | postscale | group_len | group | group_size | compression |
  *   | i64 each     | f64      | f64       | u16       | ...   | u32        | u8          |
  *   +--------------+----------+-----------+-----------+-------+------------+-------------+
+ *   +-------------+--------------+---------------+
+ *   | process_set | member_count | members       |
+ *   | i32         | u32          | i32 each      |
+ *   +-------------+--------------+---------------+
  *
  * Response (type 4, RESPONSE_CACHED, is followed only by a u32 response-cache slot):
  *   +------+--------+--------------+-------------+---------+---------+-----------+------------+
@@ -105,6 +109,10 @@ static void put_request(struct writer *writer, const struct wire_request *reques
     put_text(writer, request->group, 2);
     put_unsigned(writer, request->group_size, 4);
     put_unsigned(writer, request->compression, 1);
+    put_unsigned(writer, (uint32_t)request->process_set, 4);
+    put_unsigned(writer, request->member_count, 4);
+    for (size_t i = 0; i < request->member_count; i++)
+        put_unsigned(writer, (uint32_t)request->members[i], 4);
 }
 
 static void put_response(struct writer *writer, const struct wire_response *response)
@@ -236,7 +244,8 @@ static bool get_request(struct reader *reader, struct wire_request *request)
     request->device = (int32_t)(uint32_t)get_unsigned(reader, 4);
     if (reader->failed)
         return false;
-    if (!collective_is_valid(request->collective))
+    if (!collective_is_valid(request->collective) &&
+        request->collective != COLLECTIVE_PROCESS_SET)
         return fail(reader, "unknown collective");
     if (!dtype_is_valid(request->dtype))
         return fail(reader, "unknown dtype");
@@ -258,6 +267,22 @@ static bool get_request(struct reader *reader, struct wire_request *request)
         return fail(reader, "group size 0");
     if (!reader->failed && request->compression > CHORUS_COMPRESSION_BF16)
         return fail(reader, "unknown compression");
+    request->process_set = (int32_t)(uint32_t)get_unsigned(reader, 4);
+    request->member_count = (uint32_t)get_unsigned(reader, 4);
+    if (reader->failed)
+        return false;
+    if (request->process_set < 0)
+        return fail(reader, "negative process set");
+    if (request->member_count > MAX_FIRST_DIMS ||
+        (reader->length - reader->offset) / 4 < request->member_count)
+        return fail(reader, "member list longer than the message");
+    if (request->member_count > 0) {
+        request->members = malloc(request->member_count * sizeof *request->members);
+        if (request->members == NULL)
+            return fail(reader, "out of memory");
+        for (size_t i = 0; i < request->member_count; i++)
+            request->members[i] = (int32_t)(uint32_t)get_unsigned(reader, 4);
+    }
     return !reader->failed;
 }
 

@@ -11,6 +11,7 @@
 #include "request.h"
 #include "name_table.h"
 #include "params.h"
+#include "process_set.h"
 
 #include <mpi.h>
 #include <pthread.h>
@@ -62,8 +63,12 @@ struct chorus_context {
     char startup_message[1024];
     char stopped_message[1024]; /* why submits fail once `stopped` is set */
 
+    /* The process sets (process_set.h): the background thread changes them, submits read. */
+    struct process_set_table process_sets;
+
     _Atomic int stopped; /* CHORUS_OK while running; then the status later submits get */
     _Atomic unsigned long barriers; /* chorus_barrier calls so far: each barrier's name */
+    _Atomic unsigned long set_changes; /* process set adds and removes so far: their names */
 };
 
 /* The host `rank` runs on, as MPI names it ("?" before topology_discover). */

@@ -11,13 +11,23 @@ void wire_request_free(struct wire_request *request)
 {
     free(request->name);
     free(request->group);
+    free(request->members);
     request->name = NULL;
     request->group = NULL;
+    request->members = NULL;
+    request->member_count = 0;
+}
+
+const char *request_collective_name(const struct wire_request *request)
+{
+    return request->collective == COLLECTIVE_PROCESS_SET
+               ? "process set change"
+               : chorus_collective_name((chorus_collective)request->collective);
 }
 
 bool response_applies_to(const struct wire_response *response, int rank)
 {
-    return response->type != RESPONSE_ERROR || response->status != CHORUS_ERR_STALLED || rank < 0 ||
+    return response->type != RESPONSE_ERROR || response->first_dim_count == 0 || rank < 0 ||
            (uint32_t)rank >= response->first_dim_count || response->first_dims[rank] != 0;
 }
 
@@ -26,10 +36,13 @@ bool wire_request_equal(const struct wire_request *a, const struct wire_request 
     if (a->collective != b->collective || a->dtype != b->dtype || a->op != b->op ||
         a->ndims != b->ndims || a->root != b->root || a->device != b->device ||
         a->compression != b->compression || a->group_size != b->group_size ||
+        a->process_set != b->process_set || a->member_count != b->member_count ||
         memcmp(&a->prescale, &b->prescale, sizeof a->prescale) != 0 ||
         memcmp(&a->postscale, &b->postscale, sizeof a->postscale) != 0)
         return false;
-    if (memcmp(a->shape, b->shape, a->ndims * sizeof a->shape[0]) != 0)
+    if (memcmp(a->shape, b->shape, a->ndims * sizeof a->shape[0]) != 0 ||
+        (a->member_count > 0 &&
+         memcmp(a->members, b->members, a->member_count * sizeof a->members[0]) != 0))
         return false;
     return strcmp(a->name ? a->name : "", b->name ? b->name : "") == 0 &&
            strcmp(a->group ? a->group : "", b->group ? b->group : "") == 0;
@@ -40,7 +53,13 @@ bool wire_request_copy(struct wire_request *to, const struct wire_request *from)
     *to = *from;
     to->name = strdup(from->name ? from->name : "");
     to->group = strdup(from->group ? from->group : "");
-    if (to->name == NULL || to->group == NULL) {
+    to->members = NULL;
+    if (from->member_count > 0) {
+        to->members = malloc(from->member_count * sizeof *to->members);
+        if (to->members != NULL)
+            memcpy(to->members, from->members, from->member_count * sizeof *to->members);
+    }
+    if (to->name == NULL || to->group == NULL || (from->member_count > 0 && to->members == NULL)) {
         wire_request_free(to);
         return false;
     }

@@ -25,9 +25,19 @@ struct wire_request {
     double postscale;
     char *group;         /* first name of the group; "" when not grouped */
     uint32_t group_size; /* tensors in the group; 1 when not grouped */
+    int32_t process_set;  /* the ranks it runs on: 0 for every rank (process_set.h) */
+    uint32_t member_count; /* COLLECTIVE_PROCESS_SET: the ranks of a set to add (0: remove) */
+    int32_t *members;
     bool cached;         /* only cache_slot travels: the response cache holds the rest */
     uint32_t cache_slot;
 };
+
+/* Internal, beside chorus_collective: adds the process set `members` name (rank 0 gives it its
+ * id in `process_set`), or, with no members, removes set `process_set`. Negotiated like any
+ * tensor, so every rank changes its sets at the same point of the order all ranks run. */
+enum { COLLECTIVE_PROCESS_SET = CHORUS_COLLECTIVE_COUNT };
+/* chorus_collective_name, or "process set change" for COLLECTIVE_PROCESS_SET. */
+const char *request_collective_name(const struct wire_request *request);
 
 enum response_type {
     RESPONSE_EXECUTE = 1,   /* run the collective */
@@ -43,9 +53,9 @@ struct wire_response {
     char *message;               /* RESPONSE_ERROR */
     struct wire_request request; /* the agreed description */
     uint32_t first_dim_count;    /* allgather: nranks; else 0 */
-    int64_t *first_dims;         /* allgather: every rank's first dimension; a stall's
-                                  * RESPONSE_ERROR: 1 for the ranks that submitted, whom alone
-                                  * it fails (see response_applies_to) */
+    int64_t *first_dims;         /* allgather: every member's first dimension; a RESPONSE_ERROR
+                                  * of a stall or a process set: 1 for the ranks that submitted,
+                                  * whom alone it fails (see response_applies_to) */
     double agreed_at;            /* rank 0 only, not sent: when it was decided (timeline) */
 };
 
@@ -72,9 +82,10 @@ bool wire_request_copy(struct wire_request *to, const struct wire_request *from)
 bool wire_request_equal(const struct wire_request *a, const struct wire_request *b);
 void wire_response_free(struct wire_response *response);
 
-/* Whether a response concerns rank `rank`: all do but a stall's error, which fails only the
- * ranks that submitted the tensor. (A rank that did not may submit the name afresh before the
- * error reaches it; that request is not the stalled one.) */
+/* Whether a response concerns rank `rank`: all do but an error that lists its ranks (a stall's,
+ * a process set's), which fails only the ranks that submitted the tensor. (A rank that did not
+ * may submit the name afresh before the error reaches it; that request is not the failed one.)
+ * An EXECUTE of a process set concerns its members alone: the executor's caller skips it. */
 bool response_applies_to(const struct wire_response *response, int rank);
 
 /* Elements of the tensor a request describes (the product of its shape; 1 for a scalar). */

@@ -305,6 +305,8 @@ bool executor_watch_aborts(struct executor *executor, MPI_Comm control_comm)
 
 chorus_status executor_peer_failure(struct executor *executor, char *error, size_t error_size)
 {
+    if (executor->parent != NULL)
+        return executor_peer_failure(executor->parent, error, error_size);
     if (!abort_watch_poll(&executor->abort))
         return CHORUS_OK;
     const struct abort_notice *notice = &executor->abort.notice;
@@ -319,6 +321,10 @@ void executor_abort(struct executor *executor, chorus_status status, const char 
     if (executor->aborted)
         return;
     executor->aborted = true;
+    if (executor->parent != NULL) {
+        executor_abort(executor->parent, status, reason);
+        return;
+    }
     /* A rank that stops because another did has nothing to tell: everyone got that notice. */
     if (!executor->abort.received)
         abort_notify(executor->abort.comm, status, reason);
@@ -326,8 +332,37 @@ void executor_abort(struct executor *executor, chorus_status status, const char 
         node_segment_poison(&executor->node);
 }
 
+void executor_init_for_set(struct executor *executor, struct executor *parent, const void *comm,
+                           int rank, int nranks)
+{
+    memset(executor, 0, sizeof *executor);
+    executor->rank = rank;
+    executor->nranks = nranks;
+    executor->data_comm = *(const MPI_Comm *)comm;
+    transport_mpi_init(&executor->transport, comm);
+    executor->transport.interrupted = executor_interrupt_check;
+    executor->transport.interrupt_context = executor;
+    executor->fusion_threshold = parent->fusion_threshold;
+    executor->fusion_tensor_limit = parent->fusion_tensor_limit;
+    executor->timeout_seconds = parent->timeout_seconds;
+    executor->oversubscribed = parent->oversubscribed;
+    executor->local_ranks = 1;
+    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
+        executor->forced_algorithm[c] = -1; /* a forced one may need the host's segment */
+    executor->abort.request = MPI_REQUEST_NULL;
+    executor->parent = parent;
+    executor->owner = parent->owner;
+    executor->take_request = parent->take_request;
+    executor->finish = parent->finish;
+    executor->join_done = parent->join_done;
+    executor->fatal_error = parent->fatal_error;
+    executor->waiting = parent->waiting;
+}
+
 void executor_release(struct executor *executor)
 {
+    if (executor->parent != NULL)
+        executor->timeline = NULL; /* the job's executor closes it */
     abort_watch_stop(&executor->abort);
     /* After a fatal error, transfers that a wait gave up on (transport_mpi.c) may still use
      * their buffers: the scratch buffers, the fusion buffer, the host's segment. They are

@@ -43,6 +43,8 @@ struct executor {
     struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */
     const char *last_algorithm; /* that ran the last collective, for the timeline */
     struct abort_watch abort;   /* for another rank's notice that it stopped */
+    /* A process set's executor: its aborts and the notices it heeds go through the job's. */
+    struct executor *parent;
     bool aborted;               /* this rank stopped after a fatal error (executor_abort) */
 
     /* Supplied by the owner: find-and-remove the local request of a name (NULL if none), and
@@ -69,6 +71,13 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                            size_t count, char *error, size_t error_size);
 
 void executor_release(struct executor *executor);
+
+/* Makes `executor` run the collectives of a process set over `comm` (an MPI_Comm passed by
+ * pointer, which must stay put), this rank being `rank` of `nranks` there: with `parent`'s
+ * settings, callbacks and abort notices, over MPI alone (no host segment, the selection table's
+ * choices). */
+void executor_init_for_set(struct executor *executor, struct executor *parent, const void *comm,
+                           int rank, int nranks);
 
 /* Fatal errors on one rank only. executor_watch_aborts() posts the receive for other ranks'
  * notices on `control_comm` (abort.h) and makes the transport's waits poll it; false if MPI

@@ -51,6 +51,30 @@ static chorus_status ensure_gpu(struct executor *executor, int device, char *err
                               error_size);
 }
 
+/* Adasum of a GPU tensor (never fused): combined over MPI in host memory by allreduce_adasum.c,
+ * with one copy each way, since each of its steps needs dot products of whole vectors, which
+ * NCCL's reductions do not give. Horovod too runs Adasum's MPI part on host buffers. */
+static chorus_status execute_gpu_adasum(struct executor *executor, struct request *request,
+                                        chorus_dtype dtype, char *error, size_t error_size)
+{
+    size_t bytes = request->count * chorus_dtype_size(dtype);
+    void *host = malloc(bytes ? bytes : 1);
+    if (host == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    chorus_status status = gpu_copy(host, request->input, bytes);
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "adasum: copying the tensor to host memory failed");
+    else
+        status = run_host_allreduce(executor, host, NULL, 0, request->count, dtype,
+                                    CHORUS_ADASUM, 1.0, error, error_size);
+    if (status == CHORUS_OK && gpu_copy(request->output, host, bytes) != CHORUS_OK) {
+        snprintf(error, error_size, "adasum: copying the result to the GPU failed");
+        status = CHORUS_ERR_GPU;
+    }
+    free(host);
+    return status;
+}
+
 /* A batch of allreduces of GPU tensors: one NCCL call, through the device's fusion buffer when
  * the batch has more than one tensor. */
 static chorus_status execute_gpu_allreduce(struct executor *executor,
@@ -61,6 +85,9 @@ static chorus_status execute_gpu_allreduce(struct executor *executor,
 {
     const struct wire_response *first = &responses[members[0]];
     chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    if (status == CHORUS_OK && first->request.op == CHORUS_ADASUM)
+        return execute_gpu_adasum(executor, requests[0], (chorus_dtype)first->request.dtype,
+                                  error, error_size);
     struct gpu_piece *pieces = scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
     if (status != CHORUS_OK)
         return status;

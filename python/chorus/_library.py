@@ -36,7 +36,7 @@ class OpArgs(ctypes.Structure):
                 ("name", ctypes.c_char_p), ("input", Tensor), ("output", ctypes.c_void_p),
                 ("op", ctypes.c_int), ("root", ctypes.c_int), ("prescale_factor", ctypes.c_double),
                 ("postscale_factor", ctypes.c_double), ("compression", ctypes.c_int),
-                ("splits", ctypes.POINTER(ctypes.c_int64))]
+                ("splits", ctypes.POINTER(ctypes.c_int64)), ("process_set", ctypes.c_int)]
 
 
 class InitOptions(ctypes.Structure):
@@ -96,6 +96,11 @@ _declare("chorus_handle_free", None, handle_p)
 _declare("chorus_join", ctypes.c_int)
 _declare("chorus_barrier", ctypes.c_int)
 _declare("chorus_last_joined_rank", ctypes.c_int)
+_declare("chorus_process_set_add", ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+         ctypes.POINTER(ctypes.c_int))
+_declare("chorus_process_set_remove", ctypes.c_int, ctypes.c_int)
+_declare("chorus_process_set_ranks", ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
+         ctypes.c_int, ctypes.POINTER(ctypes.c_int))
 _declare("chorus_last_error", ctypes.c_char_p)
 _declare("chorus_status_name", ctypes.c_char_p, ctypes.c_int)
 _declare("chorus_version", ctypes.c_char_p)

@@ -53,6 +53,29 @@ def init(parameters=None):
     check(c.lib.chorus_init(ctypes.byref(options)))
 
 
+def process_set_add(ranks):
+    """Adds a process set of `ranks` (every rank must call it alike); returns its id."""
+    ranks = sorted(int(r) for r in ranks)
+    array = (ctypes.c_int * max(len(ranks), 1))(*ranks)
+    added = ctypes.c_int(-1)
+    check(c.lib.chorus_process_set_add(array, len(ranks), ctypes.byref(added)))
+    return added.value
+
+
+def process_set_remove(process_set_id):
+    check(c.lib.chorus_process_set_remove(process_set_id))
+
+
+def process_set_ranks(process_set_id):
+    """The ranks of a process set (0: every rank); raises ChorusError if it does not exist."""
+    count = ctypes.c_int(0)
+    check(c.lib.chorus_process_set_ranks(process_set_id, None, 0, ctypes.byref(count)))
+    array = (ctypes.c_int * max(count.value, 1))()
+    check(c.lib.chorus_process_set_ranks(process_set_id, array, count.value,
+                                         ctypes.byref(count)))
+    return list(array[:count.value])
+
+
 def shutdown():
     status = c.lib.chorus_shutdown()
     _reap_orphans()  # every operation has completed now, with an error if it had to
@@ -169,9 +192,10 @@ class Handle:
         check(c.lib.chorus_handle_output(self._pointer, ctypes.byref(descriptor)))
         return descriptor
 
-    def received_splits(self):
-        """For an alltoall, before wait() returns: the rows received from each rank."""
-        count = size()
+    def received_splits(self, count=None):
+        """For an alltoall, before wait() returns: the rows received from each rank (`count`:
+        the ranks of its process set, every rank by default)."""
+        count = size() if count is None else count
         splits = (ctypes.c_int64 * count)()
         check(c.lib.chorus_handle_received_splits(self._pointer, splits, count))
         return list(splits)
@@ -224,7 +248,7 @@ def describe(data_pointer, dtype, shape, memory=c.MEMORY_HOST, device=0):
 
 
 def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.0,
-            postscale=1.0, compression=c.COMPRESSION_DEFAULT, splits=None):
+            postscale=1.0, compression=c.COMPRESSION_DEFAULT, splits=None, process_set=0):
     args = c.OpArgs()
     args.struct_size = ctypes.sizeof(c.OpArgs)
     args.collective = collective
@@ -236,6 +260,7 @@ def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.
     args.prescale_factor = prescale
     args.postscale_factor = postscale
     args.compression = compression
+    args.process_set = process_set
     if splits is not None:
         # The library copies the splits at submit; the array only has to outlive that call.
         args._splits = (ctypes.c_int64 * len(splits))(*splits)

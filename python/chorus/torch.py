@@ -14,10 +14,13 @@ import torch
 
 from . import _library as c
 from .core import check
-from .core import (ChorusError, Handle, cross_rank, cross_size, default_name, describe, init,
+from .core import (ChorusError, Handle, cross_rank, cross_size, default_name, describe,
                    is_initialized, local_rank, local_size, op_args, rank, shutdown, size,
                    start_timeline, stop_timeline, submit, submit_group)
+from .core import init as _core_init
 from .core import join as _join
+from .core import process_set_add as _core_process_set_add
+from .core import process_set_remove as _core_process_set_remove
 
 Sum, Average, Min, Max, Product = c.SUM, c.AVERAGE, c.MIN, c.MAX, c.PRODUCT
 _OPS = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product",
@@ -29,21 +32,28 @@ Adasum = c.ADASUM
 
 
 class ProcessSet:
-    """Horovod's process set. chorus runs every collective on all ranks so far: the global set
-    (ranks=None), or a set listing every rank, is accepted wherever Horovod takes process_set=;
-    any other set raises NotImplementedError instead of quietly using all ranks."""
+    """Horovod's process set: collectives among `ranks` alone (None: every rank, the global
+    set). A set is usable once add_process_set (or init(process_sets=...)) has added it on every
+    rank; its collectives then wait only for its members."""
 
     def __init__(self, ranks=None):
         self.ranks = None if ranks is None else sorted(int(r) for r in ranks)
+        self.process_set_id = 0 if ranks is None else None
 
-    def _everyone(self):
-        return self.ranks is None or self.ranks == list(range(size()))
+    def _id(self):
+        if self.process_set_id is None:
+            raise ValueError(f"{self!r} has not been added: call add_process_set() on every "
+                             "rank first")
+        return self.process_set_id
 
     def size(self):
         return size() if self.ranks is None else len(self.ranks)
 
     def rank(self):
-        return rank() if self.ranks is None else self.ranks.index(rank())
+        """This rank's rank within the set (-1 when it is not a member)."""
+        if self.ranks is None:
+            return rank()
+        return self.ranks.index(rank()) if rank() in self.ranks else -1
 
     def included(self):
         return self.ranks is None or rank() in self.ranks
@@ -55,28 +65,52 @@ class ProcessSet:
 global_process_set = ProcessSet()
 
 
-def _check_process_set(process_set):
-    if process_set is None or process_set is global_process_set:
-        return
-    if isinstance(process_set, ProcessSet) and process_set._everyone():
-        return
-    raise NotImplementedError(f"process_set={process_set!r}: chorus runs collectives on every "
-                              "rank so far (the global process set); sets of some ranks are "
-                              "not implemented")
+def _set_id(process_set):
+    """The library's id of a process_set= argument (None: the global set)."""
+    if process_set is None:
+        return 0
+    if not isinstance(process_set, ProcessSet):
+        raise TypeError(f"process_set={process_set!r} must be a ProcessSet")
+    return process_set._id()
+
+
+def _set_size(process_set):
+    return size() if process_set is None else process_set.size()
+
+
+def _set_rank(process_set):
+    return rank() if process_set is None else process_set.rank()
 
 
 def add_process_set(process_set):
-    """Only a set of every rank is accepted (it is the global set); others raise."""
+    """Adds a set (a ProcessSet or a list of ranks); every rank must call it alike, in the same
+    order. Returns the ProcessSet, now usable as process_set=."""
     candidate = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
-    _check_process_set(candidate)
+    if candidate.ranks is None:
+        raise ValueError("the global process set exists already")
+    if candidate.process_set_id is not None:
+        raise ValueError(f"{candidate!r} has been added already (id {candidate.process_set_id})")
+    candidate.process_set_id = _core_process_set_add(candidate.ranks)
     return candidate
 
 
 def remove_process_set(process_set):
-    if process_set is global_process_set:
+    """Removes an added set (every rank alike); returns True, as Horovod does."""
+    if process_set is global_process_set or process_set.ranks is None:
         raise ValueError("the global process set cannot be removed")
-    _check_process_set(process_set)
-    return False
+    _core_process_set_remove(process_set._id())
+    process_set.process_set_id = None
+    return True
+
+
+def init(parameters=None, process_sets=None):
+    """Initializes chorus (see chorus.core.init); `process_sets`, as in Horovod, a list of
+    ProcessSets (or rank lists) to add at once."""
+    _core_init(parameters)
+    for process_set in process_sets or []:
+        if not (isinstance(process_set, ProcessSet) and process_set.process_set_id is not None):
+            add_process_set(process_set)
+
 
 # Horovod's exception names, for scripts that catch them.
 HorovodInternalError = ChorusError
@@ -165,30 +199,29 @@ def _resolve_op(average, op):
     return Sum
 
 
-def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_factor, compression):
+def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_factor, compression,
+                      process_set=None):
     args = op_args(c.ALLREDUCE, name, _descriptor(tensor),
                    output.data_ptr() if output is not None else None, op, 0, prescale_factor,
-                   postscale_factor, _wire(compression))
+                   postscale_factor, _wire(compression), process_set=_set_id(process_set))
     result = output if output is not None else tensor
     return submit(args, (tensor, output), lambda handle: result)
 
 
 def allreduce_async(tensor, average=None, name=None, compression=Compression.none, op=None,
                     prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    _check_process_set(process_set)
     tensor = tensor.contiguous()
     output = torch.empty_like(tensor)
     return _allreduce_submit(tensor, output, name or default_name("allreduce"),
                              _resolve_op(average, op), prescale_factor, postscale_factor,
-                             compression)
+                             compression, process_set)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, compression=Compression.none, process_set=None):
-    _check_process_set(process_set)
     return _allreduce_submit(tensor, None, name or default_name("allreduce"),
                              _resolve_op(average, op), prescale_factor, postscale_factor,
-                             compression)
+                             compression, process_set)
 
 
 def _differentiable(tensor):
@@ -200,24 +233,24 @@ class _AllreduceFunction(torch.autograd.Function):
     (a sum's gradient is the sum of every rank's, an average's their average)."""
 
     @staticmethod
-    def forward(context, tensor, name, op, prescale_factor, postscale_factor, compression):
-        context.args = (name, op, prescale_factor, postscale_factor)
+    def forward(context, tensor, name, op, prescale_factor, postscale_factor, compression,
+                process_set):
+        context.args = (name, op, prescale_factor, postscale_factor, process_set)
         return synchronize(allreduce_async(tensor, None, name, compression, op, prescale_factor,
-                                           postscale_factor))
+                                           postscale_factor, process_set))
 
     @staticmethod
     def backward(context, gradient):
-        name, op, prescale_factor, postscale_factor = context.args
+        name, op, prescale_factor, postscale_factor, process_set = context.args
         reduced = synchronize(allreduce_async(gradient.contiguous(), None, f"{name}.gradient",
                                               Compression.none, op, prescale_factor,
-                                              postscale_factor))
-        return reduced, None, None, None, None, None
+                                              postscale_factor, process_set))
+        return reduced, None, None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Differentiable (sum and average) when `tensor` requires a gradient."""
-    _check_process_set(process_set)
     operator = _resolve_op(average, op)
     name = name or default_name("allreduce")
     if _differentiable(tensor):
@@ -225,55 +258,52 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
             raise NotImplementedError(f"the gradient of an allreduce with op={_OPS[operator]}: "
                                       "only Sum and Average are differentiable")
         return _AllreduceFunction.apply(tensor, name, operator, prescale_factor,
-                                        postscale_factor, compression)
+                                        postscale_factor, compression, process_set)
     return synchronize(allreduce_async(tensor, None, name, compression, operator,
-                                       prescale_factor, postscale_factor))
+                                       prescale_factor, postscale_factor, process_set))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=None):
-    _check_process_set(process_set)
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor))
+                                        postscale_factor, process_set=process_set))
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, compression=Compression.none,
                             op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    _check_process_set(process_set)
     name = name or default_name("grouped_allreduce")
     inputs = [t.contiguous() for t in tensors]
     outputs = [torch.empty_like(t) for t in inputs]
     operator = _resolve_op(average, op)
+    set_id = _set_id(process_set)
     args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), o.data_ptr(), operator, 0,
-                    prescale_factor, postscale_factor, _wire(compression))
+                    prescale_factor, postscale_factor, _wire(compression), process_set=set_id)
             for i, (t, o) in enumerate(zip(inputs, outputs))]
     return submit_group(args, (inputs, outputs), lambda handle: outputs)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    _check_process_set(process_set)
     return synchronize(grouped_allreduce_async(tensors, average, name, compression, op,
-                                               prescale_factor, postscale_factor))
+                                               prescale_factor, postscale_factor, process_set))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, compression=Compression.none, process_set=None):
     """In place: each tensor (contiguous) receives its result."""
-    _check_process_set(process_set)
     name = name or default_name("grouped_allreduce")
     operator = _resolve_op(average, op)
+    set_id = _set_id(process_set)
     args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), None, operator, 0,
-                    prescale_factor, postscale_factor, _wire(compression))
+                    prescale_factor, postscale_factor, _wire(compression), process_set=set_id)
             for i, t in enumerate(tensors)]
     return submit_group(args, tensors, lambda handle: tensors)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                        postscale_factor=1.0, compression=Compression.none, process_set=None):
-    _check_process_set(process_set)
     return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
-                                                postscale_factor, compression))
+                                                postscale_factor, compression, process_set))
 
 
 class _DeviceBuffer:
@@ -312,11 +342,11 @@ def _gathered(like, trailing):
 
 def allgather_async(tensor, name=None, process_set=None):
     """Concatenates every rank's tensor along the first dimension (which may differ)."""
-    _check_process_set(process_set)
     tensor = tensor.contiguous()
     if tensor.dim() == 0:
         tensor = tensor.reshape(1)
-    args = op_args(c.ALLGATHER, name or default_name("allgather"), _descriptor(tensor))
+    args = op_args(c.ALLGATHER, name or default_name("allgather"), _descriptor(tensor),
+                   process_set=_set_id(process_set))
     return submit(args, tensor, _gathered(tensor, tuple(tensor.shape[1:])))
 
 
@@ -325,52 +355,52 @@ class _AllgatherFunction(torch.autograd.Function):
     then this rank's rows."""
 
     @staticmethod
-    def forward(context, tensor, name):
-        context.name = name
-        gathered = synchronize(allgather_async(tensor, name))
+    def forward(context, tensor, name, process_set):
+        context.name, context.process_set = name, process_set
+        gathered = synchronize(allgather_async(tensor, name, process_set))
         rows = torch.tensor([tensor.shape[0] if tensor.dim() else 1], dtype=torch.int64)
-        context.rows = synchronize(allgather_async(rows, f"{name}.rows")).tolist()
+        context.rows = synchronize(allgather_async(rows, f"{name}.rows", process_set)).tolist()
         context.scalar = tensor.dim() == 0
         return gathered
 
     @staticmethod
     def backward(context, gradient):
         summed = synchronize(allreduce_async(gradient.contiguous(), None,
-                                             f"{context.name}.gradient", Compression.none, Sum))
-        start = sum(context.rows[:rank()])
-        mine = summed[start:start + context.rows[rank()]]
-        return (mine.reshape(()) if context.scalar else mine), None
+                                             f"{context.name}.gradient", Compression.none, Sum,
+                                             process_set=context.process_set))
+        member = _set_rank(context.process_set)
+        start = sum(context.rows[:member])
+        mine = summed[start:start + context.rows[member]]
+        return (mine.reshape(()) if context.scalar else mine), None, None
 
 
 def allgather(tensor, name=None, process_set=None):
     """Differentiable when `tensor` requires a gradient."""
-    _check_process_set(process_set)
     name = name or default_name("allgather")
     if _differentiable(tensor):
-        return _AllgatherFunction.apply(tensor, name)
-    return synchronize(allgather_async(tensor, name))
+        return _AllgatherFunction.apply(tensor, name, process_set)
+    return synchronize(allgather_async(tensor, name, process_set))
 
 
 def grouped_allgather_async(tensors, name=None, process_set=None):
     """Allgathers of every tensor, submitted together (so they negotiate and fuse together);
     synchronize() returns the list of results."""
-    _check_process_set(process_set)
     name = name or default_name("grouped_allgather")
-    return _Handles([allgather_async(t, name=f"{name}.{i}") for i, t in enumerate(tensors)])
+    return _Handles([allgather_async(t, f"{name}.{i}", process_set)
+                     for i, t in enumerate(tensors)])
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
-    _check_process_set(process_set)
-    return synchronize(grouped_allgather_async(tensors, name))
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
 def allgather_object(obj, name=None, process_set=None):
     """Gathers a picklable object from every rank; returns the list, in rank order."""
-    _check_process_set(process_set)
     name = name or default_name("allgather_object")
     payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
-    sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=f"{name}.sizes")
-    data = allgather(payload, name=f"{name}.data").numpy().tobytes()
+    sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=f"{name}.sizes",
+                      process_set=process_set)
+    data = allgather(payload, name=f"{name}.data", process_set=process_set).numpy().tobytes()
     objects, start = [], 0
     for length in sizes.tolist():
         objects.append(pickle.loads(data[start:start + length]))
@@ -383,13 +413,13 @@ def reducescatter_async(tensor, name=None, compression=Compression.none, op=Aver
     """Reduces every rank's tensor (all of one shape) with `op` and returns this rank's block of
     rows: the first dimension split as evenly as it goes, the first (rows % size) ranks getting
     one row more, as Horovod splits it."""
-    _check_process_set(process_set)
     operator = _resolve_op(None, op)
     compressed, context = compression.compress(tensor.contiguous())
     if compressed.dim() == 0:
         raise ValueError("reducescatter needs a tensor with at least one dimension")
     args = op_args(c.REDUCESCATTER, name or default_name("reducescatter"),
-                   _descriptor(compressed), None, operator, 0, prescale_factor, postscale_factor)
+                   _descriptor(compressed), None, operator, 0, prescale_factor, postscale_factor,
+                   process_set=_set_id(process_set))
     gathered = _gathered(compressed, tuple(compressed.shape[1:]))
     return submit(args, compressed,
                   lambda handle: compression.decompress(gathered(handle), context))
@@ -400,18 +430,19 @@ class _ReducescatterFunction(torch.autograd.Function):
     into the input's shape, divided by the ranks for an average, and scaled as the input was."""
 
     @staticmethod
-    def forward(context, tensor, name, op, prescale_factor, postscale_factor):
-        context.args = (name, op, prescale_factor * postscale_factor)
-        return synchronize(reducescatter_async(tensor, name, Compression.none, op, None,
+    def forward(context, tensor, name, op, prescale_factor, postscale_factor, process_set):
+        context.args = (name, op, prescale_factor * postscale_factor, process_set)
+        return synchronize(reducescatter_async(tensor, name, Compression.none, op, process_set,
                                                prescale_factor, postscale_factor))
 
     @staticmethod
     def backward(context, gradient):
-        name, op, scale = context.args
-        gathered = synchronize(allgather_async(gradient.contiguous(), f"{name}.gradient"))
+        name, op, scale, process_set = context.args
+        gathered = synchronize(allgather_async(gradient.contiguous(), f"{name}.gradient",
+                                               process_set))
         if op == Average:
-            scale /= size()
-        return gathered * scale if scale != 1.0 else gathered, None, None, None, None
+            scale /= _set_size(process_set)
+        return gathered * scale if scale != 1.0 else gathered, None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=None,
@@ -424,9 +455,8 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
             raise NotImplementedError(f"the gradient of a reducescatter with "
                                       f"op={_OPS[operator]}: only Sum and Average are "
                                       "differentiable")
-        _check_process_set(process_set)
         return _ReducescatterFunction.apply(tensor, name, operator, prescale_factor,
-                                            postscale_factor)
+                                            postscale_factor, process_set)
     return synchronize(reducescatter_async(tensor, name, compression, operator, process_set,
                                            prescale_factor, postscale_factor))
 
@@ -447,12 +477,14 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
                                                    prescale_factor, postscale_factor))
 
 
-def _split_list(splits):
+def _split_list(splits, process_set=None):
     if splits is None:
         return None
     values = splits.tolist() if torch.is_tensor(splits) else list(splits)
-    if len(values) != size():
-        raise ValueError(f"alltoall: splits has {len(values)} entries; there are {size()} ranks")
+    ranks = _set_size(process_set)
+    if len(values) != ranks:
+        raise ValueError(f"alltoall: splits has {len(values)} entries; there are {ranks} ranks"
+                         + ("" if process_set is None else f" in {process_set!r}"))
     return [int(v) for v in values]
 
 
@@ -461,23 +493,24 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     rank's rows for this one, in rank order; splits=None splits the rows evenly. synchronize()
     returns the received tensor, and with splits given also the rows received from each rank
     (an int32 tensor), as Horovod does."""
-    _check_process_set(process_set)
-    return _alltoall_submit(tensor, _split_list(splits), name or default_name("alltoall"),
-                            splits is not None)
+    return _alltoall_submit(tensor, _split_list(splits, process_set),
+                            name or default_name("alltoall"), splits is not None, process_set)
 
 
-def _alltoall_submit(tensor, splits, name, with_splits):
+def _alltoall_submit(tensor, splits, name, with_splits, process_set=None):
     tensor = tensor.contiguous()
     if tensor.dim() == 0:
         raise ValueError("alltoall needs a tensor with at least one dimension")
-    args = op_args(c.ALLTOALL, name, _descriptor(tensor), splits=splits)
+    args = op_args(c.ALLTOALL, name, _descriptor(tensor), splits=splits,
+                   process_set=_set_id(process_set))
     gathered = _gathered(tensor, tuple(tensor.shape[1:]))
+    members = _set_size(process_set)
 
     def finish(handle):
         output = gathered(handle)
         if not with_splits:
             return output
-        return output, torch.tensor(handle.received_splits(), dtype=torch.int32)
+        return output, torch.tensor(handle.received_splits(members), dtype=torch.int32)
     return submit(args, (tensor, args), finish)
 
 
@@ -486,9 +519,9 @@ class _AlltoallFunction(torch.autograd.Function):
     alltoall with the received splits."""
 
     @staticmethod
-    def forward(context, tensor, splits, name):
-        context.name = name
-        output, received = synchronize(_alltoall_submit(tensor, splits, name, True))
+    def forward(context, tensor, splits, name, process_set):
+        context.name, context.process_set = name, process_set
+        output, received = synchronize(_alltoall_submit(tensor, splits, name, True, process_set))
         context.received = received.tolist()
         context.mark_non_differentiable(received)
         return output, received
@@ -496,24 +529,33 @@ class _AlltoallFunction(torch.autograd.Function):
     @staticmethod
     def backward(context, gradient, ignored):
         returned = synchronize(_alltoall_submit(gradient, context.received,
-                                                f"{context.name}.gradient", False))
-        return returned, None, None
+                                                f"{context.name}.gradient", False,
+                                                context.process_set))
+        return returned, None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=None):
     """Differentiable when `tensor` requires a gradient."""
     name = name or default_name("alltoall")
     if _differentiable(tensor):
-        _check_process_set(process_set)
-        output, received = _AlltoallFunction.apply(tensor, _split_list(splits), name)
+        output, received = _AlltoallFunction.apply(tensor, _split_list(splits, process_set),
+                                                   name, process_set)
         return output if splits is None else (output, received)
     return synchronize(alltoall_async(tensor, splits, name, process_set))
 
 
+_barriers = itertools.count()
+
+
 def barrier(process_set=None):
-    """Returns once every rank has called it (a negotiated collective, like the others)."""
-    _check_process_set(process_set)
-    check(c.lib.chorus_barrier())
+    """Returns once every rank (of `process_set`) has called it: a negotiated collective, like
+    the others."""
+    if process_set is None or _set_id(process_set) == 0:
+        check(c.lib.chorus_barrier())
+        return
+    # A set's barrier: an allreduce of nothing among its members.
+    synchronize(allreduce_async(torch.zeros(1, dtype=torch.int32), name=
+                                f"barrier.{next(_barriers)}", op=Sum, process_set=process_set))
 
 
 class _Handles:
@@ -530,20 +572,17 @@ class _Handles:
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
-    _check_process_set(process_set)
     args = op_args(c.BROADCAST, name or default_name("broadcast"), _descriptor(tensor),
-                   root=root_rank)
+                   root=root_rank, process_set=_set_id(process_set))
     return submit(args, tensor, lambda handle: tensor)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
-    _check_process_set(process_set)
-    return broadcast_async_(tensor.clone().contiguous(), root_rank, name)
+    return broadcast_async_(tensor.clone().contiguous(), root_rank, name, process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=None):
-    _check_process_set(process_set)
-    return synchronize(broadcast_async_(tensor, root_rank, name))
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
 class _BroadcastFunction(torch.autograd.Function):
@@ -551,24 +590,24 @@ class _BroadcastFunction(torch.autograd.Function):
     others' inputs did not reach the result, so theirs is zero."""
 
     @staticmethod
-    def forward(context, tensor, root_rank, name):
-        context.root, context.name = root_rank, name
-        return synchronize(broadcast_async(tensor, root_rank, name))
+    def forward(context, tensor, root_rank, name, process_set):
+        context.root, context.name, context.process_set = root_rank, name, process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
     @staticmethod
     def backward(context, gradient):
         summed = synchronize(allreduce_async(gradient.contiguous(), None,
-                                             f"{context.name}.gradient", Compression.none, Sum))
-        return (summed if rank() == context.root else torch.zeros_like(summed)), None, None
+                                             f"{context.name}.gradient", Compression.none, Sum,
+                                             process_set=context.process_set))
+        return (summed if rank() == context.root else torch.zeros_like(summed)), None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
     """Differentiable when `tensor` requires a gradient."""
-    _check_process_set(process_set)
     name = name or default_name("broadcast")
     if _differentiable(tensor):
-        return _BroadcastFunction.apply(tensor, root_rank, name)
-    return synchronize(broadcast_async(tensor, root_rank, name))
+        return _BroadcastFunction.apply(tensor, root_rank, name, process_set)
+    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
 
 class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
@@ -690,17 +729,15 @@ def broadcast_parameters(params, root_rank):
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     """Broadcasts a picklable object from root_rank; returns it on every rank."""
-    _check_process_set(process_set)
-    import pickle
     name = name or default_name("broadcast_object")
     payload = None
     if rank() == root_rank:
         payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
     length = torch.tensor([payload.numel() if payload is not None else 0], dtype=torch.int64)
-    broadcast_(length, root_rank, name=f"{name}.length")
+    broadcast_(length, root_rank, name=f"{name}.length", process_set=process_set)
     if payload is None:
         payload = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name=f"{name}.payload")
+    broadcast_(payload, root_rank, name=f"{name}.payload", process_set=process_set)
     return pickle.loads(payload.numpy().tobytes())
 
 
@@ -744,8 +781,9 @@ def broadcast_optimizer_state(optimizer, root_rank):
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, sparse_as_dense):
+                 gradient_predivide_factor, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(params)
+        self._process_set = process_set
         all_parameters = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is not None:
             named = list(named_parameters)
@@ -764,12 +802,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             named = [(f"allreduce.noname.{group}.{index}", p)
                      for group, param_group in enumerate(self.param_groups)
                      for index, p in enumerate(param_group["params"])]
-        if op == Adasum:
-            # Horovod's Adasum optimizer combines the updates of a local step, not gradients.
-            raise NotImplementedError("DistributedOptimizer(op=Adasum): chorus combines gradients "
-                                      "with Adasum only through hvd.allreduce(op=hvd.Adasum); "
-                                      "Horovod's Adasum optimizer (which combines each step's "
-                                      "parameter updates) is not implemented")
+        if op == Adasum and (compression is not Compression.none or
+                             gradient_predivide_factor != 1.0):
+            raise ValueError("DistributedOptimizer(op=Adasum) combines whole updates: it takes "
+                             "neither compression nor gradient_predivide_factor")
         if op not in _OPS:
             _resolve_op(None, op)  # raises, naming the op
         self._names = {p: name for name, p in named}
@@ -812,10 +848,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
                                             op=self._op, prescale_factor=prescale,
                                             postscale_factor=postscale,
-                                            compression=self._compression)
+                                            compression=self._compression,
+                                            process_set=self._process_set)
 
     def _make_hook(self, p):
         def hook(*ignored):
+            if self._op == Adasum:
+                return  # the gradients stay local: step() combines the updates
             if p in self._handles:
                 raise AssertionError(f"gradient of {self._names[p]} computed twice before "
                                      "step() or synchronize(); with gradient accumulation set "
@@ -829,7 +868,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Waits for every gradient allreduce started by backward. Parameters whose hooks did not
-        run (unused on this rank) are allreduced now, contributing zeros."""
+        run (unused on this rank) are allreduced now, contributing zeros. With Adasum there is
+        nothing to wait for: the gradients stay local."""
+        if self._op == Adasum:
+            self._synchronized = True
+            return
         for p in self._pass_count:
             if p not in self._handles:
                 self._pass_count[p] = 0
@@ -858,7 +901,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "again. Wrap step() in `with optimizer.skip_synchronize():`.")
             self.synchronize()
         self._synchronized = False
+        if self._op == Adasum:
+            return self._adasum_step(closure)
         return super(self.__class__, self).step(closure)
+
+    def _adasum_step(self, closure):
+        """Horovod's Adasum optimizer: each rank takes the step its own gradients give, and the
+        ranks' updates (new minus old parameters) are combined by Adasum, which keeps what they
+        agree on without adding it twice; every rank then applies the combined update."""
+        starts = {p: p.detach().clone() for p in self._pass_count}
+        loss = super(self.__class__, self).step(closure)
+        pending = []
+        for p, start in starts.items():
+            delta = (p.detach() - start).contiguous()
+            pending.append((p, start, delta,
+                            allreduce_async_(delta, name=f"adasum.update.{self._names[p]}",
+                                             op=Adasum, process_set=self._process_set)))
+        for p, start, delta, handle in pending:
+            synchronize(handle)
+            with torch.no_grad():
+                p.copy_(start + delta)
+        return loss
 
     def zero_grad(self, *args, **kwargs):
         if self._handles:
@@ -871,16 +934,19 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          sparse_as_dense=False, groups=None, process_set=None):
     """Wraps `optimizer`: every gradient is allreduced (averaged) as soon as backward produces it,
-    and step() waits for all of them before updating. With backward_passes_per_step > 1,
+    and step() waits for all of them before updating (among the ranks of `process_set`, if
+    given). With backward_passes_per_step > 1,
     gradients are accumulated locally over that many passes before one allreduce. `groups` is
-    accepted for Horovod's scripts and changes nothing: chorus fuses small gradients anyway."""
-    _check_process_set(process_set)
+    accepted for Horovod's scripts and changes nothing: chorus fuses small gradients anyway.
+    op=Adasum is Horovod's Adasum optimizer: every rank steps with its own gradients and the
+    updates are combined with Adasum (float32 and float64 parameters)."""
+    _set_id(process_set)  # an unknown set fails here, not at the first gradient
     if groups is not None and not isinstance(groups, (int, list)):
         raise ValueError(f"groups={groups!r} must be a number or a list of parameter lists")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, sparse_as_dense)
+               op, gradient_predivide_factor, sparse_as_dense, process_set)
 
 
 __all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_process_set",

@@ -11,6 +11,8 @@
 #include "../common/reference.h"
 #include "../mpi/mpi_test.h"
 
+#include <math.h>
+
 static void *to_device(const void *host, size_t bytes, int device)
 {
     void *memory = gpu_malloc(bytes, device);
@@ -138,6 +140,42 @@ static void check_mixed_host_and_device(int device)
 
 /* Tensors submitted together fuse into the device's fusion buffer: 500 small averages (every
  * third out of place, one of 0 elements) and one over the fusion tensor limit, each checked. */
+/* Adasum of GPU tensors (staged through host memory): orthogonal contributions add up, equal
+ * ones stay as they are, and random ones give what the same Adasum of host tensors gives. */
+static void check_adasum(int device)
+{
+    test_step = "adasum";
+    enum { COUNT = 1021 };
+    static double orthogonal[COUNT], equal[COUNT], random_host[COUNT], random_device[COUNT];
+    for (size_t i = 0; i < COUNT; i++) {
+        orthogonal[i] = (int)(i % (size_t)test_size) == test_rank ? (double)(test_rank + 1) : 0.0;
+        equal[i] = (double)(test_random(31, 0, i) % 2001) / 1000.0 - 1.0;
+        random_host[i] = (double)(test_random(32, (uint64_t)test_rank, i) % 2001) / 1000.0 - 1.0;
+    }
+    double *inputs[] = {orthogonal, equal, random_device};
+    memcpy(random_device, random_host, sizeof random_host);
+    const char *names[] = {"gpu.adasum.orthogonal", "gpu.adasum.equal", "gpu.adasum.random"};
+    for (size_t k = 0; k < 3; k++) {
+        double *data = to_device(inputs[k], sizeof orthogonal, device);
+        chorus_tensor tensor = {.data = data, .dtype = CHORUS_FLOAT64, .ndims = 1,
+                                .shape = {COUNT}, .memory = CHORUS_MEMORY_CUDA, .device = device};
+        EXPECT_STATUS(chorus_allreduce(names[k], &tensor, NULL, CHORUS_ADASUM), CHORUS_OK);
+        gpu_copy(inputs[k], data, sizeof orthogonal);
+        gpu_free(data);
+    }
+    chorus_tensor host = {.data = random_host, .dtype = CHORUS_FLOAT64, .ndims = 1,
+                          .shape = {COUNT}};
+    EXPECT_STATUS(chorus_allreduce("host.adasum.random", &host, NULL, CHORUS_ADASUM), CHORUS_OK);
+    for (size_t i = 0; i < COUNT; i++) {
+        EXPECT(fabs(orthogonal[i] - (double)(i % (size_t)test_size + 1)) < 1e-12,
+               "orthogonal element %zu: %g", i, orthogonal[i]);
+        EXPECT(fabs(equal[i] - ((double)(test_random(31, 0, i) % 2001) / 1000.0 - 1.0)) < 1e-12,
+               "equal element %zu: %g", i, equal[i]);
+        EXPECT(random_device[i] == random_host[i], "random element %zu: GPU %.17g, host %.17g", i,
+               random_device[i], random_host[i]);
+    }
+}
+
 static void check_fused_batch(int device)
 {
     test_step = "fused allreduce";
@@ -286,7 +324,7 @@ int main(int argc, char **argv)
                 bool floating = d == CHORUS_FLOAT16 || d == CHORUS_BFLOAT16 ||
                                 d == CHORUS_FLOAT32 || d == CHORUS_FLOAT64;
                 bool short_integer = d == CHORUS_INT16 || d == CHORUS_UINT16;
-                /* Adasum runs on host tensors only (mpi_adasum). */
+                /* Adasum: check_adasum. */
                 if ((o == CHORUS_AVERAGE && !floating) || (c == 4 && d != CHORUS_FLOAT32) ||
                     short_integer || o == CHORUS_ADASUM)
                     continue;
@@ -296,6 +334,7 @@ int main(int argc, char **argv)
     check_unsupported_average(device);
     check_mixed_host_and_device(device);
     check_fused_batch(device);
+    check_adasum(device);
     check_fused_broadcasts_and_allgathers(device);
 
     test_step = "broadcast from every root";

@@ -3,7 +3,9 @@
  * checked against the reference: reducescatters of every dtype NCCL reduces and every op, with
  * rows that do not divide by the ranks (0, 1, fewer than the ranks, a prime, rows of 3);
  * alltoalls with splits that differ per pair of ranks (zeros included) and larger than the
- * emulation's slot, so that the exchange runs in rounds. The outputs are device memory. Runs on
+ * emulation's slot, so that the exchange runs in rounds. The outputs are device memory. Then GPU
+ * collectives in a process set of the even ranks (its own NCCL communicator) beside one of the
+ * whole job, the members numbered by their rank in the set. Runs on
  * a real GPU and on the emulated CUDA runtime and NCCL; exits 77 (SKIP) like gpu_collectives.
  */
 #include "../../lib/gpu/gpu.h"
@@ -115,6 +117,74 @@ static void check_alltoall(uint64_t seed, int64_t width, int64_t scale, int devi
     free(host);
 }
 
+/* Allreduce, broadcast and allgather of GPU tensors in a set of the even ranks, while every
+ * rank also runs an allreduce of the whole job. */
+static void check_process_set(int device)
+{
+    test_step = "process set";
+    int evens[8], count = 0;
+    for (int r = 0; r < test_size; r += 2)
+        evens[count++] = r;
+    int set = 0;
+    EXPECT_STATUS(chorus_process_set_add(evens, count, &set), CHORUS_OK);
+    int me = test_rank % 2 == 0 ? test_rank / 2 : -1;
+    enum { COUNT = 1021 };
+    float host[COUNT];
+    reference_fill(host, COUNT, CHORUS_FLOAT32, CHORUS_SUM, 77, test_rank);
+    float *whole = to_device(host, sizeof host, device);
+    chorus_tensor job_tensor = {.data = whole, .dtype = CHORUS_FLOAT32, .ndims = 1,
+                                .shape = {COUNT}, .memory = CHORUS_MEMORY_CUDA, .device = device};
+    chorus_handle *job = NULL;
+    EXPECT_STATUS(chorus_allreduce_async("gpu.set.job", &job_tensor, NULL, CHORUS_SUM, &job),
+                  CHORUS_OK);
+    if (me >= 0) {
+        float mine[COUNT];
+        reference_fill(mine, COUNT, CHORUS_FLOAT32, CHORUS_SUM, 78, me);
+        float *data = to_device(mine, sizeof mine, device);
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        args.name = "gpu.set.allreduce";
+        args.process_set = set;
+        args.input = (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1,
+                                     .shape = {COUNT}, .memory = CHORUS_MEMORY_CUDA,
+                                     .device = device};
+        expect_completes(&args);
+        gpu_copy(mine, data, sizeof mine);
+        char why[256];
+        EXPECT(reference_check_allreduce(mine, COUNT, CHORUS_FLOAT32, CHORUS_SUM, count, NULL, 78,
+                                         1, 1, why, sizeof why) < 0,
+               "allreduce in the set: %s", why);
+        int root = evens[count - 1];
+        unsigned char bytes[333];
+        reference_fill_bytes(bytes, sizeof bytes, 79, root);
+        if (test_rank != root)
+            memset(bytes, 0, sizeof bytes);
+        unsigned char *shared = to_device(bytes, sizeof bytes, device);
+        args = (chorus_op_args)CHORUS_OP_ARGS_INIT;
+        args.collective = CHORUS_BROADCAST;
+        args.name = "gpu.set.broadcast";
+        args.process_set = set;
+        args.root = root;
+        args.input = (chorus_tensor){.data = shared, .dtype = CHORUS_UINT8, .ndims = 1,
+                                     .shape = {sizeof bytes}, .memory = CHORUS_MEMORY_CUDA,
+                                     .device = device};
+        expect_completes(&args);
+        gpu_copy(bytes, shared, sizeof bytes);
+        EXPECT(reference_check_bytes(bytes, sizeof bytes, 79, root) < 0,
+               "broadcast from rank %d in the set", root);
+        gpu_free(shared);
+        gpu_free(data);
+    }
+    EXPECT_STATUS(chorus_wait(job), CHORUS_OK);
+    chorus_handle_free(job);
+    gpu_copy(host, whole, sizeof host);
+    char why[256];
+    EXPECT(reference_check_allreduce(host, COUNT, CHORUS_FLOAT32, CHORUS_SUM, test_size, NULL, 77,
+                                     1, 1, why, sizeof why) < 0,
+           "allreduce of the job beside the set: %s", why);
+    gpu_free(whole);
+    EXPECT_STATUS(chorus_process_set_remove(set), CHORUS_OK);
+}
+
 int main(int argc, char **argv)
 {
     if (!gpu_compiled() || gpu_device_count() == 0) {
@@ -151,6 +221,7 @@ int main(int argc, char **argv)
     check_alltoall(11, 3, 1, device);
     check_alltoall(12, 1, 0, device);
     check_alltoall(13, 256, 300, device);
+    check_process_set(device);
     test_step = "shutdown";
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     return test_finish("gpu_scatter_exchange");

@@ -72,6 +72,30 @@ def numpy_tests(rank, size):
     check(all(np.all(r == i * size) for i, r in enumerate(results)), "async allreduces")
 
 
+def numpy_process_set_tests(rank, size):
+    """chorus.numpy in a set of the last ranks (every rank but 0 where there are several)."""
+    members = list(range(1 if size > 1 else 0, size))
+    set_id = cn.process_set_add(members)
+    check(cn.process_set_ranks(set_id) == members, f"process_set_ranks {members}")
+    if rank in members:
+        me = members.index(rank)
+        data = inputs(me, (13,), np.float64, 71)
+        result = cn.allreduce(data, op=cn.Sum, name="np.set.sum", process_set=set_id)
+        expected = np.sum([inputs(m, (13,), np.float64, 71) for m in range(len(members))], axis=0)
+        check(np.allclose(result, expected), f"numpy allreduce in the set {members}")
+        rows, received = cn.alltoall(np.full(len(members), float(rank)), splits=[1] * len(members),
+                                     name="np.set.a2a", process_set=set_id)
+        check(rows.tolist() == [float(m) for m in members] and
+              received.tolist() == [1] * len(members), f"numpy alltoall in the set {members}")
+    else:
+        try:
+            cn.allreduce(np.ones(1), name="np.set.outsider", process_set=set_id)
+            check(False, "an allreduce outside its set was accepted")
+        except chorus.ChorusError as error:
+            check("not a member" in str(error), f"outsider: {error}")
+    cn.process_set_remove(set_id)
+
+
 def error_tests(rank, size):
     # As in Horovod, a second init while initialized does nothing (the C call would fail with
     # CHORUS_ERR_ALREADY_INITIALIZED).
@@ -186,6 +210,7 @@ def main():
     chorus.init()
     rank, size = chorus.rank(), chorus.size()
     numpy_tests(rank, size)
+    numpy_process_set_tests(rank, size)
     error_tests(rank, size)
     torch_tests(rank, size)
     totals = cn.allreduce(np.array([counts["passed"], counts["failed"]], dtype=np.int64),

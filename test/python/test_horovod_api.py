@@ -67,6 +67,39 @@ def unused_parameters(rank, size):
           "without named_parameters")
 
 
+def adasum_optimizer(rank, size):
+    """DistributedOptimizer(op=Adasum): each rank's SGD update, combined by Adasum. At np=2 the
+    result is checked against Adasum computed here in double from both ranks' updates; at every
+    np the ranks end alike and equal to the updates' Adasum allreduce."""
+    torch.manual_seed(5)
+    model = torch.nn.Linear(4, 1, bias=False).double()
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    start = model.weight.detach().clone()
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
+                                         named_parameters=model.named_parameters(),
+                                         op=hvd.Adasum)
+    x = torch.arange(4, dtype=torch.float64).reshape(1, 4) * (rank + 1) + rank
+    optimizer.zero_grad()
+    model(x).sum().backward()
+    local_update = -0.5 * model.weight.grad.detach().clone()
+    optimizer.step()
+    combined = model.weight.detach() - start
+    updates = hvd.allgather(local_update, name="adasum.updates")
+    if size == 2:
+        a, b = updates[0], updates[1]
+        dot = float((a * b).sum())
+        expected = (1 - dot / (2 * float((a * a).sum()))) * a + \
+                   (1 - dot / (2 * float((b * b).sum()))) * b
+        check(torch.allclose(combined, expected.reshape(combined.shape), atol=1e-12),
+              f"Adasum optimizer at np=2: {combined.tolist()} vs {expected.tolist()}")
+    reference = hvd.allreduce(local_update, op=hvd.Adasum, name="adasum.reference")
+    check(torch.allclose(combined, reference, atol=1e-12),
+          f"Adasum optimizer = Adasum of the updates: {combined.tolist()} {reference.tolist()}")
+    everywhere = hvd.allgather(model.weight.detach(), name="adasum.weights")
+    check(all(torch.equal(everywhere[0], everywhere[r]) for r in range(size)),
+          "the Adasum optimizer leaves every rank alike")
+
+
 def optimizer_errors_and_options():
     model = torch.nn.Linear(3, 2)
     sgd = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -74,8 +107,9 @@ def optimizer_errors_and_options():
         sgd, named_parameters=[("w", model.weight), ("w", model.bias)]), "duplicate names")
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         sgd, named_parameters=[("w", model.weight)]), "a parameter missing from named_parameters")
-    raises(NotImplementedError, lambda: hvd.DistributedOptimizer(sgd, op=hvd.Adasum),
-           "DistributedOptimizer(op=Adasum)")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(sgd, op=hvd.Adasum,
+                                                        compression=hvd.Compression.fp16),
+           "DistributedOptimizer(op=Adasum) with compression")
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                          named_parameters=model.named_parameters(),
                                          compression=hvd.Compression.fp16)
@@ -158,6 +192,72 @@ def collectives(rank, size):
     check(everyone == [size - 1] * size, f"join() returned {everyone}")
 
 
+def check_process_sets(rank, size):
+    """Sets of some ranks, as Horovod's process-set tests use them: the even and the odd ranks,
+    each collective among the members only, checked against what the members contributed."""
+    evens = [r for r in range(size) if r % 2 == 0]
+    odds = [r for r in range(size) if r % 2 == 1]
+    even_set = hvd.add_process_set(evens)
+    odd_set = hvd.add_process_set(hvd.ProcessSet(odds)) if odds else None
+    mine, members = (even_set, evens) if rank % 2 == 0 else (odd_set, odds)
+    me = members.index(rank)
+    check(mine.rank() == me and mine.size() == len(members) and mine.included(),
+          f"{mine}: rank {mine.rank()}, size {mine.size()}")
+    other = odd_set if rank % 2 == 0 else even_set
+    if other is not None:
+        check(other.rank() == -1 and not other.included(), f"{other} excludes rank {rank}")
+        raises(chorus.ChorusError, lambda: hvd.allreduce(torch.ones(1), name="ps.outsider",
+                                                         process_set=other),
+               "an allreduce in a set this rank is not in")
+    # The same name in both sets at once: each set's names are its own.
+    total = hvd.allreduce(torch.tensor([float(rank)]), op=hvd.Sum, name="ps.sum",
+                          process_set=mine)
+    check(total.item() == float(sum(members)), f"allreduce in {mine}: {total.item()}")
+    x = torch.tensor([float(rank)], requires_grad=True)
+    hvd.allreduce(x, op=hvd.Sum, name="ps.grad", process_set=mine).backward()
+    check(x.grad.item() == float(len(members)), f"allreduce's gradient in {mine}: {x.grad}")
+    gathered = hvd.allgather(torch.full((me + 1, 2), float(rank)), name="ps.gather",
+                             process_set=mine)
+    expected = torch.cat([torch.full((i + 1, 2), float(r)) for i, r in enumerate(members)])
+    check(torch.equal(gathered, expected), f"allgather in {mine}: {gathered.tolist()}")
+    root = members[-1]
+    value = hvd.broadcast(torch.tensor([float(rank)]), root, name="ps.bcast", process_set=mine)
+    check(value.item() == float(root), f"broadcast from {root} in {mine}: {value.item()}")
+    block = hvd.reducescatter(torch.ones(len(members) * 2, 1), op=hvd.Sum, name="ps.rs",
+                              process_set=mine)
+    check(torch.equal(block, torch.full((2, 1), float(len(members)))),
+          f"reducescatter in {mine}: {block.tolist()}")
+    splits = [i + 1 for i in range(len(members))]
+    rows = torch.cat([torch.full((s,), float(rank)) for s in splits])
+    received, received_splits = hvd.alltoall(rows, splits=splits, name="ps.a2a",
+                                             process_set=mine)
+    check(received_splits.tolist() == [me + 1] * len(members) and
+          received.tolist() == [float(r) for r in members for _ in range(me + 1)],
+          f"alltoall in {mine}: {received.tolist()} {received_splits.tolist()}")
+    hvd.barrier(process_set=mine)
+    objects = hvd.allgather_object({"rank": rank}, name="ps.objects", process_set=mine)
+    check(objects == [{"rank": r} for r in members], f"allgather_object in {mine}: {objects}")
+    model = torch.nn.Linear(2, 1)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters(),
+                                         process_set=mine)
+    model(torch.full((1, 2), float(rank + 1))).sum().backward()
+    optimizer.step()
+    weights = hvd.allgather(model.weight.detach(), name="ps.weights", process_set=mine)
+    check(all(torch.equal(weights[0], weights[i]) for i in range(len(members))),
+          f"DistributedOptimizer(process_set={mine}) leaves its members alike")
+    raises(ValueError, lambda: hvd.allreduce(torch.ones(1), name="ps.unadded",
+                                             process_set=hvd.ProcessSet([0])),
+           "a ProcessSet that was never added")
+    check(hvd.remove_process_set(even_set), "remove_process_set returns True")
+    if odd_set is not None:
+        hvd.remove_process_set(odd_set)
+    raises(ValueError, lambda: hvd.allreduce(torch.ones(1), name="ps.removed",
+                                             process_set=even_set),
+           "a removed ProcessSet")
+
+
 def reducescatters(rank, size):
     """reducescatter against the reduction of every rank's known input, split as Horovod splits
     rows (the first rows % size ranks one more), for row counts that do not divide."""
@@ -200,11 +300,9 @@ def reducescatters(rank, size):
     check(torch.allclose(hvd.synchronize(handle), torch.ones(1, 1)), "reducescatter_async")
     raises(ValueError, lambda: hvd.reducescatter(torch.tensor(1.0), name="rs.scalar"),
            "a scalar reducescatter")
-    raises(NotImplementedError, lambda: hvd.reducescatter(torch.ones(2), process_set=object(),
-                                                          name="rs.set"),
-           "reducescatter with a process set")
-    # The global process set, or a set of every rank, is accepted wherever Horovod takes one;
-    # a set of some ranks raises rather than quietly using all of them.
+    raises(TypeError, lambda: hvd.reducescatter(torch.ones(2), process_set=object(),
+                                                name="rs.set"),
+           "reducescatter with a process_set that is not a ProcessSet")
     everyone = hvd.add_process_set(list(range(size)))
     check(everyone.size() == size and everyone.rank() == rank and everyone.included(),
           f"a process set of every rank: {everyone}")
@@ -213,14 +311,7 @@ def reducescatters(rank, size):
     check(torch.equal(total, torch.full((2,), float(size))), "allreduce(process_set=global)")
     gathered = hvd.allgather(torch.ones(1), name="ps.everyone", process_set=everyone)
     check(gathered.shape == (size,), "allgather with a set of every rank")
-    if size > 1:
-        message = raises(NotImplementedError, lambda: hvd.add_process_set([0]),
-                         "a process set of some ranks")
-        check("process set" in message, f"the message says why: {message}")
-        raises(NotImplementedError,
-               lambda: hvd.broadcast(torch.ones(1), 0, name="ps.some",
-                                     process_set=hvd.ProcessSet([0])),
-               "broadcast(process_set=) of some ranks")
+    check_process_sets(rank, size)
     raises(ValueError, lambda: hvd.remove_process_set(hvd.global_process_set),
            "removing the global process set")
     try:
@@ -447,6 +538,7 @@ def main():
     rank, size = hvd.rank(), hvd.size()
     unused_parameters(rank, size)
     optimizer_errors_and_options()
+    adasum_optimizer(rank, size)
     collectives(rank, size)
     timeline(rank)
     reducescatters(rank, size)

@@ -373,6 +373,130 @@ END_TEST
 static char warnings[4][512];
 static int warning_count;
 
+/* Every rank asks to add the set `members` (or, with none, to remove `remove_id`); returns
+ * the id rank 0 gave it. */
+static struct wire_request set_change(const char *name, int32_t *members, uint32_t count,
+                                      int remove_id)
+{
+    struct wire_request change = allreduce(name);
+    change.collective = COLLECTIVE_PROCESS_SET;
+    change.ndims = 0;
+    change.members = members;
+    change.member_count = count;
+    change.process_set = remove_id;
+    return change;
+}
+
+static struct wire_request in_set(const char *name, int id)
+{
+    struct wire_request request = allreduce(name);
+    request.process_set = id;
+    return request;
+}
+
+static int change_sets(const char *name, int32_t *members, uint32_t count, int remove_id)
+{
+    struct wire_request change = set_change(name, members, count, remove_id);
+    for (int r = 0; r < 3; r++)
+        negotiator_submit(&negotiator, r, &change, 0);
+    take();
+    ck_assert_uint_ge(response_count, 1);
+    const struct wire_response *made = &responses[response_count - 1];
+    ck_assert_int_eq(made->type, RESPONSE_EXECUTE);
+    ck_assert_int_eq(made->request.collective, COLLECTIVE_PROCESS_SET);
+    return made->request.process_set;
+}
+
+START_TEST(a_sets_tensors_wait_for_its_members_alone)
+{
+    int32_t ends[] = {0, 2};
+    int id = change_sets("change.0", ends, 2, 0);
+    ck_assert_int_gt(id, 0);
+    struct wire_request gather = allreduce("g");
+    gather.collective = CHORUS_ALLGATHER;
+    gather.process_set = id;
+    gather.shape[0] = 3;
+    negotiator_submit(&negotiator, 2, &gather, 0);
+    take();
+    ck_assert_uint_eq(response_count, 0);
+    gather.shape[0] = 5;
+    negotiator_submit(&negotiator, 0, &gather, 0);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
+    ck_assert_int_eq(responses[0].request.process_set, id);
+    /* Its members' rows, in the set's rank order: rank 0's, then rank 2's. */
+    ck_assert_uint_eq(responses[0].first_dim_count, 2);
+    ck_assert_int_eq(responses[0].first_dims[0], 5);
+    ck_assert_int_eq(responses[0].first_dims[1], 3);
+}
+END_TEST
+
+START_TEST(a_rank_outside_a_set_and_an_unknown_set_fail_that_rank_alone)
+{
+    int32_t ends[] = {0, 2};
+    int id = change_sets("change.0", ends, 2, 0);
+    struct wire_request outsider = in_set("x", id);
+    negotiator_submit(&negotiator, 1, &outsider, 0);
+    outsider.process_set = id + 7;
+    negotiator_submit(&negotiator, 2, &outsider, 0);
+    take();
+    ck_assert_uint_eq(response_count, 2);
+    ck_assert_int_eq(responses[0].type, RESPONSE_ERROR);
+    ck_assert_ptr_nonnull(strstr(responses[0].message, "rank 1 is not a member of process set"));
+    ck_assert(response_applies_to(&responses[0], 1) && !response_applies_to(&responses[0], 0));
+    ck_assert_ptr_nonnull(strstr(responses[1].message, "does not exist"));
+    ck_assert(response_applies_to(&responses[1], 2) && !response_applies_to(&responses[1], 1));
+}
+END_TEST
+
+START_TEST(removing_a_set_fails_its_pending_and_held_tensors)
+{
+    int32_t first_two[] = {0, 1};
+    int id = change_sets("change.0", first_two, 2, 0);
+    struct wire_request pending = in_set("pending", id);
+    negotiator_submit(&negotiator, 0, &pending, 0);
+    struct wire_request member = in_set("m0", id);
+    member.group = "m0";
+    member.group_size = 2;
+    negotiator_submit(&negotiator, 0, &member, 0);
+    negotiator_submit(&negotiator, 1, &member, 0); /* ready, held for m1 */
+    take();
+    ck_assert_uint_eq(response_count, 0);
+    ck_assert_int_eq(change_sets("change.1", NULL, 0, id), id);
+    ck_assert_uint_eq(response_count, 3);
+    ck_assert_int_eq(responses[0].type, RESPONSE_ERROR);
+    ck_assert_str_eq(responses[0].request.name, "pending");
+    ck_assert_ptr_nonnull(strstr(responses[0].message, "was removed"));
+    ck_assert(response_applies_to(&responses[0], 0) && !response_applies_to(&responses[0], 1));
+    ck_assert_int_eq(responses[1].type, RESPONSE_ERROR);
+    ck_assert_str_eq(responses[1].request.name, "m0");
+    /* A set that no longer exists cannot be removed twice. */
+    struct wire_request again = set_change("change.2", NULL, 0, id);
+    for (int r = 0; r < 3; r++)
+        negotiator_submit(&negotiator, r, &again, 0);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].type, RESPONSE_ERROR);
+}
+END_TEST
+
+START_TEST(adds_that_name_different_ranks_fail_on_every_rank)
+{
+    int32_t a[] = {0, 1}, b[] = {0, 2};
+    struct wire_request change = set_change("change.0", a, 2, 0);
+    negotiator_submit(&negotiator, 0, &change, 0);
+    negotiator_submit(&negotiator, 1, &change, 0);
+    change.members = b;
+    negotiator_submit(&negotiator, 2, &change, 0);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].type, RESPONSE_ERROR);
+    ck_assert_str_eq(responses[0].message, "process set change \"change.0\": ranks mismatch: "
+                                           "ranks 0-1 {0-1}, rank 2 {0,2}");
+}
+END_TEST
+
 static void record_warning(void *context, const char *message)
 {
     (void)context;
@@ -428,6 +552,10 @@ int main(void)
     tcase_add_test(tc, a_rank_that_submitted_its_group_then_joined_counts_once);
     tcase_add_test(tc, a_group_is_compared_when_the_last_rank_joins);
     tcase_add_test(tc, stalls_are_warned_then_failed);
+    tcase_add_test(tc, a_sets_tensors_wait_for_its_members_alone);
+    tcase_add_test(tc, a_rank_outside_a_set_and_an_unknown_set_fail_that_rank_alone);
+    tcase_add_test(tc, removing_a_set_fails_its_pending_and_held_tensors);
+    tcase_add_test(tc, adds_that_name_different_ranks_fail_on_every_rank);
     suite_add_tcase(suite, tc);
     return run_suite(suite);
 }
