@@ -177,8 +177,9 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
     return status;
 }
 
-/* A reducescatter of a GPU tensor: an NCCL allreduce of the whole tensor into a device buffer,
- * then this rank's block copied out. It moves twice what ncclReduceScatter would, but takes
+/* Reducescatters of GPU tensors of one dtype and op: one NCCL allreduce of the whole tensors
+ * (through the device's fusion buffer when there are several) into one device buffer, then this
+ * rank's block of each copied out. It moves twice what ncclReduceScatter would, but takes
  * Horovod's uneven blocks (which ncclReduceScatter cannot) and every op and scale the GPU
  * allreduce takes. */
 static chorus_status execute_gpu_reducescatter(struct executor *executor,
@@ -187,40 +188,68 @@ static chorus_status execute_gpu_reducescatter(struct executor *executor,
                                                struct request **requests, char *error,
                                                size_t error_size)
 {
-    (void)member_count; /* never fused */
-    const struct wire_response *response = &responses[members[0]];
-    const struct wire_request *desc = &response->request;
-    struct request *request = requests[0];
-    chorus_status status = ensure_gpu(executor, request->desc.device, error, error_size);
+    const struct wire_response *first_response = &responses[members[0]];
+    const struct wire_request *desc = &first_response->request;
+    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
     if (status != CHORUS_OK)
         return status;
     size_t p = (size_t)executor->nranks, me = (size_t)executor->rank;
     chorus_dtype dtype = (chorus_dtype)desc->dtype;
-    size_t element = chorus_dtype_size(dtype), rows = (size_t)desc->shape[0];
-    size_t row_elements = rows > 0 ? request->count / rows : 0;
-    size_t first = part_start(rows, p, me) * row_elements;
-    size_t mine = part_length(rows, p, me) * row_elements, capacity = 0;
-    void *whole = gpu_malloc(request->count * element, request->desc.device);
-    void *output =
-        gathered_output(executor, response, request, mine * element, &capacity, error, error_size);
-    struct gpu_piece piece = {.input = request->input, .output = whole, .count = request->count};
-    if (whole == NULL || output == NULL) {
-        snprintf(error, error_size, "cannot allocate %zu bytes of GPU memory",
-                 request->count * element);
+    size_t element = chorus_dtype_size(dtype), total = 0;
+    for (size_t m = 0; m < member_count; m++)
+        total += requests[m]->count;
+    char *whole = gpu_malloc(total * element, requests[0]->desc.device);
+    struct gpu_piece *pieces = scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
+    void **outputs = calloc(member_count, sizeof *outputs);
+    size_t *capacities = calloc(member_count, sizeof *capacities);
+    if ((whole == NULL && total > 0) || pieces == NULL || outputs == NULL ||
+        capacities == NULL) {
+        snprintf(error, error_size, "cannot allocate %zu bytes of GPU memory", total * element);
         status = CHORUS_ERR_OUT_OF_MEMORY;
-    } else {
-        status = gpu_allreduce(executor->gpu, &piece, 1, dtype, (chorus_op)desc->op,
-                               desc->prescale * output_factor(response), error, error_size);
     }
-    if (status == CHORUS_OK && mine > 0 &&
-        gpu_copy(output, (char *)whole + first * element, mine * element) != CHORUS_OK) {
-        snprintf(error, error_size, "copying this rank's block out of the reduction failed");
-        status = CHORUS_ERR_GPU;
+    size_t offset = 0;
+    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
+        const struct wire_response *response = &responses[members[m]];
+        size_t rows = (size_t)response->request.shape[0];
+        size_t row_elements = rows > 0 ? requests[m]->count / rows : 0;
+        outputs[m] = gathered_output(executor, response, requests[m],
+                                     part_length(rows, p, me) * row_elements * element,
+                                     &capacities[m], error, error_size);
+        if (outputs[m] == NULL)
+            status = CHORUS_ERR_OUT_OF_MEMORY;
+        pieces[m] = (struct gpu_piece){.input = requests[m]->input,
+                                       .output = whole != NULL ? whole + offset * element : NULL,
+                                       .count = requests[m]->count};
+        offset += requests[m]->count;
+    }
+    if (status == CHORUS_OK)
+        status = gpu_allreduce(executor->gpu, pieces, member_count, dtype, (chorus_op)desc->op,
+                               desc->prescale * output_factor(first_response), error,
+                               error_size);
+    for (size_t m = 0; m < member_count; m++) {
+        const struct wire_response *response = &responses[members[m]];
+        size_t rows = (size_t)response->request.shape[0];
+        size_t row_elements = rows > 0 ? requests[m]->count / rows : 0;
+        size_t mine = part_length(rows, p, me) * row_elements;
+        if (status == CHORUS_OK && mine > 0 &&
+            gpu_copy(outputs[m],
+                     (const char *)pieces[m].output +
+                         part_start(rows, p, me) * row_elements * element,
+                     mine * element) != CHORUS_OK) {
+            snprintf(error, error_size, "copying this rank's block out of the reduction failed");
+            status = CHORUS_ERR_GPU;
+        }
+    }
+    for (size_t m = 0; outputs != NULL && m < member_count; m++) {
+        const struct wire_response *response = &responses[members[m]];
+        size_t rows = (size_t)response->request.shape[0];
+        settle_output(response, requests[m], outputs[m], capacities[m],
+                      (int64_t)part_length(rows, p, me), status);
     }
     executor->last_algorithm = nccl_backend.name;
     gpu_free(whole);
-    settle_output(response, request, output, capacity,
-                  (int64_t)part_length(rows, p, me), status);
+    free(outputs);
+    free(capacities);
     return status;
 }
 

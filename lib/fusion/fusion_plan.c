@@ -23,8 +23,8 @@ static bool same_memory(const struct wire_response *a, const struct wire_respons
     return (a->request.device == DEVICE_HOST) == (b->request.device == DEVICE_HOST);
 }
 
-/* Whether two fusible responses can share a batch: allreduces and host reducescatters with the
- * same reduction, broadcasts from the same root, allgathers (of any dtypes and shapes). */
+/* Whether two fusible responses can share a batch: allreduces and reducescatters with the same
+ * reduction, broadcasts from the same root, allgathers (of any dtypes and shapes). */
 static bool same_batch(const struct wire_response *a, const struct wire_response *b)
 {
     if (a->request.collective != b->request.collective || !same_memory(a, b))
@@ -43,8 +43,7 @@ static bool same_batch(const struct wire_response *a, const struct wire_response
     case CHORUS_ALLGATHER:
         return true;
     case CHORUS_REDUCESCATTER:
-        /* Host tensors only: a GPU reducescatter runs alone. */
-        return a->request.device == DEVICE_HOST && a->request.dtype == b->request.dtype &&
+        return a->request.dtype == b->request.dtype &&
                a->request.op == b->request.op && a->request.prescale == b->request.prescale &&
                a->request.postscale == b->request.postscale &&
                a->contributors == b->contributors;

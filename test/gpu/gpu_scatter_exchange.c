@@ -63,6 +63,52 @@ static void check_reducescatter(chorus_dtype dtype, chorus_op op, int64_t rows, 
 }
 
 /* Rows `from` sends `to`: 0..4, times `scale`. */
+/* Reducescatters of one dtype and op submitted together, so that they run fused: one NCCL
+ * allreduce of all of them, then each rank's blocks. */
+static void check_fused_reducescatters(int device)
+{
+    test_step = "fused reducescatters";
+    enum { WIDTH = 2, TENSORS = 6 };
+    const int64_t rows[TENSORS] = {0, 1, test_size > 1 ? test_size - 1 : 2, 7, 13, 1021};
+    chorus_handle *handles[TENSORS];
+    void *inputs[TENSORS];
+    for (int t = 0; t < TENSORS; t++) {
+        size_t count = (size_t)(rows[t] * WIDTH);
+        float *host = malloc(count * sizeof *host + 1);
+        reference_fill(host, count, CHORUS_FLOAT32, CHORUS_SUM, 500 + (uint64_t)t, test_rank);
+        inputs[t] = to_device(host, count * sizeof *host, device);
+        free(host);
+        char name[64];
+        snprintf(name, sizeof name, "gpu.rs.fused.%d", t);
+        chorus_tensor tensor = {.data = inputs[t], .dtype = CHORUS_FLOAT32, .ndims = 2,
+                                .shape = {rows[t], WIDTH}, .memory = CHORUS_MEMORY_CUDA,
+                                .device = device};
+        EXPECT_STATUS(chorus_reducescatter_async(name, &tensor, CHORUS_SUM, &handles[t]),
+                      CHORUS_OK);
+    }
+    for (int t = 0; t < TENSORS; t++) {
+        EXPECT_STATUS(chorus_wait(handles[t]), CHORUS_OK);
+        chorus_tensor block = {0};
+        EXPECT_STATUS(chorus_handle_output(handles[t], &block), CHORUS_OK);
+        int64_t mine = rows[t] / test_size + (test_rank < rows[t] % test_size ? 1 : 0);
+        EXPECT(block.shape[0] == mine, "fused reducescatter %d: %lld rows, expected %lld", t,
+               (long long)block.shape[0], (long long)mine);
+        if (block.shape[0] == mine && mine > 0) {
+            float *result = malloc((size_t)(mine * WIDTH) * sizeof *result);
+            gpu_copy(result, block.data, (size_t)(mine * WIDTH) * sizeof *result);
+            char why[256];
+            EXPECT(reference_check_reduced(result, (size_t)(first_row(rows[t], test_rank) * WIDTH),
+                                           (size_t)(mine * WIDTH), CHORUS_FLOAT32, CHORUS_SUM,
+                                           test_size, NULL, 500 + (uint64_t)t, 1, 1, why,
+                                           sizeof why) < 0,
+                   "fused reducescatter %d: %s", t, why);
+            free(result);
+        }
+        chorus_handle_free(handles[t]);
+        gpu_free(inputs[t]);
+    }
+}
+
 static int64_t rows_between(uint64_t seed, int from, int to, int64_t scale)
 {
     return (int64_t)(test_random(seed, (uint64_t)from, (uint64_t)to) % 5) * scale;
@@ -217,6 +263,7 @@ int main(int argc, char **argv)
                 check_reducescatter((chorus_dtype)d, (chorus_op)o, rows[r],
                                     (uint64_t)(1000 + 100 * d + 10 * o) + r, device);
             }
+    check_fused_reducescatters(device);
     /* Small rows, then rows past the emulation's 1 MiB slot. */
     check_alltoall(11, 3, 1, device);
     check_alltoall(12, 1, 0, device);
