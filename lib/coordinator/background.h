@@ -154,8 +154,12 @@ bool resolve_cached_responses(struct background *background, struct wire_message
  * executor. Returns CHORUS_OK or a fatal error, with its text in `error`. */
 chorus_status run_responses(struct background *background, const struct wire_response *responses,
                             size_t count, char *error, size_t error_size);
-/* Frees the executors and communicators of the sets (at the thread's end). */
+/* Frees the executors and communicators of the sets (at the thread's end), in the order of
+ * their ids. */
 void process_sets_release(struct background *background);
+/* This rank stops after a fatal error: the sets' host segments are poisoned too, so that their
+ * local peers stop waiting for it. */
+void process_sets_abort(struct background *background, chorus_status status, const char *reason);
 
 /* rounds.c */
 /* Decides the protocol (CHORUS_NEGOTIATION) and prepares the rounds; false when out of memory. */

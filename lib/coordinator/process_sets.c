@@ -68,6 +68,11 @@ static chorus_status add_set(struct background *background, const struct wire_re
         MPI_Comm_rank(comm, &rank);
         executor_init_for_set(&set->executor, &background->executor, &set->comm, rank, size);
         background->set_executors[background->set_executor_count++] = set;
+        /* Without the segment the set's collectives still run, over MPI. */
+        char why[256] = "";
+        if (executor_prepare_set(&set->executor, why, sizeof why) != CHORUS_OK)
+            LOG(LOG_WARNING, "process sets", "set %d: %s; its collectives run over MPI alone",
+                set->id, why);
     }
     pthread_mutex_lock(&context->lock);
     bool recorded = process_set_table_add(&context->process_sets, agreed->process_set, members,
@@ -89,8 +94,11 @@ static void remove_set(struct background *background, int id)
         if (background->set_executors[i]->id != id)
             continue;
         set_executor_free(background->set_executors[i], false);
-        background->set_executors[i] =
-            background->set_executors[--background->set_executor_count];
+        /* Kept in the order of their ids, alike on every member: freeing a set's host segment
+         * is collective over its members (process_sets_release). */
+        memmove(&background->set_executors[i], &background->set_executors[i + 1],
+                (background->set_executor_count - i - 1) * sizeof *background->set_executors);
+        background->set_executor_count--;
         break;
     }
     pthread_mutex_lock(&context->lock);
@@ -187,6 +195,12 @@ chorus_status run_responses(struct background *background, const struct wire_res
         start = end;
     }
     return status;
+}
+
+void process_sets_abort(struct background *background, chorus_status status, const char *reason)
+{
+    for (size_t i = 0; i < background->set_executor_count; i++)
+        executor_abort(&background->set_executors[i]->executor, status, reason);
 }
 
 void process_sets_release(struct background *background)

@@ -112,6 +112,7 @@ void fatal(struct background *background, chorus_status status, const char *what
 {
     LOG(LOG_ERROR, "background", "%s", what);
     executor_abort(&background->executor, status, what);
+    process_sets_abort(background, status, what);
     fail_everything(background, status, what);
     background->finished = true;
     if (background->context->params.values.abort_on_failure) {

@@ -72,6 +72,28 @@ chorus_status executor_prepare(struct executor *executor, char *error, size_t er
     return executor->local_ranks > 1 ? create_node(executor, error, error_size) : CHORUS_OK;
 }
 
+chorus_status executor_prepare_set(struct executor *executor, char *error, size_t error_size)
+{
+    MPI_Comm node;
+    if (MPI_Comm_split_type(executor->data_comm, MPI_COMM_TYPE_SHARED, executor->rank,
+                            MPI_INFO_NULL, &node) != MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Comm_split_type failed");
+        return CHORUS_ERR_MPI;
+    }
+    int local = 1;
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    /* As for the job: the host's segment where every host has as many of the set's ranks. */
+    int extremes[2] = {local, -local};
+    if (MPI_Allreduce(MPI_IN_PLACE, extremes, 2, MPI_INT, MPI_MAX, executor->data_comm) !=
+        MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Allreduce failed");
+        return CHORUS_ERR_MPI;
+    }
+    executor->local_ranks = extremes[0] == -extremes[1] ? local : 1;
+    return executor_prepare(executor, error, error_size);
+}
+
 struct node_segment *executor_node(struct executor *executor)
 {
     return executor->node_ready ? &executor->node : NULL;
@@ -321,12 +343,11 @@ void executor_abort(struct executor *executor, chorus_status status, const char 
     if (executor->aborted)
         return;
     executor->aborted = true;
-    if (executor->parent != NULL) {
+    /* A rank that stops because another did has nothing to tell: everyone got that notice. A
+     * process set's executor tells through the job's. */
+    if (executor->parent != NULL)
         executor_abort(executor->parent, status, reason);
-        return;
-    }
-    /* A rank that stops because another did has nothing to tell: everyone got that notice. */
-    if (!executor->abort.received)
+    else if (!executor->abort.received)
         abort_notify(executor->abort.comm, status, reason);
     if (executor->node_ready)
         node_segment_poison(&executor->node);
@@ -346,9 +367,11 @@ void executor_init_for_set(struct executor *executor, struct executor *parent, c
     executor->fusion_tensor_limit = parent->fusion_tensor_limit;
     executor->timeout_seconds = parent->timeout_seconds;
     executor->oversubscribed = parent->oversubscribed;
-    executor->local_ranks = 1;
-    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
-        executor->forced_algorithm[c] = -1; /* a forced one may need the host's segment */
+    executor->staging_areas = parent->staging_areas;
+    executor->staging_streaming = parent->staging_streaming;
+    executor->local_ranks = 1; /* until executor_prepare_set */
+    memcpy(executor->forced_algorithm, parent->forced_algorithm,
+           sizeof executor->forced_algorithm);
     executor->abort.request = MPI_REQUEST_NULL;
     executor->parent = parent;
     executor->owner = parent->owner;

@@ -73,11 +73,13 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
 void executor_release(struct executor *executor);
 
 /* Makes `executor` run the collectives of a process set over `comm` (an MPI_Comm passed by
- * pointer, which must stay put), this rank being `rank` of `nranks` there: with `parent`'s
- * settings, callbacks and abort notices, over MPI alone (no host segment, the selection table's
- * choices). */
+ * pointer, which must stay put), this rank being `rank` of `nranks` there, with `parent`'s
+ * settings, callbacks and abort notices. executor_prepare_set() then creates the set's host
+ * segment where the set has the same number of ranks on every host (collective over `comm`);
+ * without it the set's collectives run over MPI alone. */
 void executor_init_for_set(struct executor *executor, struct executor *parent, const void *comm,
                            int rank, int nranks);
+chorus_status executor_prepare_set(struct executor *executor, char *error, size_t error_size);
 
 /* Fatal errors on one rank only. executor_watch_aborts() posts the receive for other ranks'
  * notices on `control_comm` (abort.h) and makes the transport's waits poll it; false if MPI
