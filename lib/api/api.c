@@ -457,7 +457,7 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     request->desc.prescale = reduces ? args->prescale_factor : 1.0;
     request->desc.postscale = reduces ? args->postscale_factor : 1.0;
     request->desc.group_size = group_size;
-    request->desc.process_set = op_process_set(args);
+    request->desc.process_set = process_set;
     /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
     int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
                                                                        : (int)args->compression;

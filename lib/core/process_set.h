@@ -10,8 +10,6 @@
 
 #include "common.h"
 
-enum { PROCESS_SET_GLOBAL = 0 };
-
 struct process_set {
     int id;
     int size;
