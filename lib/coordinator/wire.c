@@ -18,10 +18,10 @@
  *   | shape[ndims] | prescale | postscale | group_len | group | group_size | compression |
  *   | i64 each     | f64      | f64       | u16       | ...   | u32        | u8          |
  *   +--------------+----------+-----------+-----------+-------+------------+-------------+
- *   +-------------+--------------+---------------+
- *   | process_set | member_count | members       |
- *   | i32         | u32          | i32 each      |
- *   +-------------+--------------+---------------+
+ *   +-------------+--------------+---------------+------------+
+ *   | process_set | member_count | members       | even_split |
+ *   | i32         | u32          | i32 each      | u8         |
+ *   +-------------+--------------+---------------+------------+
  *
  * Response (type 4, RESPONSE_CACHED, is followed only by a u32 response-cache slot):
  *   +------+--------+--------------+-------------+---------+---------+-----------+------------+
@@ -113,6 +113,7 @@ static void put_request(struct writer *writer, const struct wire_request *reques
     put_unsigned(writer, request->member_count, 4);
     for (size_t i = 0; i < request->member_count; i++)
         put_unsigned(writer, (uint32_t)request->members[i], 4);
+    put_unsigned(writer, request->even_split, 1);
 }
 
 static void put_response(struct writer *writer, const struct wire_response *response)
@@ -283,6 +284,9 @@ static bool get_request(struct reader *reader, struct wire_request *request)
         for (size_t i = 0; i < request->member_count; i++)
             request->members[i] = (int32_t)(uint32_t)get_unsigned(reader, 4);
     }
+    request->even_split = (uint8_t)get_unsigned(reader, 1);
+    if (!reader->failed && request->even_split > 1)
+        return fail(reader, "even_split neither 0 nor 1");
     return !reader->failed;
 }
 

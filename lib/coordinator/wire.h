@@ -9,7 +9,7 @@
 #include "../core/request.h"
 
 #define WIRE_MAGIC 0x53524843u /* "CHRS" in little-endian byte order */
-#define WIRE_VERSION 2 /* 2: process sets */
+#define WIRE_VERSION 3 /* 2: process sets; 3: even_split */
 
 enum wire_kind {
     WIRE_REQUESTS = 1,  /* a rank -> rank 0 */

@@ -36,6 +36,7 @@ bool wire_request_equal(const struct wire_request *a, const struct wire_request 
     if (a->collective != b->collective || a->dtype != b->dtype || a->op != b->op ||
         a->ndims != b->ndims || a->root != b->root || a->device != b->device ||
         a->compression != b->compression || a->group_size != b->group_size ||
+        a->even_split != b->even_split ||
         a->process_set != b->process_set || a->member_count != b->member_count ||
         memcmp(&a->prescale, &b->prescale, sizeof a->prescale) != 0 ||
         memcmp(&a->postscale, &b->postscale, sizeof a->postscale) != 0)

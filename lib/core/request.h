@@ -28,6 +28,9 @@ struct wire_request {
     int32_t process_set;  /* the ranks it runs on: 0 for every rank (process_set.h) */
     uint32_t member_count; /* COLLECTIVE_PROCESS_SET: the ranks of a set to add (0: remove) */
     int32_t *members;
+    /* Alltoall: 1 when this rank sends rows/nranks rows to every rank. In a response, 1 when
+     * every rank does so with the same rows, so that no rank needs the others' splits. */
+    uint8_t even_split;
     bool cached;         /* only cache_slot travels: the response cache holds the rest */
     uint32_t cache_slot;
 };

@@ -3,8 +3,9 @@
  * ranks first exchange how many rows each sends each other and where they start in the sender's
  * input (an alltoall of two int64 per pair, through the host transport), so that every rank can
  * size its output and place every sender's rows, or read them straight from the sender (single
- * copy); then the rows themselves. The output and the received splits go to the handle. Never
- * fused: each runs alone.
+ * copy); then the rows themselves. Where the coordinator found every rank splitting the same rows
+ * evenly (even_split), each rank computes all that itself and skips the first exchange. The
+ * output and the received splits go to the handle. Never fused: each runs alone.
  */
 #include "backend.h"
 
@@ -12,9 +13,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The plan's tables from every pair's rows: sent[2k] rows for rank k, starting at row
+ * sent[2k+1] of this rank's input; received[2k] rows from rank k, starting at row
+ * received[2k+1] of rank k's input. */
+static void fill_plan(struct alltoall_plan *plan, const int64_t *sent, const int64_t *received,
+                      size_t row_bytes)
+{
+    for (int r = 0; r < plan->ranks; r++) {
+        plan->send_bytes[r] = (size_t)sent[2 * r] * row_bytes;
+        plan->send_offsets[r] = (size_t)sent[2 * r + 1] * row_bytes;
+        plan->send_total += plan->send_bytes[r];
+        plan->received_splits[r] = received[2 * r];
+        plan->recv_bytes[r] = (size_t)received[2 * r] * row_bytes;
+        plan->recv_offsets[r] = plan->recv_total;
+        plan->remote_offsets[r] = (size_t)received[2 * r + 1] * row_bytes;
+        plan->recv_total += plan->recv_bytes[r];
+        plan->received_rows += (size_t)received[2 * r];
+    }
+}
+
 chorus_status alltoall_plan(struct executor *executor, const struct wire_response *response,
-                            const struct request *request, struct alltoall_plan *plan,
-                            char *error, size_t error_size)
+                            const struct request *request, struct alltoall_plan *plan, char *error,
+                            size_t error_size)
 {
     int p = executor->nranks;
     size_t row_bytes = allgather_row_bytes(&response->request);
@@ -27,9 +47,25 @@ chorus_status alltoall_plan(struct executor *executor, const struct wire_respons
     plan->table = calloc(5 * (size_t)p, sizeof *plan->table);
     plan->received_splits = calloc((size_t)p, sizeof *plan->received_splits);
     chorus_status status = CHORUS_ERR_OUT_OF_MEMORY;
-    if (sent == NULL || received == NULL || plan->table == NULL ||
-        plan->received_splits == NULL) {
+    if (sent == NULL || received == NULL || plan->table == NULL || plan->received_splits == NULL) {
         snprintf(error, error_size, "alltoall \"%s\": out of memory", response->request.name);
+        goto out;
+    }
+    plan->send_bytes = plan->table;
+    plan->send_offsets = plan->table + p;
+    plan->recv_bytes = plan->table + 2 * p;
+    plan->recv_offsets = plan->table + 3 * p;
+    plan->remote_offsets = plan->table + 4 * p;
+    if (response->request.even_split) {
+        /* Every rank sends `each` rows to every rank, in rank order: nothing to exchange. */
+        int64_t each = response->request.shape[0] / p;
+        for (int r = 0; r < p; r++) {
+            sent[2 * r] = received[2 * r] = each;
+            sent[2 * r + 1] = r * each;
+            received[2 * r + 1] = executor->rank * each;
+        }
+        fill_plan(plan, sent, received, row_bytes);
+        status = CHORUS_OK;
         goto out;
     }
     /* A joined rank sends nothing and keeps nothing of what it receives. */
@@ -39,11 +75,6 @@ chorus_status alltoall_plan(struct executor *executor, const struct wire_respons
         sent[2 * r + 1] = start;
         start += request->splits[r];
     }
-    plan->send_bytes = plan->table;
-    plan->send_offsets = plan->table + p;
-    plan->recv_bytes = plan->table + 2 * p;
-    plan->recv_offsets = plan->table + 3 * p;
-    plan->remote_offsets = plan->table + 4 * p;
     for (int r = 0; r < p; r++) {
         plan->send_bytes[r] = plan->recv_bytes[r] = 2 * sizeof(int64_t);
         plan->send_offsets[r] = plan->recv_offsets[r] = (size_t)r * 2 * sizeof(int64_t);
@@ -57,19 +88,10 @@ chorus_status alltoall_plan(struct executor *executor, const struct wire_respons
                                    .recv = received,
                                    .recv_bytes = plan->recv_bytes,
                                    .recv_offsets = plan->recv_offsets};
-    status = run_host_alltoall(executor, &counts, 2 * (size_t)p * sizeof(int64_t), error,
-                               error_size);
-    for (int r = 0; status == CHORUS_OK && r < p; r++) {
-        plan->send_bytes[r] = (size_t)sent[2 * r] * row_bytes;
-        plan->send_offsets[r] = (size_t)sent[2 * r + 1] * row_bytes;
-        plan->send_total += plan->send_bytes[r];
-        plan->received_splits[r] = received[2 * r];
-        plan->recv_bytes[r] = (size_t)received[2 * r] * row_bytes;
-        plan->recv_offsets[r] = plan->recv_total;
-        plan->remote_offsets[r] = (size_t)received[2 * r + 1] * row_bytes;
-        plan->recv_total += plan->recv_bytes[r];
-        plan->received_rows += (size_t)received[2 * r];
-    }
+    status =
+        run_host_alltoall(executor, &counts, 2 * (size_t)p * sizeof(int64_t), error, error_size);
+    if (status == CHORUS_OK)
+        fill_plan(plan, sent, received, row_bytes);
 out:
     free(sent);
     free(received);

@@ -3,8 +3,9 @@
  * elements, splits that differ per pair of ranks (zeros included), all submitted before any is
  * waited for; every rank checks the rows it received from every sender, byte for byte, and the
  * received splits, against what each sender must have sent. Then even splits (NULL), the
- * blocking form, a rank that has joined (it sends nothing), and the errors: splits that do not
- * add up, rows that do not divide, shapes or dtypes that differ between ranks.
+ * blocking form, splits even on some ranks only (or even with rows that differ), a rank that
+ * has joined (it sends nothing), and the errors: splits that do not add up, rows that do not
+ * divide, shapes or dtypes that differ between ranks.
  */
 #include "../common/reference.h"
 #include "mpi_test.h"
@@ -33,9 +34,8 @@ struct alltoall_case {
     char name[64];
 };
 
-static void check_received(const char *name, const chorus_tensor *output,
-                           const int64_t *received, size_t row_bytes, uint64_t seed,
-                           const bool *sends)
+static void check_received(const char *name, const chorus_tensor *output, const int64_t *received,
+                           size_t row_bytes, uint64_t seed, const bool *sends)
 {
     int64_t expected_rows = 0;
     for (int from = 0; from < test_size; from++) {
@@ -82,8 +82,8 @@ static void test_uneven_splits(void)
     for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++)
         for (int64_t width = 1; width <= 3; width += 2) {
             struct alltoall_case *c = &cases[count++];
-            *c = (struct alltoall_case){.dtype = (chorus_dtype)dtype, .width = width,
-                                        .seed = 300 + (uint64_t)count};
+            *c = (struct alltoall_case){
+                .dtype = (chorus_dtype)dtype, .width = width, .seed = 300 + (uint64_t)count};
             size_t row_bytes = (size_t)width * chorus_dtype_size(c->dtype);
             int64_t splits[5];
             c->input = make_input(c->seed, row_bytes, splits);
@@ -92,8 +92,8 @@ static void test_uneven_splits(void)
                 rows += splits[to];
             snprintf(c->name, sizeof c->name, "a2a.%s.%lld", chorus_dtype_name(c->dtype),
                      (long long)width);
-            chorus_tensor tensor = {.data = c->input, .dtype = c->dtype, .ndims = 2,
-                                    .shape = {rows, width}};
+            chorus_tensor tensor = {
+                .data = c->input, .dtype = c->dtype, .ndims = 2, .shape = {rows, width}};
             EXPECT_STATUS(chorus_alltoall_async(c->name, &tensor, splits, &c->handle), CHORUS_OK);
         }
     for (int i = 0; i < count; i++) {
@@ -134,12 +134,73 @@ static void test_even_and_blocking(void)
                from);
         for (int64_t i = 0; i < 8; i++) {
             int32_t expected = from * 100000 + (int32_t)(test_rank * 8 + i);
-            EXPECT(got[from * 8 + i] == expected, "a2a.even: element %lld from rank %d: %d, "
-                   "expected %d", (long long)i, from, got[from * 8 + i], expected);
+            EXPECT(got[from * 8 + i] == expected,
+                   "a2a.even: element %lld from rank %d: %d, "
+                   "expected %d",
+                   (long long)i, from, got[from * 8 + i], expected);
         }
     }
     free(output.data); /* the blocking form hands the output to the caller */
     free(input);
+}
+
+/* Rows rank `from` sends rank `to` in the even-split cases below, and whether `from` passes
+ * them as splits (else NULL: its rows split evenly). */
+static int64_t even_case_rows(int which, int from, int to)
+{
+    switch (which) {
+    case 0: /* every rank even, but each with rows of its own: the splits must travel */
+        return from + 1;
+    case 1: /* rank 0 passes splits that happen to be even: as if NULL */
+        return 3;
+    default: /* rank 0 sends everything to itself, the others split evenly */
+        return from == 0 ? (to == 0 ? 2 * test_size : 0) : 2;
+    }
+}
+
+static bool even_case_passes_splits(int which, int from)
+{
+    return which > 0 && from == 0;
+}
+
+/* Alltoalls whose ranks split evenly only in part: where every rank splits the same rows evenly
+ * no rank needs the others' splits, otherwise they are exchanged; both must place every row. */
+static void test_partly_even(void)
+{
+    for (int which = 0; which < 3; which++) {
+        char name[32];
+        snprintf(name, sizeof name, "a2a.partly_even.%d", which);
+        int64_t splits[5], rows = 0;
+        for (int to = 0; to < test_size; to++)
+            rows += splits[to] = even_case_rows(which, test_rank, to);
+        int32_t *input = malloc((size_t)rows * sizeof *input + 1);
+        for (int64_t i = 0; i < rows; i++)
+            input[i] = test_rank * 100000 + (int32_t)i;
+        chorus_tensor tensor = {.data = input, .dtype = CHORUS_INT32, .ndims = 1, .shape = {rows}};
+        chorus_tensor output = {0};
+        int64_t received[5] = {0};
+        EXPECT_STATUS(chorus_alltoall(name, &tensor,
+                                      even_case_passes_splits(which, test_rank) ? splits : NULL,
+                                      &output, received),
+                      CHORUS_OK);
+        const int32_t *got = output.data;
+        int64_t at = 0;
+        for (int from = 0; got != NULL && from < test_size; from++) {
+            int64_t expected_rows = even_case_rows(which, from, test_rank), first = 0;
+            for (int to = 0; to < test_rank; to++)
+                first += even_case_rows(which, from, to);
+            EXPECT(received[from] == expected_rows, "%s: %lld rows from rank %d, expected %lld",
+                   name, (long long)received[from], from, (long long)expected_rows);
+            for (int64_t i = 0; i < expected_rows && at < output.shape[0]; i++, at++)
+                EXPECT(got[at] == from * 100000 + (int32_t)(first + i),
+                       "%s: row %lld from rank %d is %d, expected %d", name, (long long)i, from,
+                       got[at], from * 100000 + (int32_t)(first + i));
+        }
+        EXPECT(output.shape[0] == at, "%s: %lld rows received, expected %lld", name,
+               (long long)output.shape[0], (long long)at);
+        free(output.data);
+        free(input);
+    }
 }
 
 /* The last rank joins at once: it sends nothing; the others' rows for it are dropped. */
@@ -179,14 +240,16 @@ static void test_errors(void)
     EXPECT(strstr(chorus_last_error(), "a2a.sum") != NULL, "names the tensor: %s",
            chorus_last_error());
     if (test_size > 1) {
-        chorus_tensor odd = {.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1,
-                             .shape = {2 * test_size + 1}};
+        chorus_tensor odd = {
+            .data = data, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {2 * test_size + 1}};
         EXPECT_STATUS(chorus_alltoall_async("a2a.odd", &odd, NULL, &handle),
                       CHORUS_ERR_INVALID_ARGUMENT);
         EXPECT(strstr(chorus_last_error(), "do not split evenly") != NULL, "says why: %s",
                chorus_last_error());
         /* Rank 0 sends rows of 2 elements, the others rows of 1: every rank hears of it. */
-        chorus_tensor rows = {.data = data, .dtype = CHORUS_FLOAT32, .ndims = 2,
+        chorus_tensor rows = {.data = data,
+                              .dtype = CHORUS_FLOAT32,
+                              .ndims = 2,
                               .shape = {test_size, test_rank == 0 ? 2 : 1}};
         chorus_tensor output = {0};
         EXPECT_STATUS(chorus_alltoall("a2a.shape", &rows, NULL, &output, NULL),
@@ -205,6 +268,8 @@ int main(int argc, char **argv)
     test_uneven_splits();
     test_step = "even splits, blocking";
     test_even_and_blocking();
+    test_step = "splits even on some ranks";
+    test_partly_even();
     test_step = "errors";
     test_errors();
     test_step = "joined rank";

@@ -34,6 +34,8 @@ START_TEST(requests_round_trip)
     requests[1].ndims = 0;
     requests[1].group = "";
     requests[1].group_size = 1;
+    requests[1].collective = CHORUS_ALLTOALL;
+    requests[1].even_split = 1;
     struct wire_message message = {.kind = WIRE_REQUESTS,
                                    .flags = WIRE_FLAG_JOIN,
                                    .count = 2,
@@ -57,6 +59,8 @@ START_TEST(requests_round_trip)
     ck_assert_uint_eq(decoded.requests[0].group_size, 4);
     ck_assert_str_eq(decoded.requests[1].name, "b");
     ck_assert_uint_eq(decoded.requests[1].ndims, 0);
+    ck_assert_uint_eq(decoded.requests[0].even_split, 0);
+    ck_assert_uint_eq(decoded.requests[1].even_split, 1);
     wire_message_free(&decoded);
     free(bytes);
 }

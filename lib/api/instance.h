@@ -1,0 +1,26 @@
+/*
+ * instance.h — what the files of lib/api share: the current chorus instance (api.c) and the
+ * queue of requests for its background thread (submit.c).
+ */
+#ifndef CHORUS_INSTANCE_H
+#define CHORUS_INSTANCE_H
+
+#include "../core/common.h"
+
+struct chorus_context;
+struct request;
+
+/* The current instance, held for reading until instance_release(); NULL (and nothing held) when
+ * chorus is not initialized. */
+struct chorus_context *instance_acquire(void);
+void instance_release(void);
+
+/* CHORUS_ERR_NOT_INITIALIZED, with a message naming `call`. */
+chorus_status not_initialized(const char *call);
+
+/* Queues `count` requests for the background thread as one unit, unless chorus has stopped or
+ * one of their names is in flight on this rank (then the status, with its message). */
+chorus_status enqueue_requests(struct chorus_context *context, struct request **requests,
+                               size_t count);
+
+#endif

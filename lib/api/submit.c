@@ -1,0 +1,277 @@
+/*
+ * submit.c — chorus_submit and chorus_submit_group: a call's checks (validate.c, and here its
+ * process set), its requests for the background thread, and the queue they go into. Also
+ * chorus_barrier, an allreduce of one int under a name of its own.
+ */
+#include "instance.h"
+#include "validate.h"
+
+#include "../core/context.h"
+#include "../core/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
+
+static struct request *request_create(const chorus_op_args *args, const char *group,
+                                      uint32_t group_size, struct chorus_handle *handle,
+                                      int default_compression)
+{
+    struct request *request = calloc(1, sizeof *request);
+    if (request == NULL)
+        return NULL;
+    const chorus_tensor *tensor = &args->input;
+    /* A set's names are its own: the same name may be in flight in another set. */
+    int process_set = op_process_set(args);
+    request->desc.name = process_set == 0
+                             ? strdup(args->name)
+                             : format_string("%s [process set %d]", args->name, process_set);
+    request->desc.group = strdup(group);
+    if (request->desc.name == NULL || request->desc.group == NULL) {
+        request_free(request);
+        return NULL;
+    }
+    request->desc.collective = (uint8_t)args->collective;
+    request->desc.dtype = (uint8_t)tensor->dtype;
+    bool reduces = args->collective == CHORUS_ALLREDUCE || args->collective == CHORUS_REDUCESCATTER;
+    request->desc.op = reduces ? (uint8_t)args->op : 0;
+    request->desc.ndims = (uint8_t)tensor->ndims;
+    memcpy(request->desc.shape, tensor->shape, tensor->ndims * sizeof tensor->shape[0]);
+    request->desc.root = args->collective == CHORUS_BROADCAST ? args->root : 0;
+    request->desc.device = tensor->memory == CHORUS_MEMORY_CUDA ? tensor->device : DEVICE_HOST;
+    bool allreduce = args->collective == CHORUS_ALLREDUCE;
+    request->desc.prescale = reduces ? args->prescale_factor : 1.0;
+    request->desc.postscale = reduces ? args->postscale_factor : 1.0;
+    request->desc.group_size = group_size;
+    request->desc.process_set = process_set;
+    /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
+    int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
+                                                                      : (int)args->compression;
+    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. */
+    request->desc.compression = allreduce && tensor->dtype == CHORUS_FLOAT32 &&
+                                        tensor->memory == CHORUS_MEMORY_HOST &&
+                                        args->op != CHORUS_ADASUM
+                                    ? (uint8_t)compression
+                                    : CHORUS_COMPRESSION_NONE;
+    request->input = tensor->data;
+    bool handle_output = args->collective == CHORUS_ALLGATHER ||
+                         args->collective == CHORUS_REDUCESCATTER ||
+                         args->collective == CHORUS_ALLTOALL;
+    request->output = args->output != NULL && !handle_output ? args->output : tensor->data;
+    request->count = chorus_tensor_count(tensor);
+    request->handle = handle;
+    request->submitted_at = monotonic_seconds();
+    return request;
+}
+
+/* An alltoall's rows per rank: the caller's splits, or the rows split evenly. */
+static bool copy_splits(struct request *request, const chorus_op_args *args, int nranks)
+{
+    request->splits = calloc((size_t)nranks, sizeof *request->splits);
+    if (request->splits == NULL)
+        return false;
+    int64_t even = args->input.shape[0] / nranks;
+    request->desc.even_split = 1;
+    for (int r = 0; r < nranks; r++) {
+        request->splits[r] = args->splits != NULL ? args->splits[r] : even;
+        if (request->splits[r] != even || even * nranks != args->input.shape[0])
+            request->desc.even_split = 0;
+    }
+    return true;
+}
+
+/* Queues `count` requests for the background thread, unless chorus has stopped or one of their
+ * names is in flight on this rank. */
+chorus_status enqueue_requests(struct chorus_context *context, struct request **requests,
+                               size_t count)
+{
+    chorus_status status = CHORUS_OK;
+    const struct wire_request *first = &requests[0]->desc;
+    pthread_mutex_lock(&context->lock);
+    chorus_status stopped = atomic_load(&context->stopped);
+    if (stopped != CHORUS_OK)
+        status = REJECT(stopped, "%s \"%s\": %s", request_collective_name(first), first->name,
+                        context->stopped_message);
+    for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
+        if (name_table_find(&context->in_flight, requests[i]->desc.name) != NULL)
+            status = REJECT(CHORUS_ERR_DUPLICATE_NAME,
+                            "%s \"%s\": a tensor of this name is already in flight on rank %d; "
+                            "wait for it before submitting the name again",
+                            request_collective_name(&requests[i]->desc), requests[i]->desc.name,
+                            context->rank);
+    }
+    for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
+        if (!name_table_insert(&context->in_flight, requests[i]->desc.name, requests[i])) {
+            for (size_t j = 0; j < i; j++)
+                name_table_remove(&context->in_flight, requests[j]->desc.name);
+            status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+        }
+    }
+    if (status == CHORUS_OK) {
+        for (size_t i = 0; i < count; i++) {
+            if (context->queue_tail != NULL)
+                context->queue_tail->next = requests[i];
+            else
+                context->queue_head = requests[i];
+            context->queue_tail = requests[i];
+        }
+        pthread_cond_signal(&context->wakeup);
+    }
+    pthread_mutex_unlock(&context->lock);
+    return status;
+}
+
+/* Bytes that " [process set N]" may add to a name. */
+#define PROCESS_SET_NAME_SUFFIX 32
+
+/* The process set a call names: it must exist and hold this rank. Sets *nranks to its size
+ * and makes a broadcast's root (a rank of the job) a rank of the set, for validate_op. */
+static chorus_status check_process_set(struct chorus_context *context, chorus_op_args *args,
+                                       int *nranks)
+{
+    int id = op_process_set(args);
+    *nranks = context->size;
+    if (id == 0)
+        return CHORUS_OK;
+    const char *kind = chorus_collective_name(args->collective);
+    const char *name = args->name != NULL ? args->name : "";
+    chorus_status status = CHORUS_OK;
+    pthread_mutex_lock(&context->lock);
+    const struct process_set *set = process_set_find(&context->process_sets, id);
+    char *described = set != NULL ? process_set_describe(set) : NULL;
+    if (set == NULL)
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                        "%s \"%s\": process set %d does not exist (never added, or removed)", kind,
+                        name, id);
+    else if (strlen(name) + PROCESS_SET_NAME_SUFFIX > CHORUS_MAX_NAME_LENGTH)
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                        "%s \"%.40s...\": a name in a process set may have at most %d bytes", kind,
+                        name, CHORUS_MAX_NAME_LENGTH - PROCESS_SET_NAME_SUFFIX);
+    else if (process_set_rank_of(set, context->rank) < 0)
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": rank %d is not a member of %s",
+                        kind, name, context->rank, described ? described : "the process set");
+    else if (args->collective == CHORUS_BROADCAST && process_set_rank_of(set, args->root) < 0)
+        status =
+            REJECT(CHORUS_ERR_INVALID_ARGUMENT, "broadcast \"%s\": root %d is not a member of %s",
+                   name, args->root, described ? described : "the process set");
+    else if (args->collective == CHORUS_BROADCAST)
+        args->root = process_set_rank_of(set, args->root);
+    if (set != NULL)
+        *nranks = set->size;
+    pthread_mutex_unlock(&context->lock);
+    free(described);
+    return status;
+}
+
+/* Enqueues `count` operations as one unit (a group when count > 1). */
+static chorus_status submit(const chorus_op_args *args, size_t count, chorus_handle **handle_out)
+{
+    if (handle_out == NULL || args == NULL)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: args and handle must not be "
+                                                   "NULL");
+    *handle_out = NULL;
+    struct chorus_context *context = instance_acquire();
+    if (context == NULL)
+        return not_initialized("chorus_submit");
+    chorus_status status = CHORUS_OK;
+    struct chorus_handle *handle = NULL;
+    struct request **requests = calloc(count, sizeof *requests);
+    if (requests == NULL) {
+        status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+        goto out;
+    }
+    int nranks = context->size; /* of the set the call names */
+    for (size_t i = 0; i < count; i++) {
+        if (op_process_set(&args[i]) != op_process_set(&args[0])) {
+            status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                            "grouped allreduce: member %zu (\"%s\") names process set %d, "
+                            "member 0 (\"%s\") process set %d",
+                            i, args[i].name, op_process_set(&args[i]), args[0].name,
+                            op_process_set(&args[0]));
+            goto out;
+        }
+        chorus_op_args checked = args[i];
+        status = check_process_set(context, &checked, &nranks);
+        if (status == CHORUS_OK)
+            status = validate_op(&checked, nranks);
+        if (status != CHORUS_OK)
+            goto out;
+        if (count > 1 && args[i].collective != CHORUS_ALLREDUCE) {
+            status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                            "grouped allreduce: member %zu (\"%s\") is a %s", i, args[i].name,
+                            chorus_collective_name(args[i].collective));
+            goto out;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(args[i].name, args[j].name) == 0) {
+                status = REJECT(CHORUS_ERR_DUPLICATE_NAME,
+                                "grouped allreduce: the name \"%s\" appears twice in the group",
+                                args[i].name);
+                goto out;
+            }
+        }
+    }
+    handle = handle_create(args[0].collective, count);
+    if (handle == NULL) {
+        status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        requests[i] = request_create(&args[i], count > 1 ? args[0].name : "", (uint32_t)count,
+                                     handle, context->params.values.compression);
+        if (requests[i] != NULL && args[i].collective == CHORUS_ALLTOALL &&
+            !copy_splits(requests[i], &args[i], nranks)) {
+            request_free(requests[i]);
+            requests[i] = NULL;
+        }
+        if (requests[i] == NULL) {
+            status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+            goto out;
+        }
+    }
+    status = enqueue_requests(context, requests, count);
+out:
+    instance_release();
+    if (status != CHORUS_OK) {
+        for (size_t i = 0; requests != NULL && i < count; i++)
+            request_free(requests[i]);
+        if (handle != NULL) {
+            handle->members_pending = 1;
+            handle_member_done(handle, status, NULL);
+            chorus_handle_free(handle);
+        }
+    } else {
+        *handle_out = handle;
+    }
+    free(requests);
+    return status;
+}
+
+chorus_status chorus_submit(const chorus_op_args *args, chorus_handle **handle)
+{
+    return submit(args, 1, handle);
+}
+
+chorus_status chorus_submit_group(const chorus_op_args *args, size_t count, chorus_handle **handle)
+{
+    if (count == 0)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "grouped allreduce: the group is empty");
+    if (count > UINT32_MAX)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "grouped allreduce: too many tensors");
+    return submit(args, count, handle);
+}
+
+chorus_status chorus_barrier(void)
+{
+    struct chorus_context *context = instance_acquire();
+    if (context == NULL)
+        return not_initialized("chorus_barrier");
+    char name[48];
+    snprintf(name, sizeof name, "chorus.barrier.%lu", atomic_fetch_add(&context->barriers, 1));
+    instance_release();
+    int32_t nothing = 0;
+    chorus_tensor tensor = {.data = &nothing, .dtype = CHORUS_INT32, .ndims = 1, .shape = {1}};
+    return chorus_allreduce(name, &tensor, NULL, CHORUS_SUM);
+}
