@@ -80,6 +80,7 @@ struct reducescatter_args {
  * recv + recv_offsets[k] (recv_bytes[k] bytes, what rank k sends here). */
 struct alltoall_args {
     struct transport *transport;
+    struct scratch *scratch;
     struct node_segment *node; /* the host's shared segment when all ranks share one host */
     /* Where rank k's block for this rank starts in rank k's send buffer (bytes), or NULL when
      * unknown: the single-copy algorithm reads it from there. */
@@ -90,6 +91,9 @@ struct alltoall_args {
     void *recv;
     const size_t *recv_bytes;
     const size_t *recv_offsets;
+    /* Every rank's every block has send_bytes[0] bytes, and every rank knows it (the ranks
+     * agreed on it), so that Bruck's algorithm may forward blocks for others. */
+    bool same_blocks;
 };
 
 typedef chorus_status (*allreduce_run)(const struct allreduce_args *args);
@@ -148,6 +152,7 @@ chorus_status allgather_single_copy(const struct allgather_args *args);
 chorus_status reducescatter_ring(const struct reducescatter_args *args);
 chorus_status reducescatter_hierarchical(const struct reducescatter_args *args);
 chorus_status alltoall_pairwise(const struct alltoall_args *args);
+chorus_status alltoall_bruck(const struct alltoall_args *args);
 chorus_status alltoall_single_copy(const struct alltoall_args *args);
 
 /* The algorithms of `collective`, indexed by id, and how many there are. */

@@ -39,6 +39,7 @@ static_assert(ARRAY_LENGTH(reducescatter_names) == REDUCESCATTER_ALGORITHM_COUNT
 static const char *const alltoall_names[] = {
     [ALLTOALL_PAIRWISE] = "pairwise",
     [ALLTOALL_SINGLE_COPY] = "single_copy",
+    [ALLTOALL_BRUCK] = "bruck",
 };
 static_assert(ARRAY_LENGTH(alltoall_names) == ALLTOALL_ALGORITHM_COUNT, "a name per algorithm");
 

@@ -42,6 +42,7 @@ enum reducescatter_algorithm_id {
 enum alltoall_algorithm_id {
     ALLTOALL_PAIRWISE,
     ALLTOALL_SINGLE_COPY,
+    ALLTOALL_BRUCK,
     ALLTOALL_ALGORITHM_COUNT,
 };
 

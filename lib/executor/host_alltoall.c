@@ -87,7 +87,8 @@ chorus_status alltoall_plan(struct executor *executor, const struct wire_respons
                                    .send_offsets = plan->send_offsets,
                                    .recv = received,
                                    .recv_bytes = plan->recv_bytes,
-                                   .recv_offsets = plan->recv_offsets};
+                                   .recv_offsets = plan->recv_offsets,
+                                   .same_blocks = true};
     status =
         run_host_alltoall(executor, &counts, 2 * (size_t)p * sizeof(int64_t), error, error_size);
     if (status == CHORUS_OK)
@@ -144,7 +145,8 @@ chorus_status host_alltoall(struct executor *executor, const struct wire_respons
                                      .send_offsets = plan.send_offsets,
                                      .recv = output,
                                      .recv_bytes = plan.recv_bytes,
-                                     .recv_offsets = plan.recv_offsets};
+                                     .recv_offsets = plan.recv_offsets,
+                                     .same_blocks = response->request.even_split};
         status = run_host_alltoall(executor, &data, plan.send_total + plan.recv_total, error,
                                    error_size);
     }

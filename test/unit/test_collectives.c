@@ -785,6 +785,94 @@ START_TEST(reducescatter_ring_with_uneven_blocks)
 }
 END_TEST
 
+/* An alltoall rank: its block for rank `to` is bytes made from (rank, to, i); it checks the
+ * block from every rank. */
+struct exchange_job {
+    struct thread_fabric *fabric;
+    int rank, nranks, algorithm;
+    size_t block;
+    bool same_blocks;
+    long wrong;
+    chorus_status status;
+};
+
+static unsigned char exchange_byte(int from, int to, size_t i)
+{
+    return (unsigned char)(from * 131 + to * 31 + (int)i * 7 + 1);
+}
+
+#define EXCHANGE_RANKS 17
+
+static void *run_exchange_rank(void *argument)
+{
+    struct exchange_job *job = argument;
+    struct transport transport;
+    struct scratch scratch = {0};
+    transport_threads_init(&transport, job->fabric, job->rank);
+    int p = job->nranks;
+    size_t bytes[EXCHANGE_RANKS], offsets[EXCHANGE_RANKS];
+    for (int r = 0; r < p; r++) {
+        bytes[r] = job->block;
+        offsets[r] = (size_t)r * job->block;
+    }
+    unsigned char *send = malloc((size_t)p * job->block + 1);
+    unsigned char *recv = calloc((size_t)p * job->block + 1, 1);
+    for (int to = 0; to < p; to++)
+        for (size_t i = 0; i < job->block; i++)
+            send[offsets[to] + i] = exchange_byte(job->rank, to, i);
+    struct alltoall_args args = {.transport = &transport,
+                                 .scratch = &scratch,
+                                 .send = send,
+                                 .send_bytes = bytes,
+                                 .send_offsets = offsets,
+                                 .recv = recv,
+                                 .recv_bytes = bytes,
+                                 .recv_offsets = offsets,
+                                 .same_blocks = job->same_blocks};
+    size_t table_size = 0;
+    job->status = algorithm_table(CHORUS_ALLTOALL, &table_size)[job->algorithm].run.alltoall(&args);
+    for (int from = 0; job->status == CHORUS_OK && from < p; from++)
+        for (size_t i = 0; i < job->block; i++)
+            job->wrong += recv[offsets[from] + i] != exchange_byte(from, job->rank, i);
+    free(send);
+    free(recv);
+    scratch_release(&scratch);
+    return NULL;
+}
+
+START_TEST(alltoall_bruck_and_pairwise_move_every_block)
+{
+    int nranks = _i;
+    const size_t blocks[] = {1, 3, 16, 1021};
+    const int algorithms[] = {ALLTOALL_BRUCK, ALLTOALL_PAIRWISE};
+    for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++)
+        for (size_t a = 0; a < 2; a++)
+            for (int same = 0; same < 2; same++) {
+                struct thread_fabric *fabric = thread_fabric_create(nranks);
+                struct exchange_job jobs[EXCHANGE_RANKS];
+                pthread_t threads[EXCHANGE_RANKS];
+                for (int r = 0; r < nranks; r++) {
+                    jobs[r] = (struct exchange_job){fabric,    r,    nranks, algorithms[a],
+                                                    blocks[b], same, 0,      CHORUS_OK};
+                    pthread_create(&threads[r], NULL, run_exchange_rank, &jobs[r]);
+                }
+                /* Bruck forwards blocks for others, so it runs only on blocks the ranks
+                 * agreed are of one size. */
+                chorus_status expected =
+                    algorithms[a] == ALLTOALL_BRUCK && !same ? CHORUS_ERR_NOT_SUPPORTED : CHORUS_OK;
+                for (int r = 0; r < nranks; r++) {
+                    pthread_join(threads[r], NULL);
+                    ck_assert_msg(jobs[r].status == expected && jobs[r].wrong == 0,
+                                  "%s, %d ranks, blocks of %zu bytes%s: rank %d: %s, %ld wrong",
+                                  algorithm_name(CHORUS_ALLTOALL, algorithms[a]), nranks, blocks[b],
+                                  same ? "" : " (not agreed)", r,
+                                  chorus_status_name(jobs[r].status), jobs[r].wrong);
+                }
+                thread_fabric_destroy(fabric);
+            }
+}
+END_TEST
+
 /* The first candidate the selection offers for a call. */
 static int first_choice(chorus_collective collective, int forced, size_t bytes, int nranks,
                         int local_ranks)
@@ -899,6 +987,8 @@ int main(void)
     tcase_add_loop_test(others, broadcast_every_algorithm_root_and_size, 1, 6);
     tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
     tcase_add_loop_test(others, reducescatter_ring_with_uneven_blocks, 1, 6);
+    tcase_add_loop_test(others, alltoall_bruck_and_pairwise_move_every_block, 1,
+                        EXCHANGE_RANKS + 1);
     tcase_add_loop_test(others, single_copy_falls_back_or_fails_on_every_rank, 1, 6);
     tcase_add_loop_test(others, a_poisoned_rank_is_not_waited_for, 1, 6);
     tcase_add_loop_test(others, waits_for_a_stopped_rank_are_interrupted, 2, 6);
