@@ -28,8 +28,6 @@
 
 extern char **environ;
 
-#define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
-
 static pthread_rwlock_t instance_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct chorus_context *instance;
 

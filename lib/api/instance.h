@@ -1,11 +1,14 @@
 /*
- * instance.h — what the files of lib/api share: the current chorus instance (api.c) and the
- * queue of requests for its background thread (submit.c).
+ * instance.h — what the files of lib/api share: the current chorus instance (api.c), the
+ * queue of requests for its background thread (submit.c), and REJECT.
  */
 #ifndef CHORUS_INSTANCE_H
 #define CHORUS_INSTANCE_H
 
 #include "../core/common.h"
+
+/* Fails a call: the status, with its message in chorus_last_error(). */
+#define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
 
 struct chorus_context;
 struct request;

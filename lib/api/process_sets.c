@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
-
 /* An add (`ranks`) or a remove (`remove_id`, with no ranks): negotiated like a tensor, so that
  * every rank changes its sets at the same point of the order of collectives. */
 static chorus_status change_process_sets(const char *call, const int *ranks, int count,

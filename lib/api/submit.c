@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
-
 static struct request *request_create(const chorus_op_args *args, const char *group,
                                       uint32_t group_size, struct chorus_handle *handle,
                                       int default_compression)

@@ -1,6 +1,7 @@
 /*
  * validate.c — see validate.h.
  */
+#include "instance.h"
 #include "validate.h"
 
 #include "../gpu/gpu.h"
@@ -9,8 +10,6 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
-
-#define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
 
 /* What allreduce and reducescatter check alike: a known op; bool only with min, max, product
  * (and) or sum (or) and without scale factors; finite scale factors. */

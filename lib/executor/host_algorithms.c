@@ -148,10 +148,8 @@ chorus_status run_host_reducescatter(struct executor *executor, const void *send
 chorus_status run_host_alltoall(struct executor *executor, const struct alltoall_args *args,
                                 size_t bytes, char *error, size_t error_size)
 {
-    struct alltoall_args with_scratch = *args;
-    with_scratch.scratch = &executor->scratch;
-    return run_selected(executor, CHORUS_ALLTOALL, bytes,
-                        (union collective_args){.alltoall = &with_scratch}, error, error_size);
+    return run_selected(executor, CHORUS_ALLTOALL, bytes, (union collective_args){.alltoall = args},
+                        error, error_size);
 }
 
 bool host_allreduce_in_place(const struct executor *executor, size_t bytes)

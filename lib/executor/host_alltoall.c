@@ -82,6 +82,7 @@ chorus_status alltoall_plan(struct executor *executor, const struct wire_respons
     /* Through MPI: reading 16 bytes from each peer (single copy) measured slower at np=2 and 4,
      * 64 KiB-1 MiB alltoalls 19-29 us against 15-23 us (two barriers against p-1 messages). */
     struct alltoall_args counts = {.transport = &executor->transport,
+                                   .scratch = &executor->scratch,
                                    .send = sent,
                                    .send_bytes = plan->send_bytes,
                                    .send_offsets = plan->send_offsets,
@@ -138,6 +139,7 @@ chorus_status host_alltoall(struct executor *executor, const struct wire_respons
     }
     if (status == CHORUS_OK) {
         struct alltoall_args data = {.transport = &executor->transport,
+                                     .scratch = &executor->scratch,
                                      .node = executor_node(executor),
                                      .remote_offsets = plan.remote_offsets,
                                      .send = request != NULL ? request->input : NULL,
