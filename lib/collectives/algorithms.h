@@ -154,6 +154,7 @@ chorus_status reducescatter_hierarchical(const struct reducescatter_args *args);
 chorus_status alltoall_pairwise(const struct alltoall_args *args);
 chorus_status alltoall_bruck(const struct alltoall_args *args);
 chorus_status alltoall_single_copy(const struct alltoall_args *args);
+chorus_status alltoall_shared_memory(const struct alltoall_args *args);
 
 /* The algorithms of `collective`, indexed by id, and how many there are. */
 const struct algorithm *algorithm_table(chorus_collective collective, size_t *count);

@@ -40,6 +40,7 @@ static const char *const alltoall_names[] = {
     [ALLTOALL_PAIRWISE] = "pairwise",
     [ALLTOALL_SINGLE_COPY] = "single_copy",
     [ALLTOALL_BRUCK] = "bruck",
+    [ALLTOALL_SHARED_MEMORY] = "shared_memory",
 };
 static_assert(ARRAY_LENGTH(alltoall_names) == ALLTOALL_ALGORITHM_COUNT, "a name per algorithm");
 

@@ -133,6 +133,21 @@ void node_single_copy_publish(struct node_segment *segment, const void *buffer)
     node_segment_barrier(segment); /* its release store publishes the word */
 }
 
+uint64_t node_segment_largest(struct node_segment *segment, uint64_t value)
+{
+    /* Two words in turn, by the barrier count that every rank shares: two calls in a row with
+     * no other barrier between them write different words, so a rank may share its next value
+     * while a slower one still reads this one. */
+    int word = NODE_MAILBOX_VALUES + (int)(segment->sequence & 1);
+    segment->mailbox[segment->local_rank][word] = value;
+    node_segment_barrier(segment);
+    uint64_t largest = 0;
+    for (int r = 0; r < segment->local_size; r++)
+        if (segment->mailbox[r][word] > largest)
+            largest = segment->mailbox[r][word];
+    return largest;
+}
+
 chorus_status node_single_copy_finish(struct node_segment *segment, bool copied, char *error,
                                       size_t error_size)
 {

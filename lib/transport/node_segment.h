@@ -38,9 +38,9 @@
 #define NODE_MAX_LOCAL_RANKS 256
 #define NODE_MAX_STAGING_AREAS 16
 
-/* Words of a rank's mailbox: whether its copies in the current call failed, and the address of
- * its buffer. */
-enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS };
+/* Words of a rank's mailbox: whether its copies in the current call failed, the address of its
+ * buffer, and two for a number it shares with the others (node_segment_largest). */
+enum node_mailbox_slot { NODE_MAILBOX_FAILED, NODE_MAILBOX_ADDRESS, NODE_MAILBOX_VALUES };
 
 /* How the staged algorithms write the staging areas (CHORUS_STAGING_STORES). */
 enum staging_stores {
@@ -182,6 +182,9 @@ static inline uint64_t node_peer_address(const struct node_segment *segment, int
 }
 chorus_status node_single_copy_finish(struct node_segment *segment, bool copied, char *error,
                                       size_t error_size);
+
+/* The largest of every local rank's `value`, the same on all of them (one barrier). */
+uint64_t node_segment_largest(struct node_segment *segment, uint64_t value);
 
 /* Whether every rank of the host may copy from every other (decides `single_copy`): each rank
  * reads a known word of every peer. `words[r]` is the address of local rank r's word, whose

@@ -510,6 +510,13 @@ static void *run_beside_poisoned_rank(void *argument)
                                     .recv = data, .block_bytes = blocks, .offsets = offsets};
     allgather_shared_memory(&gather);
     allgather_single_copy(&gather);
+    float *exchanged = calloc((size_t)COUNT * (size_t)job->nranks, sizeof *exchanged);
+    struct alltoall_args exchange = {.transport = &transport, .scratch = &scratch,
+                                     .node = job->node, .send = data, .send_bytes = blocks,
+                                     .send_offsets = offsets, .recv = exchanged,
+                                     .recv_bytes = blocks, .recv_offsets = offsets};
+    alltoall_shared_memory(&exchange);
+    free(exchanged);
     job->poisoned = node_segment_poisoned(job->node);
     float word = 0;
     job->copy_refused = !node_copy_from_peer(job->node, job->victim, &word,
@@ -786,9 +793,12 @@ START_TEST(reducescatter_ring_with_uneven_blocks)
 END_TEST
 
 /* An alltoall rank: its block for rank `to` is bytes made from (rank, to, i); it checks the
- * block from every rank. */
+ * block from every rank. Blocks have `block` bytes, or where the ranks did not agree on one size
+ * (!same_blocks), a size that depends on the pair: 0, 1 or 2 times `block`, 4 times that from rank
+ * 0 (so that the ranks' largest blocks differ). */
 struct exchange_job {
     struct thread_fabric *fabric;
+    struct node_segment *node; /* the host's segment, for the shared-memory algorithm */
     int rank, nranks, algorithm;
     size_t block;
     bool same_blocks;
@@ -801,6 +811,12 @@ static unsigned char exchange_byte(int from, int to, size_t i)
     return (unsigned char)(from * 131 + to * 31 + (int)i * 7 + 1);
 }
 
+static size_t exchange_block(const struct exchange_job *job, int from, int to)
+{
+    size_t scale = from == 0 ? 4 : 1;
+    return job->same_blocks ? job->block : job->block * (size_t)((from + 2 * to) % 3) * scale;
+}
+
 #define EXCHANGE_RANKS 17
 
 static void *run_exchange_rank(void *argument)
@@ -809,51 +825,63 @@ static void *run_exchange_rank(void *argument)
     struct transport transport;
     struct scratch scratch = {0};
     transport_threads_init(&transport, job->fabric, job->rank);
-    int p = job->nranks;
-    size_t bytes[EXCHANGE_RANKS], offsets[EXCHANGE_RANKS];
+    int p = job->nranks, me = job->rank;
+    size_t send_bytes[EXCHANGE_RANKS], send_offsets[EXCHANGE_RANKS];
+    size_t recv_bytes[EXCHANGE_RANKS], recv_offsets[EXCHANGE_RANKS];
+    size_t sent = 0, received = 0;
     for (int r = 0; r < p; r++) {
-        bytes[r] = job->block;
-        offsets[r] = (size_t)r * job->block;
+        send_bytes[r] = exchange_block(job, me, r);
+        send_offsets[r] = sent;
+        sent += send_bytes[r];
+        recv_bytes[r] = exchange_block(job, r, me);
+        recv_offsets[r] = received;
+        received += recv_bytes[r];
     }
-    unsigned char *send = malloc((size_t)p * job->block + 1);
-    unsigned char *recv = calloc((size_t)p * job->block + 1, 1);
+    unsigned char *send = malloc(sent + 1);
+    unsigned char *recv = calloc(received + 1, 1);
     for (int to = 0; to < p; to++)
-        for (size_t i = 0; i < job->block; i++)
-            send[offsets[to] + i] = exchange_byte(job->rank, to, i);
+        for (size_t i = 0; i < send_bytes[to]; i++)
+            send[send_offsets[to] + i] = exchange_byte(me, to, i);
     struct alltoall_args args = {.transport = &transport,
                                  .scratch = &scratch,
+                                 .node = job->node,
                                  .send = send,
-                                 .send_bytes = bytes,
-                                 .send_offsets = offsets,
+                                 .send_bytes = send_bytes,
+                                 .send_offsets = send_offsets,
                                  .recv = recv,
-                                 .recv_bytes = bytes,
-                                 .recv_offsets = offsets,
+                                 .recv_bytes = recv_bytes,
+                                 .recv_offsets = recv_offsets,
                                  .same_blocks = job->same_blocks};
     size_t table_size = 0;
     job->status = algorithm_table(CHORUS_ALLTOALL, &table_size)[job->algorithm].run.alltoall(&args);
     for (int from = 0; job->status == CHORUS_OK && from < p; from++)
-        for (size_t i = 0; i < job->block; i++)
-            job->wrong += recv[offsets[from] + i] != exchange_byte(from, job->rank, i);
+        for (size_t i = 0; i < recv_bytes[from]; i++)
+            job->wrong += recv[recv_offsets[from] + i] != exchange_byte(from, me, i);
     free(send);
     free(recv);
     scratch_release(&scratch);
     return NULL;
 }
 
-START_TEST(alltoall_bruck_and_pairwise_move_every_block)
+START_TEST(alltoall_moves_every_block)
 {
     int nranks = _i;
+    /* With 4 KiB staging areas, 1021-byte blocks take up to 8 rounds of the shared segment. */
     const size_t blocks[] = {1, 3, 16, 1021};
-    const int algorithms[] = {ALLTOALL_BRUCK, ALLTOALL_PAIRWISE};
+    const int algorithms[] = {ALLTOALL_BRUCK, ALLTOALL_PAIRWISE, ALLTOALL_SHARED_MEMORY};
+    size_t algorithm_total = sizeof algorithms / sizeof algorithms[0];
     for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++)
-        for (size_t a = 0; a < 2; a++)
+        for (size_t a = 0; a < algorithm_total; a++)
             for (int same = 0; same < 2; same++) {
                 struct thread_fabric *fabric = thread_fabric_create(nranks);
+                struct node_segment *segments = node_segments_create_local(
+                    nranks, TEST_CHUNK_BYTES, 0, STAGING_STORES_AUTO);
                 struct exchange_job jobs[EXCHANGE_RANKS];
                 pthread_t threads[EXCHANGE_RANKS];
                 for (int r = 0; r < nranks; r++) {
-                    jobs[r] = (struct exchange_job){fabric,    r,    nranks, algorithms[a],
-                                                    blocks[b], same, 0,      CHORUS_OK};
+                    jobs[r] = (struct exchange_job){fabric,        &segments[r], r,    nranks,
+                                                    algorithms[a], blocks[b],    same, 0,
+                                                    CHORUS_OK};
                     pthread_create(&threads[r], NULL, run_exchange_rank, &jobs[r]);
                 }
                 /* Bruck forwards blocks for others, so it runs only on blocks the ranks
@@ -865,9 +893,10 @@ START_TEST(alltoall_bruck_and_pairwise_move_every_block)
                     ck_assert_msg(jobs[r].status == expected && jobs[r].wrong == 0,
                                   "%s, %d ranks, blocks of %zu bytes%s: rank %d: %s, %ld wrong",
                                   algorithm_name(CHORUS_ALLTOALL, algorithms[a]), nranks, blocks[b],
-                                  same ? "" : " (not agreed)", r,
+                                  same ? "" : " (uneven)", r,
                                   chorus_status_name(jobs[r].status), jobs[r].wrong);
                 }
+                node_segments_destroy_local(segments);
                 thread_fabric_destroy(fabric);
             }
 }
@@ -987,7 +1016,7 @@ int main(void)
     tcase_add_loop_test(others, broadcast_every_algorithm_root_and_size, 1, 6);
     tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
     tcase_add_loop_test(others, reducescatter_ring_with_uneven_blocks, 1, 6);
-    tcase_add_loop_test(others, alltoall_bruck_and_pairwise_move_every_block, 1,
+    tcase_add_loop_test(others, alltoall_moves_every_block, 1,
                         EXCHANGE_RANKS + 1);
     tcase_add_loop_test(others, single_copy_falls_back_or_fails_on_every_rank, 1, 6);
     tcase_add_loop_test(others, a_poisoned_rank_is_not_waited_for, 1, 6);
