@@ -151,6 +151,7 @@ chorus_status allgather_shared_memory(const struct allgather_args *args);
 chorus_status allgather_single_copy(const struct allgather_args *args);
 chorus_status reducescatter_ring(const struct reducescatter_args *args);
 chorus_status reducescatter_hierarchical(const struct reducescatter_args *args);
+chorus_status reducescatter_recursive_halving(const struct reducescatter_args *args);
 chorus_status alltoall_pairwise(const struct alltoall_args *args);
 chorus_status alltoall_bruck(const struct alltoall_args *args);
 chorus_status alltoall_single_copy(const struct alltoall_args *args);

@@ -32,6 +32,7 @@ static_assert(ARRAY_LENGTH(allgather_names) == ALLGATHER_ALGORITHM_COUNT, "a nam
 static const char *const reducescatter_names[] = {
     [REDUCESCATTER_RING] = "ring",
     [REDUCESCATTER_HIERARCHICAL] = "hierarchical",
+    [REDUCESCATTER_RECURSIVE_HALVING] = "recursive_halving",
 };
 static_assert(ARRAY_LENGTH(reducescatter_names) == REDUCESCATTER_ALGORITHM_COUNT,
               "a name per algorithm");

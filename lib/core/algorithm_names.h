@@ -36,6 +36,7 @@ enum allgather_algorithm_id {
 enum reducescatter_algorithm_id {
     REDUCESCATTER_RING,
     REDUCESCATTER_HIERARCHICAL,
+    REDUCESCATTER_RECURSIVE_HALVING,
     REDUCESCATTER_ALGORITHM_COUNT,
 };
 

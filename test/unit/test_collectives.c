@@ -715,13 +715,32 @@ END_TEST
  * with the whole's split into uneven blocks; it checks its block of the sum times a factor. */
 struct scatter_job {
     struct thread_fabric *fabric;
-    int rank, nranks;
+    int rank, nranks, algorithm;
     size_t count;
+    bool skewed; /* blocks by weights 0, 1, 2, 0, 1, 2, ... instead of Horovod's split */
     chorus_op op;
     double factor;
     long wrong;
     chorus_status status;
 };
+
+#define SCATTER_RANKS 8
+
+/* The blocks of a skewed reducescatter: rank r's weighs r % 3 (ranks 0, 3, 6 get none), the
+ * last rank takes what the division leaves. */
+static void skewed_blocks(size_t count, size_t p, size_t *blocks, size_t *offsets)
+{
+    size_t weights = 0, start = 0;
+    for (size_t r = 0; r < p; r++)
+        weights += r % 3;
+    for (size_t r = 0; r < p; r++) {
+        blocks[r] = weights == 0 ? 0 : count * (r % 3) / weights;
+        if (r == p - 1)
+            blocks[r] = count - start;
+        offsets[r] = start;
+        start += blocks[r];
+    }
+}
 
 static double scatter_input(int rank, size_t i)
 {
@@ -735,11 +754,13 @@ static void *run_scatter_rank(void *argument)
     struct scratch scratch = {0};
     transport_threads_init(&transport, job->fabric, job->rank);
     size_t p = (size_t)job->nranks;
-    size_t blocks[5], offsets[5];
+    size_t blocks[SCATTER_RANKS], offsets[SCATTER_RANKS];
     for (size_t r = 0; r < p; r++) {
         blocks[r] = part_length(job->count, p, r);
         offsets[r] = part_start(job->count, p, r);
     }
+    if (job->skewed)
+        skewed_blocks(job->count, p, blocks, offsets);
     double *send = malloc((job->count + 1) * sizeof *send);
     double *recv = malloc((blocks[job->rank] + 1) * sizeof *recv);
     for (size_t i = 0; i < job->count; i++)
@@ -748,7 +769,9 @@ static void *run_scatter_rank(void *argument)
                                       .send = send, .recv = recv, .block_counts = blocks,
                                       .offsets = offsets, .dtype = CHORUS_FLOAT64,
                                       .op = job->op, .factor = job->factor};
-    job->status = reducescatter_ring(&args);
+    size_t table_size = 0;
+    job->status =
+        algorithm_table(CHORUS_REDUCESCATTER, &table_size)[job->algorithm].run.reducescatter(&args);
     for (size_t i = 0; job->status == CHORUS_OK && i < blocks[job->rank]; i++) {
         size_t whole = offsets[job->rank] + i;
         double expected = job->op == CHORUS_MAX ? -INFINITY : 0;
@@ -765,30 +788,42 @@ static void *run_scatter_rank(void *argument)
     return NULL;
 }
 
-START_TEST(reducescatter_ring_with_uneven_blocks)
+START_TEST(reducescatter_with_uneven_blocks)
 {
     int nranks = _i;
     size_t counts[] = {0, 1, 4, 7, 1021, 65537};
-    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
-        for (int variant = 0; variant < 2; variant++) {
-            struct thread_fabric *fabric = thread_fabric_create(nranks);
-            struct scatter_job jobs[5];
-            pthread_t threads[5];
-            for (int r = 0; r < nranks; r++) {
-                jobs[r] = (struct scatter_job){fabric, r, nranks, counts[c],
-                                               variant ? CHORUS_MAX : CHORUS_SUM,
-                                               variant ? 1.0 : 0.25, 0, CHORUS_OK};
-                pthread_create(&threads[r], NULL, run_scatter_rank, &jobs[r]);
+    const int algorithms[] = {REDUCESCATTER_RING, REDUCESCATTER_RECURSIVE_HALVING};
+    for (size_t a = 0; a < sizeof algorithms / sizeof algorithms[0]; a++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+            for (int variant = 0; variant < 4; variant++) {
+                struct thread_fabric *fabric = thread_fabric_create(nranks);
+                struct scatter_job jobs[SCATTER_RANKS];
+                pthread_t threads[SCATTER_RANKS];
+                bool max = variant % 2 != 0, skewed = variant >= 2;
+                for (int r = 0; r < nranks; r++) {
+                    jobs[r] = (struct scatter_job){fabric,
+                                                   r,
+                                                   nranks,
+                                                   algorithms[a],
+                                                   counts[c],
+                                                   skewed,
+                                                   max ? CHORUS_MAX : CHORUS_SUM,
+                                                   max ? 1.0 : 0.25,
+                                                   0,
+                                                   CHORUS_OK};
+                    pthread_create(&threads[r], NULL, run_scatter_rank, &jobs[r]);
+                }
+                for (int r = 0; r < nranks; r++) {
+                    pthread_join(threads[r], NULL);
+                    ck_assert_msg(jobs[r].status == CHORUS_OK && jobs[r].wrong == 0,
+                                  "%s, %d ranks, %zu elements%s, %s: rank %d: %s, %ld wrong",
+                                  algorithm_name(CHORUS_REDUCESCATTER, algorithms[a]), nranks,
+                                  counts[c], skewed ? " (skewed blocks)" : "",
+                                  max ? "max" : "sum x 0.25", r,
+                                  chorus_status_name(jobs[r].status), jobs[r].wrong);
+                }
+                thread_fabric_destroy(fabric);
             }
-            for (int r = 0; r < nranks; r++) {
-                pthread_join(threads[r], NULL);
-                ck_assert_msg(jobs[r].status == CHORUS_OK && jobs[r].wrong == 0,
-                              "%d ranks, %zu elements, %s: rank %d: %s, %ld wrong", nranks,
-                              counts[c], variant ? "max" : "sum x 0.25", r,
-                              chorus_status_name(jobs[r].status), jobs[r].wrong);
-            }
-            thread_fabric_destroy(fabric);
-        }
 }
 END_TEST
 
@@ -981,6 +1016,12 @@ START_TEST(selection_is_deterministic_and_covers_every_size)
     ck_assert_int_eq(first_choice(CHORUS_ALLREDUCE, -1, 1 << 20, 4, 1), ALLREDUCE_RING);
     ck_assert_int_eq(first_choice(CHORUS_BROADCAST, -1, 1 << 20, 4, 2), BROADCAST_PIPELINED_CHAIN);
     ck_assert_int_eq(first_choice(CHORUS_ALLGATHER, -1, 1 << 20, 4, 2), ALLGATHER_RING);
+    ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 64 << 10, 4, 1),
+                     REDUCESCATTER_RECURSIVE_HALVING);
+    ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 64 << 10, 3, 1), REDUCESCATTER_RING);
+    ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 1 << 20, 4, 1), REDUCESCATTER_RING);
+    ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 1 << 20, 4, 4),
+                     REDUCESCATTER_HIERARCHICAL);
     /* What runs when an algorithm declines: the hierarchical allreduce without a segment gives
      * way to one over MPI, the single copies (copies refused) to the staged segment, and the
      * staged segment to MPI. */
@@ -1015,7 +1056,7 @@ int main(void)
     tcase_set_timeout(others, 300);
     tcase_add_loop_test(others, broadcast_every_algorithm_root_and_size, 1, 6);
     tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
-    tcase_add_loop_test(others, reducescatter_ring_with_uneven_blocks, 1, 6);
+    tcase_add_loop_test(others, reducescatter_with_uneven_blocks, 1, SCATTER_RANKS + 1);
     tcase_add_loop_test(others, alltoall_moves_every_block, 1,
                         EXCHANGE_RANKS + 1);
     tcase_add_loop_test(others, single_copy_falls_back_or_fails_on_every_rank, 1, 6);
