@@ -1,8 +1,8 @@
 /*
  * nccl_backend.c — the backend for GPU tensors: NCCL through lib/gpu. The NCCL communicator is
  * made the first time a GPU tensor runs (every rank runs the same batches in the same order, so
- * every rank gets there together). Allreduce batches go through the device's fusion buffer in
- * one NCCL call; broadcast and allgather batches run as one NCCL group.
+ * every rank gets there together). Allreduce and reducescatter batches go through the device's
+ * fusion buffer in one NCCL call; broadcast and allgather batches run as one NCCL group.
  */
 #include "backend.h"
 
@@ -177,22 +177,19 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
     return status;
 }
 
-/* Reducescatters of GPU tensors of one dtype and op: one NCCL allreduce of the whole tensors
- * (through the device's fusion buffer when there are several) into one device buffer, then this
- * rank's block of each copied out. It moves twice what ncclReduceScatter would, but takes
- * Horovod's uneven blocks (which ncclReduceScatter cannot) and every op and scale the GPU
- * allreduce takes. */
-static chorus_status execute_gpu_reducescatter(struct executor *executor,
-                                               const struct wire_response *responses,
-                                               const size_t *members, size_t member_count,
-                                               struct request **requests, char *error,
-                                               size_t error_size)
+/* Reducescatters of GPU tensors where some rows do not divide by the ranks: one NCCL allreduce
+ * of the whole tensors (through the device's fusion buffer when there are several) into one
+ * device buffer, then this rank's block of each copied out. It moves twice what
+ * ncclReduceScatter would, but takes Horovod's uneven blocks, which ncclReduceScatter cannot. */
+static chorus_status reducescatter_by_allreduce(struct executor *executor,
+                                                const struct wire_response *responses,
+                                                const size_t *members, size_t member_count,
+                                                struct request **requests, char *error,
+                                                size_t error_size)
 {
     const struct wire_response *first_response = &responses[members[0]];
     const struct wire_request *desc = &first_response->request;
-    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
-    if (status != CHORUS_OK)
-        return status;
+    chorus_status status = CHORUS_OK;
     size_t p = (size_t)executor->nranks, me = (size_t)executor->rank;
     chorus_dtype dtype = (chorus_dtype)desc->dtype;
     size_t element = chorus_dtype_size(dtype), total = 0;
@@ -251,6 +248,66 @@ static chorus_status execute_gpu_reducescatter(struct executor *executor,
     free(outputs);
     free(capacities);
     return status;
+}
+
+/* Reducescatters of GPU tensors whose rows all divide by the ranks: one ncclReduceScatter,
+ * straight into each rank's output when alone, through the fusion buffer when fused. */
+static chorus_status reducescatter_even(struct executor *executor,
+                                        const struct wire_response *responses,
+                                        const size_t *members, size_t member_count,
+                                        struct request **requests, char *error,
+                                        size_t error_size)
+{
+    const struct wire_response *first_response = &responses[members[0]];
+    const struct wire_request *desc = &first_response->request;
+    size_t p = (size_t)executor->nranks;
+    size_t element = chorus_dtype_size((chorus_dtype)desc->dtype);
+    struct gpu_scatter *scatters = calloc(member_count, sizeof *scatters);
+    size_t *capacities = calloc(member_count, sizeof *capacities);
+    chorus_status status =
+        scatters == NULL || capacities == NULL ? CHORUS_ERR_OUT_OF_MEMORY : CHORUS_OK;
+    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
+        size_t block = requests[m]->count / p;
+        void *output = gathered_output(executor, &responses[members[m]], requests[m],
+                                       block * element, &capacities[m], error, error_size);
+        if (output == NULL)
+            status = CHORUS_ERR_OUT_OF_MEMORY;
+        scatters[m] = (struct gpu_scatter){requests[m]->input, output, block};
+    }
+    if (status == CHORUS_OK)
+        status = gpu_reducescatter(executor->gpu, scatters, member_count,
+                                   (chorus_dtype)desc->dtype, (chorus_op)desc->op,
+                                   desc->prescale * output_factor(first_response), error,
+                                   error_size);
+    for (size_t m = 0; scatters != NULL && capacities != NULL && m < member_count; m++) {
+        const struct wire_response *response = &responses[members[m]];
+        settle_output(response, requests[m], scatters[m].output, capacities[m],
+                      response->request.shape[0] / (int64_t)p, status);
+    }
+    executor->last_algorithm = nccl_backend.name;
+    free(scatters);
+    free(capacities);
+    return status;
+}
+
+/* GPU reducescatters of one dtype and op: by ncclReduceScatter where every tensor's rows divide
+ * by the ranks (Horovod's usual case), else by allreduce. */
+static chorus_status execute_gpu_reducescatter(struct executor *executor,
+                                               const struct wire_response *responses,
+                                               const size_t *members, size_t member_count,
+                                               struct request **requests, char *error,
+                                               size_t error_size)
+{
+    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    bool even = true;
+    for (size_t m = 0; m < member_count; m++)
+        even = even && responses[members[m]].request.shape[0] % executor->nranks == 0;
+    return even ? reducescatter_even(executor, responses, members, member_count, requests, error,
+                                     error_size)
+                : reducescatter_by_allreduce(executor, responses, members, member_count,
+                                             requests, error, error_size);
 }
 
 /* An alltoall of a GPU tensor: the counts through the host transport, the rows by grouped

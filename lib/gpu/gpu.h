@@ -67,6 +67,20 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
 chorus_status gpu_broadcast(struct gpu_context *context, void *const *buffers, const size_t *bytes,
                             size_t count, int root, char *error, size_t error_size);
 
+/* One tensor of a reducescatter whose blocks are even: `input` holds one block of
+ * `block_count` elements per rank, in rank order; this rank's block, reduced over the ranks,
+ * goes to `output`. */
+struct gpu_scatter {
+    const void *input;
+    void *output;
+    size_t block_count;
+};
+/* Reducescatters `count` tensors of one dtype with one op and scale, as gpu_allreduce reduces
+ * them, by ncclReduceScatter; several are packed block by block into the fusion buffer first. */
+chorus_status gpu_reducescatter(struct gpu_context *context, const struct gpu_scatter *scatters,
+                                size_t count, chorus_dtype dtype, chorus_op op, double scale,
+                                char *error, size_t error_size);
+
 /* One tensor of an allgather: rank r's `block_bytes[r]` bytes land at recv + offsets[r] on
  * every rank; `send` is this rank's block. */
 struct gpu_gather {

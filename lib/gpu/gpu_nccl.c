@@ -346,6 +346,46 @@ static chorus_status reduction_for(struct gpu_context *context, ncclDataType_t t
     return CHORUS_OK;
 }
 
+/* The NCCL type and reduction of one reducing collective. */
+struct reduction {
+    ncclDataType_t type;
+    ncclRedOp_t op;
+    bool custom; /* created for this collective: destroyed by reduction_end */
+};
+
+/* Checks that the dtype and op can run on NCCL and the communicator takes work, and makes the
+ * reduction. */
+static chorus_status reduction_begin(struct gpu_context *context, chorus_dtype dtype,
+                                     chorus_op op, double scale, struct reduction *reduction,
+                                     char *error, size_t error_size)
+{
+    reduction->custom = false;
+    if (!nccl_dtype(dtype, &reduction->type)) {
+        snprintf(error, error_size, "dtype %s has no NCCL equivalent", chorus_dtype_name(dtype));
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    if (usable(context, error, error_size) != CHORUS_OK)
+        return CHORUS_ERR_GPU;
+    cudaSetDevice(context->device);
+    return reduction_for(context, reduction->type, dtype, op, scale, &reduction->op,
+                         &reduction->custom, error, error_size);
+}
+
+/* Waits for whatever was enqueued, also after a failure (whose message stays), before the
+ * buffers can be reused; then lets the reduction go. */
+static chorus_status reduction_end(struct gpu_context *context, struct reduction *reduction,
+                                   chorus_status status, char *error, size_t error_size)
+{
+    char ignored[256];
+    if (status == CHORUS_OK)
+        status = wait_for(context, WAIT_STREAM, error, error_size);
+    else
+        wait_for(context, WAIT_STREAM, ignored, sizeof ignored);
+    if (reduction->custom && context->comm != NULL)
+        ncclRedOpDestroy(reduction->op, context->comm);
+    return status;
+}
+
 /* Makes the fusion buffer hold at least `bytes`. The stream is idle here (every collective
  * waits for it before returning), so the old buffer can go at once. */
 static chorus_status ensure_fusion(struct gpu_context *context, size_t bytes, char *error,
@@ -365,12 +405,12 @@ static chorus_status ensure_fusion(struct gpu_context *context, size_t bytes, ch
     return CHORUS_OK;
 }
 
-/* Enqueues the copies of every piece into the fusion buffer (`into`) or back out of it. */
-static chorus_status copy_pieces(struct gpu_context *context, const struct gpu_piece *pieces,
-                                 size_t piece_count, size_t element_size, bool into, char *error,
-                                 size_t error_size)
+/* Enqueues the copies of every piece into the fusion buffer from `fused` on (`into`) or back
+ * out of it. */
+static chorus_status copy_pieces(struct gpu_context *context, char *fused,
+                                 const struct gpu_piece *pieces, size_t piece_count,
+                                 size_t element_size, bool into, char *error, size_t error_size)
 {
-    char *fused = context->fusion;
     size_t offset = 0;
     for (size_t p = 0; p < piece_count; p++) {
         size_t bytes = pieces[p].count * element_size;
@@ -394,49 +434,100 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
                             size_t piece_count, chorus_dtype dtype, chorus_op op, double scale,
                             char *error, size_t error_size)
 {
-    ncclDataType_t type;
-    if (!nccl_dtype(dtype, &type)) {
-        snprintf(error, error_size, "dtype %d has no NCCL equivalent", (int)dtype);
-        return CHORUS_ERR_NOT_SUPPORTED;
-    }
     if (piece_count == 0)
         return CHORUS_OK;
-    if (usable(context, error, error_size) != CHORUS_OK)
-        return CHORUS_ERR_GPU;
-    cudaSetDevice(context->device);
+    struct reduction reduction;
+    chorus_status status = reduction_begin(context, dtype, op, scale, &reduction, error,
+                                           error_size);
+    if (status != CHORUS_OK)
+        return status;
     size_t element_size = chorus_dtype_size(dtype);
     bool fused = piece_count > 1;
     size_t count = 0;
     for (size_t p = 0; p < piece_count; p++)
         count += pieces[p].count;
-    ncclRedOp_t reduction;
-    bool custom = false;
-    chorus_status status =
-        reduction_for(context, type, dtype, op, scale, &reduction, &custom, error, error_size);
     if (status == CHORUS_OK && fused)
         status = ensure_fusion(context, count * element_size, error, error_size);
     if (status == CHORUS_OK && fused)
-        status = copy_pieces(context, pieces, piece_count, element_size, true, error, error_size);
+        status = copy_pieces(context, context->fusion, pieces, piece_count, element_size, true,
+                             error, error_size);
     if (status == CHORUS_OK) {
         const void *input = fused ? context->fusion : pieces[0].input;
         void *output = fused ? context->fusion : pieces[0].output;
-        ncclResult_t code =
-            ncclAllReduce(input, output, count, type, reduction, context->comm, context->stream);
+        ncclResult_t code = ncclAllReduce(input, output, count, reduction.type, reduction.op,
+                                          context->comm, context->stream);
         if (!enqueued(code))
             status = nccl_failure(code, "ncclAllReduce", error, error_size);
     }
     if (status == CHORUS_OK && fused)
-        status = copy_pieces(context, pieces, piece_count, element_size, false, error, error_size);
-    /* Whatever was enqueued must finish before the buffers can be reused, also after a
-     * failure (whose message stays). */
-    char ignored[256];
-    if (status == CHORUS_OK)
-        status = wait_for(context, WAIT_STREAM, error, error_size);
-    else
-        wait_for(context, WAIT_STREAM, ignored, sizeof ignored);
-    if (custom && context->comm != NULL)
-        ncclRedOpDestroy(reduction, context->comm);
-    return status;
+        status = copy_pieces(context, context->fusion, pieces, piece_count, element_size, false,
+                             error, error_size);
+    return reduction_end(context, &reduction, status, error, error_size);
+}
+
+/* Enqueues the packing of every tensor into the fusion buffer so that the fusion buffer holds
+ * one chunk per rank, each the concatenation of that rank's block of every tensor: one 2D copy
+ * per tensor, its blocks the rows. */
+static chorus_status pack_by_rank(struct gpu_context *context, const struct gpu_scatter *scatters,
+                                  size_t count, size_t element_size, size_t chunk_bytes,
+                                  char *error, size_t error_size)
+{
+    char *fused = context->fusion;
+    size_t offset = 0;
+    for (size_t t = 0; t < count; t++) {
+        size_t block_bytes = scatters[t].block_count * element_size;
+        if (block_bytes == 0)
+            continue;
+        cudaError_t cuda = cudaMemcpy2DAsync(fused + offset, chunk_bytes, scatters[t].input,
+                                             block_bytes, block_bytes, (size_t)context->nranks,
+                                             cudaMemcpyDefault, context->stream);
+        if (cuda != cudaSuccess)
+            return cuda_failure(cuda, "packing the fusion buffer by rank", error, error_size);
+        offset += block_bytes;
+    }
+    return CHORUS_OK;
+}
+
+chorus_status gpu_reducescatter(struct gpu_context *context, const struct gpu_scatter *scatters,
+                                size_t count, chorus_dtype dtype, chorus_op op, double scale,
+                                char *error, size_t error_size)
+{
+    if (count == 0)
+        return CHORUS_OK;
+    struct reduction reduction;
+    chorus_status status = reduction_begin(context, dtype, op, scale, &reduction, error,
+                                           error_size);
+    if (status != CHORUS_OK)
+        return status;
+    int rank = 0;
+    ncclCommUserRank(context->comm, &rank);
+    size_t element_size = chorus_dtype_size(dtype), chunk = 0;
+    for (size_t t = 0; t < count; t++)
+        chunk += scatters[t].block_count;
+    size_t chunk_bytes = chunk * element_size;
+    bool fused = count > 1;
+    if (fused)
+        status = ensure_fusion(context, chunk_bytes * (size_t)context->nranks, error, error_size);
+    if (status == CHORUS_OK && fused)
+        status = pack_by_rank(context, scatters, count, element_size, chunk_bytes, error,
+                              error_size);
+    /* Fused, in place: this rank's chunk of the fusion buffer receives the result. */
+    char *result = fused ? (char *)context->fusion + (size_t)rank * chunk_bytes : NULL;
+    if (status == CHORUS_OK) {
+        ncclResult_t code =
+            ncclReduceScatter(fused ? context->fusion : scatters[0].input,
+                              fused ? result : scatters[0].output, chunk, reduction.type,
+                              reduction.op, context->comm, context->stream);
+        if (!enqueued(code))
+            status = nccl_failure(code, "ncclReduceScatter", error, error_size);
+    }
+    for (size_t t = 0; status == CHORUS_OK && fused && t < count; t++) {
+        struct gpu_piece block = {.output = scatters[t].output,
+                                  .count = scatters[t].block_count};
+        status = copy_pieces(context, result, &block, 1, element_size, false, error, error_size);
+        result += block.count * element_size;
+    }
+    return reduction_end(context, &reduction, status, error, error_size);
 }
 
 chorus_status gpu_broadcast(struct gpu_context *context, void *const *buffers, const size_t *bytes,

@@ -64,6 +64,14 @@ chorus_status gpu_broadcast(struct gpu_context *context, void *const *buffers, c
     return not_built(error, error_size);
 }
 
+chorus_status gpu_reducescatter(struct gpu_context *context, const struct gpu_scatter *scatters,
+                                size_t count, chorus_dtype dtype, chorus_op op, double scale,
+                                char *error, size_t error_size)
+{
+    (void)context, (void)scatters, (void)count, (void)dtype, (void)op, (void)scale;
+    return not_built(error, error_size);
+}
+
 chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather *gathers,
                             size_t count, char *error, size_t error_size)
 {

@@ -1,8 +1,9 @@
 /*
  * emulation_strictness.c — the emulated CUDA runtime and NCCL catch what a GPU catches: a host
  * read of device memory crashes, work on a stream is not done until the stream says so, NCCL
- * refuses host buffers and ranges past an allocation, and a communicator of one rank reduces
- * with a pre-multiplied sum. One process, no MPI.
+ * refuses host buffers and ranges past an allocation (a reducescatter's block per rank, a 2D
+ * copy's rows included), and a communicator of one rank reduces with a pre-multiplied sum. One
+ * process, no MPI.
  */
 #include "emulation/emulation.h"
 
@@ -153,6 +154,46 @@ START_TEST(unmatched_sends_and_receives_are_errors)
 }
 END_TEST
 
+/* A reducescatter reads a block per rank and may write in place only over this rank's block;
+ * a 2D copy reads and writes rows at their pitches, within the allocations. */
+START_TEST(reducescatters_and_2d_copies_stay_in_their_ranges)
+{
+    cudaStream_t stream;
+    ncclComm_t comm = one_rank(&stream);
+    float host[6] = {1, 2, 3, 4, 5, 6}, back[6] = {0};
+    float *device = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&device, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(device, host, sizeof host, cudaMemcpyDefault), cudaSuccess);
+    ck_assert_int_eq(ncclReduceScatter(device, device + 3, 4, ncclFloat32, ncclSum, comm, stream),
+                     ncclInvalidArgument); /* overlaps the input, not in place */
+    ck_assert_int_eq(ncclReduceScatter(device, device, 7, ncclFloat32, ncclSum, comm, stream),
+                     ncclInvalidArgument); /* past the end */
+    ck_assert_int_eq(ncclReduceScatter(device, device, 3, ncclFloat32, ncclMax, comm, stream),
+                     ncclSuccess);
+    /* Rows of 2 floats, 3 apart, to rows 2 apart: 1 2 4 5, then the rest as it was. */
+    ck_assert_int_eq(cudaMemcpy2DAsync(device, 2 * sizeof(float), host, 3 * sizeof(float),
+                                       2 * sizeof(float), 2, cudaMemcpyDefault, stream),
+                     cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy2DAsync(device, sizeof(float), host, 3 * sizeof(float),
+                                       2 * sizeof(float), 2, cudaMemcpyDefault, stream),
+                     cudaErrorInvalidPitchValue);
+    ck_assert_int_eq(cudaMemcpy2DAsync(device, 4 * sizeof(float), host, 2 * sizeof(float),
+                                       2 * sizeof(float), 2, cudaMemcpyDefault, stream),
+                     cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy2DAsync(device, 4 * sizeof(float), host, 2 * sizeof(float),
+                                       2 * sizeof(float), 3, cudaMemcpyDefault, stream),
+                     cudaErrorInvalidValue); /* the third row runs past the allocation */
+    cudaGetLastError();
+    ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(back, device, sizeof back, cudaMemcpyDefault), cudaSuccess);
+    const float expected[6] = {1, 2, 4, 5, 3, 4};
+    ck_assert_mem_eq(back, expected, sizeof expected);
+    ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+    cudaFree(device);
+    cudaStreamDestroy(stream);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("emulation");
@@ -163,6 +204,7 @@ int main(void)
     tcase_add_test(cases, nccl_refuses_host_buffers_and_ranges_past_an_allocation);
     tcase_add_test(cases, one_rank_reduces_with_a_premultiplied_sum);
     tcase_add_test(cases, unmatched_sends_and_receives_are_errors);
+    tcase_add_test(cases, reducescatters_and_2d_copies_stay_in_their_ranges);
     suite_add_tcase(suite, cases);
     return run_suite(suite);
 }

@@ -1,7 +1,8 @@
 /*
  * gpu_scatter_exchange.c — reducescatter and alltoall of GPU tensors through the public API,
  * checked against the reference: reducescatters of every dtype NCCL reduces and every op, with
- * rows that do not divide by the ranks (0, 1, fewer than the ranks, a prime, rows of 3);
+ * rows that do not divide by the ranks (0, 1, fewer than the ranks, a prime, rows of 3) and
+ * rows that do (ncclReduceScatter), alone and fused, and blocks past the emulation's slot;
  * alltoalls with splits that differ per pair of ranks (zeros included) and larger than the
  * emulation's slot, so that the exchange runs in rounds. The outputs are device memory. Then GPU
  * collectives in a process set of the even ranks (its own NCCL communicator) beside one of the
@@ -63,19 +64,22 @@ static void check_reducescatter(chorus_dtype dtype, chorus_op op, int64_t rows, 
 }
 
 /* Rows `from` sends `to`: 0..4, times `scale`. */
-/* Reducescatters of one dtype and op submitted together, so that they run fused: one NCCL
- * allreduce of all of them, then each rank's blocks. */
-static void check_fused_reducescatters(int device)
+enum { FUSED_TENSORS = 6 };
+
+/* Reducescatters of one dtype and op submitted together, so that they run fused: with rows that
+ * all divide by the ranks, one ncclReduceScatter of the tensors packed rank by rank; else one
+ * NCCL allreduce of all of them, then each rank's blocks. */
+static void check_fused_reducescatters(const int64_t rows[FUSED_TENSORS], uint64_t seed,
+                                       int device)
 {
     test_step = "fused reducescatters";
-    enum { WIDTH = 2, TENSORS = 6 };
-    const int64_t rows[TENSORS] = {0, 1, test_size > 1 ? test_size - 1 : 2, 7, 13, 1021};
+    enum { WIDTH = 2, TENSORS = FUSED_TENSORS };
     chorus_handle *handles[TENSORS];
     void *inputs[TENSORS];
     for (int t = 0; t < TENSORS; t++) {
         size_t count = (size_t)(rows[t] * WIDTH);
         float *host = malloc(count * sizeof *host + 1);
-        reference_fill(host, count, CHORUS_FLOAT32, CHORUS_SUM, 500 + (uint64_t)t, test_rank);
+        reference_fill(host, count, CHORUS_FLOAT32, CHORUS_SUM, seed + (uint64_t)t, test_rank);
         inputs[t] = to_device(host, count * sizeof *host, device);
         free(host);
         char name[64];
@@ -99,7 +103,7 @@ static void check_fused_reducescatters(int device)
             char why[256];
             EXPECT(reference_check_reduced(result, (size_t)(first_row(rows[t], test_rank) * WIDTH),
                                            (size_t)(mine * WIDTH), CHORUS_FLOAT32, CHORUS_SUM,
-                                           test_size, NULL, 500 + (uint64_t)t, 1, 1, why,
+                                           test_size, NULL, seed + (uint64_t)t, 1, 1, why,
                                            sizeof why) < 0,
                    "fused reducescatter %d: %s", t, why);
             free(result);
@@ -250,7 +254,8 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 77;
     }
-    const int64_t rows[] = {0, 1, test_size - 1, 7, 1021};
+    /* Uneven rows (by allreduce), and rows that divide by the ranks (by ncclReduceScatter). */
+    const int64_t rows[] = {0, 1, test_size - 1, 7, 1021, 5 * test_size};
     for (int d = 0; d < CHORUS_DTYPE_COUNT; d++)
         for (int o = 0; o < CHORUS_OP_COUNT; o++)
             for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
@@ -263,7 +268,13 @@ int main(int argc, char **argv)
                 check_reducescatter((chorus_dtype)d, (chorus_op)o, rows[r],
                                     (uint64_t)(1000 + 100 * d + 10 * o) + r, device);
             }
-    check_fused_reducescatters(device);
+    /* Blocks larger than the emulation's slot: the reduction runs in chunks. */
+    check_reducescatter(CHORUS_FLOAT32, CHORUS_AVERAGE, 100000 * (int64_t)test_size, 77, device);
+    const int64_t uneven[FUSED_TENSORS] = {0, 1, test_size > 1 ? test_size - 1 : 2, 7, 13, 1021};
+    const int64_t even[FUSED_TENSORS] = {0, test_size, 2 * test_size, 7 * test_size,
+                                         13 * test_size, 1021 * test_size};
+    check_fused_reducescatters(uneven, 500, device);
+    check_fused_reducescatters(even, 600, device);
     /* Small rows, then rows past the emulation's 1 MiB slot. */
     check_alltoall(11, 3, 1, device);
     check_alltoall(12, 1, 0, device);

@@ -462,6 +462,44 @@ cudaError_t cudaMemcpyAsync(void *to, const void *from, size_t bytes, enum cudaM
     return code;
 }
 
+/* `height` rows of `width` bytes, `from_pitch` apart in the source and `to_pitch` apart in the
+ * destination; pitches narrower than a row are refused, as CUDA refuses them. */
+struct copy_2d {
+    unsigned char *to;
+    const unsigned char *from;
+    size_t to_pitch, from_pitch, width, height;
+};
+
+static void run_copy_2d(void *context)
+{
+    struct copy_2d *copy = context;
+    for (size_t row = 0; row < copy->height; row++)
+        memmove(copy->to + row * copy->to_pitch, copy->from + row * copy->from_pitch,
+                copy->width);
+    free(copy);
+}
+
+cudaError_t cudaMemcpy2DAsync(void *to, size_t to_pitch, const void *from, size_t from_pitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind,
+                              cudaStream_t stream)
+{
+    (void)kind;
+    if (width == 0 || height == 0)
+        return cudaSuccess;
+    if (to_pitch < width || from_pitch < width)
+        return fail(cudaErrorInvalidPitchValue);
+    unsigned char *to_view = emulation_host_view(to, (height - 1) * to_pitch + width);
+    unsigned char *from_view = emulation_host_view(from, (height - 1) * from_pitch + width);
+    if (to_view == NULL || from_view == NULL || to == NULL || from == NULL)
+        return fail(cudaErrorInvalidValue);
+    struct copy_2d *copy = malloc(sizeof *copy);
+    if (copy == NULL)
+        return fail(cudaErrorMemoryAllocation);
+    *copy = (struct copy_2d){to_view, from_view, to_pitch, from_pitch, width, height};
+    emulation_enqueue(stream, run_copy_2d, copy);
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemcpy(void *to, const void *from, size_t bytes, enum cudaMemcpyKind kind)
 {
     return cudaMemcpyAsync(to, from, bytes, kind, NULL);

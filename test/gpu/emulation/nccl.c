@@ -3,9 +3,10 @@
  * through shared memory named by the unique id; allreduce (every dtype and op, pre-multiplied
  * sums included) and broadcast, in place or not, run on the caller's stream and exchange data
  * through per-rank slots of that memory in chunks, with a barrier of shared counters around each
- * chunk. Grouped calls are enqueued at ncclGroupEnd; the ncclSend and ncclRecv calls of a group
- * become one exchange, in rounds of at most a slot's share per peer, that checks every receive
- * against the size its peer sends. Compiled against the real nccl.h.
+ * chunk; reducescatter block by block the same way. Grouped calls are enqueued at
+ * ncclGroupEnd; the ncclSend and ncclRecv calls of a group become one exchange, in rounds of at
+ * most a slot's share per peer, that checks every receive against the size its peer sends.
+ * Compiled against the real nccl.h.
  *
  * Strict where NCCL is: buffers must be device memory, an aborted communicator takes no more
  * work, an initialization waits for every rank (or, non-blocking, reports ncclInProgress until
@@ -403,7 +404,7 @@ static void reduce_slots(unsigned char *result, unsigned char *const *slots, int
 
 /* ----- collectives ----------------------------------------------------------------------------- */
 
-enum collective_kind { ALLREDUCE, BROADCAST, EXCHANGE };
+enum collective_kind { ALLREDUCE, BROADCAST, REDUCESCATTER, EXCHANGE };
 
 #define MAX_PEERS 64
 
@@ -519,6 +520,31 @@ static void run_exchange(struct collective *c)
     }
 }
 
+/* Block by block, chunk by chunk: every rank puts its part of block d in its slot, and rank d
+ * reduces them into its output. Rank d's output may be its own block d of the input (in place):
+ * each chunk of it is written only after every rank copied it. */
+static void run_reducescatter(struct collective *c, unsigned char *const *slots,
+                              unsigned char *result)
+{
+    struct ncclComm *comm = c->comm;
+    size_t element = type_size(c->type), bytes = c->count * element;
+    size_t chunk = SLOT_BYTES / element * element;
+    for (int d = 0; d < comm->nranks; d++)
+        for (size_t offset = 0; offset < bytes; offset += chunk) {
+            size_t length = bytes - offset < chunk ? bytes - offset : chunk;
+            memcpy(slots[comm->rank], c->send + (size_t)d * bytes + offset, length);
+            if (!barrier(comm))
+                return;
+            if (d == comm->rank) {
+                reduce_slots(result, slots, comm->nranks, length / element, c->type, c->op,
+                             c->premul, c->scalar);
+                memcpy(c->recv + offset, result, length);
+            }
+            if (!barrier(comm))
+                return;
+        }
+}
+
 static void run_collective(void *context)
 {
     struct collective *c = context;
@@ -532,8 +558,9 @@ static void run_collective(void *context)
         return;
     }
     size_t element = type_size(c->type), bytes = c->count * element;
-    unsigned char *result = c->kind == ALLREDUCE ? malloc(SLOT_BYTES) : NULL;
-    if (atomic_load(&comm->aborted) || (c->kind == ALLREDUCE && result == NULL))
+    bool reduces = c->kind == ALLREDUCE || c->kind == REDUCESCATTER;
+    unsigned char *result = reduces ? malloc(SLOT_BYTES) : NULL;
+    if (atomic_load(&comm->aborted) || (reduces && result == NULL))
         goto out;
     if (c->fault == FAULT_ASYNC_ERROR)
         atomic_store(&comm->async_error, ncclRemoteError);
@@ -544,6 +571,10 @@ static void run_collective(void *context)
     unsigned char *slots[64];
     for (int r = 0; r < comm->nranks; r++)
         slots[r] = slot(comm, r);
+    if (c->kind == REDUCESCATTER) {
+        run_reducescatter(c, slots, result);
+        goto out;
+    }
     size_t chunk = SLOT_BYTES / element * element;
     for (size_t offset = 0; offset < bytes; offset += chunk) {
         size_t length = bytes - offset < chunk ? bytes - offset : chunk;
@@ -599,8 +630,17 @@ static ncclResult_t submit(struct ncclComm *comm, cudaStream_t stream, enum coll
     if (!premul && (int)op > (int)ncclAvg)
         return ncclInvalidArgument;
     /* Buffers must be device memory: NCCL cannot read the host's. */
-    bool sends = kind == ALLREDUCE || comm->rank == root;
+    bool sends = kind != BROADCAST || comm->rank == root;
+    /* A reducescatter reads a block of `count` per rank. */
+    size_t send_bytes = kind == REDUCESCATTER ? bytes * (size_t)comm->nranks : bytes;
     if (bytes != 0 && ((sends && !emulation_is_device(send)) || !emulation_is_device(recv)))
+        return ncclInvalidArgument;
+    /* In place, a reducescatter's output must be this rank's block of its input; any other
+     * overlap would be overwritten while other ranks still read it. */
+    if (kind == REDUCESCATTER && bytes != 0 &&
+        (const unsigned char *)recv + bytes > (const unsigned char *)send &&
+        (const unsigned char *)recv < (const unsigned char *)send + send_bytes &&
+        (const unsigned char *)recv != (const unsigned char *)send + (size_t)comm->rank * bytes)
         return ncclInvalidArgument;
     struct collective *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -609,7 +649,7 @@ static ncclResult_t submit(struct ncclComm *comm, cudaStream_t stream, enum coll
         .comm = comm,
         .stream = stream,
         .kind = kind,
-        .send = sends && bytes != 0 ? emulation_host_view(send, bytes) : NULL,
+        .send = sends && bytes != 0 ? emulation_host_view(send, send_bytes) : NULL,
         .recv = bytes != 0 ? emulation_host_view(recv, bytes) : NULL,
         .count = count,
         .type = type,
@@ -638,6 +678,12 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
     return submit(comm, stream, ALLREDUCE, send, recv, count, type, op, 0);
+}
+
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t type,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    return submit(comm, stream, REDUCESCATTER, send, recv, count, type, op, 0);
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
