@@ -174,14 +174,20 @@ static size_t block_start(size_t count, size_t parts, size_t index)
     return index * (count / parts) + (index < count % parts ? index : count % parts);
 }
 
+/* The measured buffer as a tensor of `count` elements, in host or device memory. */
+static chorus_tensor measured_tensor(const struct options *o, void *buffer, size_t count)
+{
+    return (chorus_tensor){.data = buffer, .dtype = o->dtype, .ndims = 1,
+                           .shape = {(int64_t)count},
+                           .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
+                           .device = o->device ? chorus_local_rank() : 0};
+}
+
 /* One operation through chorus: submit, wait. */
 static chorus_status run_chorus(const struct options *o, void *buffer, size_t count,
                                 chorus_tensor *gathered)
 {
-    chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
-                            .shape = {(int64_t)count},
-                            .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
-                            .device = o->device ? chorus_local_rank() : 0};
+    chorus_tensor tensor = measured_tensor(o, buffer, count);
     switch (o->collective) {
     case CHORUS_ALLREDUCE:
         return chorus_allreduce("bench", &tensor, NULL, CHORUS_SUM);
@@ -271,45 +277,48 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
             wrong++;
     } else if (o->collective == CHORUS_REDUCESCATTER) {
         reference_fill(work, count, o->dtype, CHORUS_SUM, 20, rank);
+        if (o->device)
+            buffer_copy(o, buffer, work, bytes);
         size_t first = block_start(count, (size_t)size, (size_t)rank);
         size_t length = block_length(count, (size_t)size, (size_t)rank);
-        const void *block = gather_out;
-        chorus_tensor scattered = {0};
         if (use_chorus) {
-            chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
-                                    .shape = {(int64_t)count}};
+            chorus_tensor tensor = measured_tensor(o, buffer, count), scattered = {0};
             if (chorus_reducescatter("bench.check", &tensor, CHORUS_SUM, &scattered) !=
                     CHORUS_OK ||
                 scattered.shape[0] != (int64_t)length)
                 wrong = 1;
-            block = scattered.data;
+            else
+                buffer_copy(o, gather_out, scattered.data, length * element);
+            if (scattered.data != NULL)
+                buffer_free(o, scattered.data);
         } else {
             run_mpi(o, buffer, count, gather_out, counts, displacements);
         }
-        if (wrong == 0 && reference_check_reduced(block, first, length, o->dtype, CHORUS_SUM,
-                                                  size, NULL, 20, 1, 1, why, sizeof why) >= 0)
+        if (wrong == 0 && reference_check_reduced(gather_out, first, length, o->dtype,
+                                                  CHORUS_SUM, size, NULL, 20, 1, 1, why,
+                                                  sizeof why) >= 0)
             wrong = 1;
-        free(scattered.data);
     } else if (o->collective == CHORUS_ALLTOALL) {
         /* Block k of this rank's input goes to rank k: bytes from (seed 40 + k, this rank). */
         size_t block = (count / (size_t)size) * element;
         for (int k = 0; k < size; k++)
             reference_fill_bytes(work + (size_t)k * block, block, 40 + (uint64_t)k, rank);
-        const unsigned char *received = gather_out;
-        chorus_tensor exchanged = {0};
+        if (o->device)
+            buffer_copy(o, buffer, work, block * (size_t)size);
         if (use_chorus) {
-            chorus_tensor tensor = {.data = buffer, .dtype = o->dtype, .ndims = 1,
-                                    .shape = {(int64_t)count}};
+            chorus_tensor tensor = measured_tensor(o, buffer, count), exchanged = {0};
             if (chorus_alltoall("bench.check", &tensor, NULL, &exchanged, NULL) != CHORUS_OK)
                 wrong = 1;
-            received = exchanged.data;
+            else
+                buffer_copy(o, gather_out, exchanged.data, block * (size_t)size);
+            if (exchanged.data != NULL)
+                buffer_free(o, exchanged.data);
         } else {
             run_mpi(o, buffer, count, gather_out, counts, displacements);
         }
         for (int r = 0; r < size && wrong == 0; r++)
-            wrong += reference_check_bytes(received + (size_t)r * block, block,
-                                           40 + (uint64_t)rank, r) >= 0;
-        free(exchanged.data);
+            wrong += reference_check_bytes((unsigned char *)gather_out + (size_t)r * block,
+                                           block, 40 + (uint64_t)rank, r) >= 0;
     } else if (o->collective == CHORUS_BROADCAST) {
         if (rank == 0)
             reference_fill_bytes(work, bytes, 18, 0);
@@ -330,11 +339,7 @@ static long check(const struct options *o, bool use_chorus, void *buffer, size_t
         if (o->device)
             buffer_copy(o, buffer, work, block);
         if (use_chorus) {
-            chorus_tensor tensor = {
-                .data = buffer, .dtype = o->dtype, .ndims = 1,
-                .shape = {(int64_t)(count / (size_t)size)},
-                .memory = o->device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
-                .device = o->device ? chorus_local_rank() : 0};
+            chorus_tensor tensor = measured_tensor(o, buffer, count / (size_t)size);
             chorus_tensor gathered = {0};
             if (chorus_allgather("bench.check", &tensor, &gathered) != CHORUS_OK) {
                 wrong = 1;
@@ -963,15 +968,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    if (o.device && (o.collective == CHORUS_REDUCESCATTER || o.collective == CHORUS_ALLTOALL)) {
-        if (rank == 0)
-            fprintf(stderr, "chorus-bench: --device cuda measures allreduce, broadcast and "
-                            "allgather; measure %s on host memory\n",
-                    chorus_collective_name(o.collective));
-        chorus_shutdown();
-        MPI_Finalize();
-        return 2;
-    }
     if (o.device && (o.workload != NULL || o.cycle_tensors > 0)) {
         if (rank == 0)
             fprintf(stderr, "chorus-bench: --device cuda runs the sweeps only\n");
@@ -1036,7 +1032,10 @@ int main(int argc, char **argv)
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes && row_count < ARRAY_SIZE(rows);
          bytes = (size_t)ceil((double)bytes * o.factor)) {
         size_t count = bytes / element;
-        bool blocks = o.collective == CHORUS_ALLGATHER || o.collective == CHORUS_ALLTOALL;
+        /* On a GPU, reducescatters of whole blocks per rank, as a GPU job's usually are (they
+         * run as ncclReduceScatter). */
+        bool blocks = o.collective == CHORUS_ALLGATHER || o.collective == CHORUS_ALLTOALL ||
+                      (o.device && o.collective == CHORUS_REDUCESCATTER);
         if (blocks)
             count -= count % (size_t)size;
         if (count == 0)
