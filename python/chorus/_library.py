@@ -39,6 +39,14 @@ class OpArgs(ctypes.Structure):
                 ("splits", ctypes.POINTER(ctypes.c_int64)), ("process_set", ctypes.c_int)]
 
 
+class Topology(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("rank", ctypes.c_int), ("size", ctypes.c_int),
+                ("local_rank", ctypes.c_int), ("local_size", ctypes.c_int),
+                ("cross_rank", ctypes.c_int), ("cross_size", ctypes.c_int),
+                ("cores", ctypes.c_size_t), ("pus", ctypes.c_size_t),
+                ("numa_nodes", ctypes.c_size_t), ("homogeneous", ctypes.c_bool)]
+
+
 class InitOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("parameters", ctypes.c_char_p)]
 
@@ -83,6 +91,7 @@ _declare("chorus_shutdown", ctypes.c_int)
 _declare("chorus_is_initialized", ctypes.c_bool)
 for _name in ("rank", "size", "local_rank", "local_size", "cross_rank", "cross_size"):
     _declare("chorus_" + _name, ctypes.c_int)
+_declare("chorus_get_topology", ctypes.c_int, ctypes.POINTER(Topology))
 _declare("chorus_submit", ctypes.c_int, ctypes.POINTER(OpArgs), ctypes.POINTER(handle_p))
 _declare("chorus_submit_group", ctypes.c_int, ctypes.POINTER(OpArgs), ctypes.c_size_t,
          ctypes.POINTER(handle_p))

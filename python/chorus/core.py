@@ -106,6 +106,13 @@ def is_initialized():
     return bool(c.lib.chorus_is_initialized())
 
 
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    topology = c.Topology(struct_size=ctypes.sizeof(c.Topology))
+    check(c.lib.chorus_get_topology(ctypes.byref(topology)))
+    return bool(topology.homogeneous)
+
+
 def _topology(function):
     value = function()
     if value < 0:

@@ -15,7 +15,7 @@ import torch
 from . import _library as c
 from .core import check
 from .core import (ChorusError, Handle, cross_rank, cross_size, default_name, describe,
-                   is_initialized, local_rank, local_size, op_args, rank, shutdown, size,
+                   is_homogeneous, is_initialized, local_rank, local_size, op_args, rank, shutdown, size,
                    start_timeline, stop_timeline, submit, submit_group)
 from .core import init as _core_init
 from .core import join as _join
@@ -348,6 +348,33 @@ def allgather_async(tensor, name=None, process_set=None):
     args = op_args(c.ALLGATHER, name or default_name("allgather"), _descriptor(tensor),
                    process_set=_set_id(process_set))
     return submit(args, tensor, _gathered(tensor, tuple(tensor.shape[1:])))
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=None):
+    """Horovod's allreduce of a sparse (COO) tensor: every rank's indices and values are
+    allgathered, so that the result holds every rank's entries, duplicates summed; Average then
+    divides the values by the number of ranks. Returns a callable that waits and returns the
+    result, coalesced; synchronize() takes it too."""
+    if op not in (Sum, Average):
+        raise ValueError(f"sparse_allreduce_async({name!r}): op {_OPS.get(op, op)} is not "
+                         "supported for sparse tensors; use Sum or Average")
+    if not tensor.is_sparse:
+        raise ValueError(f"sparse_allreduce_async({name!r}): the tensor is not sparse")
+    local = tensor.coalesce()
+    # Allgather concatenates along the first dimension: the indices travel as (nnz, sparse_dim).
+    indices = allgather_async(local.indices().t().contiguous(), name=f"{name}.indices",
+                              process_set=process_set)
+    values = allgather_async(local.values(), name=f"{name}.values", process_set=process_set)
+    members = _set_size(process_set)
+
+    def wait():
+        gathered_values = synchronize(values)
+        gathered_indices = synchronize(indices)
+        if op == Average:
+            gathered_values = gathered_values / members
+        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values,
+                                       local.size()).coalesce()
+    return wait
 
 
 class _AllgatherFunction(torch.autograd.Function):
@@ -703,7 +730,10 @@ def poll(handle):
 
 
 def synchronize(handle):
-    """Waits for `handle`; returns the operation's output tensor; raises ChorusError."""
+    """Waits for `handle`; returns the operation's output tensor; raises ChorusError. Takes the
+    callable that sparse_allreduce_async returns too, as Horovod does."""
+    if callable(handle) and not hasattr(handle, "wait"):
+        return handle()
     return handle.wait()
 
 
@@ -815,6 +845,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._op = op
         self._predivide = gradient_predivide_factor
         self._sparse_as_dense = sparse_as_dense
+        self._sparse_dims = {}  # parameters whose gradients came sparse: their sparse dims
         self._handles = {}
         self._pass_count = {}
         self._hooks = []
@@ -836,20 +867,44 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _allreduce_gradient(self, p):
         if p.grad is None:
             # Not used on this rank this step: it contributes zeros, as in Horovod, so that the
-            # ranks that did use it are not left waiting.
-            p.grad = torch.zeros_like(p)
-        if p.grad.is_sparse:
-            if not self._sparse_as_dense:
-                raise ValueError(f"parameter {self._names.get(p)}: sparse gradients are not "
-                                 "supported; pass sparse_as_dense=True to DistributedOptimizer")
-            p.grad = p.grad.to_dense()
+            # ranks that did use it are not left waiting (no entries, where its gradients are
+            # sparse).
+            p.grad = (self._no_entries(p) if p in self._sparse_dims and not self._sparse_as_dense
+                      else torch.zeros_like(p))
         prescale = 1.0 / self._predivide
         postscale = self._predivide / self._passes if self._op == Average else 1.0 / self._passes
+        if p.grad.is_sparse and not self._sparse_as_dense:
+            self._allreduce_sparse_gradient(p, prescale * postscale)
+            return
+        if p.grad.is_sparse:
+            p.grad = p.grad.to_dense()
         self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
                                             op=self._op, prescale_factor=prescale,
                                             postscale_factor=postscale,
                                             compression=self._compression,
                                             process_set=self._process_set)
+
+    def _allreduce_sparse_gradient(self, p, scale):
+        """Horovod's way for sparse gradients (an embedding with sparse=True): their indices and
+        values allgathered; the gradient is replaced by the combined one at synchronize()."""
+        if self._op not in (Sum, Average):
+            raise ValueError(f"parameter {self._names[p]}: sparse gradients take op Sum or "
+                             "Average; pass sparse_as_dense=True for other ops")
+        self._sparse_dims[p] = p.grad.sparse_dim()
+        wait = sparse_allreduce_async(p.grad, f"gradient.{self._names[p]}", self._op,
+                                      self._process_set)
+
+        def finish():
+            combined = wait()
+            p.grad = combined * scale if scale != 1.0 else combined
+        self._handles[p] = finish
+
+    def _no_entries(self, p):
+        """A sparse gradient of `p` with no entries."""
+        dims = self._sparse_dims[p]
+        return torch.sparse_coo_tensor(torch.empty((dims, 0), dtype=torch.int64),
+                                       torch.empty((0, *p.shape[dims:]), dtype=p.dtype),
+                                       p.shape)
 
     def _make_hook(self, p):
         def hook(*ignored):
@@ -951,11 +1006,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
 
 __all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
            "ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init", "shutdown",
-           "is_initialized", "rank", "size", "local_rank", "local_size", "cross_rank",
+           "is_initialized", "is_homogeneous", "rank", "size", "local_rank", "local_size", "cross_rank",
            "cross_size", "Sum", "Average", "Min", "Max", "Product", "Adasum", "Compression",
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
            "grouped_allreduce_async", "grouped_allreduce_", "grouped_allreduce_async_",
-           "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
+           "sparse_allreduce_async", "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
            "allgather_object", "alltoall", "alltoall_async", "reducescatter",
            "reducescatter_async", "grouped_reducescatter", "grouped_reducescatter_async",
            "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",

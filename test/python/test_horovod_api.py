@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a Horovod PyTorch script reaches for, used as such a script would, under mpirun at np=2
 and np=3: init twice, ranks that use different layers, names, ops chorus does not have, barrier,
-objects, grouped calls, compressors, synchronize/skip_synchronize, sparse gradients. The script
+objects, grouped calls, compressors, synchronize/skip_synchronize, sparse tensors and gradients. The script
 does not call shutdown(): chorus must shut down at exit, else mpirun fails the job. Prints
 'N passed, N failed' from rank 0 and exits non-zero on any failure."""
 import sys
@@ -142,6 +142,63 @@ def optimizer_errors_and_options():
     for r in range(hvd.size()):
         expected[r % 10] += 1.0 / hvd.size()
     check(torch.allclose(embedding.weight.grad, expected), "sparse_as_dense gradients averaged")
+
+
+def sparse_rows(r):
+    """The embedding rows rank r looks up: one twice, so that its gradient has a duplicate."""
+    return [r % 10, (3 * r + 1) % 10, r % 10]
+
+
+def sparse(rank, size):
+    """Sparse tensors and gradients kept sparse, as Horovod keeps them by default."""
+    def dense_of(r):
+        dense = torch.zeros(6, 2)
+        dense[r % 6] = r + 1.0
+        dense[(r + 2) % 6, 1] += 0.5
+        return dense
+    expected = sum(dense_of(r) for r in range(size))
+    summed = hvd.synchronize(hvd.sparse_allreduce_async(dense_of(rank).to_sparse(),
+                                                        name="sparse.sum", op=hvd.Sum))
+    check(summed.is_sparse and torch.allclose(summed.to_dense(), expected),
+          f"sparse_allreduce_async sum: {summed.to_dense().tolist()}")
+    averaged = hvd.sparse_allreduce_async(dense_of(rank).to_sparse(), name="sparse.average",
+                                          op=hvd.Average)()
+    check(torch.allclose(averaged.to_dense(), expected / size), "sparse_allreduce_async average")
+    raises(ValueError, lambda: hvd.sparse_allreduce_async(dense_of(rank).to_sparse(),
+                                                          "sparse.min", hvd.Min),
+           "sparse_allreduce_async refuses op Min")
+    check(hvd.is_homogeneous(), "one host: homogeneous")
+
+    torch.manual_seed(1)
+    embedding = torch.nn.Embedding(10, 4, sparse=True)
+    hvd.broadcast_parameters(embedding.state_dict(), root_rank=0)
+    start = embedding.weight.detach().clone()
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(embedding.parameters(), lr=0.5),
+                                         named_parameters=embedding.named_parameters())
+    optimizer.zero_grad()
+    embedding(torch.tensor(sparse_rows(rank))).sum().backward()
+    optimizer.step()
+    gradient = torch.zeros(10, 4)
+    for r in range(size):
+        for row in sparse_rows(r):
+            gradient[row] += 1.0 / size
+    check(embedding.weight.grad.is_sparse and
+          torch.allclose(embedding.weight.grad.to_dense(), gradient),
+          "sparse gradients allgathered and averaged, duplicates summed")
+    check(torch.allclose(embedding.weight.detach(), start - 0.5 * gradient),
+          "the step applied the averaged sparse gradient")
+    # Rank 0 does not use the embedding this step: it contributes no entries.
+    optimizer.zero_grad(set_to_none=True)
+    if rank != 0:
+        embedding(torch.tensor(sparse_rows(rank))).sum().backward()
+    optimizer.step()
+    gradient = torch.zeros(10, 4)
+    for r in range(1, size):
+        for row in sparse_rows(r):
+            gradient[row] += 1.0 / size
+    check(torch.allclose(embedding.weight.grad.to_dense(), gradient),
+          f"an unused sparse parameter contributes no entries: "
+          f"{embedding.weight.grad.to_dense().tolist()}")
 
 
 def collectives(rank, size):
@@ -540,6 +597,7 @@ def main():
     optimizer_errors_and_options()
     adasum_optimizer(rank, size)
     collectives(rank, size)
+    sparse(rank, size)
     timeline(rank)
     reducescatters(rank, size)
     alltoalls(rank, size)
