@@ -987,17 +987,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
-                         sparse_as_dense=False, groups=None, process_set=None):
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
     """Wraps `optimizer`: every gradient is allreduced (averaged) as soon as backward produces it,
     and step() waits for all of them before updating (among the ranks of `process_set`, if
     given). With backward_passes_per_step > 1,
-    gradients are accumulated locally over that many passes before one allreduce. `groups` is
-    accepted for Horovod's scripts and changes nothing: chorus fuses small gradients anyway.
+    gradients are accumulated locally over that many passes before one allreduce. `groups` and
+    `num_groups` are accepted for Horovod's scripts (its order of arguments) and change nothing:
+    chorus fuses small gradients anyway.
     op=Adasum is Horovod's Adasum optimizer: every rank steps with its own gradients and the
     updates are combined with Adasum (float32 and float64 parameters)."""
     _set_id(process_set)  # an unknown set fails here, not at the first gradient
     if groups is not None and not isinstance(groups, (int, list)):
         raise ValueError(f"groups={groups!r} must be a number or a list of parameter lists")
+    if not isinstance(num_groups, int) or num_groups < 0:
+        raise ValueError(f"num_groups={num_groups!r} must be a number >= 0")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,

@@ -110,6 +110,13 @@ def optimizer_errors_and_options():
     raises(ValueError, lambda: hvd.DistributedOptimizer(sgd, op=hvd.Adasum,
                                                         compression=hvd.Compression.fp16),
            "DistributedOptimizer(op=Adasum) with compression")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(sgd, num_groups=-1), "num_groups=-1")
+    # Horovod's order of arguments, positionally: ..., gradient_predivide_factor, num_groups,
+    # groups, sparse_as_dense.
+    other = torch.nn.Linear(3, 2)  # its own model: two optimizers would both hook one model
+    hvd.DistributedOptimizer(torch.optim.SGD(other.parameters(), lr=0.1),
+                             other.named_parameters(), hvd.Compression.none, 1, hvd.Average, 1.0,
+                             2, None, True)
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                          named_parameters=model.named_parameters(),
                                          compression=hvd.Compression.fp16)
