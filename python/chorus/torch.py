@@ -208,8 +208,8 @@ def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_facto
     return submit(args, (tensor, output), lambda handle: result)
 
 
-def allreduce_async(tensor, average=None, name=None, compression=Compression.none, op=None,
-                    prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=None, *, compression=Compression.none):
     tensor = tensor.contiguous()
     output = torch.empty_like(tensor)
     return _allreduce_submit(tensor, output, name or default_name("allreduce"),
@@ -218,7 +218,7 @@ def allreduce_async(tensor, average=None, name=None, compression=Compression.non
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0, compression=Compression.none, process_set=None):
+                     postscale_factor=1.0, process_set=None, *, compression=Compression.none):
     return _allreduce_submit(tensor, None, name or default_name("allreduce"),
                              _resolve_op(average, op), prescale_factor, postscale_factor,
                              compression, process_set)
@@ -236,15 +236,16 @@ class _AllreduceFunction(torch.autograd.Function):
     def forward(context, tensor, name, op, prescale_factor, postscale_factor, compression,
                 process_set):
         context.args = (name, op, prescale_factor, postscale_factor, process_set)
-        return synchronize(allreduce_async(tensor, None, name, compression, op, prescale_factor,
-                                           postscale_factor, process_set))
+        return synchronize(allreduce_async(tensor, None, name, op, prescale_factor,
+                                           postscale_factor, process_set,
+                                           compression=compression))
 
     @staticmethod
     def backward(context, gradient):
         name, op, prescale_factor, postscale_factor, process_set = context.args
         reduced = synchronize(allreduce_async(gradient.contiguous(), None, f"{name}.gradient",
-                                              Compression.none, op, prescale_factor,
-                                              postscale_factor, process_set))
+                                              op, prescale_factor, postscale_factor,
+                                              process_set))
         return reduced, None, None, None, None, None, None
 
 
@@ -259,8 +260,8 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
                                       "only Sum and Average are differentiable")
         return _AllreduceFunction.apply(tensor, name, operator, prescale_factor,
                                         postscale_factor, compression, process_set)
-    return synchronize(allreduce_async(tensor, None, name, compression, operator,
-                                       prescale_factor, postscale_factor, process_set))
+    return synchronize(allreduce_async(tensor, None, name, operator, prescale_factor,
+                                       postscale_factor, process_set, compression=compression))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -269,8 +270,9 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set=process_set))
 
 
-def grouped_allreduce_async(tensors, average=None, name=None, compression=Compression.none,
-                            op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None):
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=None, *,
+                            compression=Compression.none):
     name = name or default_name("grouped_allreduce")
     inputs = [t.contiguous() for t in tensors]
     outputs = [torch.empty_like(t) for t in inputs]
@@ -284,12 +286,14 @@ def grouped_allreduce_async(tensors, average=None, name=None, compression=Compre
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    return synchronize(grouped_allreduce_async(tensors, average, name, compression, op,
-                                               prescale_factor, postscale_factor, process_set))
+    return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor,
+                                               postscale_factor, process_set,
+                                               compression=compression))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                             postscale_factor=1.0, compression=Compression.none, process_set=None):
+                             postscale_factor=1.0, process_set=None, *,
+                             compression=Compression.none):
     """In place: each tensor (contiguous) receives its result."""
     name = name or default_name("grouped_allreduce")
     operator = _resolve_op(average, op)
@@ -303,7 +307,8 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                        postscale_factor=1.0, compression=Compression.none, process_set=None):
     return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
-                                                postscale_factor, compression, process_set))
+                                                postscale_factor, process_set,
+                                                compression=compression))
 
 
 class _DeviceBuffer:
@@ -393,7 +398,7 @@ class _AllgatherFunction(torch.autograd.Function):
     @staticmethod
     def backward(context, gradient):
         summed = synchronize(allreduce_async(gradient.contiguous(), None,
-                                             f"{context.name}.gradient", Compression.none, Sum,
+                                             f"{context.name}.gradient", Sum,
                                              process_set=context.process_set))
         member = _set_rank(context.process_set)
         start = sum(context.rows[:member])
@@ -435,8 +440,8 @@ def allgather_object(obj, name=None, process_set=None):
     return objects
 
 
-def reducescatter_async(tensor, name=None, compression=Compression.none, op=Average,
-                        process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
+                        postscale_factor=1.0, *, compression=Compression.none):
     """Reduces every rank's tensor (all of one shape) with `op` and returns this rank's block of
     rows: the first dimension split as evenly as it goes, the first (rows % size) ranks getting
     one row more, as Horovod splits it."""
@@ -459,8 +464,8 @@ class _ReducescatterFunction(torch.autograd.Function):
     @staticmethod
     def forward(context, tensor, name, op, prescale_factor, postscale_factor, process_set):
         context.args = (name, op, prescale_factor * postscale_factor, process_set)
-        return synchronize(reducescatter_async(tensor, name, Compression.none, op, process_set,
-                                               prescale_factor, postscale_factor))
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
+                                               postscale_factor))
 
     @staticmethod
     def backward(context, gradient):
@@ -484,24 +489,26 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
                                       "differentiable")
         return _ReducescatterFunction.apply(tensor, name, operator, prescale_factor,
                                             postscale_factor, process_set)
-    return synchronize(reducescatter_async(tensor, name, compression, operator, process_set,
-                                           prescale_factor, postscale_factor))
+    return synchronize(reducescatter_async(tensor, name, operator, process_set, prescale_factor,
+                                           postscale_factor, compression=compression))
 
 
-def grouped_reducescatter_async(tensors, name=None, compression=Compression.none, op=Average,
-                                process_set=None, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None,
+                                prescale_factor=1.0, postscale_factor=1.0, *,
+                                compression=Compression.none):
     """Reducescatters of every tensor, submitted together, so that they negotiate together and
     (host tensors of one dtype) fuse into one collective; synchronize() returns the blocks."""
     name = name or default_name("grouped_reducescatter")
-    return _Handles([reducescatter_async(t, f"{name}.{i}", compression, op, process_set,
-                                         prescale_factor, postscale_factor)
+    return _Handles([reducescatter_async(t, f"{name}.{i}", op, process_set, prescale_factor,
+                                         postscale_factor, compression=compression)
                      for i, t in enumerate(tensors)])
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=None, prescale_factor=1.0, postscale_factor=1.0):
-    return synchronize(grouped_reducescatter_async(tensors, name, compression, op, process_set,
-                                                   prescale_factor, postscale_factor))
+    return synchronize(grouped_reducescatter_async(tensors, name, op, process_set,
+                                                   prescale_factor, postscale_factor,
+                                                   compression=compression))
 
 
 def _split_list(splits, process_set=None):
@@ -624,7 +631,7 @@ class _BroadcastFunction(torch.autograd.Function):
     @staticmethod
     def backward(context, gradient):
         summed = synchronize(allreduce_async(gradient.contiguous(), None,
-                                             f"{context.name}.gradient", Compression.none, Sum,
+                                             f"{context.name}.gradient", Sum,
                                              process_set=context.process_set))
         return (summed if rank() == context.root else torch.zeros_like(summed)), None, None, None
 

@@ -362,6 +362,19 @@ def reducescatters(rank, size):
           f"grouped_reducescatter {[b.tolist() for b in blocks]}")
     handle = hvd.reducescatter_async(torch.ones(size, 1), name="rs.async")
     check(torch.allclose(hvd.synchronize(handle), torch.ones(1, 1)), "reducescatter_async")
+    # Horovod's order of arguments, positionally (the async calls take no compression there).
+    handle = hvd.reducescatter_async(torch.ones(size, 1), "rs.async.positional", hvd.Sum)
+    check(torch.allclose(hvd.synchronize(handle), torch.full((1, 1), float(size))),
+          "reducescatter_async(tensor, name, op) by position")
+    handle = hvd.allreduce_async(torch.ones(2), None, "ar.async.positional", hvd.Sum)
+    check(torch.equal(hvd.synchronize(handle), torch.full((2,), float(size))),
+          "allreduce_async(tensor, average, name, op) by position")
+    ones = [torch.ones(2), torch.ones(3)]
+    handle = hvd.grouped_allreduce_async_(ones, None, "gar.async.positional", hvd.Sum, 1.0, 1.0,
+                                          hvd.global_process_set)
+    hvd.synchronize(handle)
+    check(all(torch.equal(t, torch.full_like(t, float(size))) for t in ones),
+          "grouped_allreduce_async_(..., process_set) by position")
     raises(ValueError, lambda: hvd.reducescatter(torch.tensor(1.0), name="rs.scalar"),
            "a scalar reducescatter")
     raises(TypeError, lambda: hvd.reducescatter(torch.ones(2), process_set=object(),
