@@ -314,8 +314,10 @@ typedef struct chorus_op_args {
  * error that stopped the background thread. Any thread. */
 CHORUS_API chorus_status chorus_submit(const chorus_op_args *args, chorus_handle **handle);
 
-/* Submits `count` allreduces that are negotiated and completed as one: the single handle
- * completes when all of them have. Each args[i] must be an allreduce with its own name. */
+/* Submits `count` operations of one collective (allreduce, allgather or reducescatter) that are
+ * negotiated and completed as one, and fused where they can be: the single handle completes when
+ * all of them have. Each args[i] has its own name and the same process set; an allgather's or
+ * reducescatter's output i is read with chorus_handle_output_at(handle, i, ...). */
 CHORUS_API chorus_status chorus_submit_group(const chorus_op_args *args, size_t count,
                                              chorus_handle **handle);
 
@@ -439,6 +441,14 @@ CHORUS_API chorus_status chorus_handle_received_splits(const chorus_handle *hand
 
 /* Like chorus_handle_output, but moves the data to the caller, who must free() it. */
 CHORUS_API chorus_status chorus_handle_take_output(chorus_handle *handle, chorus_tensor *output);
+
+/* For a grouped allgather or reducescatter (chorus_submit_group): the output of args[member]
+ * (member 0 is what chorus_handle_output gives), and the same moved to the caller. Also
+ * CHORUS_ERR_INVALID_ARGUMENT when `member` is not below the group's size. */
+CHORUS_API chorus_status chorus_handle_output_at(const chorus_handle *handle, size_t member,
+                                                 chorus_tensor *output);
+CHORUS_API chorus_status chorus_handle_take_output_at(chorus_handle *handle, size_t member,
+                                                      chorus_tensor *output);
 
 /* Releases the handle. Freeing a handle that is still in progress is allowed: chorus frees it when
  * the operation completes, and the buffers must stay untouched until then. NULL is ignored. A

@@ -163,6 +163,13 @@ static chorus_status check_process_set(struct chorus_context *context, chorus_op
     return status;
 }
 
+/* The collectives whose calls may be grouped: one tensor each, fused with the others. */
+static bool groupable(chorus_collective collective)
+{
+    return collective == CHORUS_ALLREDUCE || collective == CHORUS_ALLGATHER ||
+           collective == CHORUS_REDUCESCATTER;
+}
+
 /* Enqueues `count` operations as one unit (a group when count > 1). */
 static chorus_status submit(const chorus_op_args *args, size_t count, chorus_handle **handle_out)
 {
@@ -181,12 +188,20 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
         goto out;
     }
     int nranks = context->size; /* of the set the call names */
+    const char *kind = chorus_collective_name(args[0].collective);
+    if (count > 1 && !groupable(args[0].collective)) {
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                        "grouped %s: only allreduces, allgathers and reducescatters are grouped "
+                        "(member 0, \"%s\")",
+                        kind, args[0].name != NULL ? args[0].name : "");
+        goto out;
+    }
     for (size_t i = 0; i < count; i++) {
         if (op_process_set(&args[i]) != op_process_set(&args[0])) {
             status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                            "grouped allreduce: member %zu (\"%s\") names process set %d, "
-                            "member 0 (\"%s\") process set %d",
-                            i, args[i].name, op_process_set(&args[i]), args[0].name,
+                            "grouped %s: member %zu (\"%s\") names process set %d, member 0 "
+                            "(\"%s\") process set %d",
+                            kind, i, args[i].name, op_process_set(&args[i]), args[0].name,
                             op_process_set(&args[0]));
             goto out;
         }
@@ -196,16 +211,16 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
             status = validate_op(&checked, nranks);
         if (status != CHORUS_OK)
             goto out;
-        if (count > 1 && args[i].collective != CHORUS_ALLREDUCE) {
+        if (args[i].collective != args[0].collective) {
             status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                            "grouped allreduce: member %zu (\"%s\") is a %s", i, args[i].name,
-                            chorus_collective_name(args[i].collective));
+                            "grouped %s: member %zu (\"%s\") is another collective (%s)", kind,
+                            i, args[i].name, chorus_collective_name(args[i].collective));
             goto out;
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(args[i].name, args[j].name) == 0) {
                 status = REJECT(CHORUS_ERR_DUPLICATE_NAME,
-                                "grouped allreduce: the name \"%s\" appears twice in the group",
+                                "grouped %s: the name \"%s\" appears twice in the group", kind,
                                 args[i].name);
                 goto out;
             }
@@ -219,6 +234,8 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
     for (size_t i = 0; i < count; i++) {
         requests[i] = request_create(&args[i], count > 1 ? args[0].name : "", (uint32_t)count,
                                      handle, context->params.values.compression);
+        if (requests[i] != NULL)
+            requests[i]->member = (uint32_t)i;
         if (requests[i] != NULL && args[i].collective == CHORUS_ALLTOALL &&
             !copy_splits(requests[i], &args[i], nranks)) {
             request_free(requests[i]);
@@ -255,9 +272,9 @@ chorus_status chorus_submit(const chorus_op_args *args, chorus_handle **handle)
 chorus_status chorus_submit_group(const chorus_op_args *args, size_t count, chorus_handle **handle)
 {
     if (count == 0)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "grouped allreduce: the group is empty");
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit_group: the group is empty");
     if (count > UINT32_MAX)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "grouped allreduce: too many tensors");
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit_group: too many tensors");
     return submit(args, count, handle);
 }
 

@@ -26,13 +26,28 @@ struct chorus_handle *handle_create(chorus_collective collective, size_t members
     handle->members_pending = members;
     handle->first_error = CHORUS_OK;
     handle->collective = collective;
+    handle->output_count = members > 0 ? members : 1;
+    handle->outputs = handle->output_count == 1
+                          ? &handle->single
+                          : calloc(handle->output_count, sizeof *handle->outputs);
+    if (handle->outputs == NULL) {
+        pthread_mutex_destroy(&handle->lock);
+        pthread_cond_destroy(&handle->completed);
+        free(handle);
+        return NULL;
+    }
     return handle;
 }
 
 static void handle_destroy(struct chorus_handle *handle)
 {
-    if (handle->owns_output && handle->output.data != NULL)
-        handle->release_output(handle->output.data, handle->output_capacity);
+    for (size_t m = 0; m < handle->output_count; m++) {
+        struct handle_output *output = &handle->outputs[m];
+        if (output->owned && output->tensor.data != NULL)
+            output->release(output->tensor.data, output->capacity);
+    }
+    if (handle->outputs != &handle->single)
+        free(handle->outputs);
     free(handle->message);
     free(handle->received_splits);
     pthread_mutex_destroy(&handle->lock);
@@ -42,13 +57,12 @@ static void handle_destroy(struct chorus_handle *handle)
     free(handle);
 }
 
-void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output,
+void handle_set_output(struct chorus_handle *handle, size_t member, const chorus_tensor *output,
                        output_release release, size_t capacity)
 {
-    handle->output = *output;
-    handle->owns_output = release != NULL;
-    handle->release_output = release;
-    handle->output_capacity = capacity;
+    if (member >= handle->output_count)
+        return;
+    handle->outputs[member] = (struct handle_output){*output, release != NULL, capacity, release};
 }
 
 void handle_set_received_splits(struct chorus_handle *handle, int64_t *splits, size_t count)
@@ -134,7 +148,8 @@ const char *chorus_handle_error(const chorus_handle *handle)
     return handle->message ? handle->message : "";
 }
 
-chorus_status chorus_handle_output(const chorus_handle *handle, chorus_tensor *output)
+chorus_status chorus_handle_output_at(const chorus_handle *handle, size_t member,
+                                      chorus_tensor *output)
 {
     if (handle == NULL || output == NULL)
         return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
@@ -148,16 +163,31 @@ chorus_status chorus_handle_output(const chorus_handle *handle, chorus_tensor *o
                               "chorus_handle_output: the handle is a %s, not an allgather, a "
                               "reducescatter or an alltoall",
                               chorus_collective_name(handle->collective));
-    *output = handle->output;
+    if (member >= handle->output_count)
+        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                              "chorus_handle_output: member %zu of a handle of %zu", member,
+                              handle->output_count);
+    *output = handle->outputs[member].tensor;
     return CHORUS_OK;
+}
+
+chorus_status chorus_handle_output(const chorus_handle *handle, chorus_tensor *output)
+{
+    return chorus_handle_output_at(handle, 0, output);
+}
+
+chorus_status chorus_handle_take_output_at(chorus_handle *handle, size_t member,
+                                           chorus_tensor *output)
+{
+    chorus_status status = chorus_handle_output_at(handle, member, output);
+    if (status == CHORUS_OK)
+        handle->outputs[member].owned = false;
+    return status;
 }
 
 chorus_status chorus_handle_take_output(chorus_handle *handle, chorus_tensor *output)
 {
-    chorus_status status = chorus_handle_output(handle, output);
-    if (status == CHORUS_OK)
-        handle->owns_output = false;
-    return status;
+    return chorus_handle_take_output_at(handle, 0, output);
 }
 
 chorus_status chorus_handle_received_splits(const chorus_handle *handle, int64_t *splits,

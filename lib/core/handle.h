@@ -18,20 +18,29 @@ typedef void (*output_release)(void *data, size_t capacity);
  * a pointer that is no handle) is refused with a message instead of corrupting the heap. */
 #define HANDLE_MAGIC 0x444e4843u /* "CHND" */
 
+/* What a collective left on the handle for one member. */
+struct handle_output {
+    chorus_tensor tensor;   /* allgather: the gathered tensor; reducescatter: this rank's block */
+    bool owned;             /* tensor.data belongs to the handle */
+    size_t capacity;        /* host output: its allocation, for the output pool */
+    output_release release; /* frees an owned tensor.data */
+};
+
 struct chorus_handle {
     uint32_t magic;
     _Atomic int status; /* CHORUS_IN_PROGRESS until complete */
     pthread_mutex_t lock;
     pthread_cond_t completed;
     bool abandoned;          /* freed by the user before completion */
-    size_t members_pending;  /* requests that still have to finish (grouped allreduce) */
+    size_t members_pending;  /* requests that still have to finish (a group's members) */
     chorus_status first_error;
     char *message;
     chorus_collective collective;
-    chorus_tensor output;    /* allgather: the gathered tensor */
-    bool owns_output;        /* output.data belongs to the handle */
-    size_t output_capacity;  /* host output: its allocation, for the output pool */
-    output_release release_output; /* frees an owned output.data */
+    /* Allgather, reducescatter, alltoall: one output per member of the group (one when alone;
+     * `outputs` is then `single`). */
+    struct handle_output *outputs;
+    size_t output_count;
+    struct handle_output single;
     int64_t *received_splits;      /* alltoall: rows received from each rank */
     size_t received_count;
 };
@@ -45,9 +54,9 @@ struct chorus_handle *handle_create(chorus_collective collective, size_t members
 void handle_member_done(struct chorus_handle *handle, chorus_status status, const char *format,
                         ...) CHORUS_PRINTF(3, 4);
 
-/* Sets the allgather output before the member reports done. The handle owns it when `release`
- * is not NULL, and gives it back with release(data, capacity) when it is freed. */
-void handle_set_output(struct chorus_handle *handle, const chorus_tensor *output,
+/* Sets member `member`'s output before it reports done. The handle owns it when `release` is
+ * not NULL, and gives it back with release(data, capacity) when it is freed. */
+void handle_set_output(struct chorus_handle *handle, size_t member, const chorus_tensor *output,
                        output_release release, size_t capacity);
 
 /* Hands an alltoall's received splits (`count` entries, malloc'd) to the handle. */

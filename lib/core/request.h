@@ -72,6 +72,7 @@ struct request {
     int64_t *splits; /* alltoall: rows for each rank (one entry per rank); else NULL */
     size_t count; /* elements */
     struct chorus_handle *handle;
+    uint32_t member; /* its index in its group (0 when alone): where its output goes */
     double submitted_at;
     struct request *next;
 };

@@ -100,8 +100,8 @@ static void deliver_output(const struct wire_response *response, struct request 
                               .device = gpu ? shape->device : 0};
     memcpy(gathered.shape, shape->shape, sizeof gathered.shape);
     gathered.shape[0] = rows;
-    handle_set_output(request->handle, &gathered, gpu ? release_device_output : output_pool_give,
-                      capacity);
+    handle_set_output(request->handle, request->member, &gathered,
+                      gpu ? release_device_output : output_pool_give, capacity);
 }
 
 /* After the collective: a request's output goes to its handle when it succeeded, else back to

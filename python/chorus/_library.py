@@ -99,6 +99,8 @@ _declare("chorus_test", ctypes.c_int, handle_p)
 _declare("chorus_wait", ctypes.c_int, handle_p)
 _declare("chorus_handle_error", ctypes.c_char_p, handle_p)
 _declare("chorus_handle_output", ctypes.c_int, handle_p, ctypes.POINTER(Tensor))
+_declare("chorus_handle_output_at", ctypes.c_int, handle_p, ctypes.c_size_t,
+         ctypes.POINTER(Tensor))
 _declare("chorus_handle_received_splits", ctypes.c_int, handle_p,
          ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t)
 _declare("chorus_handle_free", None, handle_p)

@@ -192,11 +192,11 @@ class Handle:
             self._done = True
         return self._result
 
-    def gathered(self):
+    def gathered(self, member=0):
         """For an allgather, reducescatter or alltoall, before wait() returns: the output's
-        descriptor."""
+        descriptor (of member `member` of a grouped call)."""
         descriptor = c.Tensor()
-        check(c.lib.chorus_handle_output(self._pointer, ctypes.byref(descriptor)))
+        check(c.lib.chorus_handle_output_at(self._pointer, member, ctypes.byref(descriptor)))
         return descriptor
 
     def received_splits(self, count=None):

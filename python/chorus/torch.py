@@ -15,8 +15,8 @@ import torch
 from . import _library as c
 from .core import check
 from .core import (ChorusError, Handle, cross_rank, cross_size, default_name, describe,
-                   is_homogeneous, is_initialized, local_rank, local_size, op_args, rank, shutdown, size,
-                   start_timeline, stop_timeline, submit, submit_group)
+                   is_homogeneous, is_initialized, local_rank, local_size, op_args, rank, shutdown,
+                   size, start_timeline, stop_timeline, submit, submit_group)
 from .core import init as _core_init
 from .core import join as _join
 from .core import process_set_add as _core_process_set_add
@@ -324,9 +324,9 @@ class _DeviceBuffer:
                                          "data": (pointer, False), "version": 2}
 
 
-def _gathered(like, trailing):
+def _gathered(like, trailing, member=0):
     def finish(handle):
-        descriptor = handle.gathered()
+        descriptor = handle.gathered(member)
         shape = (descriptor.shape[0],) + tuple(trailing)
         if like.is_cuda:
             result = torch.empty(shape, dtype=like.dtype, device=like.device)
@@ -415,11 +415,15 @@ def allgather(tensor, name=None, process_set=None):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=None):
-    """Allgathers of every tensor, submitted together (so they negotiate and fuse together);
+    """Allgathers of every tensor as one group: negotiated together and fused where they can be;
     synchronize() returns the list of results."""
     name = name or default_name("grouped_allgather")
-    return _Handles([allgather_async(t, f"{name}.{i}", process_set)
-                     for i, t in enumerate(tensors)])
+    inputs = [t.contiguous() if t.dim() > 0 else t.reshape(1) for t in tensors]
+    set_id = _set_id(process_set)
+    args = [op_args(c.ALLGATHER, f"{name}.{i}", _descriptor(t), process_set=set_id)
+            for i, t in enumerate(inputs)]
+    finishes = [_gathered(t, tuple(t.shape[1:]), i) for i, t in enumerate(inputs)]
+    return submit_group(args, inputs, lambda handle: [finish(handle) for finish in finishes])
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
@@ -499,9 +503,20 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None
     """Reducescatters of every tensor, submitted together, so that they negotiate together and
     (host tensors of one dtype) fuse into one collective; synchronize() returns the blocks."""
     name = name or default_name("grouped_reducescatter")
-    return _Handles([reducescatter_async(t, f"{name}.{i}", op, process_set, prescale_factor,
-                                         postscale_factor, compression=compression)
-                     for i, t in enumerate(tensors)])
+    operator = _resolve_op(None, op)
+    set_id = _set_id(process_set)
+    compressed = [compression.compress(t.contiguous()) for t in tensors]
+    if any(t.dim() == 0 for t, _ in compressed):
+        raise ValueError("reducescatter needs tensors with at least one dimension")
+    args = [op_args(c.REDUCESCATTER, f"{name}.{i}", _descriptor(t), None, operator, 0,
+                    prescale_factor, postscale_factor, process_set=set_id)
+            for i, (t, _) in enumerate(compressed)]
+    finishes = [_gathered(t, tuple(t.shape[1:]), i) for i, (t, _) in enumerate(compressed)]
+
+    def results(handle):
+        return [compression.decompress(finish(handle), context)
+                for finish, (_, context) in zip(finishes, compressed)]
+    return submit_group(args, [t for t, _ in compressed], results)
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
@@ -590,19 +605,6 @@ def barrier(process_set=None):
     # A set's barrier: an allreduce of nothing among its members.
     synchronize(allreduce_async(torch.zeros(1, dtype=torch.int32), name=
                                 f"barrier.{next(_barriers)}", op=Sum, process_set=process_set))
-
-
-class _Handles:
-    """Several handles that synchronize() waits for together."""
-
-    def __init__(self, handles):
-        self.handles = handles
-
-    def poll(self):
-        return all(handle.poll() for handle in self.handles)
-
-    def wait(self):
-        return [handle.wait() for handle in self.handles]
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
@@ -1016,16 +1018,16 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
 
 __all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
            "ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init", "shutdown",
-           "is_initialized", "is_homogeneous", "rank", "size", "local_rank", "local_size", "cross_rank",
-           "cross_size", "Sum", "Average", "Min", "Max", "Product", "Adasum", "Compression",
-           "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "grouped_allreduce",
-           "grouped_allreduce_async", "grouped_allreduce_", "grouped_allreduce_async_",
-           "sparse_allreduce_async", "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
-           "allgather_object", "alltoall", "alltoall_async", "reducescatter",
-           "reducescatter_async", "grouped_reducescatter", "grouped_reducescatter_async",
-           "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
-           "broadcast_object", "barrier", "poll", "synchronize", "join", "broadcast_parameters",
-           "broadcast_optimizer_state", "DistributedOptimizer", "mpi_built", "mpi_enabled",
-           "mpi_threads_supported", "nccl_built", "cuda_built", "gloo_built", "gloo_enabled",
-           "rocm_built", "ddl_built", "ccl_built", "start_timeline", "stop_timeline",
-           "SyncBatchNorm"]
+           "is_initialized", "is_homogeneous", "rank", "size", "local_rank", "local_size",
+           "cross_rank", "cross_size", "Sum", "Average", "Min", "Max", "Product", "Adasum",
+           "Compression", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+           "grouped_allreduce", "grouped_allreduce_async", "grouped_allreduce_",
+           "grouped_allreduce_async_", "sparse_allreduce_async", "allgather", "allgather_async",
+           "grouped_allgather", "grouped_allgather_async", "allgather_object", "alltoall",
+           "alltoall_async", "reducescatter", "reducescatter_async", "grouped_reducescatter",
+           "grouped_reducescatter_async", "broadcast", "broadcast_", "broadcast_async",
+           "broadcast_async_", "broadcast_object", "barrier", "poll", "synchronize", "join",
+           "broadcast_parameters", "broadcast_optimizer_state", "DistributedOptimizer", "mpi_built",
+           "mpi_enabled", "mpi_threads_supported", "nccl_built", "cuda_built", "gloo_built",
+           "gloo_enabled", "rocm_built", "ddl_built", "ccl_built", "start_timeline",
+           "stop_timeline", "SyncBatchNorm"]

@@ -288,6 +288,112 @@ static void test_grouped_allreduce(void)
     }
 }
 
+/* Rank r's rows of member m of the grouped allgather: zero on some ranks. */
+static int64_t grouped_rows(int r, int m)
+{
+    return (r + m) % 3 * (m + 1);
+}
+
+/* A grouped allgather (uneven rows, a float32 and an int32 member, zero rows on some ranks)
+ * and a grouped reducescatter (rows that do and do not divide by the ranks, sum and max), each
+ * submitted as one group and read back member by member; then groups chorus refuses. */
+static void test_grouped_allgather_and_reducescatter(void)
+{
+    enum { MEMBERS = 4, COLUMNS = 3 };
+    chorus_op_args args[MEMBERS];
+    char names[MEMBERS][32];
+    void *inputs[MEMBERS];
+    for (int m = 0; m < MEMBERS; m++) {
+        size_t bytes = (size_t)(grouped_rows(test_rank, m) * COLUMNS) * 4;
+        inputs[m] = malloc(bytes + 1);
+        reference_fill_bytes(inputs[m], bytes, 1100 + (uint64_t)m, test_rank);
+        snprintf(names[m], sizeof names[m], "grouped.ag.%d", m);
+        args[m] = (chorus_op_args)CHORUS_OP_ARGS_INIT;
+        args[m].collective = CHORUS_ALLGATHER;
+        args[m].name = names[m];
+        args[m].input = (chorus_tensor){.data = inputs[m],
+                                        .dtype = m == 2 ? CHORUS_INT32 : CHORUS_FLOAT32,
+                                        .ndims = 2, .shape = {grouped_rows(test_rank, m), COLUMNS}};
+    }
+    chorus_handle *handle = NULL;
+    EXPECT_STATUS(chorus_submit_group(args, MEMBERS, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+    for (int m = 0; m < MEMBERS; m++) {
+        chorus_tensor gathered = {0};
+        EXPECT_STATUS(chorus_handle_output_at(handle, (size_t)m, &gathered), CHORUS_OK);
+        int64_t total = 0;
+        for (int r = 0; r < test_size; r++)
+            total += grouped_rows(r, m);
+        EXPECT(gathered.shape[0] == total && gathered.shape[1] == COLUMNS,
+               "grouped allgather member %d: %lld rows, expected %lld", m,
+               (long long)gathered.shape[0], (long long)total);
+        size_t offset = 0;
+        for (int r = 0; r < test_size && gathered.shape[0] == total; r++) {
+            size_t block = (size_t)(grouped_rows(r, m) * COLUMNS) * 4;
+            long wrong = reference_check_bytes((uint8_t *)gathered.data + offset, block,
+                                               1100 + (uint64_t)m, r);
+            EXPECT(wrong < 0, "grouped allgather member %d: rank %d's rows wrong at byte %ld",
+                   m, r, wrong);
+            offset += block;
+        }
+        free(inputs[m]);
+    }
+    chorus_tensor beyond;
+    EXPECT_STATUS(chorus_handle_output_at(handle, MEMBERS, &beyond), CHORUS_ERR_INVALID_ARGUMENT);
+    chorus_handle_free(handle);
+
+    const int64_t rows[MEMBERS] = {0, 1, 2 * (int64_t)test_size, 7 * (int64_t)test_size + 2};
+    for (int m = 0; m < MEMBERS; m++) {
+        size_t count = (size_t)(rows[m] * COLUMNS);
+        chorus_op op = m == 1 ? CHORUS_MAX : CHORUS_SUM;
+        inputs[m] = malloc(count * sizeof(float) + 1);
+        reference_fill(inputs[m], count, CHORUS_FLOAT32, op, 1200 + (uint64_t)m, test_rank);
+        snprintf(names[m], sizeof names[m], "grouped.rs.%d", m);
+        args[m] = (chorus_op_args)CHORUS_OP_ARGS_INIT;
+        args[m].collective = CHORUS_REDUCESCATTER;
+        args[m].name = names[m];
+        args[m].op = op;
+        args[m].input = (chorus_tensor){.data = inputs[m], .dtype = CHORUS_FLOAT32, .ndims = 2,
+                                        .shape = {rows[m], COLUMNS}};
+    }
+    EXPECT_STATUS(chorus_submit_group(args, MEMBERS, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+    for (int m = 0; m < MEMBERS; m++) {
+        chorus_tensor block = {0};
+        EXPECT_STATUS(chorus_handle_take_output_at(handle, (size_t)m, &block), CHORUS_OK);
+        int64_t extra = rows[m] % test_size, mine = rows[m] / test_size + (test_rank < extra);
+        int64_t first = test_rank * (rows[m] / test_size) + (test_rank < extra ? test_rank : extra);
+        EXPECT(block.shape[0] == mine, "grouped reducescatter member %d: %lld rows, expected %lld",
+               m, (long long)block.shape[0], (long long)mine);
+        char why[256];
+        if (block.shape[0] == mine)
+            EXPECT(reference_check_reduced(block.data, (size_t)(first * COLUMNS),
+                                           (size_t)(mine * COLUMNS), CHORUS_FLOAT32,
+                                           m == 1 ? CHORUS_MAX : CHORUS_SUM, test_size, NULL,
+                                           1200 + (uint64_t)m, 1, 1, why, sizeof why) < 0,
+                   "grouped reducescatter member %d: %s", m, why);
+        free(block.data);
+        free(inputs[m]);
+    }
+    chorus_handle_free(handle);
+
+    /* Groups of collectives that are not grouped, and of mixed collectives, are refused. */
+    float one = 1;
+    chorus_op_args mixed[2] = {CHORUS_OP_ARGS_INIT, CHORUS_OP_ARGS_INIT};
+    mixed[0].name = "grouped.mixed.0";
+    mixed[1].name = "grouped.mixed.1";
+    mixed[0].input = mixed[1].input = (chorus_tensor){.data = &one, .dtype = CHORUS_FLOAT32,
+                                                      .ndims = 1, .shape = {1}};
+    mixed[1].collective = CHORUS_ALLGATHER;
+    EXPECT_STATUS(chorus_submit_group(mixed, 2, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "is another collective (allgather)") != NULL,
+           "message: %s", chorus_last_error());
+    mixed[0].collective = mixed[1].collective = CHORUS_BROADCAST;
+    EXPECT_STATUS(chorus_submit_group(mixed, 2, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "only allreduces, allgathers and reducescatters") != NULL,
+           "message: %s", chorus_last_error());
+}
+
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv, 240);
@@ -305,6 +411,8 @@ int main(int argc, char **argv)
     test_fused_broadcasts_and_allgathers();
     test_step = "grouped allreduce";
     test_grouped_allreduce();
+    test_step = "grouped allgather and reducescatter";
+    test_grouped_allgather_and_reducescatter();
     test_step = "shutdown";
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     return test_finish("mpi_collectives");

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """What a Horovod PyTorch script reaches for, used as such a script would, under mpirun at np=2
 and np=3: init twice, ranks that use different layers, names, ops chorus does not have, barrier,
-objects, grouped calls, compressors, synchronize/skip_synchronize, sparse tensors and gradients. The script
-does not call shutdown(): chorus must shut down at exit, else mpirun fails the job. Prints
-'N passed, N failed' from rank 0 and exits non-zero on any failure."""
+objects, grouped calls, compressors, synchronize/skip_synchronize, sparse tensors and gradients.
+The script does not call shutdown(): chorus must shut down at exit, else mpirun fails the job.
+Prints 'N passed, N failed' from rank 0 and exits non-zero on any failure."""
 import sys
 import time
 import warnings
@@ -239,6 +239,17 @@ def collectives(rank, size):
                                       torch.full((1, 2), float(rank))], name="x.grouped_gather")
     check(gathered[0].shape == (size * (size + 1) // 2,) and gathered[1].shape == (size, 2),
           f"grouped_allgather shapes {[tuple(g.shape) for g in gathered]}")
+    check(torch.equal(gathered[0], torch.cat([torch.full((r + 1,), float(r))
+                                              for r in range(size)])) and
+          torch.equal(gathered[1], torch.arange(size, dtype=torch.float32).repeat_interleave(2)
+                      .reshape(size, 2)),
+          f"grouped_allgather values {[g.tolist() for g in gathered]}")
+    handle = hvd.grouped_allgather_async([torch.full((1,), rank, dtype=torch.int64),
+                                          torch.zeros(rank % 2, 3)], name="x.grouped_gather.async")
+    pieces = hvd.synchronize(handle)
+    check(pieces[0].tolist() == list(range(size)) and
+          pieces[1].shape == (sum(r % 2 for r in range(size)), 3),
+          f"grouped_allgather_async {[tuple(p.shape) for p in pieces]}")
     half, context = hvd.Compression.fp16.compress(t)
     check(half.dtype == torch.float16 and
           torch.equal(hvd.Compression.fp16.decompress(half, context), t), "fp16 compressor")
@@ -353,6 +364,13 @@ def reducescatters(rank, size):
                              compression=hvd.Compression.fp16)
     check(half.dtype == torch.float32 and torch.allclose(half, torch.full((1, 4), 0.5 * size)),
           f"reducescatter with Compression.fp16: {half.dtype} {half.tolist()}")
+    halves = hvd.grouped_reducescatter([torch.full((2 * size,), 0.5), torch.ones(size, 3)],
+                                       op=hvd.Sum, name="rs.grouped.fp16",
+                                       compression=hvd.Compression.fp16)
+    check(halves[0].dtype == torch.float32 and
+          torch.equal(halves[0], torch.full((2,), 0.5 * size)) and
+          torch.equal(halves[1], torch.full((1, 3), float(size))),
+          f"grouped_reducescatter with Compression.fp16 {[h.tolist() for h in halves]}")
     blocks = hvd.grouped_reducescatter([torch.full((size, 2), float(rank)),
                                         torch.full((2 * size + 1,), 1.0)], op=hvd.Sum,
                                        name="rs.grouped")

@@ -290,15 +290,16 @@ static void check_rank(const struct rank_state *state, char *why, size_t why_siz
             if (wrong >= 0)
                 snprintf(why, why_size, "\"%s\": byte %ld differs from the root's", c->name, wrong);
         } else {
-            const unsigned char *gathered = handle->output.data;
+            const unsigned char *gathered = handle->outputs[0].tensor.data;
             size_t row_bytes = row_elements(t) * chorus_dtype_size(c->dtype), offset = 0;
             int64_t rows = 0;
             for (int r = 0; r < p; r++)
                 rows += rows_of(t, r);
-            if (handle->output.shape[0] != rows ||
-                handle->output.shape[1] != (int64_t)row_elements(t))
+            if (handle->outputs[0].tensor.shape[0] != rows ||
+                handle->outputs[0].tensor.shape[1] != (int64_t)row_elements(t))
                 snprintf(why, why_size, "\"%s\": gathered shape %lld x %lld", c->name,
-                         (long long)handle->output.shape[0], (long long)handle->output.shape[1]);
+                         (long long)handle->outputs[0].tensor.shape[0],
+                         (long long)handle->outputs[0].tensor.shape[1]);
             for (int r = 0; r < p && !why[0]; r++) {
                 size_t bytes = (size_t)rows_of(t, r) * row_bytes;
                 long wrong = reference_check_bytes(gathered + offset, bytes, seed_of(t), r);
