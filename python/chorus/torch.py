@@ -754,8 +754,16 @@ def join(device=-1):
 
 
 def broadcast_parameters(params, root_rank):
-    """Broadcasts a model's state_dict() or named_parameters() from root_rank, in place."""
-    items = sorted(params.items()) if isinstance(params, dict) else list(params)
+    """Broadcasts a model's state_dict(), named_parameters() or parameters() from root_rank, in
+    place. Unnamed tensors are named by their position, the same on every rank."""
+    if isinstance(params, dict):
+        items = sorted(params.items())
+    elif torch.is_tensor(params) or isinstance(params, (str, bytes)):
+        raise ValueError(f"broadcast_parameters: params of type {type(params).__name__}: pass "
+                         "a state_dict(), named_parameters() or parameters()")
+    else:
+        items = [entry if isinstance(entry, tuple) else (f"unnamed.{index}", entry)
+                 for index, entry in enumerate(params)]
     handles = []
     for name, value in items:
         if not torch.is_tensor(value):

@@ -41,6 +41,26 @@ class TwoBranches(torch.nn.Module):
         return self.a(x) if branch == 0 else self.b(x)
 
 
+def broadcasts_of_parameters(rank):
+    """broadcast_parameters takes named_parameters(), a list of them, parameters() and a
+    state_dict(), as Horovod's scripts pass them."""
+    for form in ("named", "named list", "plain", "plain list", "state_dict"):
+        torch.manual_seed(rank)  # different weights on every rank
+        model = torch.nn.Linear(3, 2)
+        params = {"named": model.named_parameters, "plain": model.parameters,
+                  "named list": lambda: list(model.named_parameters()),
+                  "plain list": lambda: list(model.parameters()),
+                  "state_dict": model.state_dict}[form]()
+        hvd.broadcast_parameters(params, root_rank=0)
+        torch.manual_seed(0)
+        reference = torch.nn.Linear(3, 2)
+        check(torch.equal(model.weight, reference.weight) and
+              torch.equal(model.bias, reference.bias),
+              f"broadcast_parameters({form}) gives rank 0's weights")
+    raises(ValueError, lambda: hvd.broadcast_parameters(torch.ones(2), 0),
+           "broadcast_parameters of a bare tensor")
+
+
 def unused_parameters(rank, size):
     torch.manual_seed(0)
     model = TwoBranches()
@@ -631,6 +651,7 @@ def main():
     hvd.init()
     hvd.init()  # a second call does nothing, as in Horovod
     rank, size = hvd.rank(), hvd.size()
+    broadcasts_of_parameters(rank)
     unused_parameters(rank, size)
     optimizer_errors_and_options()
     adasum_optimizer(rank, size)
