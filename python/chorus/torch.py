@@ -199,13 +199,24 @@ def _resolve_op(average, op):
     return Sum
 
 
+def _staged(tensor):
+    """For an in-place call: the contiguous tensor chorus works on (`tensor` itself, or a copy),
+    and what puts the result back into `tensor` and returns it."""
+    if tensor.is_contiguous():
+        return tensor, lambda: tensor
+    staged = tensor.contiguous()
+    return staged, lambda: tensor.copy_(staged)
+
+
 def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_factor, compression,
                       process_set=None):
+    """Out of place into `output`, or in place (output None; a non-contiguous tensor through a
+    contiguous copy)."""
+    tensor, back = _staged(tensor) if output is None else (tensor, None)
     args = op_args(c.ALLREDUCE, name, _descriptor(tensor),
                    output.data_ptr() if output is not None else None, op, 0, prescale_factor,
                    postscale_factor, _wire(compression), process_set=_set_id(process_set))
-    result = output if output is not None else tensor
-    return submit(args, (tensor, output), lambda handle: result)
+    return submit(args, (tensor, output), lambda handle: output if back is None else back())
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -294,14 +305,21 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=None, *,
                              compression=Compression.none):
-    """In place: each tensor (contiguous) receives its result."""
+    """In place: each tensor receives its result (through a contiguous copy where it is not
+    contiguous)."""
     name = name or default_name("grouped_allreduce")
     operator = _resolve_op(average, op)
     set_id = _set_id(process_set)
+    staged = [_staged(t) for t in tensors]
     args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), None, operator, 0,
                     prescale_factor, postscale_factor, _wire(compression), process_set=set_id)
-            for i, t in enumerate(tensors)]
-    return submit_group(args, tensors, lambda handle: tensors)
+            for i, (t, _) in enumerate(staged)]
+
+    def results(handle):
+        for _, back in staged:
+            back()
+        return tensors
+    return submit_group(args, [t for t, _ in staged], results)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -608,9 +626,10 @@ def barrier(process_set=None):
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
-    args = op_args(c.BROADCAST, name or default_name("broadcast"), _descriptor(tensor),
+    staged, back = _staged(tensor)
+    args = op_args(c.BROADCAST, name or default_name("broadcast"), _descriptor(staged),
                    root=root_rank, process_set=_set_id(process_set))
-    return submit(args, tensor, lambda handle: tensor)
+    return submit(args, staged, lambda handle: back())
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):

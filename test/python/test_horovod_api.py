@@ -61,6 +61,29 @@ def broadcasts_of_parameters(rank):
            "broadcast_parameters of a bare tensor")
 
 
+def in_place_on_views(rank, size):
+    """In-place calls on tensors that are not contiguous (a transposed view, every other row)
+    write their results into the viewed memory."""
+    base = torch.arange(12, dtype=torch.float32).reshape(3, 4) + rank
+    view = base.t()
+    result = hvd.allreduce_(view, op=hvd.Sum, name="view.allreduce_")
+    expected = (torch.arange(12, dtype=torch.float32).reshape(3, 4) * size +
+                sum(range(size))).t()
+    check(result is view and torch.equal(view, expected) and torch.equal(base.t(), expected),
+          f"allreduce_ of a transposed view: {base.tolist()}")
+    rows = torch.full((6, 2), float(rank))
+    every_other = rows[::2]
+    hvd.broadcast_(every_other, root_rank=size - 1, name="view.broadcast_")
+    check(torch.equal(rows[::2], torch.full((3, 2), float(size - 1))) and
+          torch.equal(rows[1::2], torch.full((3, 2), float(rank))),
+          f"broadcast_ of every other row: {rows.tolist()}")
+    pair = [torch.ones(2, 3).t(), torch.ones(4)]
+    hvd.grouped_allreduce_(pair, op=hvd.Sum, name="view.grouped")
+    check(torch.equal(pair[0], torch.full((3, 2), float(size))) and
+          torch.equal(pair[1], torch.full((4,), float(size))),
+          "grouped_allreduce_ with a transposed member")
+
+
 def unused_parameters(rank, size):
     torch.manual_seed(0)
     model = TwoBranches()
@@ -652,6 +675,7 @@ def main():
     hvd.init()  # a second call does nothing, as in Horovod
     rank, size = hvd.rank(), hvd.size()
     broadcasts_of_parameters(rank)
+    in_place_on_views(rank, size)
     unused_parameters(rank, size)
     optimizer_errors_and_options()
     adasum_optimizer(rank, size)
