@@ -55,12 +55,6 @@ static chorus_status validate_reducescatter(const chorus_op_args *args)
                       "reducescatter \"%s\": the tensor needs at least one dimension (rows to "
                       "scatter)",
                       args->name);
-    if (args->input.memory == CHORUS_MEMORY_CUDA &&
-        (args->input.dtype == CHORUS_INT16 || args->input.dtype == CHORUS_UINT16))
-        return REJECT(CHORUS_ERR_NOT_SUPPORTED,
-                      "reducescatter \"%s\": NCCL has no 16-bit integers to reduce %s GPU "
-                      "tensors; cast to int32, or reduce a host copy",
-                      args->name, chorus_dtype_name(args->input.dtype));
     return validate_reduction(args);
 }
 
@@ -179,12 +173,6 @@ chorus_status validate_op(const chorus_op_args *args, int nranks)
                           "allreduce \"%s\": compression of GPU tensors is not supported; cast "
                           "the tensor to float16 or bfloat16 before submitting it",
                           name);
-        if (tensor->memory == CHORUS_MEMORY_CUDA &&
-            (tensor->dtype == CHORUS_INT16 || tensor->dtype == CHORUS_UINT16))
-            return REJECT(CHORUS_ERR_NOT_SUPPORTED,
-                          "allreduce \"%s\": NCCL has no 16-bit integers to reduce %s GPU "
-                          "tensors; cast to int32, or reduce a host copy",
-                          name, chorus_dtype_name(tensor->dtype));
         break;
     }
     case CHORUS_BROADCAST:

@@ -51,32 +51,16 @@ static chorus_status ensure_gpu(struct executor *executor, int device, char *err
                               error_size);
 }
 
-/* Adasum of a GPU tensor (never fused): combined over MPI in host memory by allreduce_adasum.c,
- * with one copy each way, since each of its steps needs dot products of whole vectors, which
- * NCCL's reductions do not give. Horovod too runs Adasum's MPI part on host buffers. */
-static chorus_status execute_gpu_adasum(struct executor *executor, struct request *request,
-                                        chorus_dtype dtype, char *error, size_t error_size)
+/* Whether NCCL cannot run this response's reduction (see gpu_reduce_on_host.c). */
+static bool response_reduces_on_host(const struct wire_response *response)
 {
-    size_t bytes = request->count * chorus_dtype_size(dtype);
-    void *host = malloc(bytes ? bytes : 1);
-    if (host == NULL)
-        return CHORUS_ERR_OUT_OF_MEMORY;
-    chorus_status status = gpu_copy(host, request->input, bytes);
-    if (status != CHORUS_OK)
-        snprintf(error, error_size, "adasum: copying the tensor to host memory failed");
-    else
-        status = run_host_allreduce(executor, host, NULL, 0, request->count, dtype,
-                                    CHORUS_ADASUM, 1.0, error, error_size);
-    if (status == CHORUS_OK && gpu_copy(request->output, host, bytes) != CHORUS_OK) {
-        snprintf(error, error_size, "adasum: copying the result to the GPU failed");
-        status = CHORUS_ERR_GPU;
-    }
-    free(host);
-    return status;
+    return gpu_reduces_on_host((chorus_dtype)response->request.dtype,
+                               (chorus_op)response->request.op, response->request.prescale,
+                               response->request.postscale);
 }
 
 /* A batch of allreduces of GPU tensors: one NCCL call, through the device's fusion buffer when
- * the batch has more than one tensor. */
+ * the batch has more than one tensor; or one host allreduce where NCCL cannot reduce them. */
 static chorus_status execute_gpu_allreduce(struct executor *executor,
                                            const struct wire_response *responses,
                                            const size_t *members, size_t member_count,
@@ -85,9 +69,6 @@ static chorus_status execute_gpu_allreduce(struct executor *executor,
 {
     const struct wire_response *first = &responses[members[0]];
     chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
-    if (status == CHORUS_OK && first->request.op == CHORUS_ADASUM)
-        return execute_gpu_adasum(executor, requests[0], (chorus_dtype)first->request.dtype,
-                                  error, error_size);
     struct gpu_piece *pieces = scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
     if (status != CHORUS_OK)
         return status;
@@ -97,6 +78,11 @@ static chorus_status execute_gpu_allreduce(struct executor *executor,
         pieces[m] = (struct gpu_piece){.input = requests[m]->input,
                                        .output = requests[m]->output,
                                        .count = requests[m]->count};
+    if (response_reduces_on_host(first))
+        return gpu_allreduce_on_host(executor, pieces, member_count,
+                                     (chorus_dtype)first->request.dtype,
+                                     (chorus_op)first->request.op, first->request.prescale,
+                                     output_factor(first), error, error_size);
     double started = monotonic_seconds();
     double scale = first->request.prescale * output_factor(first);
     status = gpu_allreduce(executor->gpu, pieces, member_count, (chorus_dtype)first->request.dtype,
@@ -219,7 +205,11 @@ static chorus_status reducescatter_by_allreduce(struct executor *executor,
                                        .count = requests[m]->count};
         offset += requests[m]->count;
     }
-    if (status == CHORUS_OK)
+    if (status == CHORUS_OK && response_reduces_on_host(first_response))
+        status = gpu_allreduce_on_host(executor, pieces, member_count, dtype, (chorus_op)desc->op,
+                                       desc->prescale, output_factor(first_response), error,
+                                       error_size);
+    else if (status == CHORUS_OK)
         status = gpu_allreduce(executor->gpu, pieces, member_count, dtype, (chorus_op)desc->op,
                                desc->prescale * output_factor(first_response), error,
                                error_size);
@@ -291,7 +281,7 @@ static chorus_status reducescatter_even(struct executor *executor,
 }
 
 /* GPU reducescatters of one dtype and op: by ncclReduceScatter where every tensor's rows divide
- * by the ranks (Horovod's usual case), else by allreduce. */
+ * by the ranks (Horovod's usual case) and NCCL can reduce them, else by allreduce. */
 static chorus_status execute_gpu_reducescatter(struct executor *executor,
                                                const struct wire_response *responses,
                                                const size_t *members, size_t member_count,
@@ -301,7 +291,7 @@ static chorus_status execute_gpu_reducescatter(struct executor *executor,
     chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    bool even = true;
+    bool even = !response_reduces_on_host(&responses[members[0]]);
     for (size_t m = 0; m < member_count; m++)
         even = even && responses[members[m]].request.shape[0] % executor->nranks == 0;
     return even ? reducescatter_even(executor, responses, members, member_count, requests, error,
