@@ -1,10 +1,12 @@
 /*
  * gpu_scatter_exchange.c — reducescatter and alltoall of GPU tensors through the public API,
- * checked against the reference: reducescatters of every dtype NCCL reduces and every op, with
+ * checked against the reference: reducescatters of every dtype and op (through host memory where
+ * NCCL cannot reduce them), with
  * rows that do not divide by the ranks (0, 1, fewer than the ranks, a prime, rows of 3) and
  * rows that do (ncclReduceScatter), alone and fused, and blocks past the emulation's slot;
  * alltoalls with splits that differ per pair of ranks (zeros included) and larger than the
- * emulation's slot, so that the exchange runs in rounds. The outputs are device memory. Then GPU
+ * emulation's slot, so that the exchange runs in rounds. The outputs are device memory. Grouped
+ * allgathers and reducescatters read member by member from one handle. Then GPU
  * collectives in a process set of the even ranks (its own NCCL communicator) beside one of the
  * whole job, the members numbered by their rank in the set. Runs on
  * a real GPU and on the emulated CUDA runtime and NCCL; exits 77 (SKIP) like gpu_collectives.
@@ -167,6 +169,95 @@ static void check_alltoall(uint64_t seed, int64_t width, int64_t scale, int devi
     free(host);
 }
 
+/* A grouped allgather (uneven rows, none on some ranks) and a grouped reducescatter (rows that
+ * divide by the ranks: one fused ncclReduceScatter) of GPU tensors, each member's output read
+ * from the one handle. */
+static void check_grouped(int device)
+{
+    test_step = "grouped on the GPU";
+    enum { MEMBERS = 3, WIDTH = 2 };
+    chorus_op_args args[MEMBERS];
+    char names[MEMBERS][32];
+    void *inputs[MEMBERS];
+    for (int m = 0; m < MEMBERS; m++) {
+        int64_t rows = (test_rank + m) % 3;
+        size_t bytes = (size_t)(rows * WIDTH) * sizeof(float);
+        void *host = malloc(bytes + 1);
+        reference_fill_bytes(host, bytes, 300 + (uint64_t)m, test_rank);
+        inputs[m] = to_device(host, bytes, device);
+        free(host);
+        snprintf(names[m], sizeof names[m], "gpu.grouped.ag.%d", m);
+        args[m] = (chorus_op_args)CHORUS_OP_ARGS_INIT;
+        args[m].collective = CHORUS_ALLGATHER;
+        args[m].name = names[m];
+        args[m].input = (chorus_tensor){.data = inputs[m], .dtype = CHORUS_FLOAT32, .ndims = 2,
+                                        .shape = {rows, WIDTH}, .memory = CHORUS_MEMORY_CUDA,
+                                        .device = device};
+    }
+    chorus_handle *handle = NULL;
+    EXPECT_STATUS(chorus_submit_group(args, MEMBERS, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+    for (int m = 0; m < MEMBERS; m++) {
+        chorus_tensor gathered = {0};
+        EXPECT_STATUS(chorus_handle_output_at(handle, (size_t)m, &gathered), CHORUS_OK);
+        int64_t total = 0;
+        for (int r = 0; r < test_size; r++)
+            total += (r + m) % 3;
+        EXPECT(gathered.shape[0] == total && gathered.memory == CHORUS_MEMORY_CUDA,
+               "grouped GPU allgather %d: %lld rows, expected %lld", m,
+               (long long)gathered.shape[0], (long long)total);
+        size_t all = (size_t)(total * WIDTH) * sizeof(float), offset = 0;
+        unsigned char *back = malloc(all + 1);
+        if (gathered.shape[0] == total && all > 0)
+            gpu_copy(back, gathered.data, all);
+        for (int r = 0; r < test_size && gathered.shape[0] == total; r++) {
+            size_t block = (size_t)((r + m) % 3 * WIDTH) * sizeof(float);
+            EXPECT(reference_check_bytes(back + offset, block, 300 + (uint64_t)m, r) < 0,
+                   "grouped GPU allgather %d: rank %d's rows wrong", m, r);
+            offset += block;
+        }
+        free(back);
+        gpu_free(inputs[m]);
+    }
+    chorus_handle_free(handle);
+
+    for (int m = 0; m < MEMBERS; m++) {
+        size_t count = (size_t)((m + 1) * test_size * WIDTH);
+        float *host = malloc(count * sizeof *host + 1);
+        reference_fill(host, count, CHORUS_FLOAT32, CHORUS_SUM, 400 + (uint64_t)m, test_rank);
+        inputs[m] = to_device(host, count * sizeof *host, device);
+        free(host);
+        snprintf(names[m], sizeof names[m], "gpu.grouped.rs.%d", m);
+        args[m] = (chorus_op_args)CHORUS_OP_ARGS_INIT;
+        args[m].collective = CHORUS_REDUCESCATTER;
+        args[m].name = names[m];
+        args[m].input = (chorus_tensor){.data = inputs[m], .dtype = CHORUS_FLOAT32, .ndims = 2,
+                                        .shape = {(m + 1) * test_size, WIDTH},
+                                        .memory = CHORUS_MEMORY_CUDA, .device = device};
+    }
+    EXPECT_STATUS(chorus_submit_group(args, MEMBERS, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+    for (int m = 0; m < MEMBERS; m++) {
+        chorus_tensor block = {0};
+        EXPECT_STATUS(chorus_handle_output_at(handle, (size_t)m, &block), CHORUS_OK);
+        size_t mine = (size_t)((m + 1) * WIDTH);
+        EXPECT(block.shape[0] == m + 1, "grouped GPU reducescatter %d: %lld rows", m,
+               (long long)block.shape[0]);
+        if (block.shape[0] == m + 1) {
+            float *result = malloc(mine * sizeof *result);
+            gpu_copy(result, block.data, mine * sizeof *result);
+            char why[256];
+            EXPECT(reference_check_reduced(result, (size_t)test_rank * mine, mine,
+                                           CHORUS_FLOAT32, CHORUS_SUM, test_size, NULL,
+                                           400 + (uint64_t)m, 1, 1, why, sizeof why) < 0,
+                   "grouped GPU reducescatter %d: %s", m, why);
+            free(result);
+        }
+        gpu_free(inputs[m]);
+    }
+    chorus_handle_free(handle);
+}
+
 /* Allreduce, broadcast and allgather of GPU tensors in a set of the even ranks, while every
  * rank also runs an allreduce of the whole job. */
 static void check_process_set(int device)
@@ -277,6 +368,7 @@ int main(int argc, char **argv)
     check_alltoall(11, 3, 1, device);
     check_alltoall(12, 1, 0, device);
     check_alltoall(13, 256, 300, device);
+    check_grouped(device);
     check_process_set(device);
     test_step = "shutdown";
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
