@@ -548,10 +548,22 @@ chorus_status gpu_broadcast(struct gpu_context *context, void *const *buffers, c
     return wait_for(context, WAIT_STREAM, error, error_size);
 }
 
+/* Whether every rank's block is `block` bytes, in rank order with no gaps: what ncclAllGather
+ * and ncclAlltoAll lay out. */
+static bool evenly_laid_out(const size_t *block_bytes, const size_t *offsets, int nranks,
+                            size_t block)
+{
+    for (int r = 0; r < nranks; r++)
+        if (block_bytes[r] != block || offsets[r] != (size_t)r * block)
+            return false;
+    return true;
+}
+
 chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather *gathers,
                             size_t count, char *error, size_t error_size)
 {
-    /* Blocks of different sizes: one broadcast per rank and tensor, all in one group. */
+    /* One NCCL group: ncclAllGather for a tensor whose blocks are all of one size, else one
+     * broadcast per rank. */
     if (usable(context, error, error_size) != CHORUS_OK)
         return CHORUS_ERR_GPU;
     cudaSetDevice(context->device);
@@ -561,6 +573,12 @@ chorus_status gpu_allgather(struct gpu_context *context, const struct gpu_gather
     for (size_t i = 0; enqueued(code) && i < count; i++) {
         const struct gpu_gather *gather = &gathers[i];
         char *recv = gather->recv;
+        size_t block = gather->block_bytes[0];
+        if (evenly_laid_out(gather->block_bytes, gather->offsets, context->nranks, block)) {
+            code = ncclAllGather(gather->send, recv, block, ncclUint8, context->comm,
+                                 context->stream);
+            continue;
+        }
         for (int r = 0; enqueued(code) && r < context->nranks; r++) {
             const void *source = r == rank ? gather->send : recv + gather->offsets[r];
             code = ncclBroadcast(source, recv + gather->offsets[r], gather->block_bytes[r],
@@ -583,6 +601,15 @@ chorus_status gpu_alltoall(struct gpu_context *context, const struct gpu_exchang
     cudaSetDevice(context->device);
     const char *send = exchange->send;
     char *recv = exchange->recv;
+    size_t block = exchange->send_bytes[0];
+    if (evenly_laid_out(exchange->send_bytes, exchange->send_offsets, context->nranks, block) &&
+        evenly_laid_out(exchange->recv_bytes, exchange->recv_offsets, context->nranks, block)) {
+        ncclResult_t code = ncclAlltoAll(send, recv, block, ncclUint8, context->comm,
+                                         context->stream);
+        if (!enqueued(code))
+            return nccl_failure(code, "ncclAlltoAll", error, error_size);
+        return wait_for(context, WAIT_STREAM, error, error_size);
+    }
     ncclResult_t code = ncclGroupStart();
     for (int k = 0; enqueued(code) && k < context->nranks; k++) {
         code = ncclSend(send + exchange->send_offsets[k], exchange->send_bytes[k], ncclUint8, k,

@@ -1,9 +1,9 @@
 /*
  * emulation_strictness.c — the emulated CUDA runtime and NCCL catch what a GPU catches: a host
  * read of device memory crashes, work on a stream is not done until the stream says so, NCCL
- * refuses host buffers and ranges past an allocation (a reducescatter's block per rank, a 2D
- * copy's rows included), and a communicator of one rank reduces with a pre-multiplied sum. One
- * process, no MPI.
+ * refuses host buffers and ranges past an allocation (a reducescatter's, allgather's and
+ * alltoall's block per rank, a 2D copy's rows included) and overlaps that are not in place,
+ * and a communicator of one rank reduces with a pre-multiplied sum. One process, no MPI.
  */
 #include "emulation/emulation.h"
 
@@ -194,6 +194,37 @@ START_TEST(reducescatters_and_2d_copies_stay_in_their_ranges)
 }
 END_TEST
 
+/* An allgather writes a block per rank and may read in place only from this rank's block; an
+ * alltoall reads and writes a block per rank and never in place. */
+START_TEST(allgathers_and_alltoalls_stay_in_their_ranges)
+{
+    cudaStream_t stream;
+    ncclComm_t comm = one_rank(&stream);
+    float host[4] = {1, 2, 3, 4}, back[4] = {0};
+    float *device = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&device, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(device, host, sizeof host, cudaMemcpyDefault), cudaSuccess);
+    ck_assert_int_eq(ncclAllGather(device, device + 2, 2, ncclFloat32, comm, stream),
+                     ncclSuccess); /* separate halves of one allocation */
+    ck_assert_int_eq(ncclAllGather(device + 1, device, 2, ncclFloat32, comm, stream),
+                     ncclInvalidArgument); /* overlaps, not this rank's block */
+    ck_assert_int_eq(ncclAllGather(device, device + 3, 2, ncclFloat32, comm, stream),
+                     ncclInvalidArgument); /* past the end */
+    ck_assert_int_eq(ncclAlltoAll(device, device, 4, ncclFloat32, comm, stream),
+                     ncclInvalidArgument); /* alltoall in place */
+    ck_assert_int_eq(ncclAlltoAll(device + 2, device, 2, ncclFloat32, comm, stream),
+                     ncclSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(stream), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(back, device, sizeof back, cudaMemcpyDefault), cudaSuccess);
+    /* The allgather copied 1 2 over 3 4, the alltoall those back to the front. */
+    const float expected[4] = {1, 2, 1, 2};
+    ck_assert_mem_eq(back, expected, sizeof expected);
+    ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+    cudaFree(device);
+    cudaStreamDestroy(stream);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("emulation");
@@ -205,6 +236,7 @@ int main(void)
     tcase_add_test(cases, one_rank_reduces_with_a_premultiplied_sum);
     tcase_add_test(cases, unmatched_sends_and_receives_are_errors);
     tcase_add_test(cases, reducescatters_and_2d_copies_stay_in_their_ranges);
+    tcase_add_test(cases, allgathers_and_alltoalls_stay_in_their_ranges);
     suite_add_tcase(suite, cases);
     return run_suite(suite);
 }

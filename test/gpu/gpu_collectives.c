@@ -4,7 +4,7 @@
  * averages of floats, a postscale on integer sums; 16-bit integers, integer averages and scaled
  * integers through host memory), 500 small tensors fused in the device's fusion
  * buffer, host and device tensors in one step, broadcasts from every root, allgathers of uneven
- * rows (alone and fused). Runs on a real GPU and, in CI, on the emulated CUDA runtime and NCCL
+ * rows (alone and fused) and of even rows (ncclAllGather, fused with the others). Runs on a real GPU and, in CI, on the emulated CUDA runtime and NCCL
  * (test/gpu/emulation). Exits 77 (meson: SKIP) when chorus was built without CUDA, when no
  * device is visible, or when there are fewer devices than ranks on this host.
  */
@@ -201,12 +201,19 @@ static void check_fused_batch(int device)
     }
 }
 
-/* Broadcasts from the last rank and allgathers of uneven rows, submitted together so that each
- * kind runs as one NCCL group; every result checked. */
+/* Rank r's rows of allgather g below: uneven for the first four (a broadcast per rank), then
+ * the same on every rank (ncclAllGather), one of them past the emulation's 1 MiB slot. */
+static int64_t fused_gather_rows(int r, int g)
+{
+    return g < 4 ? (r + g) % 3 : g == 4 ? 2 : 40000;
+}
+
+/* Broadcasts from the last rank and allgathers of uneven and even rows, submitted together so
+ * that each kind runs as one NCCL group; every result checked. */
 static void check_fused_broadcasts_and_allgathers(int device)
 {
     test_step = "fused broadcasts and allgathers";
-    enum { BROADCASTS = 5, GATHERS = 4 };
+    enum { BROADCASTS = 5, GATHERS = 6 };
     const size_t sizes[BROADCASTS] = {1, 7, 1000, 4099, 65537};
     int root = test_size - 1;
     void *broadcast_data[BROADCASTS], *gather_data[GATHERS];
@@ -226,7 +233,7 @@ static void check_fused_broadcasts_and_allgathers(int device)
         EXPECT_STATUS(chorus_broadcast_async(name, &tensor, root, &broadcasts[b]), CHORUS_OK);
     }
     for (int g = 0; g < GATHERS; g++) {
-        int64_t rows = (test_rank + g) % 3, columns = g * 7 + 1;
+        int64_t rows = fused_gather_rows(test_rank, g), columns = g * 7 + 1;
         size_t bytes = (size_t)(rows * columns) * sizeof(float);
         uint8_t *host = malloc(bytes + 1);
         reference_fill_bytes(host, bytes, 60 + (uint64_t)g, test_rank);
@@ -256,14 +263,14 @@ static void check_fused_broadcasts_and_allgathers(int device)
         chorus_handle_free(gathers[g]);
         int64_t total = 0, columns = g * 7 + 1;
         for (int r = 0; r < test_size; r++)
-            total += (r + g) % 3;
+            total += fused_gather_rows(r, g);
         EXPECT(gathered.shape[0] == total && gathered.memory == CHORUS_MEMORY_CUDA,
                "gpu.fag.%d: gathered %lld rows", g, (long long)gathered.shape[0]);
         size_t bytes = (size_t)(total * columns) * sizeof(float), offset = 0;
         uint8_t *host = malloc(bytes + 1);
         gpu_copy(host, gathered.data, bytes);
         for (int r = 0; r < test_size && gathered.shape[0] == total; r++) {
-            size_t block = (size_t)(((r + g) % 3) * columns) * sizeof(float);
+            size_t block = (size_t)(fused_gather_rows(r, g) * columns) * sizeof(float);
             EXPECT(reference_check_bytes(host + offset, block, 60 + (uint64_t)g, r) < 0,
                    "gpu.fag.%d: rows of rank %d wrong", g, r);
             offset += block;

@@ -65,7 +65,6 @@ static void check_reducescatter(chorus_dtype dtype, chorus_op op, int64_t rows, 
     free(host);
 }
 
-/* Rows `from` sends `to`: 0..4, times `scale`. */
 enum { FUSED_TENSORS = 6 };
 
 /* Reducescatters of one dtype and op submitted together, so that they run fused: with rows that
@@ -115,8 +114,12 @@ static void check_fused_reducescatters(const int64_t rows[FUSED_TENSORS], uint64
     }
 }
 
+/* Rows `from` sends `to`: 0..4 times `scale`; a negative scale is the same -scale rows between
+ * every pair (ncclAlltoAll). */
 static int64_t rows_between(uint64_t seed, int from, int to, int64_t scale)
 {
+    if (scale < 0)
+        return -scale;
     return (int64_t)(test_random(seed, (uint64_t)from, (uint64_t)to) % 5) * scale;
 }
 
@@ -368,6 +371,9 @@ int main(int argc, char **argv)
     check_alltoall(11, 3, 1, device);
     check_alltoall(12, 1, 0, device);
     check_alltoall(13, 256, 300, device);
+    /* The same rows between every pair: small, then past the emulation's share of a slot. */
+    check_alltoall(14, 5, -3, device);
+    check_alltoall(15, 256, -700, device);
     check_grouped(device);
     check_process_set(device);
     test_step = "shutdown";

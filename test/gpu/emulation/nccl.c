@@ -3,7 +3,7 @@
  * through shared memory named by the unique id; allreduce (every dtype and op, pre-multiplied
  * sums included) and broadcast, in place or not, run on the caller's stream and exchange data
  * through per-rank slots of that memory in chunks, with a barrier of shared counters around each
- * chunk; reducescatter block by block the same way. Grouped calls are enqueued at
+ * chunk; reducescatter, allgather and alltoall the same way. Grouped calls are enqueued at
  * ncclGroupEnd; the ncclSend and ncclRecv calls of a group become one exchange, in rounds of at
  * most a slot's share per peer, that checks every receive against the size its peer sends.
  * Compiled against the real nccl.h.
@@ -404,7 +404,7 @@ static void reduce_slots(unsigned char *result, unsigned char *const *slots, int
 
 /* ----- collectives ----------------------------------------------------------------------------- */
 
-enum collective_kind { ALLREDUCE, BROADCAST, REDUCESCATTER, EXCHANGE };
+enum collective_kind { ALLREDUCE, BROADCAST, REDUCESCATTER, ALLGATHER, ALLTOALL, EXCHANGE };
 
 #define MAX_PEERS 64
 
@@ -545,6 +545,46 @@ static void run_reducescatter(struct collective *c, unsigned char *const *slots,
         }
 }
 
+/* Chunk by chunk: every rank puts its part of its block in its slot, and every rank copies
+ * every slot to that rank's block of its output. In place, this rank's block of the output is
+ * its input: copying it over itself changes nothing. */
+static void run_allgather(struct collective *c, unsigned char *const *slots)
+{
+    struct ncclComm *comm = c->comm;
+    size_t bytes = c->count * type_size(c->type);
+    for (size_t offset = 0; offset < bytes; offset += SLOT_BYTES) {
+        size_t length = bytes - offset < SLOT_BYTES ? bytes - offset : SLOT_BYTES;
+        memcpy(slots[comm->rank], c->send + offset, length);
+        if (!barrier(comm))
+            return;
+        for (int r = 0; r < comm->nranks; r++)
+            memmove(c->recv + (size_t)r * bytes + offset, slots[r], length);
+        if (!barrier(comm))
+            return;
+    }
+}
+
+/* Chunk by chunk: every rank puts its part of its block for peer k in the k-th share of its
+ * slot, and every rank copies its share of every slot to that rank's block of its output. */
+static void run_alltoall(struct collective *c, unsigned char *const *slots)
+{
+    struct ncclComm *comm = c->comm;
+    size_t bytes = c->count * type_size(c->type), share = exchange_share(comm->nranks);
+    for (size_t offset = 0; offset < bytes; offset += share) {
+        size_t length = bytes - offset < share ? bytes - offset : share;
+        for (int k = 0; k < comm->nranks; k++)
+            memcpy(slots[comm->rank] + (size_t)k * share, c->send + (size_t)k * bytes + offset,
+                   length);
+        if (!barrier(comm))
+            return;
+        for (int j = 0; j < comm->nranks; j++)
+            memcpy(c->recv + (size_t)j * bytes + offset, slots[j] + (size_t)comm->rank * share,
+                   length);
+        if (!barrier(comm))
+            return;
+    }
+}
+
 static void run_collective(void *context)
 {
     struct collective *c = context;
@@ -573,6 +613,14 @@ static void run_collective(void *context)
         slots[r] = slot(comm, r);
     if (c->kind == REDUCESCATTER) {
         run_reducescatter(c, slots, result);
+        goto out;
+    }
+    if (c->kind == ALLGATHER) {
+        run_allgather(c, slots);
+        goto out;
+    }
+    if (c->kind == ALLTOALL) {
+        run_alltoall(c, slots);
         goto out;
     }
     size_t chunk = SLOT_BYTES / element * element;
@@ -612,6 +660,29 @@ static void group_append(struct collective *c)
     group_tail = c;
 }
 
+/* Where input and output may overlap, as NCCL allows: in place only, which for a
+ * reducescatter means the output is this rank's block of the input (at `own` bytes), for an
+ * allgather the input is this rank's block of the output; an alltoall never. Any other overlap
+ * would be overwritten while other ranks still read it. */
+static bool placed_safely(enum collective_kind kind, const void *send, size_t send_bytes,
+                          const void *recv, size_t recv_bytes, size_t own)
+{
+    const unsigned char *in = send, *out = recv;
+    bool overlap = in != NULL && out < in + send_bytes && in < out + recv_bytes;
+    if (!overlap)
+        return true;
+    switch (kind) {
+    case REDUCESCATTER:
+        return out == in + own;
+    case ALLGATHER:
+        return in == out + own;
+    case ALLTOALL:
+        return false;
+    default:
+        return in == out && send_bytes == recv_bytes;
+    }
+}
+
 static ncclResult_t submit(struct ncclComm *comm, cudaStream_t stream, enum collective_kind kind,
                            const void *send, void *recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, int root)
@@ -631,16 +702,15 @@ static ncclResult_t submit(struct ncclComm *comm, cudaStream_t stream, enum coll
         return ncclInvalidArgument;
     /* Buffers must be device memory: NCCL cannot read the host's. */
     bool sends = kind != BROADCAST || comm->rank == root;
-    /* A reducescatter reads a block of `count` per rank. */
-    size_t send_bytes = kind == REDUCESCATTER ? bytes * (size_t)comm->nranks : bytes;
+    /* A reducescatter reads a block of `count` per rank, an allgather writes one, an alltoall
+     * does both. */
+    size_t blocks = (size_t)comm->nranks;
+    size_t send_bytes = kind == REDUCESCATTER || kind == ALLTOALL ? bytes * blocks : bytes;
+    size_t recv_bytes = kind == ALLGATHER || kind == ALLTOALL ? bytes * blocks : bytes;
     if (bytes != 0 && ((sends && !emulation_is_device(send)) || !emulation_is_device(recv)))
         return ncclInvalidArgument;
-    /* In place, a reducescatter's output must be this rank's block of its input; any other
-     * overlap would be overwritten while other ranks still read it. */
-    if (kind == REDUCESCATTER && bytes != 0 &&
-        (const unsigned char *)recv + bytes > (const unsigned char *)send &&
-        (const unsigned char *)recv < (const unsigned char *)send + send_bytes &&
-        (const unsigned char *)recv != (const unsigned char *)send + (size_t)comm->rank * bytes)
+    if (bytes != 0 && !placed_safely(kind, send, send_bytes, recv, recv_bytes,
+                                     (size_t)comm->rank * bytes))
         return ncclInvalidArgument;
     struct collective *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -650,7 +720,7 @@ static ncclResult_t submit(struct ncclComm *comm, cudaStream_t stream, enum coll
         .stream = stream,
         .kind = kind,
         .send = sends && bytes != 0 ? emulation_host_view(send, send_bytes) : NULL,
-        .recv = bytes != 0 ? emulation_host_view(recv, bytes) : NULL,
+        .recv = bytes != 0 ? emulation_host_view(recv, recv_bytes) : NULL,
         .count = count,
         .type = type,
         .op = premul ? ncclSum : op,
@@ -684,6 +754,18 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclD
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
     return submit(comm, stream, REDUCESCATTER, send, recv, count, type, op, 0);
+}
+
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type,
+                           ncclComm_t comm, cudaStream_t stream)
+{
+    return submit(comm, stream, ALLGATHER, send, recv, count, type, ncclSum, 0);
+}
+
+ncclResult_t ncclAlltoAll(const void *send, void *recv, size_t count, ncclDataType_t type,
+                          ncclComm_t comm, cudaStream_t stream)
+{
+    return submit(comm, stream, ALLTOALL, send, recv, count, type, ncclSum, 0);
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
