@@ -1033,7 +1033,7 @@ int main(int argc, char **argv)
          bytes = (size_t)ceil((double)bytes * o.factor)) {
         size_t count = bytes / element;
         /* On a GPU, reducescatters of whole blocks per rank, as a GPU job's usually are (they
-         * run as ncclReduceScatter). */
+         * go straight from input to output, without padding). */
         bool blocks = o.collective == CHORUS_ALLGATHER || o.collective == CHORUS_ALLTOALL ||
                       (o.device && o.collective == CHORUS_REDUCESCATTER);
         if (blocks)

@@ -163,11 +163,10 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
     return status;
 }
 
-/* Reducescatters of GPU tensors where some rows do not divide by the ranks: one NCCL allreduce
- * of the whole tensors (through the device's fusion buffer when there are several) into one
- * device buffer, then this rank's block of each copied out. It moves twice what
- * ncclReduceScatter would, but takes Horovod's uneven blocks, which ncclReduceScatter cannot. */
-static chorus_status reducescatter_by_allreduce(struct executor *executor,
+/* Reducescatters of GPU tensors that NCCL cannot reduce (see gpu_reduce_on_host.c): the whole
+ * tensors allreduced in host memory into one device buffer, then this rank's block of each
+ * copied out. */
+static chorus_status reducescatter_on_host(struct executor *executor,
                                                 const struct wire_response *responses,
                                                 const size_t *members, size_t member_count,
                                                 struct request **requests, char *error,
@@ -205,14 +204,10 @@ static chorus_status reducescatter_by_allreduce(struct executor *executor,
                                        .count = requests[m]->count};
         offset += requests[m]->count;
     }
-    if (status == CHORUS_OK && response_reduces_on_host(first_response))
+    if (status == CHORUS_OK)
         status = gpu_allreduce_on_host(executor, pieces, member_count, dtype, (chorus_op)desc->op,
                                        desc->prescale, output_factor(first_response), error,
                                        error_size);
-    else if (status == CHORUS_OK)
-        status = gpu_allreduce(executor->gpu, pieces, member_count, dtype, (chorus_op)desc->op,
-                               desc->prescale * output_factor(first_response), error,
-                               error_size);
     for (size_t m = 0; m < member_count; m++) {
         const struct wire_response *response = &responses[members[m]];
         size_t rows = (size_t)response->request.shape[0];
@@ -240,9 +235,9 @@ static chorus_status reducescatter_by_allreduce(struct executor *executor,
     return status;
 }
 
-/* Reducescatters of GPU tensors whose rows all divide by the ranks: one ncclReduceScatter,
- * straight into each rank's output when alone, through the fusion buffer when fused. */
-static chorus_status reducescatter_even(struct executor *executor,
+/* Reducescatters of GPU tensors that NCCL can reduce: one ncclReduceScatter (see
+ * gpu_reducescatter). */
+static chorus_status reducescatter_by_nccl(struct executor *executor,
                                         const struct wire_response *responses,
                                         const size_t *members, size_t member_count,
                                         struct request **requests, char *error,
@@ -257,12 +252,14 @@ static chorus_status reducescatter_even(struct executor *executor,
     chorus_status status =
         scatters == NULL || capacities == NULL ? CHORUS_ERR_OUT_OF_MEMORY : CHORUS_OK;
     for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
-        size_t block = requests[m]->count / p;
+        size_t rows = (size_t)responses[members[m]].request.shape[0];
+        size_t row_elements = rows > 0 ? requests[m]->count / rows : 0;
+        size_t mine = part_length(rows, p, (size_t)executor->rank) * row_elements;
         void *output = gathered_output(executor, &responses[members[m]], requests[m],
-                                       block * element, &capacities[m], error, error_size);
+                                       mine * element, &capacities[m], error, error_size);
         if (output == NULL)
             status = CHORUS_ERR_OUT_OF_MEMORY;
-        scatters[m] = (struct gpu_scatter){requests[m]->input, output, block};
+        scatters[m] = (struct gpu_scatter){requests[m]->input, output, rows, row_elements};
     }
     if (status == CHORUS_OK)
         status = gpu_reducescatter(executor->gpu, scatters, member_count,
@@ -272,7 +269,8 @@ static chorus_status reducescatter_even(struct executor *executor,
     for (size_t m = 0; scatters != NULL && capacities != NULL && m < member_count; m++) {
         const struct wire_response *response = &responses[members[m]];
         settle_output(response, requests[m], scatters[m].output, capacities[m],
-                      response->request.shape[0] / (int64_t)p, status);
+                      (int64_t)part_length(scatters[m].rows, p, (size_t)executor->rank),
+                      status);
     }
     executor->last_algorithm = nccl_backend.name;
     free(scatters);
@@ -280,8 +278,8 @@ static chorus_status reducescatter_even(struct executor *executor,
     return status;
 }
 
-/* GPU reducescatters of one dtype and op: by ncclReduceScatter where every tensor's rows divide
- * by the ranks (Horovod's usual case) and NCCL can reduce them, else by allreduce. */
+/* GPU reducescatters of one dtype and op: by ncclReduceScatter where NCCL can reduce them, else
+ * by an allreduce in host memory. */
 static chorus_status execute_gpu_reducescatter(struct executor *executor,
                                                const struct wire_response *responses,
                                                const size_t *members, size_t member_count,
@@ -291,13 +289,11 @@ static chorus_status execute_gpu_reducescatter(struct executor *executor,
     chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    bool even = !response_reduces_on_host(&responses[members[0]]);
-    for (size_t m = 0; m < member_count; m++)
-        even = even && responses[members[m]].request.shape[0] % executor->nranks == 0;
-    return even ? reducescatter_even(executor, responses, members, member_count, requests, error,
-                                     error_size)
-                : reducescatter_by_allreduce(executor, responses, members, member_count,
-                                             requests, error, error_size);
+    return response_reduces_on_host(&responses[members[0]])
+               ? reducescatter_on_host(executor, responses, members, member_count, requests,
+                                       error, error_size)
+               : reducescatter_by_nccl(executor, responses, members, member_count, requests,
+                                       error, error_size);
 }
 
 /* An alltoall of a GPU tensor: the counts through the host transport, the rows by grouped

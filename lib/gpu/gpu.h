@@ -67,16 +67,19 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
 chorus_status gpu_broadcast(struct gpu_context *context, void *const *buffers, const size_t *bytes,
                             size_t count, int root, char *error, size_t error_size);
 
-/* One tensor of a reducescatter whose blocks are even: `input` holds one block of
- * `block_count` elements per rank, in rank order; this rank's block, reduced over the ranks,
- * goes to `output`. */
+/* One tensor of a reducescatter: `input` holds `rows` rows of `row_elements` elements, split
+ * over the ranks as Horovod splits them (the first rows % ranks ranks get one row more); this
+ * rank's rows, reduced over the ranks, go to `output`. */
 struct gpu_scatter {
     const void *input;
     void *output;
-    size_t block_count;
+    size_t rows;
+    size_t row_elements;
 };
 /* Reducescatters `count` tensors of one dtype with one op and scale, as gpu_allreduce reduces
- * them, by ncclReduceScatter; several are packed block by block into the fusion buffer first. */
+ * them, by one ncclReduceScatter: a lone tensor whose rows divide by the ranks straight from its
+ * input; otherwise packed rank by rank into the fusion buffer first, each rank's block padded to
+ * the largest. */
 chorus_status gpu_reducescatter(struct gpu_context *context, const struct gpu_scatter *scatters,
                                 size_t count, chorus_dtype dtype, chorus_op op, double scale,
                                 char *error, size_t error_size);

@@ -465,25 +465,47 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
     return reduction_end(context, &reduction, status, error, error_size);
 }
 
-/* Enqueues the packing of every tensor into the fusion buffer so that the fusion buffer holds
- * one chunk per rank, each the concatenation of that rank's block of every tensor: one 2D copy
- * per tensor, its blocks the rows. */
+/* Rows of a reducescatter split as Horovod splits them: the first rows % p ranks one more. */
+static size_t rows_of(const struct gpu_scatter *scatter, size_t p, size_t rank)
+{
+    return scatter->rows / p + (rank < scatter->rows % p ? 1 : 0);
+}
+
+/* Elements of a tensor's block padded to the largest rank's rows, so that every rank's block
+ * has one size, as ncclReduceScatter needs. */
+static size_t padded_block(const struct gpu_scatter *scatter, size_t p)
+{
+    return rows_of(scatter, p, 0) * scatter->row_elements;
+}
+
+/* Enqueues the packing of every tensor into the fusion buffer so that it holds one chunk per
+ * rank, each the concatenation of that rank's (padded) block of every tensor: per tensor, one
+ * 2D copy for the ranks with the extra row and one for the others, their blocks the rows. The
+ * padding is never read back. */
 static chorus_status pack_by_rank(struct gpu_context *context, const struct gpu_scatter *scatters,
                                   size_t count, size_t element_size, size_t chunk_bytes,
                                   char *error, size_t error_size)
 {
+    size_t p = (size_t)context->nranks;
     char *fused = context->fusion;
     size_t offset = 0;
     for (size_t t = 0; t < count; t++) {
-        size_t block_bytes = scatters[t].block_count * element_size;
-        if (block_bytes == 0)
-            continue;
-        cudaError_t cuda = cudaMemcpy2DAsync(fused + offset, chunk_bytes, scatters[t].input,
-                                             block_bytes, block_bytes, (size_t)context->nranks,
-                                             cudaMemcpyDefault, context->stream);
+        const struct gpu_scatter *scatter = &scatters[t];
+        size_t row_bytes = scatter->row_elements * element_size;
+        size_t extra = scatter->rows % p, longer = (scatter->rows / p + 1) * row_bytes;
+        size_t shorter = scatter->rows / p * row_bytes;
+        const char *input = scatter->input;
+        cudaError_t cuda = cudaSuccess;
+        if (extra > 0 && longer > 0)
+            cuda = cudaMemcpy2DAsync(fused + offset, chunk_bytes, input, longer, longer, extra,
+                                     cudaMemcpyDefault, context->stream);
+        if (cuda == cudaSuccess && shorter > 0)
+            cuda = cudaMemcpy2DAsync(fused + extra * chunk_bytes + offset, chunk_bytes,
+                                     input + extra * longer, shorter, shorter, p - extra,
+                                     cudaMemcpyDefault, context->stream);
         if (cuda != cudaSuccess)
             return cuda_failure(cuda, "packing the fusion buffer by rank", error, error_size);
-        offset += block_bytes;
+        offset += padded_block(scatter, p) * element_size;
     }
     return CHORUS_OK;
 }
@@ -501,31 +523,33 @@ chorus_status gpu_reducescatter(struct gpu_context *context, const struct gpu_sc
         return status;
     int rank = 0;
     ncclCommUserRank(context->comm, &rank);
-    size_t element_size = chorus_dtype_size(dtype), chunk = 0;
+    size_t p = (size_t)context->nranks, element_size = chorus_dtype_size(dtype), chunk = 0;
     for (size_t t = 0; t < count; t++)
-        chunk += scatters[t].block_count;
+        chunk += padded_block(&scatters[t], p);
     size_t chunk_bytes = chunk * element_size;
-    bool fused = count > 1;
-    if (fused)
-        status = ensure_fusion(context, chunk_bytes * (size_t)context->nranks, error, error_size);
-    if (status == CHORUS_OK && fused)
+    /* One tensor whose rows divide by the ranks goes straight from input to output. */
+    bool staged = count > 1 || scatters[0].rows % p != 0;
+    if (staged)
+        status = ensure_fusion(context, chunk_bytes * p, error, error_size);
+    if (status == CHORUS_OK && staged)
         status = pack_by_rank(context, scatters, count, element_size, chunk_bytes, error,
                               error_size);
-    /* Fused, in place: this rank's chunk of the fusion buffer receives the result. */
-    char *result = fused ? (char *)context->fusion + (size_t)rank * chunk_bytes : NULL;
+    /* Staged, in place: this rank's chunk of the fusion buffer receives the result. */
+    char *result = staged ? (char *)context->fusion + (size_t)rank * chunk_bytes : NULL;
     if (status == CHORUS_OK) {
         ncclResult_t code =
-            ncclReduceScatter(fused ? context->fusion : scatters[0].input,
-                              fused ? result : scatters[0].output, chunk, reduction.type,
+            ncclReduceScatter(staged ? context->fusion : scatters[0].input,
+                              staged ? result : scatters[0].output, chunk, reduction.type,
                               reduction.op, context->comm, context->stream);
         if (!enqueued(code))
             status = nccl_failure(code, "ncclReduceScatter", error, error_size);
     }
-    for (size_t t = 0; status == CHORUS_OK && fused && t < count; t++) {
+    for (size_t t = 0; status == CHORUS_OK && staged && t < count; t++) {
         struct gpu_piece block = {.output = scatters[t].output,
-                                  .count = scatters[t].block_count};
+                                  .count = rows_of(&scatters[t], p, (size_t)rank) *
+                                           scatters[t].row_elements};
         status = copy_pieces(context, result, &block, 1, element_size, false, error, error_size);
-        result += block.count * element_size;
+        result += padded_block(&scatters[t], p) * element_size;
     }
     return reduction_end(context, &reduction, status, error, error_size);
 }

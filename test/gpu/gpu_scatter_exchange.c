@@ -1,9 +1,9 @@
 /*
  * gpu_scatter_exchange.c — reducescatter and alltoall of GPU tensors through the public API,
  * checked against the reference: reducescatters of every dtype and op (through host memory where
- * NCCL cannot reduce them), with
- * rows that do not divide by the ranks (0, 1, fewer than the ranks, a prime, rows of 3) and
- * rows that do (ncclReduceScatter), alone and fused, and blocks past the emulation's slot;
+ * NCCL cannot reduce them), with rows that do not divide by the ranks (0, 1, fewer than the
+ * ranks, a prime, rows of 3: padded blocks) and rows that do, alone and fused, and blocks past
+ * the emulation's slot;
  * alltoalls with splits that differ per pair of ranks (zeros included) and larger than the
  * emulation's slot, so that the exchange runs in rounds. The outputs are device memory. Grouped
  * allgathers and reducescatters read member by member from one handle. Then GPU
@@ -67,9 +67,9 @@ static void check_reducescatter(chorus_dtype dtype, chorus_op op, int64_t rows, 
 
 enum { FUSED_TENSORS = 6 };
 
-/* Reducescatters of one dtype and op submitted together, so that they run fused: with rows that
- * all divide by the ranks, one ncclReduceScatter of the tensors packed rank by rank; else one
- * NCCL allreduce of all of them, then each rank's blocks. */
+/* Reducescatters of one dtype and op submitted together, so that they run fused: one
+ * ncclReduceScatter of the tensors packed rank by rank, each rank's block padded to the largest
+ * where the rows do not divide by the ranks. */
 static void check_fused_reducescatters(const int64_t rows[FUSED_TENSORS], uint64_t seed,
                                        int device)
 {
