@@ -60,9 +60,10 @@ static void print_selection_table(void)
         const struct selection_rule *rule = &rules[i];
         char ranks[32] = "any", bytes[64] = "any", high[24];
         if (rule->min_ranks || rule->max_ranks)
-            snprintf(ranks, sizeof ranks, "%d-%s", rule->min_ranks ? rule->min_ranks : 1,
+            snprintf(ranks, sizeof ranks, "%d-%s%s", rule->min_ranks ? rule->min_ranks : 1,
                      rule->max_ranks ? (snprintf(high, sizeof high, "%d", rule->max_ranks), high)
-                                     : "");
+                                     : "",
+                     rule->power_of_two_ranks ? " 2^k" : "");
         if (rule->min_bytes || rule->max_bytes)
             print_interval(bytes, sizeof bytes, rule->min_bytes, rule->max_bytes);
         printf("  %-10s %-19s %-12s %-8s %-22s %s\n", chorus_collective_name(rule->collective),

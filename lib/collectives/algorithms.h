@@ -170,6 +170,7 @@ struct selection_rule {
     size_t min_bytes;         /* inclusive */
     size_t max_bytes;         /* inclusive; 0: no bound */
     const char *provenance;   /* which machine and benchmark chose this row */
+    bool power_of_two_ranks;  /* only when the ranks are a power of two */
 };
 
 /* The selection table, and how many rows it has. */

@@ -176,11 +176,17 @@ static const struct selection_rule rules[] = {
      .provenance = "np=4 on one host from 4 MiB: 1.2-1.8x MPI_Reduce_scatter against the "
                    "ring's 0.97-1.35x; at np=2 the ring won at every size (1.1-7x)"},
     {CHORUS_REDUCESCATTER, REDUCESCATTER_RECURSIVE_HALVING, .min_ranks = 4,
-     .max_bytes = 256 * KiB,
+     .max_bytes = 256 * KiB, .power_of_two_ranks = true,
      .provenance = "4 ranks on 4 emulated hosts (TCP between network namespaces, 3 interleaved "
                    "rounds): 204-282 us against the ring's 372-408 us at 1 KiB, 455-631 "
                    "against 780-801 us at 256 KiB; the ring ahead again from 1 MiB. 8 ranks, 2 "
                    "per host (2 rounds): 1.2-3.2 ms against 1.7-3.8 ms from 1 to 256 KiB"},
+    /* Other numbers of ranks fold first: the folded ranks send their whole tensor, so the ring
+     * catches up sooner. */
+    {CHORUS_REDUCESCATTER, REDUCESCATTER_RECURSIVE_HALVING, .min_ranks = 6, .max_bytes = 16 * KiB,
+     .provenance = "6 ranks on 4 emulated hosts (2 rounds): 599-1001 us against the ring's "
+                   "837-1261 us from 1 to 16 KiB, even at 256 KiB; at 5 ranks even at 1 and "
+                   "16 KiB, the ring ahead at 256 KiB (791-917 against 1200-1217 us)"},
     {CHORUS_REDUCESCATTER, REDUCESCATTER_RING,
      .provenance = "bandwidth-optimal; supports every call"},
 
@@ -228,7 +234,8 @@ static bool rule_holds(const struct selection_rule *rule, const struct selection
            (rule->min_ranks == 0 || query->nranks >= rule->min_ranks) &&
            (rule->max_ranks == 0 || query->nranks <= rule->max_ranks) &&
            query->bytes >= rule->min_bytes &&
-           (rule->max_bytes == 0 || query->bytes <= rule->max_bytes);
+           (rule->max_bytes == 0 || query->bytes <= rule->max_bytes) &&
+           (!rule->power_of_two_ranks || (query->nranks & (query->nranks - 1)) == 0);
 }
 
 size_t selection_candidates(chorus_collective collective, const struct selection_query *query,

@@ -1019,6 +1019,10 @@ START_TEST(selection_is_deterministic_and_covers_every_size)
     ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 64 << 10, 4, 1),
                      REDUCESCATTER_RECURSIVE_HALVING);
     ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 64 << 10, 3, 1), REDUCESCATTER_RING);
+    ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 64 << 10, 6, 1), REDUCESCATTER_RING);
+    ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 8 << 10, 6, 1),
+                     REDUCESCATTER_RECURSIVE_HALVING);
+    ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 8 << 10, 5, 1), REDUCESCATTER_RING);
     ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 1 << 20, 4, 1), REDUCESCATTER_RING);
     ck_assert_int_eq(first_choice(CHORUS_REDUCESCATTER, -1, 1 << 20, 4, 4),
                      REDUCESCATTER_HIERARCHICAL);
