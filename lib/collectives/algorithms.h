@@ -206,19 +206,6 @@ void selection_plan(chorus_collective collective, const struct selection_query *
 chorus_status selection_run(chorus_collective collective, const struct selection_query *query,
                             union collective_args args, int *ran);
 
-/* Splits `count` items into `parts` nearly equal contiguous parts: part i starts at
- * part_start(i) and the first count % parts parts have one more item. */
-static inline size_t part_start(size_t count, size_t parts, size_t index)
-{
-    size_t base = count / parts, extra = count % parts;
-    return index * base + (index < extra ? index : extra);
-}
-
-static inline size_t part_length(size_t count, size_t parts, size_t index)
-{
-    return count / parts + (index < count % parts ? 1 : 0);
-}
-
 /* Tags of the data communicator. Collectives run one at a time there, so a tag only has to
  * keep the phases of one algorithm apart. */
 enum {

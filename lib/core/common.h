@@ -20,6 +20,20 @@
 
 #define ARRAY_LENGTH(array) (sizeof(array) / sizeof((array)[0]))
 
+/* Splits `count` items into `parts` nearly equal contiguous parts: part i starts at
+ * part_start(i) and the first count % parts parts have one more item (Horovod's split of a
+ * reducescatter's rows). */
+static inline size_t part_start(size_t count, size_t parts, size_t index)
+{
+    size_t base = count / parts, extra = count % parts;
+    return index * base + (index < extra ? index : extra);
+}
+
+static inline size_t part_length(size_t count, size_t parts, size_t index)
+{
+    return count / parts + (index < count % parts ? 1 : 0);
+}
+
 /* The device of a host tensor in negotiation messages (CUDA devices are 0, 1, ...). */
 #define DEVICE_HOST (-1)
 

@@ -16,8 +16,7 @@
 
 bool gpu_reduces_on_host(chorus_dtype dtype, chorus_op op, double prescale, double postscale)
 {
-    bool floating = dtype == CHORUS_FLOAT16 || dtype == CHORUS_BFLOAT16 ||
-                    dtype == CHORUS_FLOAT32 || dtype == CHORUS_FLOAT64;
+    bool floating = dtype_is_floating(dtype);
     bool summing = op == CHORUS_SUM || op == CHORUS_AVERAGE;
     bool scaled = prescale != 1.0 || postscale != 1.0;
     return op == CHORUS_ADASUM || dtype == CHORUS_INT16 || dtype == CHORUS_UINT16 ||

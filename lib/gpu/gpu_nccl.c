@@ -290,8 +290,7 @@ static chorus_status reduction_for(struct gpu_context *context, ncclDataType_t t
                                    size_t error_size)
 {
     bool summing = op == CHORUS_SUM || op == CHORUS_AVERAGE;
-    bool floating = dtype == CHORUS_FLOAT16 || dtype == CHORUS_BFLOAT16 ||
-                    dtype == CHORUS_FLOAT32 || dtype == CHORUS_FLOAT64;
+    bool floating = dtype_is_floating(dtype);
     *custom = false;
     *reduction = op == CHORUS_MIN ? ncclMin : op == CHORUS_MAX ? ncclMax
                                        : op == CHORUS_PRODUCT ? ncclProd
@@ -446,7 +445,7 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
     size_t count = 0;
     for (size_t p = 0; p < piece_count; p++)
         count += pieces[p].count;
-    if (status == CHORUS_OK && fused)
+    if (fused)
         status = ensure_fusion(context, count * element_size, error, error_size);
     if (status == CHORUS_OK && fused)
         status = copy_pieces(context, context->fusion, pieces, piece_count, element_size, true,
@@ -465,17 +464,11 @@ chorus_status gpu_allreduce(struct gpu_context *context, const struct gpu_piece 
     return reduction_end(context, &reduction, status, error, error_size);
 }
 
-/* Rows of a reducescatter split as Horovod splits them: the first rows % p ranks one more. */
-static size_t rows_of(const struct gpu_scatter *scatter, size_t p, size_t rank)
-{
-    return scatter->rows / p + (rank < scatter->rows % p ? 1 : 0);
-}
-
-/* Elements of a tensor's block padded to the largest rank's rows, so that every rank's block
- * has one size, as ncclReduceScatter needs. */
+/* Elements of a tensor's block padded to the largest rank's rows (rank 0's, in Horovod's
+ * split), so that every rank's block has one size, as ncclReduceScatter needs. */
 static size_t padded_block(const struct gpu_scatter *scatter, size_t p)
 {
-    return rows_of(scatter, p, 0) * scatter->row_elements;
+    return part_length(scatter->rows, p, 0) * scatter->row_elements;
 }
 
 /* Enqueues the packing of every tensor into the fusion buffer so that it holds one chunk per
@@ -546,7 +539,7 @@ chorus_status gpu_reducescatter(struct gpu_context *context, const struct gpu_sc
     }
     for (size_t t = 0; status == CHORUS_OK && staged && t < count; t++) {
         struct gpu_piece block = {.output = scatters[t].output,
-                                  .count = rows_of(&scatters[t], p, (size_t)rank) *
+                                  .count = part_length(scatters[t].rows, p, (size_t)rank) *
                                            scatters[t].row_elements};
         status = copy_pieces(context, result, &block, 1, element_size, false, error, error_size);
         result += padded_block(&scatters[t], p) * element_size;
