@@ -47,13 +47,18 @@ chorus_status host_alltoall(struct executor *executor, const struct wire_respons
                             char *error, size_t error_size);
 
 /* gpu_reduce_on_host.c: whether NCCL cannot reduce GPU tensors of `dtype` with `op` and these
- * scale factors as chorus defines it; and such a batch (`pieces`, device memory) reduced in host
- * memory instead, in one host allreduce. */
+ * scale factors as chorus defines it; and such a batch (device memory) reduced in host memory
+ * instead, in one host allreduce: an allreduce's pieces, or a reducescatter's tensors, of which
+ * only this rank's rows go back. */
 bool gpu_reduces_on_host(chorus_dtype dtype, chorus_op op, double prescale, double postscale);
 chorus_status gpu_allreduce_on_host(struct executor *executor, const struct gpu_piece *pieces,
                                     size_t piece_count, chorus_dtype dtype, chorus_op op,
                                     double prescale, double factor, char *error,
                                     size_t error_size);
+chorus_status gpu_reducescatter_on_host(struct executor *executor,
+                                        const struct gpu_scatter *scatters, size_t count,
+                                        chorus_dtype dtype, chorus_op op, double prescale,
+                                        double factor, char *error, size_t error_size);
 
 /* host_algorithms.c: one host collective with the algorithm the selection picks (see
  * selection_run); the algorithm that ran is left in executor->last_algorithm. An allreduce of

@@ -163,137 +163,52 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
     return status;
 }
 
-/* Reducescatters of GPU tensors that NCCL cannot reduce (see gpu_reduce_on_host.c): the whole
- * tensors allreduced in host memory into one device buffer, then this rank's block of each
- * copied out. */
-static chorus_status reducescatter_on_host(struct executor *executor,
-                                                const struct wire_response *responses,
-                                                const size_t *members, size_t member_count,
-                                                struct request **requests, char *error,
-                                                size_t error_size)
-{
-    const struct wire_response *first_response = &responses[members[0]];
-    const struct wire_request *desc = &first_response->request;
-    chorus_status status = CHORUS_OK;
-    size_t p = (size_t)executor->nranks, me = (size_t)executor->rank;
-    chorus_dtype dtype = (chorus_dtype)desc->dtype;
-    size_t element = chorus_dtype_size(dtype), total = 0;
-    for (size_t m = 0; m < member_count; m++)
-        total += requests[m]->count;
-    char *whole = gpu_malloc(total * element, requests[0]->desc.device);
-    struct gpu_piece *pieces = scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
-    void **outputs = calloc(member_count, sizeof *outputs);
-    size_t *capacities = calloc(member_count, sizeof *capacities);
-    if ((whole == NULL && total > 0) || pieces == NULL || outputs == NULL ||
-        capacities == NULL) {
-        snprintf(error, error_size, "cannot allocate %zu bytes of GPU memory", total * element);
-        status = CHORUS_ERR_OUT_OF_MEMORY;
-    }
-    size_t offset = 0;
-    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
-        const struct wire_response *response = &responses[members[m]];
-        size_t rows = (size_t)response->request.shape[0];
-        size_t row_elements = rows > 0 ? requests[m]->count / rows : 0;
-        outputs[m] = gathered_output(executor, response, requests[m],
-                                     part_length(rows, p, me) * row_elements * element,
-                                     &capacities[m], error, error_size);
-        if (outputs[m] == NULL)
-            status = CHORUS_ERR_OUT_OF_MEMORY;
-        pieces[m] = (struct gpu_piece){.input = requests[m]->input,
-                                       .output = whole != NULL ? whole + offset * element : NULL,
-                                       .count = requests[m]->count};
-        offset += requests[m]->count;
-    }
-    if (status == CHORUS_OK)
-        status = gpu_allreduce_on_host(executor, pieces, member_count, dtype, (chorus_op)desc->op,
-                                       desc->prescale, output_factor(first_response), error,
-                                       error_size);
-    for (size_t m = 0; m < member_count; m++) {
-        const struct wire_response *response = &responses[members[m]];
-        size_t rows = (size_t)response->request.shape[0];
-        size_t row_elements = rows > 0 ? requests[m]->count / rows : 0;
-        size_t mine = part_length(rows, p, me) * row_elements;
-        if (status == CHORUS_OK && mine > 0 &&
-            gpu_copy(outputs[m],
-                     (const char *)pieces[m].output +
-                         part_start(rows, p, me) * row_elements * element,
-                     mine * element) != CHORUS_OK) {
-            snprintf(error, error_size, "copying this rank's block out of the reduction failed");
-            status = CHORUS_ERR_GPU;
-        }
-    }
-    for (size_t m = 0; outputs != NULL && m < member_count; m++) {
-        const struct wire_response *response = &responses[members[m]];
-        size_t rows = (size_t)response->request.shape[0];
-        settle_output(response, requests[m], outputs[m], capacities[m],
-                      (int64_t)part_length(rows, p, me), status);
-    }
-    executor->last_algorithm = nccl_backend.name;
-    gpu_free(whole);
-    free(outputs);
-    free(capacities);
-    return status;
-}
-
-/* Reducescatters of GPU tensors that NCCL can reduce: one ncclReduceScatter (see
- * gpu_reducescatter). */
-static chorus_status reducescatter_by_nccl(struct executor *executor,
-                                        const struct wire_response *responses,
-                                        const size_t *members, size_t member_count,
-                                        struct request **requests, char *error,
-                                        size_t error_size)
-{
-    const struct wire_response *first_response = &responses[members[0]];
-    const struct wire_request *desc = &first_response->request;
-    size_t p = (size_t)executor->nranks;
-    size_t element = chorus_dtype_size((chorus_dtype)desc->dtype);
-    struct gpu_scatter *scatters = calloc(member_count, sizeof *scatters);
-    size_t *capacities = calloc(member_count, sizeof *capacities);
-    chorus_status status =
-        scatters == NULL || capacities == NULL ? CHORUS_ERR_OUT_OF_MEMORY : CHORUS_OK;
-    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
-        size_t rows = (size_t)responses[members[m]].request.shape[0];
-        size_t row_elements = rows > 0 ? requests[m]->count / rows : 0;
-        size_t mine = part_length(rows, p, (size_t)executor->rank) * row_elements;
-        void *output = gathered_output(executor, &responses[members[m]], requests[m],
-                                       mine * element, &capacities[m], error, error_size);
-        if (output == NULL)
-            status = CHORUS_ERR_OUT_OF_MEMORY;
-        scatters[m] = (struct gpu_scatter){requests[m]->input, output, rows, row_elements};
-    }
-    if (status == CHORUS_OK)
-        status = gpu_reducescatter(executor->gpu, scatters, member_count,
-                                   (chorus_dtype)desc->dtype, (chorus_op)desc->op,
-                                   desc->prescale * output_factor(first_response), error,
-                                   error_size);
-    for (size_t m = 0; scatters != NULL && capacities != NULL && m < member_count; m++) {
-        const struct wire_response *response = &responses[members[m]];
-        settle_output(response, requests[m], scatters[m].output, capacities[m],
-                      (int64_t)part_length(scatters[m].rows, p, (size_t)executor->rank),
-                      status);
-    }
-    executor->last_algorithm = nccl_backend.name;
-    free(scatters);
-    free(capacities);
-    return status;
-}
-
-/* GPU reducescatters of one dtype and op: by ncclReduceScatter where NCCL can reduce them, else
- * by an allreduce in host memory. */
+/* Reducescatters of GPU tensors of one dtype and op: one ncclReduceScatter (see
+ * gpu_reducescatter), or where NCCL cannot reduce them an allreduce in host memory. */
 static chorus_status execute_gpu_reducescatter(struct executor *executor,
                                                const struct wire_response *responses,
                                                const size_t *members, size_t member_count,
                                                struct request **requests, char *error,
                                                size_t error_size)
 {
+    const struct wire_response *first_response = &responses[members[0]];
+    const struct wire_request *desc = &first_response->request;
     chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    return response_reduces_on_host(&responses[members[0]])
-               ? reducescatter_on_host(executor, responses, members, member_count, requests,
-                                       error, error_size)
-               : reducescatter_by_nccl(executor, responses, members, member_count, requests,
-                                       error, error_size);
+    size_t p = (size_t)executor->nranks, me = (size_t)executor->rank;
+    chorus_dtype dtype = (chorus_dtype)desc->dtype;
+    size_t element = chorus_dtype_size(dtype);
+    struct gpu_scatter *scatters = calloc(member_count, sizeof *scatters);
+    size_t *capacities = calloc(member_count, sizeof *capacities);
+    if (scatters == NULL || capacities == NULL)
+        status = CHORUS_ERR_OUT_OF_MEMORY;
+    for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
+        size_t rows = (size_t)responses[members[m]].request.shape[0];
+        size_t row_elements = rows > 0 ? requests[m]->count / rows : 0;
+        void *output = gathered_output(executor, &responses[members[m]], requests[m],
+                                       part_length(rows, p, me) * row_elements * element,
+                                       &capacities[m], error, error_size);
+        if (output == NULL)
+            status = CHORUS_ERR_OUT_OF_MEMORY;
+        scatters[m] = (struct gpu_scatter){requests[m]->input, output, rows, row_elements};
+    }
+    if (status == CHORUS_OK && response_reduces_on_host(first_response))
+        status = gpu_reducescatter_on_host(executor, scatters, member_count, dtype,
+                                           (chorus_op)desc->op, desc->prescale,
+                                           output_factor(first_response), error, error_size);
+    else if (status == CHORUS_OK)
+        status = gpu_reducescatter(executor->gpu, scatters, member_count, dtype,
+                                   (chorus_op)desc->op,
+                                   desc->prescale * output_factor(first_response), error,
+                                   error_size);
+    for (size_t m = 0; scatters != NULL && capacities != NULL && m < member_count; m++)
+        settle_output(&responses[members[m]], requests[m], scatters[m].output, capacities[m],
+                      (int64_t)part_length(scatters[m].rows, p, me), status);
+    executor->last_algorithm = nccl_backend.name;
+    free(scatters);
+    free(capacities);
+    return status;
 }
 
 /* An alltoall of a GPU tensor: the counts through the host transport, the rows by grouped
