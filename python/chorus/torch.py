@@ -363,14 +363,27 @@ def _gathered(like, trailing, member=0):
     return finish
 
 
-def allgather_async(tensor, name=None, process_set=None):
-    """Concatenates every rank's tensor along the first dimension (which may differ)."""
+def _allgather_request(tensor, name, set_id, member=0):
+    """One allgather (member `member` of a group): its arguments, the tensor chorus reads, and
+    what reads its result from the handle."""
     tensor = tensor.contiguous()
     if tensor.dim() == 0:
         tensor = tensor.reshape(1)
-    args = op_args(c.ALLGATHER, name or default_name("allgather"), _descriptor(tensor),
-                   process_set=_set_id(process_set))
-    return submit(args, tensor, _gathered(tensor, tuple(tensor.shape[1:])))
+    args = op_args(c.ALLGATHER, name, _descriptor(tensor), process_set=set_id)
+    return args, tensor, _gathered(tensor, tuple(tensor.shape[1:]), member)
+
+
+def _submit_requests(requests):
+    """Submits (args, tensor, finish) requests as one group; the result is every finish's."""
+    return submit_group([args for args, _, _ in requests], [t for _, t, _ in requests],
+                        lambda handle: [finish(handle) for _, _, finish in requests])
+
+
+def allgather_async(tensor, name=None, process_set=None):
+    """Concatenates every rank's tensor along the first dimension (which may differ)."""
+    args, tensor, finish = _allgather_request(tensor, name or default_name("allgather"),
+                                              _set_id(process_set))
+    return submit(args, tensor, finish)
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=None):
@@ -436,12 +449,9 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
     """Allgathers of every tensor as one group: negotiated together and fused where they can be;
     synchronize() returns the list of results."""
     name = name or default_name("grouped_allgather")
-    inputs = [t.contiguous() if t.dim() > 0 else t.reshape(1) for t in tensors]
     set_id = _set_id(process_set)
-    args = [op_args(c.ALLGATHER, f"{name}.{i}", _descriptor(t), process_set=set_id)
-            for i, t in enumerate(inputs)]
-    finishes = [_gathered(t, tuple(t.shape[1:]), i) for i, t in enumerate(inputs)]
-    return submit_group(args, inputs, lambda handle: [finish(handle) for finish in finishes])
+    requests = [_allgather_request(t, f"{name}.{i}", set_id, i) for i, t in enumerate(tensors)]
+    return _submit_requests(requests)
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
@@ -462,21 +472,28 @@ def allgather_object(obj, name=None, process_set=None):
     return objects
 
 
+def _reducescatter_request(tensor, name, operator, set_id, prescale_factor, postscale_factor,
+                           compression, member=0):
+    """One reducescatter (member `member` of a group): its arguments, the (compressed) tensor
+    chorus reads, and what reads and decompresses its block from the handle."""
+    compressed, context = compression.compress(tensor.contiguous())
+    if compressed.dim() == 0:
+        raise ValueError("reducescatter needs a tensor with at least one dimension")
+    args = op_args(c.REDUCESCATTER, name, _descriptor(compressed), None, operator, 0,
+                   prescale_factor, postscale_factor, process_set=set_id)
+    gathered = _gathered(compressed, tuple(compressed.shape[1:]), member)
+    return args, compressed, lambda handle: compression.decompress(gathered(handle), context)
+
+
 def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
                         postscale_factor=1.0, *, compression=Compression.none):
     """Reduces every rank's tensor (all of one shape) with `op` and returns this rank's block of
     rows: the first dimension split as evenly as it goes, the first (rows % size) ranks getting
     one row more, as Horovod splits it."""
-    operator = _resolve_op(None, op)
-    compressed, context = compression.compress(tensor.contiguous())
-    if compressed.dim() == 0:
-        raise ValueError("reducescatter needs a tensor with at least one dimension")
-    args = op_args(c.REDUCESCATTER, name or default_name("reducescatter"),
-                   _descriptor(compressed), None, operator, 0, prescale_factor, postscale_factor,
-                   process_set=_set_id(process_set))
-    gathered = _gathered(compressed, tuple(compressed.shape[1:]))
-    return submit(args, compressed,
-                  lambda handle: compression.decompress(gathered(handle), context))
+    args, compressed, finish = _reducescatter_request(
+        tensor, name or default_name("reducescatter"), _resolve_op(None, op),
+        _set_id(process_set), prescale_factor, postscale_factor, compression)
+    return submit(args, compressed, finish)
 
 
 class _ReducescatterFunction(torch.autograd.Function):
@@ -523,18 +540,10 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None
     name = name or default_name("grouped_reducescatter")
     operator = _resolve_op(None, op)
     set_id = _set_id(process_set)
-    compressed = [compression.compress(t.contiguous()) for t in tensors]
-    if any(t.dim() == 0 for t, _ in compressed):
-        raise ValueError("reducescatter needs tensors with at least one dimension")
-    args = [op_args(c.REDUCESCATTER, f"{name}.{i}", _descriptor(t), None, operator, 0,
-                    prescale_factor, postscale_factor, process_set=set_id)
-            for i, (t, _) in enumerate(compressed)]
-    finishes = [_gathered(t, tuple(t.shape[1:]), i) for i, (t, _) in enumerate(compressed)]
-
-    def results(handle):
-        return [compression.decompress(finish(handle), context)
-                for finish, (_, context) in zip(finishes, compressed)]
-    return submit_group(args, [t for t, _ in compressed], results)
+    requests = [_reducescatter_request(t, f"{name}.{i}", operator, set_id, prescale_factor,
+                                       postscale_factor, compression, i)
+                for i, t in enumerate(tensors)]
+    return _submit_requests(requests)
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
