@@ -7,6 +7,7 @@
 #include "negotiation_internal.h"
 
 #include "mismatch.h"
+#include "../core/negotiated_fields.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -112,44 +113,12 @@ void mark_ranks(struct negotiator *negotiator, struct wire_response *response,
 {
     if (response == NULL)
         return;
-    response->first_dims = calloc((size_t)negotiator->nranks, sizeof *response->first_dims);
-    if (response->first_dims == NULL)
+    response->rank_mask = calloc((size_t)negotiator->nranks, sizeof *response->rank_mask);
+    if (response->rank_mask == NULL)
         return; /* then it concerns every rank */
-    response->first_dim_count = (uint32_t)negotiator->nranks;
+    response->rank_mask_count = (uint32_t)negotiator->nranks;
     for (int r = 0; r < negotiator->nranks; r++)
-        response->first_dims[r] = requests != NULL ? requests[r].name != NULL : r == only_rank;
-}
-
-/* The fast check that runs on every tensor: do two submissions agree on everything the
- * collective needs? Only when they do not is the (slower) message built. */
-static bool requests_agree(const struct wire_request *a, const struct wire_request *b)
-{
-    if (a->collective != b->collective || a->dtype != b->dtype || a->ndims != b->ndims ||
-        (a->device == DEVICE_HOST) != (b->device == DEVICE_HOST) ||
-        a->group_size != b->group_size || strcmp(a->group, b->group) != 0 ||
-        a->process_set != b->process_set)
-        return false;
-    if (a->collective == COLLECTIVE_PROCESS_SET)
-        return a->member_count == b->member_count &&
-               (a->member_count == 0 ||
-                memcmp(a->members, b->members, a->member_count * sizeof *a->members) == 0);
-    size_t first = a->collective == CHORUS_ALLGATHER || a->collective == CHORUS_ALLTOALL ? 1 : 0;
-    for (size_t i = first; i < a->ndims; i++)
-        if (a->shape[i] != b->shape[i])
-            return false;
-    switch ((chorus_collective)a->collective) {
-    case CHORUS_ALLREDUCE:
-        return a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale &&
-               a->compression == b->compression;
-    case CHORUS_REDUCESCATTER:
-        return a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale;
-    case CHORUS_BROADCAST:
-        return a->root == b->root;
-    case CHORUS_ALLGATHER:
-    case CHORUS_ALLTOALL:
-        return true;
-    }
-    return false;
+        response->rank_mask[r] = requests != NULL ? requests[r].name != NULL : r == only_rank;
 }
 
 /* The first request submitted for an entry. */
@@ -188,7 +157,7 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
             continue;
         if (reference == NULL)
             reference = &entry->requests[r];
-        else if (!requests_agree(reference, &entry->requests[r]))
+        else if (!negotiated_fields_agree(reference, &entry->requests[r]))
             agree = false;
     }
     const struct process_set *set = set_of(negotiator, entry->process_set);
@@ -367,7 +336,7 @@ void negotiator_join(struct negotiator *negotiator, int rank)
         struct wire_response *response = append_response(negotiator);
         if (response != NULL) {
             response->type = RESPONSE_JOIN_DONE;
-            response->status = rank; /* the last rank to join (Horovod's join() returns it) */
+            response->last_joined_rank = rank;
             response->request.name = strdup("");
             response->request.group = strdup("");
             response->request.group_size = 1;

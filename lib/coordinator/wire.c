@@ -9,27 +9,34 @@
  *   | u32    | u16     | u16  | u32   | u32   |                        |
  *   +--------+---------+------+-------+-------+------------------------+
  *
- * Request (form 0, in full; form 1 is followed only by a u32 response-cache slot):
- *   +------+----------+------+------------+-------+----+-------+------+--------+
- *   | form | name_len | name | collective | dtype | op | ndims | root | device |
- *   | u8   | u16      | ...  | u8         | u8    | u8 | u8    | i32  | i32    |
- *   +------+----------+------+------------+-------+----+-------+------+--------+
- *   +--------------+----------+-----------+-----------+-------+------------+-------------+
- *   | shape[ndims] | prescale | postscale | group_len | group | group_size | compression |
- *   | i64 each     | f64      | f64       | u16       | ...   | u32        | u8          |
- *   +--------------+----------+-----------+-----------+-------+------------+-------------+
- *   +-------------+--------------+---------------+------------+
- *   | process_set | member_count | members       | even_split |
- *   | i32         | u32          | i32 each      | u8         |
- *   +-------------+--------------+---------------+------------+
+ * Request (form 0, in full; form 1 is followed only by a u32 response-cache slot). After the
+ * form byte come the rows of negotiated_fields.c in its order, each as its encoding says:
+ *   +------+----------+------+------------+-------------+--------------+-------------+-------+
+ *   | form | name_len | name | collective | process_set | member_count | members     | dtype |
+ *   | u8   | u16      | ...  | u8         | i32         | u32          | i32 each    | u8    |
+ *   +------+----------+------+------------+-------------+--------------+-------------+-------+
+ *   +--------+-------+--------------+----+------+----------+-----------+-------------+
+ *   | device | ndims | shape[ndims] | op | root | prescale | postscale | compression |
+ *   | i32    | u8    | i64 each     | u8 | i32  | f64      | f64       | u8          |
+ *   +--------+-------+--------------+----+------+----------+-----------+-------------+
+ *   +-----------+-------+------------+------------+
+ *   | group_len | group | group_size | even_split |
+ *   | u16       | ...   | u32        | u8         |
+ *   +-----------+-------+------------+------------+
  *
  * Response (type 4, RESPONSE_CACHED, is followed only by a u32 response-cache slot):
  *   +------+--------+--------------+-------------+---------+---------+-----------+------------+
  *   | type | status | contributors | message_len | message | request | dim_count | dims       |
  *   | u8   | i32    | u32          | u32         | ...     | (above) | u32       | i64 each   |
  *   +------+--------+--------------+-------------+---------+---------+-----------+------------+
+ *   +------------+-----------+------------------+
+ *   | mask_count | rank_mask | last_joined_rank |
+ *   | u32        | u8 each   | i32              |
+ *   +------------+-----------+------------------+
  */
 #include "wire.h"
+
+#include "../core/negotiated_fields.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +95,43 @@ static void put_text(struct writer *writer, const char *text, size_t width)
     put_bytes(writer, text, length);
 }
 
+#define FIELD_AT(type, request, field) ((type *)((char *)(request) + (field)->offset))
+
+static void put_field(struct writer *writer, const struct wire_request *request,
+                      const struct negotiated_field *field)
+{
+    struct wire_request *r = (struct wire_request *)request; /* read only */
+    switch (field->encoding) {
+    case FIELD_VIRTUAL:
+        return;
+    case FIELD_U8:
+        put_unsigned(writer, *FIELD_AT(uint8_t, r, field), 1);
+        return;
+    case FIELD_I32:
+        put_unsigned(writer, (uint32_t)*FIELD_AT(int32_t, r, field), 4);
+        return;
+    case FIELD_U32:
+        put_unsigned(writer, *FIELD_AT(uint32_t, r, field), 4);
+        return;
+    case FIELD_F64:
+        put_double(writer, *FIELD_AT(double, r, field));
+        return;
+    case FIELD_TEXT:
+        put_text(writer, *FIELD_AT(char *, r, field), 2);
+        return;
+    case FIELD_SHAPE:
+        put_unsigned(writer, r->ndims, 1);
+        for (size_t i = 0; i < r->ndims; i++)
+            put_unsigned(writer, (uint64_t)r->shape[i], 8);
+        return;
+    case FIELD_MEMBERS:
+        put_unsigned(writer, r->member_count, 4);
+        for (size_t i = 0; i < r->member_count; i++)
+            put_unsigned(writer, (uint32_t)r->members[i], 4);
+        return;
+    }
+}
+
 static void put_request(struct writer *writer, const struct wire_request *request)
 {
     put_unsigned(writer, request->cached ? 1 : 0, 1);
@@ -95,25 +139,8 @@ static void put_request(struct writer *writer, const struct wire_request *reques
         put_unsigned(writer, request->cache_slot, 4);
         return;
     }
-    put_text(writer, request->name, 2);
-    put_unsigned(writer, request->collective, 1);
-    put_unsigned(writer, request->dtype, 1);
-    put_unsigned(writer, request->op, 1);
-    put_unsigned(writer, request->ndims, 1);
-    put_unsigned(writer, (uint32_t)request->root, 4);
-    put_unsigned(writer, (uint32_t)request->device, 4);
-    for (size_t i = 0; i < request->ndims; i++)
-        put_unsigned(writer, (uint64_t)request->shape[i], 8);
-    put_double(writer, request->prescale);
-    put_double(writer, request->postscale);
-    put_text(writer, request->group, 2);
-    put_unsigned(writer, request->group_size, 4);
-    put_unsigned(writer, request->compression, 1);
-    put_unsigned(writer, (uint32_t)request->process_set, 4);
-    put_unsigned(writer, request->member_count, 4);
-    for (size_t i = 0; i < request->member_count; i++)
-        put_unsigned(writer, (uint32_t)request->members[i], 4);
-    put_unsigned(writer, request->even_split, 1);
+    for (size_t i = 0; i < negotiated_field_count; i++)
+        put_field(writer, request, &negotiated_fields[i]);
 }
 
 static void put_response(struct writer *writer, const struct wire_response *response)
@@ -130,6 +157,9 @@ static void put_response(struct writer *writer, const struct wire_response *resp
     put_unsigned(writer, response->first_dim_count, 4);
     for (size_t i = 0; i < response->first_dim_count; i++)
         put_unsigned(writer, (uint64_t)response->first_dims[i], 8);
+    put_unsigned(writer, response->rank_mask_count, 4);
+    put_bytes(writer, response->rank_mask, response->rank_mask_count);
+    put_unsigned(writer, (uint32_t)response->last_joined_rank, 4);
 }
 
 size_t wire_encode(const struct wire_message *message, uint8_t **bytes)
@@ -225,6 +255,61 @@ static char *get_text(struct reader *reader, size_t width, size_t max_length)
     return text;
 }
 
+static bool fail(struct reader *reader, const char *what);
+
+static bool get_field(struct reader *reader, struct wire_request *r,
+                      const struct negotiated_field *field)
+{
+    switch (field->encoding) {
+    case FIELD_VIRTUAL:
+        break;
+    case FIELD_U8:
+        *FIELD_AT(uint8_t, r, field) = (uint8_t)get_unsigned(reader, 1);
+        break;
+    case FIELD_I32:
+        *FIELD_AT(int32_t, r, field) = (int32_t)(uint32_t)get_unsigned(reader, 4);
+        break;
+    case FIELD_U32:
+        *FIELD_AT(uint32_t, r, field) = (uint32_t)get_unsigned(reader, 4);
+        break;
+    case FIELD_F64:
+        *FIELD_AT(double, r, field) = get_double(reader);
+        break;
+    case FIELD_TEXT:
+        *FIELD_AT(char *, r, field) = get_text(reader, 2, CHORUS_MAX_NAME_LENGTH);
+        break;
+    case FIELD_SHAPE:
+        r->ndims = (uint8_t)get_unsigned(reader, 1);
+        if (!reader->failed && r->ndims > CHORUS_MAX_DIMS)
+            return fail(reader, "too many dimensions");
+        for (size_t i = 0; i < r->ndims; i++) {
+            r->shape[i] = (int64_t)get_unsigned(reader, 8);
+            if (!reader->failed && r->shape[i] < 0)
+                return fail(reader, "negative dimension");
+        }
+        break;
+    case FIELD_MEMBERS:
+        r->member_count = (uint32_t)get_unsigned(reader, 4);
+        if (reader->failed)
+            return false;
+        if (r->member_count > MAX_FIRST_DIMS ||
+            (reader->length - reader->offset) / 4 < r->member_count)
+            return fail(reader, "member list longer than the message");
+        if (r->member_count > 0) {
+            r->members = malloc(r->member_count * sizeof *r->members);
+            if (r->members == NULL)
+                return fail(reader, "out of memory");
+            for (size_t i = 0; i < r->member_count; i++)
+                r->members[i] = (int32_t)(uint32_t)get_unsigned(reader, 4);
+        }
+        break;
+    }
+    if (reader->failed)
+        return false;
+    const char *wrong = field->check != NULL ? field->check(r) : NULL;
+    return wrong == NULL || fail(reader, wrong);
+}
+
 static bool get_request(struct reader *reader, struct wire_request *request)
 {
     memset(request, 0, sizeof *request);
@@ -236,57 +321,8 @@ static bool get_request(struct reader *reader, struct wire_request *request)
         request->cache_slot = (uint32_t)get_unsigned(reader, 4);
         return !reader->failed;
     }
-    request->name = get_text(reader, 2, CHORUS_MAX_NAME_LENGTH);
-    request->collective = (uint8_t)get_unsigned(reader, 1);
-    request->dtype = (uint8_t)get_unsigned(reader, 1);
-    request->op = (uint8_t)get_unsigned(reader, 1);
-    request->ndims = (uint8_t)get_unsigned(reader, 1);
-    request->root = (int32_t)(uint32_t)get_unsigned(reader, 4);
-    request->device = (int32_t)(uint32_t)get_unsigned(reader, 4);
-    if (reader->failed)
-        return false;
-    if (!collective_is_valid(request->collective) &&
-        request->collective != COLLECTIVE_PROCESS_SET)
-        return fail(reader, "unknown collective");
-    if (!dtype_is_valid(request->dtype))
-        return fail(reader, "unknown dtype");
-    if (!op_is_valid(request->op))
-        return fail(reader, "unknown reduction operator");
-    if (request->ndims > CHORUS_MAX_DIMS)
-        return fail(reader, "too many dimensions");
-    for (size_t i = 0; i < request->ndims; i++) {
-        request->shape[i] = (int64_t)get_unsigned(reader, 8);
-        if (!reader->failed && request->shape[i] < 0)
-            return fail(reader, "negative dimension");
-    }
-    request->prescale = get_double(reader);
-    request->postscale = get_double(reader);
-    request->group = get_text(reader, 2, CHORUS_MAX_NAME_LENGTH);
-    request->group_size = (uint32_t)get_unsigned(reader, 4);
-    request->compression = (uint8_t)get_unsigned(reader, 1);
-    if (!reader->failed && request->group_size == 0)
-        return fail(reader, "group size 0");
-    if (!reader->failed && request->compression > CHORUS_COMPRESSION_BF16)
-        return fail(reader, "unknown compression");
-    request->process_set = (int32_t)(uint32_t)get_unsigned(reader, 4);
-    request->member_count = (uint32_t)get_unsigned(reader, 4);
-    if (reader->failed)
-        return false;
-    if (request->process_set < 0)
-        return fail(reader, "negative process set");
-    if (request->member_count > MAX_FIRST_DIMS ||
-        (reader->length - reader->offset) / 4 < request->member_count)
-        return fail(reader, "member list longer than the message");
-    if (request->member_count > 0) {
-        request->members = malloc(request->member_count * sizeof *request->members);
-        if (request->members == NULL)
-            return fail(reader, "out of memory");
-        for (size_t i = 0; i < request->member_count; i++)
-            request->members[i] = (int32_t)(uint32_t)get_unsigned(reader, 4);
-    }
-    request->even_split = (uint8_t)get_unsigned(reader, 1);
-    if (!reader->failed && request->even_split > 1)
-        return fail(reader, "even_split neither 0 nor 1");
+    for (size_t i = 0; i < negotiated_field_count && !reader->failed; i++)
+        get_field(reader, request, &negotiated_fields[i]);
     return !reader->failed;
 }
 
@@ -323,6 +359,20 @@ static bool get_response(struct reader *reader, struct wire_response *response)
                 return fail(reader, "negative first dimension");
         }
     }
+    response->rank_mask_count = (uint32_t)get_unsigned(reader, 4);
+    if (reader->failed)
+        return false;
+    if (response->rank_mask_count > MAX_FIRST_DIMS ||
+        reader->length - reader->offset < response->rank_mask_count)
+        return fail(reader, "rank mask longer than the message");
+    if (response->rank_mask_count != 0) {
+        response->rank_mask = malloc(response->rank_mask_count);
+        if (response->rank_mask == NULL)
+            return fail(reader, "out of memory");
+        memcpy(response->rank_mask, reader->data + reader->offset, response->rank_mask_count);
+        reader->offset += response->rank_mask_count;
+    }
+    response->last_joined_rank = (int32_t)(uint32_t)get_unsigned(reader, 4);
     return !reader->failed;
 }
 

@@ -9,7 +9,9 @@
 #include "../core/request.h"
 
 #define WIRE_MAGIC 0x53524843u /* "CHRS" in little-endian byte order */
-#define WIRE_VERSION 3 /* 2: process sets; 3: even_split */
+/* 2: process sets; 3: even_split; 4: request fields in negotiated_fields.c's order, responses
+ * with a rank mask and the last-joined rank of their own */
+#define WIRE_VERSION 4
 
 enum wire_kind {
     WIRE_REQUESTS = 1,  /* a rank -> rank 0 */

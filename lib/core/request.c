@@ -4,6 +4,8 @@
  */
 #include "request.h"
 
+#include "negotiated_fields.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,26 +29,17 @@ const char *request_collective_name(const struct wire_request *request)
 
 bool response_applies_to(const struct wire_response *response, int rank)
 {
-    return response->type != RESPONSE_ERROR || response->first_dim_count == 0 || rank < 0 ||
-           (uint32_t)rank >= response->first_dim_count || response->first_dims[rank] != 0;
+    return response->type != RESPONSE_ERROR || response->rank_mask_count == 0 || rank < 0 ||
+           (uint32_t)rank >= response->rank_mask_count || response->rank_mask[rank] != 0;
 }
 
 bool wire_request_equal(const struct wire_request *a, const struct wire_request *b)
 {
-    if (a->collective != b->collective || a->dtype != b->dtype || a->op != b->op ||
-        a->ndims != b->ndims || a->root != b->root || a->device != b->device ||
-        a->compression != b->compression || a->group_size != b->group_size ||
-        a->even_split != b->even_split ||
-        a->process_set != b->process_set || a->member_count != b->member_count ||
-        memcmp(&a->prescale, &b->prescale, sizeof a->prescale) != 0 ||
-        memcmp(&a->postscale, &b->postscale, sizeof a->postscale) != 0)
-        return false;
-    if (memcmp(a->shape, b->shape, a->ndims * sizeof a->shape[0]) != 0 ||
-        (a->member_count > 0 &&
-         memcmp(a->members, b->members, a->member_count * sizeof a->members[0]) != 0))
-        return false;
-    return strcmp(a->name ? a->name : "", b->name ? b->name : "") == 0 &&
-           strcmp(a->group ? a->group : "", b->group ? b->group : "") == 0;
+    for (size_t i = 0; i < negotiated_field_count; i++)
+        if (negotiated_fields[i].cache_key &&
+            !negotiated_field_equal(&negotiated_fields[i], a, b))
+            return false;
+    return true;
 }
 
 bool wire_request_copy(struct wire_request *to, const struct wire_request *from)
@@ -71,6 +64,7 @@ void wire_response_free(struct wire_response *response)
 {
     free(response->message);
     free(response->first_dims);
+    free(response->rank_mask);
     wire_request_free(&response->request);
     memset(response, 0, sizeof *response);
 }

@@ -45,7 +45,7 @@ const char *request_collective_name(const struct wire_request *request);
 enum response_type {
     RESPONSE_EXECUTE = 1,   /* run the collective */
     RESPONSE_ERROR = 2,     /* complete the handles of `request.name` with `status`, `message` */
-    RESPONSE_JOIN_DONE = 3, /* every rank has joined; `status` is the last rank that did */
+    RESPONSE_JOIN_DONE = 3, /* every rank has joined; last_joined_rank is the last that did */
     RESPONSE_CACHED = 4,    /* run the collective of response-cache slot request.cache_slot */
 };
 
@@ -55,10 +55,13 @@ struct wire_response {
     uint32_t contributors;       /* allreduce: ranks with data (the rest joined) */
     char *message;               /* RESPONSE_ERROR */
     struct wire_request request; /* the agreed description */
-    uint32_t first_dim_count;    /* allgather: nranks; else 0 */
-    int64_t *first_dims;         /* allgather: every member's first dimension; a RESPONSE_ERROR
-                                  * of a stall or a process set: 1 for the ranks that submitted,
-                                  * whom alone it fails (see response_applies_to) */
+    uint32_t first_dim_count;    /* allgather: the number of members; else 0 */
+    int64_t *first_dims;         /* allgather: every member's first dimension */
+    uint32_t rank_mask_count;    /* a RESPONSE_ERROR of a stall or a process set: nranks; else 0 */
+    uint8_t *rank_mask;          /* 1 for the ranks that submitted, whom alone it fails (see
+                                  * response_applies_to) */
+    int32_t last_joined_rank;    /* RESPONSE_JOIN_DONE: the last rank to join (Horovod's join()
+                                  * returns it); else 0 */
     double agreed_at;            /* rank 0 only, not sent: when it was decided (timeline) */
 };
 

@@ -205,7 +205,7 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         const struct wire_response *first = &responses[members[0]];
         if (first->type == RESPONSE_JOIN_DONE) {
             executor->joined = false;
-            executor->join_done(executor->owner, first->status);
+            executor->join_done(executor->owner, first->last_joined_rank);
             continue;
         }
         for (size_t m = 0; m < batch->count; m++) {

@@ -7,6 +7,7 @@
 #include "../common/check_runner.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,6 +278,55 @@ START_TEST(a_group_whose_ranks_name_different_members_fails_everywhere)
 }
 END_TEST
 
+/* Rank `grouped` submits "m.a" and "m.b" as one group, the others singly, for each collective
+ * that can be grouped and with the grouped rank first or last: both names fail with a group
+ * mismatch naming the ranks (once a grouped allgather or reducescatter beside single ones ran
+ * with no error: only allreduce's message compared groups), and nothing stays pending. */
+START_TEST(grouped_and_single_submissions_fail_for_every_groupable_collective)
+{
+    static const chorus_collective groupable[] = {CHORUS_ALLREDUCE, CHORUS_ALLGATHER,
+                                                  CHORUS_REDUCESCATTER};
+    int grouped = _i % 3;
+    chorus_collective collective = groupable[_i / 3];
+    struct wire_request single[2] = {allreduce("m.a"), allreduce("m.b")};
+    struct wire_request in_group[2] = {allreduce("m.a"), allreduce("m.b")};
+    for (int m = 0; m < 2; m++) {
+        single[m].collective = in_group[m].collective = (uint8_t)collective;
+        in_group[m].group = "m.a";
+        in_group[m].group_size = 2;
+    }
+    for (int r = 0; r < 3; r++)
+        for (int m = 0; m < 2; m++)
+            negotiator_submit(&negotiator, r, r == grouped ? &in_group[m] : &single[m], 0);
+    take();
+    ck_assert_uint_eq(response_count, 2);
+    char expected[96];
+    snprintf(expected, sizeof expected, "group mismatch: ");
+    for (size_t i = 0; i < response_count; i++) {
+        ck_assert_int_eq(responses[i].type, RESPONSE_ERROR);
+        ck_assert_int_eq(responses[i].status, CHORUS_ERR_MISMATCH);
+        ck_assert_msg(strstr(responses[i].message, expected) != NULL &&
+                          strstr(responses[i].message, "\"m.a\" of 2") != NULL &&
+                          strstr(responses[i].message, "none") != NULL,
+                      "%s", responses[i].message);
+        ck_assert_msg(strncmp(responses[i].message, chorus_collective_name(collective),
+                              strlen(chorus_collective_name(collective))) == 0,
+                      "%s", responses[i].message);
+        for (int r = 0; r < 3; r++)
+            ck_assert(response_applies_to(&responses[i], r));
+    }
+    ck_assert_uint_eq(negotiator_pending(&negotiator), 0);
+    /* The names work again, grouped on every rank. */
+    for (int r = 0; r < 3; r++)
+        for (int m = 0; m < 2; m++)
+            negotiator_submit(&negotiator, r, &in_group[m], 1);
+    take();
+    ck_assert_uint_eq(response_count, 2);
+    ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
+    ck_assert_int_eq(responses[1].type, RESPONSE_EXECUTE);
+}
+END_TEST
+
 START_TEST(joined_ranks_count_as_ready_and_join_completes)
 {
     struct wire_request a = allreduce("a");
@@ -356,7 +406,7 @@ START_TEST(a_rank_that_submitted_then_joined_counts_once)
     ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
     ck_assert_uint_eq(responses[0].contributors, 1);
     ck_assert_int_eq(responses[1].type, RESPONSE_JOIN_DONE);
-    ck_assert_int_eq(responses[1].status, 2); /* the last rank to join */
+    ck_assert_int_eq(responses[1].last_joined_rank, 2); /* the last rank to join */
     /* After the join, a rank's earlier submission counts as before. */
     negotiator_submit(&negotiator, 0, &b, 0);
     negotiator_join(&negotiator, 0);
@@ -547,6 +597,8 @@ int main(void)
     tcase_add_test(tc, group_members_are_released_together);
     tcase_add_test(tc, a_group_whose_last_member_fails_can_be_submitted_again);
     tcase_add_test(tc, a_group_whose_ranks_name_different_members_fails_everywhere);
+    tcase_add_loop_test(tc, grouped_and_single_submissions_fail_for_every_groupable_collective, 0,
+                        9);
     tcase_add_test(tc, joined_ranks_count_as_ready_and_join_completes);
     tcase_add_test(tc, a_rank_that_submitted_then_joined_counts_once);
     tcase_add_test(tc, a_rank_that_submitted_its_group_then_joined_counts_once);

@@ -166,11 +166,14 @@ START_TEST(bad_fields_are_rejected_with_a_reason)
         {6, 0x07, "kind"},
         {12, 0xff, "count"},
         {16, 7, "form"},
-        {17 + 2 + 1, 9, "collective"},   /* after the form and the 1-byte name */
-        {17 + 2 + 1 + 1, 42, "dtype"},
-        {17 + 2 + 1 + 2, 17, "operator"},
-        {17 + 2 + 1 + 3, 9, "dimensions"},
-        {17 + 2 + 1 + 4 + 8 + 7, 0x80, "negative"}, /* top byte of shape[0] */
+        /* The fields follow negotiated_fields.c's order: after the form (byte 16), the name
+         * (length and one byte), the collective, the process set (4), the member count (4). */
+        {17 + 2 + 1, 9, "collective"},
+        {17 + 2 + 1 + 1 + 3, 0x80, "negative process set"},
+        {17 + 2 + 1 + 1 + 4 + 4, 42, "dtype"},
+        {17 + 2 + 1 + 1 + 4 + 4 + 1 + 4, 9, "dimensions"}, /* after the device */
+        {17 + 2 + 1 + 1 + 4 + 4 + 1 + 4 + 1 + 7, 0x80, "negative"}, /* top byte of shape[0] */
+        {17 + 2 + 1 + 1 + 4 + 4 + 1 + 4 + 1 + 3 * 8, 17, "operator"},
     };
     for (size_t i = 0; i < sizeof corruptions / sizeof corruptions[0]; i++) {
         uint8_t *copy = malloc(length);
