@@ -109,11 +109,11 @@ typedef enum chorus_dtype {
 #define CHORUS_DTYPE_COUNT 11
 
 /* Reduction operators of allreduce. Integer sums and products wrap around (two's complement).
- * AVERAGE divides the sum by the number of contributing ranks; for integer dtypes the quotient is
- * rounded to the nearest integer. On bool tensors: MIN and PRODUCT are logical and, MAX and SUM
- * logical or (a sum of bools is "any"); AVERAGE and scale factors fail with
- * CHORUS_ERR_INVALID_ARGUMENT. On CUDA tensors int16 and uint16 fail with
- * CHORUS_ERR_NOT_SUPPORTED (NCCL has no 16-bit integers).
+ * AVERAGE divides the sum by the number of contributing ranks; for integer dtypes the exact
+ * integer sum is divided exactly and rounded to the nearest integer, halves away from zero, over
+ * int64's whole range. Integer scale factors round the same way (a factor of exactly 1/n divides
+ * by n). On bool tensors: MIN and PRODUCT are logical and, MAX and SUM logical or (a sum of bools
+ * is "any"); AVERAGE and scale factors fail with CHORUS_ERR_INVALID_ARGUMENT.
  * ADASUM is Horovod's adaptive summation: two ranks' vectors a and b combine as
  * (1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b (a zero vector leaves the other as it is), up a
  * binomial tree in rank order; allreduce of float32 and float64 tensors only (GPU tensors are
@@ -133,11 +133,10 @@ typedef enum chorus_op {
 /* Where a tensor's data lives. The zero value is host memory, so a tensor initialized with
  * designated initializers that leave it out is a host tensor.
  * CUDA tensors go through NCCL (chorus built with CUDA and NCCL; else CHORUS_ERR_NOT_SUPPORTED).
- * There, sums of floating dtypes take prescale and postscale factors and averages (NCCL's
- * pre-multiplied sum: every input is multiplied by prescale x postscale / contributors, in the
- * tensor's dtype, before the sum); averages and scale factors of integer tensors, and scale
- * factors with min, max or product, fail with CHORUS_ERR_NOT_SUPPORTED on every rank. CUDA
- * tensors always travel uncompressed: CHORUS_COMPRESSION applies to host tensors, and an explicit
+ * Every collective, dtype and op works on them. What NCCL cannot reduce itself (16-bit integers,
+ * averages and scale factors of integers, scale factors with min, max or product, Adasum) is
+ * copied to host memory, reduced there as host tensors are, and copied back; `chorus-info`
+ * prints which dtype x op x scale go which way. CUDA tensors always travel uncompressed: CHORUS_COMPRESSION applies to host tensors, and an explicit
  * FP16 or BF16 compression of a CUDA tensor fails with CHORUS_ERR_NOT_SUPPORTED (cast the tensor
  * instead). */
 typedef enum chorus_memory {

@@ -90,6 +90,21 @@ static chorus_status validate_alltoall(const chorus_op_args *args, int nranks)
     return CHORUS_OK;
 }
 
+/* The layouts of chorus_op_args that chorus has released: callers built before process sets
+ * pass the struct without its last field. Any other size is a caller's mistake (a struct built
+ * by hand, a binding whose layout drifted), refused rather than read as some older layout. */
+static bool op_args_size_released(size_t struct_size)
+{
+    static const size_t released[] = {
+        offsetof(chorus_op_args, process_set), /* 0.1.0 before process sets */
+        sizeof(chorus_op_args),                /* with process_set */
+    };
+    for (size_t i = 0; i < ARRAY_LENGTH(released); i++)
+        if (struct_size == released[i])
+            return true;
+    return false;
+}
+
 int op_process_set(const chorus_op_args *args)
 {
     return args->struct_size >= offsetof(chorus_op_args, process_set) + sizeof args->process_set
@@ -99,12 +114,12 @@ int op_process_set(const chorus_op_args *args)
 
 chorus_status validate_op(const chorus_op_args *args, int nranks)
 {
-    /* Callers built before process sets pass the struct without its last field. */
-    if (args->struct_size < offsetof(chorus_op_args, process_set))
+    if (!op_args_size_released(args->struct_size))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "chorus_submit: args.struct_size is %zu, expected %zu; initialize args "
-                      "with CHORUS_OP_ARGS_INIT",
-                      args->struct_size, sizeof *args);
+                      "chorus_submit: args.struct_size is %zu, which no released chorus_op_args "
+                      "has (%zu now, %zu before process sets); initialize args with "
+                      "CHORUS_OP_ARGS_INIT",
+                      args->struct_size, sizeof *args, offsetof(chorus_op_args, process_set));
     const char *kind = chorus_collective_name(args->collective);
     if (!collective_is_valid((int)args->collective))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown collective %d",

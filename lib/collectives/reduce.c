@@ -224,11 +224,60 @@ void reduce_pair_scaled(void *restrict result, const void *restrict a, const voi
     }
 }
 
+/* The whole number n when `factor` is exactly the double nearest 1/n (an average's factor),
+ * else 0. Integers are then divided by n exactly instead of multiplied by a rounded 1/n. */
+static int64_t reciprocal_divisor(double factor)
+{
+    if (!(factor > 0 && factor < 1))
+        return 0;
+    double inverse = 1.0 / factor;
+    if (!(inverse < 0x1p62))
+        return 0;
+    int64_t n = (int64_t)llround(inverse);
+    return n >= 2 && 1.0 / (double)n == factor ? n : 0;
+}
+
+/* value / n rounded to the nearest integer, halves away from zero, exact over int64's whole
+ * range (a sum that fits in int64 averages exactly, where a round trip through double loses
+ * the low bits from 2^53). */
+static int64_t divide_rounded(int64_t value, int64_t n)
+{
+    int64_t quotient = value / n, remainder = value % n;
+    uint64_t twice = 2 * (uint64_t)(remainder < 0 ? -remainder : remainder);
+    if (twice >= (uint64_t)n)
+        quotient += value < 0 ? -1 : 1;
+    return quotient;
+}
+
+/* value * factor rounded to the nearest integer (halves away from zero), exactly: the factor
+ * is m * 2^e with a 53-bit whole m, so value * m fits in 128 bits and the rounding is one
+ * shift. Results beyond int64 wrap, as sums of integers do. */
+static int64_t multiply_rounded(int64_t value, double factor)
+{
+    if (!isfinite(factor) || factor == 0 || value == 0)
+        return 0;
+    int exponent = 0;
+    __int128 mantissa = (__int128)ldexp(frexp(factor, &exponent), 53);
+    exponent -= 53;
+    __int128 product = (__int128)value * mantissa;
+    if (exponent >= 0)
+        return exponent >= 64 ? 0 : (int64_t)(uint64_t)((unsigned __int128)product << exponent);
+    if (exponent < -120)
+        return 0;
+    unsigned __int128 magnitude = (unsigned __int128)(product < 0 ? -product : product);
+    unsigned __int128 rounded = (magnitude + ((unsigned __int128)1 << (-exponent - 1))) >> -exponent;
+    uint64_t low = (uint64_t)rounded;
+    return (int64_t)(product < 0 ? (uint64_t)0 - low : low);
+}
+
 #define SCALE_INTEGERS(type, wrapping)                                                           \
     do {                                                                                         \
         type *values = buffer;                                                                   \
+        int64_t divisor = reciprocal_divisor(factor);                                            \
         for (size_t i = 0; i < count; i++)                                                       \
-            values[i] = (type)(wrapping)(int64_t)llround((double)values[i] * factor);            \
+            values[i] = (type)(wrapping)(divisor != 0                                           \
+                                             ? divide_rounded((int64_t)values[i], divisor)       \
+                                             : multiply_rounded((int64_t)values[i], factor));    \
     } while (0)
 
 void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor)

@@ -169,6 +169,73 @@ START_TEST(scaling_rounds_integers_and_multiplies_floats)
 }
 END_TEST
 
+/* The reference: numerator / denominator (denominator > 0) rounded to the nearest integer,
+ * halves away from zero, in 128-bit integers. */
+static __int128 divide_nearest(__int128 numerator, __int128 denominator)
+{
+    __int128 magnitude = numerator < 0 ? -numerator : numerator;
+    __int128 quotient = (2 * magnitude + denominator) / (2 * denominator);
+    return numerator < 0 ? -quotient : quotient;
+}
+
+/* An int64 average from the exact sum: two values near 2^60 whose sum fits in int64 averaged to
+ * ...280 through double, where the exact quotient is ...286.5 (so ...287). Then random sums over
+ * the whole range, divided by 2..64 ranks. */
+START_TEST(integer_averages_are_exact_over_int64s_range)
+{
+    int64_t a = 1152921504606846977, b = 1152921504606846976 - 1000000000000000001;
+    /* reference: (a + b) / 2 */
+    int64_t sum = a + b;
+    int64_t expected = (int64_t)divide_nearest(sum, 2);
+    int64_t value = sum;
+    scale_buffer(&value, 1, CHORUS_INT64, 1.0 / 2);
+    ck_assert_msg(value == expected, "got %lld, expected %lld", (long long)value,
+                  (long long)expected);
+    int64_t near_top[2] = {INT64_MAX, INT64_MIN};
+    scale_buffer(near_top, 2, CHORUS_INT64, 1.0 / 3);
+    ck_assert_int_eq(near_top[0], (int64_t)divide_nearest(INT64_MAX, 3));
+    ck_assert_int_eq(near_top[1], (int64_t)divide_nearest(INT64_MIN, 3));
+    for (uint64_t i = 0; i < 100000; i++) {
+        int64_t total = (int64_t)test_random(11, 0, i) >> (test_random(11, 1, i) % 63);
+        int64_t ranks = 2 + (int64_t)(test_random(11, 2, i) % 63);
+        int64_t averaged = total;
+        scale_buffer(&averaged, 1, CHORUS_INT64, 1.0 / (double)ranks);
+        ck_assert_msg(averaged == (int64_t)divide_nearest(total, ranks),
+                      "%lld / %lld gave %lld", (long long)total, (long long)ranks,
+                      (long long)averaged);
+        int32_t narrow = (int32_t)(total >> 32);
+        scale_buffer(&narrow, 1, CHORUS_INT32, 1.0 / (double)ranks);
+        ck_assert_int_eq(narrow, (int32_t)divide_nearest(total >> 32, ranks));
+    }
+}
+END_TEST
+
+/* Other factors: the exact product of the integer and the factor's double value, rounded to the
+ * nearest (halves away from zero), for int64 values up to 2^62. */
+START_TEST(integer_scale_factors_round_the_exact_product)
+{
+    /* (Not 0.1 or 0.25: the double nearest 1/n divides by n, tested above.) */
+    static const double factors[] = {0.7, 1.5, 0.3, 2.25, 0.999, 3.0, -0.7};
+    for (uint64_t i = 0; i < 20000; i++) {
+        int64_t value = (int64_t)test_random(12, 0, i) >> (2 + test_random(12, 1, i) % 60);
+        double factor = factors[i % (sizeof factors / sizeof factors[0])];
+        int exponent = 0;
+        double mantissa = frexp(factor, &exponent); /* factor = m * 2^(e - 53), m whole */
+        __int128 m = (__int128)ldexp(mantissa, 53);
+        exponent -= 53;
+        __int128 product = (__int128)value * m;
+        __int128 expected = exponent >= 0 ? product << exponent
+                                          : divide_nearest(product, (__int128)1 << -exponent);
+        if (expected > INT64_MAX || expected < INT64_MIN)
+            continue;
+        int64_t scaled = value;
+        scale_buffer(&scaled, 1, CHORUS_INT64, factor);
+        ck_assert_msg(scaled == (int64_t)expected, "%lld * %.17g gave %lld, expected %lld",
+                      (long long)value, factor, (long long)scaled, (long long)expected);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("reduce");
@@ -180,6 +247,8 @@ int main(void)
     tcase_add_test(tc, scaled_reductions_equal_reduction_then_scale);
     tcase_add_test(tc, identity_leaves_reductions_unchanged);
     tcase_add_test(tc, scaling_rounds_integers_and_multiplies_floats);
+    tcase_add_test(tc, integer_averages_are_exact_over_int64s_range);
+    tcase_add_test(tc, integer_scale_factors_round_the_exact_product);
     suite_add_tcase(suite, tc);
     return run_suite(suite);
 }
