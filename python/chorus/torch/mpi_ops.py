@@ -1,26 +1,26 @@
-"""chorus for PyTorch, mirroring the core of horovod.torch: an existing Horovod training script
-runs by changing `import horovod.torch as hvd` to `import chorus.torch as hvd`.
+"""The collectives of chorus.torch on PyTorch tensors, as horovod/torch/mpi_ops.py holds
+Horovod's: init and the process sets, allreduce, allgather, broadcast, reducescatter, alltoall
+and their grouped, in-place, asynchronous and differentiable forms, barrier, join, and the
+queries of how chorus was built.
 
 Tensors must be contiguous; CPU tensors go over MPI, CUDA tensors over NCCL (when chorus was
 built with it). Functions ending in _ work in place; *_async return a handle for poll() and
 synchronize()."""
-import contextlib
 import ctypes
 import itertools
-import pickle
-import warnings
 
 import torch
 
-from . import _library as c
-from .core import check
-from .core import (ChorusError, Handle, cross_rank, cross_size, default_name, describe,
-                   is_homogeneous, is_initialized, local_rank, local_size, op_args, rank, shutdown,
-                   size, start_timeline, stop_timeline, submit, submit_group)
-from .core import init as _core_init
-from .core import join as _join
-from .core import process_set_add as _core_process_set_add
-from .core import process_set_remove as _core_process_set_remove
+from .compression import Compression, _wire
+
+from .. import _library as c
+from ..core import check
+from ..core import (ChorusError, default_name, describe, op_args, rank, size, submit,
+                   submit_group)
+from ..core import init as _core_init
+from ..core import join as _join
+from ..core import process_set_add as _core_process_set_add
+from ..core import process_set_remove as _core_process_set_remove
 
 Sum, Average, Min, Max, Product = c.SUM, c.AVERAGE, c.MIN, c.MAX, c.PRODUCT
 _OPS = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product",
@@ -29,6 +29,7 @@ _OPS = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Produc
 
 # Horovod's adaptive summation (see chorus.h): allreduce of float32 and float64 CPU tensors.
 Adasum = c.ADASUM
+
 
 
 class ProcessSet:
@@ -125,53 +126,6 @@ _DTYPES = {torch.uint8: c.UINT8, torch.int8: c.INT8, torch.int32: c.INT32, torch
 if hasattr(torch, "uint16"):  # torch 2.3 and later
     _DTYPES[torch.uint16] = c.UINT16
 
-
-class _Compressor:
-    """A Horovod compressor: compress() before the collective, decompress() after. chorus's
-    allreduce applies the compressor's wire format itself (float32 reduced in float32, sent as
-    16 bits between steps), so DistributedOptimizer does not call these; they are for scripts
-    that do."""
-    wire = c.COMPRESSION_NONE
-    dtype = None
-
-    @classmethod
-    def compress(cls, tensor):
-        if cls.dtype is None or not tensor.dtype.is_floating_point:
-            return tensor, None
-        return tensor.to(cls.dtype), tensor.dtype
-
-    @staticmethod
-    def decompress(tensor, context):
-        return tensor if context is None else tensor.to(context)
-
-
-class _NoneCompressor(_Compressor):
-    pass
-
-
-class _FP16Compressor(_Compressor):
-    wire = c.COMPRESSION_FP16
-    dtype = torch.float16
-
-
-class _BF16Compressor(_Compressor):
-    wire = c.COMPRESSION_BF16
-    dtype = torch.bfloat16
-
-
-class Compression:
-    """Horovod's compression choices: none, fp16, bf16."""
-    none = _NoneCompressor
-    fp16 = _FP16Compressor
-    bf16 = _BF16Compressor
-
-
-def _wire(compression):
-    """The wire compression of a compressor class or of chorus's own constant."""
-    wire = getattr(compression, "wire", compression)
-    if wire not in (c.COMPRESSION_NONE, c.COMPRESSION_FP16, c.COMPRESSION_BF16):
-        raise ValueError(f"compression={compression!r} is not one of Compression.none, fp16, bf16")
-    return wire
 
 
 def _descriptor(tensor):
@@ -458,19 +412,6 @@ def grouped_allgather(tensors, name=None, process_set=None):
     return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
-def allgather_object(obj, name=None, process_set=None):
-    """Gathers a picklable object from every rank; returns the list, in rank order."""
-    name = name or default_name("allgather_object")
-    payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
-    sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=f"{name}.sizes",
-                      process_set=process_set)
-    data = allgather(payload, name=f"{name}.data", process_set=process_set).numpy().tobytes()
-    objects, start = [], 0
-    for length in sizes.tolist():
-        objects.append(pickle.loads(data[start:start + length]))
-        start += length
-    return objects
-
 
 def _reducescatter_request(tensor, name, operator, set_id, prescale_factor, postscale_factor,
                            compression, member=0):
@@ -674,51 +615,6 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
     return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
 
-class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
-    """Batch normalization whose statistics are those of the whole batch across ranks, as
-    Horovod's SyncBatchNorm: in training, each channel's count, sum and sum of squares are
-    allreduced (differentiably, so backward is right too); in evaluation the running statistics
-    are used as in torch's BatchNorm. Every rank must run the module the same number of times."""
-
-    _instances = itertools.count()
-
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats)
-        self._name = f"sync_batch_norm.{next(SyncBatchNorm._instances)}"
-        self._calls = itertools.count()
-
-    def _check_input_dim(self, input):
-        if input.dim() < 2:
-            raise ValueError(f"SyncBatchNorm expects at least 2D input (got {input.dim()}D)")
-
-    def forward(self, input):
-        self._check_input_dim(input)
-        if not (self.training or not self.track_running_stats):
-            return torch.nn.functional.batch_norm(input, self.running_mean, self.running_var,
-                                                  self.weight, self.bias, False, 0.0, self.eps)
-        channels = input.shape[1]
-        flat = input.transpose(0, 1).reshape(channels, -1)  # channel-major
-        local = torch.cat([flat.sum(1), (flat * flat).sum(1),
-                           torch.full((1,), float(flat.shape[1]), dtype=flat.dtype)])
-        total = allreduce(local, op=Sum, name=f"{self._name}.{next(self._calls)}")
-        count = total[-1]
-        mean = total[:channels] / count
-        variance = total[channels:2 * channels] / count - mean * mean
-        if self.training and self.track_running_stats:
-            with torch.no_grad():
-                self.num_batches_tracked += 1
-                momentum = (1.0 / float(self.num_batches_tracked) if self.momentum is None
-                            else self.momentum)
-                unbiased = variance * count / max(count - 1, 1)
-                self.running_mean.mul_(1 - momentum).add_(mean.detach() * momentum)
-                self.running_var.mul_(1 - momentum).add_(unbiased.detach() * momentum)
-        shape = [1, channels] + [1] * (input.dim() - 2)
-        normalized = (input - mean.view(shape)) / torch.sqrt(variance.view(shape) + self.eps)
-        if self.affine:
-            normalized = normalized * self.weight.view(shape) + self.bias.view(shape)
-        return normalized
-
 
 def mpi_built():
     return True
@@ -781,289 +677,3 @@ def join(device=-1):
     return c.lib.chorus_last_joined_rank()
 
 
-def broadcast_parameters(params, root_rank):
-    """Broadcasts a model's state_dict(), named_parameters() or parameters() from root_rank, in
-    place. Unnamed tensors are named by their position, the same on every rank."""
-    if isinstance(params, dict):
-        items = sorted(params.items())
-    elif torch.is_tensor(params) or isinstance(params, (str, bytes)):
-        raise ValueError(f"broadcast_parameters: params of type {type(params).__name__}: pass "
-                         "a state_dict(), named_parameters() or parameters()")
-    else:
-        items = [entry if isinstance(entry, tuple) else (f"unnamed.{index}", entry)
-                 for index, entry in enumerate(params)]
-    handles = []
-    for name, value in items:
-        if not torch.is_tensor(value):
-            continue
-        target = value.data if hasattr(value, "data") else value
-        handles.append(broadcast_async_(target, root_rank, name=f"broadcast.parameter.{name}"))
-    for handle in handles:
-        synchronize(handle)
-
-
-def broadcast_object(obj, root_rank=0, name=None, process_set=None):
-    """Broadcasts a picklable object from root_rank; returns it on every rank."""
-    name = name or default_name("broadcast_object")
-    payload = None
-    if rank() == root_rank:
-        payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
-    length = torch.tensor([payload.numel() if payload is not None else 0], dtype=torch.int64)
-    broadcast_(length, root_rank, name=f"{name}.length", process_set=process_set)
-    if payload is None:
-        payload = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name=f"{name}.payload", process_set=process_set)
-    return pickle.loads(payload.numpy().tobytes())
-
-
-def broadcast_optimizer_state(optimizer, root_rank):
-    """Broadcasts an optimizer's state and hyperparameters from root_rank, so that every rank
-    resumes identically. The state's tensors travel in place, fused like parameters; only their
-    shapes and dtypes and the other values are pickled. Ranks without state (a fresh optimizer)
-    get root_rank's."""
-    name = "broadcast.optimizer_state"
-    layout, tensors = None, []
-    if rank() == root_rank:
-        state = optimizer.state_dict()
-        layout = {"param_groups": state["param_groups"], "state": {}}
-        for parameter, entries in state["state"].items():
-            layout["state"][parameter] = {}
-            for key, value in entries.items():
-                # Scalars (Adam's step, say) are pickled; tensors go by broadcast.
-                if torch.is_tensor(value) and value.dim() > 0:
-                    layout["state"][parameter][key] = ("tensor", tuple(value.shape), value.dtype)
-                    tensors.append(value.detach().cpu().contiguous())
-                else:
-                    layout["state"][parameter][key] = ("value", value)
-    layout = broadcast_object(layout, root_rank, name=f"{name}.layout")
-    if rank() != root_rank:
-        tensors = [torch.empty(shape, dtype=dtype)
-                   for entries in layout["state"].values()
-                   for kind, *rest in entries.values() if kind == "tensor"
-                   for shape, dtype in [rest]]
-    handles = [broadcast_async_(tensor, root_rank, name=f"{name}.{index}")
-               for index, tensor in enumerate(tensors)]
-    for handle in handles:
-        synchronize(handle)
-    if rank() == root_rank:
-        return
-    received = iter(tensors)
-    state = {parameter: {key: next(received) if entry[0] == "tensor" else entry[1]
-                         for key, entry in entries.items()}
-             for parameter, entries in layout["state"].items()}
-    optimizer.load_state_dict({"param_groups": layout["param_groups"], "state": state})
-
-
-class _DistributedOptimizer(torch.optim.Optimizer):
-    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, sparse_as_dense, process_set):
-        super(self.__class__, self).__init__(params)
-        self._process_set = process_set
-        all_parameters = [p for group in self.param_groups for p in group["params"]]
-        if named_parameters is not None:
-            named = list(named_parameters)
-            names = [name for name, _ in named]
-            duplicates = sorted({name for name in names if names.count(name) > 1})
-            if duplicates:
-                raise ValueError("parameter names in named_parameters must be unique; "
-                                 f"found duplicates: {', '.join(duplicates)}")
-            known = {id(p) for _, p in named}
-            unnamed = [i for i, p in enumerate(all_parameters) if id(p) not in known]
-            if unnamed:
-                raise ValueError("named_parameters was given, but the optimizer's parameters "
-                                 f"at positions {unnamed} are not in it")
-        else:
-            # The same names on every rank: they follow the parameter groups' order.
-            named = [(f"allreduce.noname.{group}.{index}", p)
-                     for group, param_group in enumerate(self.param_groups)
-                     for index, p in enumerate(param_group["params"])]
-        if op == Adasum and (compression is not Compression.none or
-                             gradient_predivide_factor != 1.0):
-            raise ValueError("DistributedOptimizer(op=Adasum) combines whole updates: it takes "
-                             "neither compression nor gradient_predivide_factor")
-        if op not in _OPS:
-            _resolve_op(None, op)  # raises, naming the op
-        self._names = {p: name for name, p in named}
-        self._compression = compression
-        _wire(compression)
-        self._passes = backward_passes_per_step
-        self._op = op
-        self._predivide = gradient_predivide_factor
-        self._sparse_as_dense = sparse_as_dense
-        self._sparse_dims = {}  # parameters whose gradients came sparse: their sparse dims
-        self._handles = {}
-        self._pass_count = {}
-        self._hooks = []
-        self._synchronized = False
-        self._skip_synchronize = False
-        self._register_hooks()
-
-    def _register_hooks(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if not p.requires_grad:
-                    continue
-                self._pass_count[p] = 0
-                # The gradient accumulator's hook runs when p.grad is final for this pass.
-                accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
-                accumulator.register_hook(self._make_hook(p))
-                self._hooks.append(accumulator)
-
-    def _allreduce_gradient(self, p):
-        if p.grad is None:
-            # Not used on this rank this step: it contributes zeros, as in Horovod, so that the
-            # ranks that did use it are not left waiting (no entries, where its gradients are
-            # sparse).
-            p.grad = (self._no_entries(p) if p in self._sparse_dims and not self._sparse_as_dense
-                      else torch.zeros_like(p))
-        prescale = 1.0 / self._predivide
-        postscale = self._predivide / self._passes if self._op == Average else 1.0 / self._passes
-        if p.grad.is_sparse and not self._sparse_as_dense:
-            self._allreduce_sparse_gradient(p, prescale * postscale)
-            return
-        if p.grad.is_sparse:
-            p.grad = p.grad.to_dense()
-        self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
-                                            op=self._op, prescale_factor=prescale,
-                                            postscale_factor=postscale,
-                                            compression=self._compression,
-                                            process_set=self._process_set)
-
-    def _allreduce_sparse_gradient(self, p, scale):
-        """Horovod's way for sparse gradients (an embedding with sparse=True): their indices and
-        values allgathered; the gradient is replaced by the combined one at synchronize()."""
-        if self._op not in (Sum, Average):
-            raise ValueError(f"parameter {self._names[p]}: sparse gradients take op Sum or "
-                             "Average; pass sparse_as_dense=True for other ops")
-        self._sparse_dims[p] = p.grad.sparse_dim()
-        wait = sparse_allreduce_async(p.grad, f"gradient.{self._names[p]}", self._op,
-                                      self._process_set)
-
-        def finish():
-            combined = wait()
-            p.grad = combined * scale if scale != 1.0 else combined
-        self._handles[p] = finish
-
-    def _no_entries(self, p):
-        """A sparse gradient of `p` with no entries."""
-        dims = self._sparse_dims[p]
-        return torch.sparse_coo_tensor(torch.empty((dims, 0), dtype=torch.int64),
-                                       torch.empty((0, *p.shape[dims:]), dtype=p.dtype),
-                                       p.shape)
-
-    def _make_hook(self, p):
-        def hook(*ignored):
-            if self._op == Adasum:
-                return  # the gradients stay local: step() combines the updates
-            if p in self._handles:
-                raise AssertionError(f"gradient of {self._names[p]} computed twice before "
-                                     "step() or synchronize(); with gradient accumulation set "
-                                     "backward_passes_per_step")
-            self._pass_count[p] += 1
-            if self._pass_count[p] < self._passes:
-                return
-            self._pass_count[p] = 0
-            self._allreduce_gradient(p)
-        return hook
-
-    def synchronize(self):
-        """Waits for every gradient allreduce started by backward. Parameters whose hooks did not
-        run (unused on this rank) are allreduced now, contributing zeros. With Adasum there is
-        nothing to wait for: the gradients stay local."""
-        if self._op == Adasum:
-            self._synchronized = True
-            return
-        for p in self._pass_count:
-            if p not in self._handles:
-                self._pass_count[p] = 0
-                self._allreduce_gradient(p)
-        try:
-            for handle in list(self._handles.values()):
-                synchronize(handle)
-        finally:
-            self._handles.clear()
-        self._synchronized = True
-
-    @contextlib.contextmanager
-    def skip_synchronize(self):
-        """For step() after an explicit synchronize() (gradient clipping, say)."""
-        self._skip_synchronize = True
-        try:
-            yield
-        finally:
-            self._skip_synchronize = False
-
-    def step(self, closure=None):
-        if not self._skip_synchronize:
-            if self._synchronized:
-                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
-                              "after optimizer.synchronize(): the gradients are allreduced "
-                              "again. Wrap step() in `with optimizer.skip_synchronize():`.")
-            self.synchronize()
-        self._synchronized = False
-        if self._op == Adasum:
-            return self._adasum_step(closure)
-        return super(self.__class__, self).step(closure)
-
-    def _adasum_step(self, closure):
-        """Horovod's Adasum optimizer: each rank takes the step its own gradients give, and the
-        ranks' updates (new minus old parameters) are combined by Adasum, which keeps what they
-        agree on without adding it twice; every rank then applies the combined update."""
-        starts = {p: p.detach().clone() for p in self._pass_count}
-        loss = super(self.__class__, self).step(closure)
-        pending = []
-        for p, start in starts.items():
-            delta = (p.detach() - start).contiguous()
-            pending.append((p, start, delta,
-                            allreduce_async_(delta, name=f"adasum.update.{self._names[p]}",
-                                             op=Adasum, process_set=self._process_set)))
-        for p, start, delta, handle in pending:
-            synchronize(handle)
-            with torch.no_grad():
-                p.copy_(start + delta)
-        return loss
-
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError("zero_grad() while gradient allreduces are in flight; call "
-                                 "step() or synchronize() first")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
-
-
-def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
-                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
-                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
-    """Wraps `optimizer`: every gradient is allreduced (averaged) as soon as backward produces it,
-    and step() waits for all of them before updating (among the ranks of `process_set`, if
-    given). With backward_passes_per_step > 1,
-    gradients are accumulated locally over that many passes before one allreduce. `groups` and
-    `num_groups` are accepted for Horovod's scripts (its order of arguments) and change nothing:
-    chorus fuses small gradients anyway.
-    op=Adasum is Horovod's Adasum optimizer: every rank steps with its own gradients and the
-    updates are combined with Adasum (float32 and float64 parameters)."""
-    _set_id(process_set)  # an unknown set fails here, not at the first gradient
-    if groups is not None and not isinstance(groups, (int, list)):
-        raise ValueError(f"groups={groups!r} must be a number or a list of parameter lists")
-    if not isinstance(num_groups, int) or num_groups < 0:
-        raise ValueError(f"num_groups={num_groups!r} must be a number >= 0")
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-               dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, sparse_as_dense, process_set)
-
-
-__all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
-           "ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init", "shutdown",
-           "is_initialized", "is_homogeneous", "rank", "size", "local_rank", "local_size",
-           "cross_rank", "cross_size", "Sum", "Average", "Min", "Max", "Product", "Adasum",
-           "Compression", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
-           "grouped_allreduce", "grouped_allreduce_async", "grouped_allreduce_",
-           "grouped_allreduce_async_", "sparse_allreduce_async", "allgather", "allgather_async",
-           "grouped_allgather", "grouped_allgather_async", "allgather_object", "alltoall",
-           "alltoall_async", "reducescatter", "reducescatter_async", "grouped_reducescatter",
-           "grouped_reducescatter_async", "broadcast", "broadcast_", "broadcast_async",
-           "broadcast_async_", "broadcast_object", "barrier", "poll", "synchronize", "join",
-           "broadcast_parameters", "broadcast_optimizer_state", "DistributedOptimizer", "mpi_built",
-           "mpi_enabled", "mpi_threads_supported", "nccl_built", "cuda_built", "gloo_built",
-           "gloo_enabled", "rocm_built", "ddl_built", "ccl_built", "start_timeline",
-           "stop_timeline", "SyncBatchNorm"]

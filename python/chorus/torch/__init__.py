@@ -1,0 +1,41 @@
+"""chorus for PyTorch, mirroring horovod.torch: an existing Horovod training script runs by
+changing `import horovod.torch as hvd` to `import chorus.torch as hvd`.
+
+The modules follow Horovod's own split: mpi_ops (the collectives, init, process sets, queries),
+functions (broadcasting parameters, optimizer state and objects), compression, optimizer
+(DistributedOptimizer) and sync_batch_norm."""
+from ..core import (ChorusError, cross_rank, cross_size, is_homogeneous, is_initialized,
+                    local_rank, local_size, rank, shutdown, size, start_timeline, stop_timeline)
+from .compression import Compression
+from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
+                        broadcast_parameters)
+from .mpi_ops import (Adasum, Average, HorovodInternalError, HostsUpdatedInterrupt, Max, Min,
+                      ProcessSet, Product, Sum, add_process_set, allgather, allgather_async,
+                      allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
+                      alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
+                      broadcast_async_, ccl_built, cuda_built, ddl_built, global_process_set,
+                      gloo_built, gloo_enabled, grouped_allgather, grouped_allgather_async,
+                      grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
+                      grouped_allreduce_async_, grouped_reducescatter,
+                      grouped_reducescatter_async, init, join, mpi_built, mpi_enabled,
+                      mpi_threads_supported, nccl_built, poll, reducescatter,
+                      reducescatter_async, remove_process_set, rocm_built,
+                      sparse_allreduce_async, synchronize)
+from .optimizer import DistributedOptimizer
+from .sync_batch_norm import SyncBatchNorm
+
+__all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
+           "ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init", "shutdown",
+           "is_initialized", "is_homogeneous", "rank", "size", "local_rank", "local_size",
+           "cross_rank", "cross_size", "Sum", "Average", "Min", "Max", "Product", "Adasum",
+           "Compression", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+           "grouped_allreduce", "grouped_allreduce_async", "grouped_allreduce_",
+           "grouped_allreduce_async_", "sparse_allreduce_async", "allgather", "allgather_async",
+           "grouped_allgather", "grouped_allgather_async", "allgather_object", "alltoall",
+           "alltoall_async", "reducescatter", "reducescatter_async", "grouped_reducescatter",
+           "grouped_reducescatter_async", "broadcast", "broadcast_", "broadcast_async",
+           "broadcast_async_", "broadcast_object", "barrier", "poll", "synchronize", "join",
+           "broadcast_parameters", "broadcast_optimizer_state", "DistributedOptimizer", "mpi_built",
+           "mpi_enabled", "mpi_threads_supported", "nccl_built", "cuda_built", "gloo_built",
+           "gloo_enabled", "rocm_built", "ddl_built", "ccl_built", "start_timeline",
+           "stop_timeline", "SyncBatchNorm"]

@@ -1,0 +1,55 @@
+"""Horovod's gradient compression choices for chorus.torch (horovod/torch/compression.py):
+Compression.none, fp16 and bf16."""
+import torch
+
+from .. import _library as c
+
+
+class _Compressor:
+    """A Horovod compressor: compress() before the collective, decompress() after. chorus's
+    allreduce applies the compressor's wire format itself (float32 reduced in float32, sent as
+    16 bits between steps), so DistributedOptimizer does not call these; they are for scripts
+    that do."""
+    wire = c.COMPRESSION_NONE
+    dtype = None
+
+    @classmethod
+    def compress(cls, tensor):
+        if cls.dtype is None or not tensor.dtype.is_floating_point:
+            return tensor, None
+        return tensor.to(cls.dtype), tensor.dtype
+
+    @staticmethod
+    def decompress(tensor, context):
+        return tensor if context is None else tensor.to(context)
+
+
+class _NoneCompressor(_Compressor):
+    pass
+
+
+class _FP16Compressor(_Compressor):
+    wire = c.COMPRESSION_FP16
+    dtype = torch.float16
+
+
+class _BF16Compressor(_Compressor):
+    wire = c.COMPRESSION_BF16
+    dtype = torch.bfloat16
+
+
+class Compression:
+    """Horovod's compression choices: none, fp16, bf16."""
+    none = _NoneCompressor
+    fp16 = _FP16Compressor
+    bf16 = _BF16Compressor
+
+
+def _wire(compression):
+    """The wire compression of a compressor class or of chorus's own constant."""
+    wire = getattr(compression, "wire", compression)
+    if wire not in (c.COMPRESSION_NONE, c.COMPRESSION_FP16, c.COMPRESSION_BF16):
+        raise ValueError(f"compression={compression!r} is not one of Compression.none, fp16, bf16")
+    return wire
+
+

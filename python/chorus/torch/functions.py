@@ -1,0 +1,99 @@
+"""Helpers over the collectives, as horovod/torch/functions.py: broadcasting a model's
+parameters, an optimizer's state and picklable objects, and gathering objects."""
+import pickle
+
+import torch
+
+from ..core import default_name, rank
+from .mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
+
+
+def allgather_object(obj, name=None, process_set=None):
+    """Gathers a picklable object from every rank; returns the list, in rank order."""
+    name = name or default_name("allgather_object")
+    payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+    sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=f"{name}.sizes",
+                      process_set=process_set)
+    data = allgather(payload, name=f"{name}.data", process_set=process_set).numpy().tobytes()
+    objects, start = [], 0
+    for length in sizes.tolist():
+        objects.append(pickle.loads(data[start:start + length]))
+        start += length
+    return objects
+
+
+
+
+def broadcast_parameters(params, root_rank):
+    """Broadcasts a model's state_dict(), named_parameters() or parameters() from root_rank, in
+    place. Unnamed tensors are named by their position, the same on every rank."""
+    if isinstance(params, dict):
+        items = sorted(params.items())
+    elif torch.is_tensor(params) or isinstance(params, (str, bytes)):
+        raise ValueError(f"broadcast_parameters: params of type {type(params).__name__}: pass "
+                         "a state_dict(), named_parameters() or parameters()")
+    else:
+        items = [entry if isinstance(entry, tuple) else (f"unnamed.{index}", entry)
+                 for index, entry in enumerate(params)]
+    handles = []
+    for name, value in items:
+        if not torch.is_tensor(value):
+            continue
+        target = value.data if hasattr(value, "data") else value
+        handles.append(broadcast_async_(target, root_rank, name=f"broadcast.parameter.{name}"))
+    for handle in handles:
+        synchronize(handle)
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=None):
+    """Broadcasts a picklable object from root_rank; returns it on every rank."""
+    name = name or default_name("broadcast_object")
+    payload = None
+    if rank() == root_rank:
+        payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+    length = torch.tensor([payload.numel() if payload is not None else 0], dtype=torch.int64)
+    broadcast_(length, root_rank, name=f"{name}.length", process_set=process_set)
+    if payload is None:
+        payload = torch.empty(int(length.item()), dtype=torch.uint8)
+    broadcast_(payload, root_rank, name=f"{name}.payload", process_set=process_set)
+    return pickle.loads(payload.numpy().tobytes())
+
+
+def broadcast_optimizer_state(optimizer, root_rank):
+    """Broadcasts an optimizer's state and hyperparameters from root_rank, so that every rank
+    resumes identically. The state's tensors travel in place, fused like parameters; only their
+    shapes and dtypes and the other values are pickled. Ranks without state (a fresh optimizer)
+    get root_rank's."""
+    name = "broadcast.optimizer_state"
+    layout, tensors = None, []
+    if rank() == root_rank:
+        state = optimizer.state_dict()
+        layout = {"param_groups": state["param_groups"], "state": {}}
+        for parameter, entries in state["state"].items():
+            layout["state"][parameter] = {}
+            for key, value in entries.items():
+                # Scalars (Adam's step, say) are pickled; tensors go by broadcast.
+                if torch.is_tensor(value) and value.dim() > 0:
+                    layout["state"][parameter][key] = ("tensor", tuple(value.shape), value.dtype)
+                    tensors.append(value.detach().cpu().contiguous())
+                else:
+                    layout["state"][parameter][key] = ("value", value)
+    layout = broadcast_object(layout, root_rank, name=f"{name}.layout")
+    if rank() != root_rank:
+        tensors = [torch.empty(shape, dtype=dtype)
+                   for entries in layout["state"].values()
+                   for kind, *rest in entries.values() if kind == "tensor"
+                   for shape, dtype in [rest]]
+    handles = [broadcast_async_(tensor, root_rank, name=f"{name}.{index}")
+               for index, tensor in enumerate(tensors)]
+    for handle in handles:
+        synchronize(handle)
+    if rank() == root_rank:
+        return
+    received = iter(tensors)
+    state = {parameter: {key: next(received) if entry[0] == "tensor" else entry[1]
+                         for key, entry in entries.items()}
+             for parameter, entries in layout["state"].items()}
+    optimizer.load_state_dict({"param_groups": layout["param_groups"], "state": state})
+
+

@@ -1,0 +1,209 @@
+"""DistributedOptimizer for chorus.torch, as horovod/torch/optimizer.py: gradients are
+allreduced as backward produces them, and step() waits for them."""
+import contextlib
+import warnings
+
+import torch
+
+from .compression import Compression, _wire
+from .mpi_ops import (_OPS, Adasum, Average, Sum, _resolve_op, _set_id, allreduce_async_,
+                      sparse_allreduce_async, synchronize)
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor, sparse_as_dense, process_set):
+        super(self.__class__, self).__init__(params)
+        self._process_set = process_set
+        all_parameters = [p for group in self.param_groups for p in group["params"]]
+        if named_parameters is not None:
+            named = list(named_parameters)
+            names = [name for name, _ in named]
+            duplicates = sorted({name for name in names if names.count(name) > 1})
+            if duplicates:
+                raise ValueError("parameter names in named_parameters must be unique; "
+                                 f"found duplicates: {', '.join(duplicates)}")
+            known = {id(p) for _, p in named}
+            unnamed = [i for i, p in enumerate(all_parameters) if id(p) not in known]
+            if unnamed:
+                raise ValueError("named_parameters was given, but the optimizer's parameters "
+                                 f"at positions {unnamed} are not in it")
+        else:
+            # The same names on every rank: they follow the parameter groups' order.
+            named = [(f"allreduce.noname.{group}.{index}", p)
+                     for group, param_group in enumerate(self.param_groups)
+                     for index, p in enumerate(param_group["params"])]
+        if op == Adasum and (compression is not Compression.none or
+                             gradient_predivide_factor != 1.0):
+            raise ValueError("DistributedOptimizer(op=Adasum) combines whole updates: it takes "
+                             "neither compression nor gradient_predivide_factor")
+        if op not in _OPS:
+            _resolve_op(None, op)  # raises, naming the op
+        self._names = {p: name for name, p in named}
+        self._compression = compression
+        _wire(compression)
+        self._passes = backward_passes_per_step
+        self._op = op
+        self._predivide = gradient_predivide_factor
+        self._sparse_as_dense = sparse_as_dense
+        self._sparse_dims = {}  # parameters whose gradients came sparse: their sparse dims
+        self._handles = {}
+        self._pass_count = {}
+        self._hooks = []
+        self._synchronized = False
+        self._skip_synchronize = False
+        self._register_hooks()
+
+    def _register_hooks(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if not p.requires_grad:
+                    continue
+                self._pass_count[p] = 0
+                # The gradient accumulator's hook runs when p.grad is final for this pass.
+                accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+                accumulator.register_hook(self._make_hook(p))
+                self._hooks.append(accumulator)
+
+    def _allreduce_gradient(self, p):
+        if p.grad is None:
+            # Not used on this rank this step: it contributes zeros, as in Horovod, so that the
+            # ranks that did use it are not left waiting (no entries, where its gradients are
+            # sparse).
+            p.grad = (self._no_entries(p) if p in self._sparse_dims and not self._sparse_as_dense
+                      else torch.zeros_like(p))
+        prescale = 1.0 / self._predivide
+        postscale = self._predivide / self._passes if self._op == Average else 1.0 / self._passes
+        if p.grad.is_sparse and not self._sparse_as_dense:
+            self._allreduce_sparse_gradient(p, prescale * postscale)
+            return
+        if p.grad.is_sparse:
+            p.grad = p.grad.to_dense()
+        self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
+                                            op=self._op, prescale_factor=prescale,
+                                            postscale_factor=postscale,
+                                            compression=self._compression,
+                                            process_set=self._process_set)
+
+    def _allreduce_sparse_gradient(self, p, scale):
+        """Horovod's way for sparse gradients (an embedding with sparse=True): their indices and
+        values allgathered; the gradient is replaced by the combined one at synchronize()."""
+        if self._op not in (Sum, Average):
+            raise ValueError(f"parameter {self._names[p]}: sparse gradients take op Sum or "
+                             "Average; pass sparse_as_dense=True for other ops")
+        self._sparse_dims[p] = p.grad.sparse_dim()
+        wait = sparse_allreduce_async(p.grad, f"gradient.{self._names[p]}", self._op,
+                                      self._process_set)
+
+        def finish():
+            combined = wait()
+            p.grad = combined * scale if scale != 1.0 else combined
+        self._handles[p] = finish
+
+    def _no_entries(self, p):
+        """A sparse gradient of `p` with no entries."""
+        dims = self._sparse_dims[p]
+        return torch.sparse_coo_tensor(torch.empty((dims, 0), dtype=torch.int64),
+                                       torch.empty((0, *p.shape[dims:]), dtype=p.dtype),
+                                       p.shape)
+
+    def _make_hook(self, p):
+        def hook(*ignored):
+            if self._op == Adasum:
+                return  # the gradients stay local: step() combines the updates
+            if p in self._handles:
+                raise AssertionError(f"gradient of {self._names[p]} computed twice before "
+                                     "step() or synchronize(); with gradient accumulation set "
+                                     "backward_passes_per_step")
+            self._pass_count[p] += 1
+            if self._pass_count[p] < self._passes:
+                return
+            self._pass_count[p] = 0
+            self._allreduce_gradient(p)
+        return hook
+
+    def synchronize(self):
+        """Waits for every gradient allreduce started by backward. Parameters whose hooks did not
+        run (unused on this rank) are allreduced now, contributing zeros. With Adasum there is
+        nothing to wait for: the gradients stay local."""
+        if self._op == Adasum:
+            self._synchronized = True
+            return
+        for p in self._pass_count:
+            if p not in self._handles:
+                self._pass_count[p] = 0
+                self._allreduce_gradient(p)
+        try:
+            for handle in list(self._handles.values()):
+                synchronize(handle)
+        finally:
+            self._handles.clear()
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """For step() after an explicit synchronize() (gradient clipping, say)."""
+        self._skip_synchronize = True
+        try:
+            yield
+        finally:
+            self._skip_synchronize = False
+
+    def step(self, closure=None):
+        if not self._skip_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "after optimizer.synchronize(): the gradients are allreduced "
+                              "again. Wrap step() in `with optimizer.skip_synchronize():`.")
+            self.synchronize()
+        self._synchronized = False
+        if self._op == Adasum:
+            return self._adasum_step(closure)
+        return super(self.__class__, self).step(closure)
+
+    def _adasum_step(self, closure):
+        """Horovod's Adasum optimizer: each rank takes the step its own gradients give, and the
+        ranks' updates (new minus old parameters) are combined by Adasum, which keeps what they
+        agree on without adding it twice; every rank then applies the combined update."""
+        starts = {p: p.detach().clone() for p in self._pass_count}
+        loss = super(self.__class__, self).step(closure)
+        pending = []
+        for p, start in starts.items():
+            delta = (p.detach() - start).contiguous()
+            pending.append((p, start, delta,
+                            allreduce_async_(delta, name=f"adasum.update.{self._names[p]}",
+                                             op=Adasum, process_set=self._process_set)))
+        for p, start, delta, handle in pending:
+            synchronize(handle)
+            with torch.no_grad():
+                p.copy_(start + delta)
+        return loss
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError("zero_grad() while gradient allreduces are in flight; call "
+                                 "step() or synchronize() first")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
+    """Wraps `optimizer`: every gradient is allreduced (averaged) as soon as backward produces it,
+    and step() waits for all of them before updating (among the ranks of `process_set`, if
+    given). With backward_passes_per_step > 1,
+    gradients are accumulated locally over that many passes before one allreduce. `groups` and
+    `num_groups` are accepted for Horovod's scripts (its order of arguments) and change nothing:
+    chorus fuses small gradients anyway.
+    op=Adasum is Horovod's Adasum optimizer: every rank steps with its own gradients and the
+    updates are combined with Adasum (float32 and float64 parameters)."""
+    _set_id(process_set)  # an unknown set fails here, not at the first gradient
+    if groups is not None and not isinstance(groups, (int, list)):
+        raise ValueError(f"groups={groups!r} must be a number or a list of parameter lists")
+    if not isinstance(num_groups, int) or num_groups < 0:
+        raise ValueError(f"num_groups={num_groups!r} must be a number >= 0")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor, sparse_as_dense, process_set)
+
