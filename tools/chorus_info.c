@@ -9,6 +9,7 @@
 #include "../lib/collectives/algorithms.h"
 #include "../lib/core/params.h"
 #include "../lib/gpu/gpu.h"
+#include "../lib/gpu/gpu_capability.h"
 
 #include <getopt.h>
 #include <hwloc.h>
@@ -164,7 +165,98 @@ static void usage(FILE *to)
             "  --np N              ranks in the job\n"
             "  --ranks-per-host L  ranks on each host\n"
             "  --version           the version, and nothing else\n"
+            "  --parameters-markdown  the parameter table as docs/parameters.md\n"
             "  -h, --help          this text\n");
+}
+
+/* The capability table of GPU reductions (lib/gpu/gpu_capability.h): what NCCL reduces itself
+ * and what goes through host memory. */
+static void print_gpu_routes(void)
+{
+    static const char letter[] = {[GPU_ROUTE_NCCL] = 'N', [GPU_ROUTE_NCCL_SCALED] = 'P',
+                                  [GPU_ROUTE_HOST] = 'H'};
+    printf("\nGPU reductions (N: NCCL's own reduction, P: NCCL's pre-multiplied sum, H: through "
+           "host memory):\n  %-9s", "");
+    for (int scaled = 0; scaled < 2; scaled++) {
+        printf(scaled ? "   with a scale factor: " : "  ");
+        for (int op = 0; op < CHORUS_OP_COUNT; op++)
+            printf(" %3.3s", chorus_op_name((chorus_op)op));
+    }
+    printf("\n");
+    for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++) {
+        printf("  %-9s", chorus_dtype_name((chorus_dtype)dtype));
+        for (int scaled = 0; scaled < 2; scaled++) {
+            printf(scaled ? "   %-21s" : "  ", "");
+            for (int op = 0; op < CHORUS_OP_COUNT; op++) {
+                bool refused = (dtype == CHORUS_BOOL && (op == CHORUS_AVERAGE || scaled)) ||
+                               (op == CHORUS_ADASUM &&
+                                ((dtype != CHORUS_FLOAT32 && dtype != CHORUS_FLOAT64) || scaled));
+                printf("   %c", refused ? '-' : letter[gpu_route_of((chorus_dtype)dtype,
+                                                                       (chorus_op)op, scaled)]);
+            }
+        }
+        printf("\n");
+    }
+    printf("  (-: refused for host and GPU tensors alike; see chorus.h)\n");
+}
+
+/* The values a parameter takes, for the documentation. */
+static void describe_values(const struct param_definition *definition, char *text, size_t size)
+{
+    text[0] = '\0';
+    if (definition->type == PARAM_ALGORITHM) {
+        size_t used = (size_t)snprintf(text, size, "`auto`");
+        chorus_collective collective = (chorus_collective)definition->collective;
+        for (size_t i = 0; i < algorithm_count(collective) && used < size; i++)
+            used += (size_t)snprintf(text + used, size - used, ", `%s`",
+                                     algorithm_name(collective, (int)i));
+        return;
+    }
+    static const char *const fixed[] = {
+        [PARAM_BYTES] = "bytes (K/M/G suffixes)", [PARAM_COUNT] = "a whole number",
+        [PARAM_AREAS] = "`0`, `2`, `4`, `8`, `16`", [PARAM_SECONDS] = "a number >= 0",
+        [PARAM_LOG_LEVEL] = "`error`, `warning`, `info`, `debug`, `trace`",
+        [PARAM_PATH] = "a path", [PARAM_COMPRESSION] = "`none`, `fp16`, `bf16`",
+        [PARAM_SWITCH] = "`on`, `off`"};
+    if (definition->type == PARAM_CHOICE) {
+        size_t used = 0;
+        for (size_t i = 0; definition->choices[i] != NULL && used < size; i++)
+            used += (size_t)snprintf(text + used, size - used, "%s`%s`", i ? ", " : "",
+                                     definition->choices[i]);
+        return;
+    }
+    if ((size_t)definition->type < ARRAY_LENGTH(fixed) && fixed[definition->type] != NULL)
+        snprintf(text, size, "%s", fixed[definition->type]);
+}
+
+/* docs/parameters.md, written from the parameter table (a test compares the checked-in page
+ * with this output, so that the page cannot drift from the code). */
+static void print_parameters_markdown(void)
+{
+    printf("# Parameters\n\n"
+           "<!-- Written by `chorus-info --parameters-markdown` from lib/core/params.c; the test\n"
+           "     parameters_page fails when this page differs. Do not edit by hand. -->\n\n"
+           "chorus reads its parameters once, at `chorus_init`, from the environment or from\n"
+           "`chorus_init_options.parameters` (`\"NAME=VALUE;...\"`, which takes precedence). A\n"
+           "malformed value fails init on every rank, naming the variable and the value.\n"
+           "Parameters marked *wire* shape what goes between the ranks: every rank takes rank 0's\n"
+           "value. `chorus-info` prints each parameter's value and where it came from.\n\n"
+           "A job script's `HOROVOD_*` variables are read as their chorus namesakes\n"
+           "(`HOROVOD_FUSION_THRESHOLD`, `HOROVOD_CYCLE_TIME`, `HOROVOD_CACHE_CAPACITY`,\n"
+           "`HOROVOD_TIMELINE`, `HOROVOD_STALL_CHECK_TIME_SECONDS`,\n"
+           "`HOROVOD_STALL_SHUTDOWN_TIME_SECONDS`, `HOROVOD_LOG_LEVEL`); the `CHORUS_*` variable\n"
+           "wins where both are set.\n\n"
+           "| variable | default | values | meaning |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < param_count; i++) {
+        const struct param_definition *definition = &param_table[i];
+        char values[512];
+        describe_values(definition, values, sizeof values);
+        printf("| `%s` | %s%s%s | %s | %s%s |\n", definition->name,
+               definition->default_value[0] ? "`" : "",
+               definition->default_value[0] ? definition->default_value : "(empty)",
+               definition->default_value[0] ? "`" : "", values, definition->help,
+               definition->shapes_wire ? " (*wire*)" : "");
+    }
 }
 
 int main(int argc, char **argv)
@@ -174,6 +266,7 @@ int main(int argc, char **argv)
     static const struct option options[] = {{"np", required_argument, NULL, 'n'},
                                             {"ranks-per-host", required_argument, NULL, 'l'},
                                             {"version", no_argument, NULL, 'v'},
+                                            {"parameters-markdown", no_argument, NULL, 'p'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     int option;
@@ -193,6 +286,9 @@ int main(int argc, char **argv)
         }
         case 'v':
             printf("chorus %s\n", chorus_version());
+            return 0;
+        case 'p':
+            print_parameters_markdown();
             return 0;
         case 'h':
             usage(stdout);
@@ -240,6 +336,7 @@ int main(int argc, char **argv)
                    algorithm_name(collectives[c], (int)i), table[i].summary);
     }
     print_selection_table();
+    print_gpu_routes();
     print_plan(&set.values, nranks, local_ranks);
     return 0;
 }

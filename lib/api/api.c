@@ -31,7 +31,7 @@ extern char **environ;
 static pthread_rwlock_t instance_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct chorus_context *instance;
 
-struct chorus_context *instance_acquire(void)
+struct chorus_context *api_instance_acquire(void)
 {
     pthread_rwlock_rdlock(&instance_lock);
     if (instance == NULL) {
@@ -41,34 +41,17 @@ struct chorus_context *instance_acquire(void)
     return instance;
 }
 
-void instance_release(void)
+void api_instance_release(void)
 {
     pthread_rwlock_unlock(&instance_lock);
 }
 
-chorus_status not_initialized(const char *call)
+chorus_status api_not_initialized(const char *call)
 {
     return set_last_error(CHORUS_ERR_NOT_INITIALIZED,
                           "%s: chorus is not initialized (call chorus_init first, and not after "
                           "chorus_shutdown)",
                           call);
-}
-
-static void context_free(struct chorus_context *context)
-{
-    name_table_destroy(&context->in_flight);
-    process_set_table_destroy(&context->process_sets);
-    free(context->host_names);
-    while (context->marks_head != NULL) {
-        struct timeline_mark *next = context->marks_head->next;
-        timeline_mark_free(context->marks_head);
-        context->marks_head = next;
-    }
-    pthread_mutex_destroy(&context->lock);
-    pthread_cond_destroy(&context->wakeup);
-    pthread_cond_destroy(&context->started);
-    pthread_cond_destroy(&context->timeline_switched);
-    free(context);
 }
 
 static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *options,
@@ -83,25 +66,10 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
     if (options != NULL && options->struct_size >= offsetof(chorus_init_options, parameters) +
                                                        sizeof options->parameters)
         overrides = options->parameters;
-    struct chorus_context *context = calloc(1, sizeof *context);
+    struct chorus_context *context = context_create(comm);
     if (context == NULL)
         return set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_init: out of memory");
-    context->user_comm = comm;
-    context->control_comm = MPI_COMM_NULL;
-    context->data_comm = MPI_COMM_NULL;
     context->mpi_initialized_by_chorus = mpi_initialized_by_chorus;
-    pthread_mutex_init(&context->lock, NULL);
-    pthread_condattr_t attributes;
-    pthread_condattr_init(&attributes);
-    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-    pthread_cond_init(&context->wakeup, &attributes);
-    pthread_cond_init(&context->timeline_switched, &attributes);
-    pthread_condattr_destroy(&attributes);
-    pthread_cond_init(&context->started, NULL);
-    name_table_init(&context->in_flight);
-    atomic_init(&context->stopped, CHORUS_OK);
-    atomic_init(&context->barriers, 0);
-    context->last_joined_rank = -1;
 
     /* A malformed parameter is not reported here yet: the background thread first tells every
      * rank, so that all ranks fail init together instead of some waiting for the others. */
@@ -110,7 +78,7 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
     if (context->params_status == CHORUS_OK)
         log_set_level((enum log_level)context->params.values.log_level);
 
-    if (pthread_create(&context->thread, NULL, background_main, context) != 0) {
+    if (pthread_create(&context->thread, NULL, coord_thread_main, context) != 0) {
         context_free(context);
         return set_last_error(CHORUS_ERR_INTERNAL,
                               "chorus_init: cannot start the background thread");
@@ -239,7 +207,7 @@ chorus_status chorus_shutdown(void)
     struct chorus_context *context = instance;
     if (context == NULL) {
         pthread_rwlock_unlock(&instance_lock);
-        return not_initialized("chorus_shutdown");
+        return api_not_initialized("chorus_shutdown");
     }
     instance = NULL;
     pthread_rwlock_unlock(&instance_lock);
@@ -261,10 +229,10 @@ chorus_status chorus_shutdown(void)
 
 bool chorus_is_initialized(void)
 {
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
         return false;
-    instance_release();
+    api_instance_release();
     return true;
 }
 
@@ -302,9 +270,9 @@ chorus_status chorus_start_timeline(const char *path)
     if (path == NULL || path[0] == '\0')
         return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_start_timeline: the path is NULL or empty");
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized("chorus_start_timeline");
+        return api_not_initialized("chorus_start_timeline");
     chorus_status status = CHORUS_OK;
     if (context->rank == 0) {
         char error[4200] = "";
@@ -313,18 +281,18 @@ chorus_status chorus_start_timeline(const char *path)
                                                    "chorus_start_timeline: %s", error)
                                   : switch_timeline(context, timeline, "chorus_start_timeline");
     }
-    instance_release();
+    api_instance_release();
     return status;
 }
 
 chorus_status chorus_stop_timeline(void)
 {
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized("chorus_stop_timeline");
+        return api_not_initialized("chorus_stop_timeline");
     chorus_status status =
         context->rank == 0 ? switch_timeline(context, NULL, "chorus_stop_timeline") : CHORUS_OK;
-    instance_release();
+    api_instance_release();
     return status;
 }
 
@@ -339,9 +307,9 @@ chorus_status chorus_timeline_mark(const char *row, const char *label, double st
                               "chorus_timeline_mark(\"%s\", \"%s\"): the span from %.6f s to "
                               "%.6f s does not end after it starts",
                               row, label, start_seconds, end_seconds);
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized("chorus_timeline_mark");
+        return api_not_initialized("chorus_timeline_mark");
     chorus_status status = CHORUS_OK;
     if (context->rank == 0) {
         struct timeline_mark *mark = timeline_mark_new(row, label, start_seconds, end_seconds);
@@ -358,7 +326,7 @@ chorus_status chorus_timeline_mark(const char *row, const char *label, double st
             pthread_mutex_unlock(&context->lock);
         }
     }
-    instance_release();
+    api_instance_release();
     return status;
 }
 
@@ -368,13 +336,13 @@ chorus_status chorus_get_topology(chorus_topology *topology)
         return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_get_topology: pass a chorus_topology set with "
                               "CHORUS_TOPOLOGY_INIT");
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized("chorus_get_topology");
+        return api_not_initialized("chorus_get_topology");
     size_t size =
         topology->struct_size < sizeof *topology ? topology->struct_size : sizeof *topology;
     chorus_topology copy = context->topology;
-    instance_release();
+    api_instance_release();
     memcpy((char *)topology + sizeof(size_t), (char *)&copy + sizeof(size_t),
            size - sizeof(size_t));
     return CHORUS_OK;
@@ -382,11 +350,11 @@ chorus_status chorus_get_topology(chorus_topology *topology)
 
 static int topology_field(const char *call, size_t offset)
 {
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized(call);
+        return api_not_initialized(call);
     int value = *(const int *)((const char *)&context->topology + offset);
-    instance_release();
+    api_instance_release();
     return value;
 }
 
@@ -422,21 +390,21 @@ int chorus_cross_size(void)
 
 int chorus_last_joined_rank(void)
 {
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized("chorus_last_joined_rank");
+        return api_not_initialized("chorus_last_joined_rank");
     pthread_mutex_lock(&context->lock);
     int rank = context->last_joined_rank;
     pthread_mutex_unlock(&context->lock);
-    instance_release();
+    api_instance_release();
     return rank;
 }
 
 chorus_status chorus_join(void)
 {
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized("chorus_join");
+        return api_not_initialized("chorus_join");
     struct chorus_handle *handle = handle_create(CHORUS_ALLREDUCE, 1);
     chorus_status status = CHORUS_OK;
     pthread_mutex_lock(&context->lock);
@@ -454,7 +422,7 @@ chorus_status chorus_join(void)
         pthread_cond_signal(&context->wakeup);
     }
     pthread_mutex_unlock(&context->lock);
-    instance_release();
+    api_instance_release();
     if (status != CHORUS_OK) {
         if (handle != NULL) {
             handle_member_done(handle, status, NULL);
@@ -462,5 +430,5 @@ chorus_status chorus_join(void)
         }
         return status;
     }
-    return handle_wait_and_free(handle, NULL, NULL);
+    return api_handle_wait_and_free(handle, NULL, NULL);
 }

@@ -13,17 +13,17 @@
 struct chorus_context;
 struct request;
 
-/* The current instance, held for reading until instance_release(); NULL (and nothing held) when
+/* The current instance, held for reading until api_instance_release(); NULL (and nothing held) when
  * chorus is not initialized. */
-struct chorus_context *instance_acquire(void);
-void instance_release(void);
+struct chorus_context *api_instance_acquire(void);
+void api_instance_release(void);
 
 /* CHORUS_ERR_NOT_INITIALIZED, with a message naming `call`. */
-chorus_status not_initialized(const char *call);
+chorus_status api_not_initialized(const char *call);
 
 /* Queues `count` requests for the background thread as one unit, unless chorus has stopped or
  * one of their names is in flight on this rank (then the status, with its message). */
-chorus_status enqueue_requests(struct chorus_context *context, struct request **requests,
+chorus_status api_enqueue_requests(struct chorus_context *context, struct request **requests,
                                size_t count);
 
 #endif

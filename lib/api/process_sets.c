@@ -18,9 +18,9 @@
 static chorus_status change_process_sets(const char *call, const int *ranks, int count,
                                          int remove_id, int *added_id)
 {
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized(call);
+        return api_not_initialized(call);
     char why[256];
     chorus_status status = CHORUS_OK;
     if (ranks != NULL && !process_set_check_ranks(ranks, count, context->size, why, sizeof why))
@@ -66,9 +66,9 @@ static chorus_status change_process_sets(const char *call, const int *ranks, int
             request->desc.group == NULL || (ranks != NULL && request->desc.members == NULL))
             status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
         else
-            status = enqueue_requests(context, &request, 1);
+            status = api_enqueue_requests(context, &request, 1);
     }
-    instance_release();
+    api_instance_release();
     if (status != CHORUS_OK) {
         request_free(request);
         if (handle != NULL) {
@@ -77,7 +77,7 @@ static chorus_status change_process_sets(const char *call, const int *ranks, int
         }
         return status;
     }
-    status = handle_wait_and_free(handle, NULL, NULL);
+    status = api_handle_wait_and_free(handle, NULL, NULL);
     if (status == CHORUS_OK && added_id != NULL)
         *added_id = result;
     return status;
@@ -103,9 +103,9 @@ chorus_status chorus_process_set_ranks(int process_set, int *ranks, int capacity
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "chorus_process_set_ranks: count must not be NULL, and ranks must hold "
                       "capacity entries");
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized("chorus_process_set_ranks");
+        return api_not_initialized("chorus_process_set_ranks");
     chorus_status status = CHORUS_OK;
     pthread_mutex_lock(&context->lock);
     const struct process_set *set = process_set_find(&context->process_sets, process_set);
@@ -124,6 +124,6 @@ chorus_status chorus_process_set_ranks(int process_set, int *ranks, int capacity
             ranks[m] = set->ranks[m];
     }
     pthread_mutex_unlock(&context->lock);
-    instance_release();
+    api_instance_release();
     return status;
 }

@@ -63,7 +63,7 @@ chorus_status chorus_alltoall_async(const char *name, const chorus_tensor *input
     return submit_shorthand(&args, name, input, handle);
 }
 
-chorus_status handle_wait_and_free(chorus_handle *handle, chorus_tensor *output,
+chorus_status api_handle_wait_and_free(chorus_handle *handle, chorus_tensor *output,
                                    int64_t *received_splits)
 {
     chorus_status status = chorus_wait(handle);
@@ -82,14 +82,14 @@ chorus_status chorus_allreduce(const char *name, const chorus_tensor *input, voi
 {
     chorus_handle *handle = NULL;
     chorus_status status = chorus_allreduce_async(name, input, output, op, &handle);
-    return status != CHORUS_OK ? status : handle_wait_and_free(handle, NULL, NULL);
+    return status != CHORUS_OK ? status : api_handle_wait_and_free(handle, NULL, NULL);
 }
 
 chorus_status chorus_broadcast(const char *name, const chorus_tensor *tensor, int root)
 {
     chorus_handle *handle = NULL;
     chorus_status status = chorus_broadcast_async(name, tensor, root, &handle);
-    return status != CHORUS_OK ? status : handle_wait_and_free(handle, NULL, NULL);
+    return status != CHORUS_OK ? status : api_handle_wait_and_free(handle, NULL, NULL);
 }
 
 /* The blocking forms whose output the handle owns: the descriptor must have somewhere to go. */
@@ -106,7 +106,7 @@ chorus_status chorus_allgather(const char *name, const chorus_tensor *input,
         return output_missing(CHORUS_ALLGATHER);
     chorus_handle *handle = NULL;
     chorus_status status = chorus_allgather_async(name, input, &handle);
-    return status != CHORUS_OK ? status : handle_wait_and_free(handle, output, NULL);
+    return status != CHORUS_OK ? status : api_handle_wait_and_free(handle, output, NULL);
 }
 
 chorus_status chorus_reducescatter(const char *name, const chorus_tensor *input, chorus_op op,
@@ -116,7 +116,7 @@ chorus_status chorus_reducescatter(const char *name, const chorus_tensor *input,
         return output_missing(CHORUS_REDUCESCATTER);
     chorus_handle *handle = NULL;
     chorus_status status = chorus_reducescatter_async(name, input, op, &handle);
-    return status != CHORUS_OK ? status : handle_wait_and_free(handle, output, NULL);
+    return status != CHORUS_OK ? status : api_handle_wait_and_free(handle, output, NULL);
 }
 
 chorus_status chorus_alltoall(const char *name, const chorus_tensor *input,
@@ -127,5 +127,5 @@ chorus_status chorus_alltoall(const char *name, const chorus_tensor *input,
         return output_missing(CHORUS_ALLTOALL);
     chorus_handle *handle = NULL;
     chorus_status status = chorus_alltoall_async(name, input, splits, &handle);
-    return status != CHORUS_OK ? status : handle_wait_and_free(handle, output, received_splits);
+    return status != CHORUS_OK ? status : api_handle_wait_and_free(handle, output, received_splits);
 }

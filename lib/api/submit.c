@@ -22,7 +22,7 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
         return NULL;
     const chorus_tensor *tensor = &args->input;
     /* A set's names are its own: the same name may be in flight in another set. */
-    int process_set = op_process_set(args);
+    int process_set = api_op_process_set(args);
     request->desc.name = process_set == 0
                              ? strdup(args->name)
                              : format_string("%s [process set %d]", args->name, process_set);
@@ -82,7 +82,7 @@ static bool copy_splits(struct request *request, const chorus_op_args *args, int
 
 /* Queues `count` requests for the background thread, unless chorus has stopped or one of their
  * names is in flight on this rank. */
-chorus_status enqueue_requests(struct chorus_context *context, struct request **requests,
+chorus_status api_enqueue_requests(struct chorus_context *context, struct request **requests,
                                size_t count)
 {
     chorus_status status = CHORUS_OK;
@@ -125,11 +125,11 @@ chorus_status enqueue_requests(struct chorus_context *context, struct request **
 #define PROCESS_SET_NAME_SUFFIX 32
 
 /* The process set a call names: it must exist and hold this rank. Sets *nranks to its size
- * and makes a broadcast's root (a rank of the job) a rank of the set, for validate_op. */
+ * and makes a broadcast's root (a rank of the job) a rank of the set, for api_validate_op. */
 static chorus_status check_process_set(struct chorus_context *context, chorus_op_args *args,
                                        int *nranks)
 {
-    int id = op_process_set(args);
+    int id = api_op_process_set(args);
     *nranks = context->size;
     if (id == 0)
         return CHORUS_OK;
@@ -177,9 +177,9 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: args and handle must not be "
                                                    "NULL");
     *handle_out = NULL;
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized("chorus_submit");
+        return api_not_initialized("chorus_submit");
     chorus_status status = CHORUS_OK;
     struct chorus_handle *handle = NULL;
     struct request **requests = calloc(count, sizeof *requests);
@@ -197,18 +197,18 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
         goto out;
     }
     for (size_t i = 0; i < count; i++) {
-        if (op_process_set(&args[i]) != op_process_set(&args[0])) {
+        if (api_op_process_set(&args[i]) != api_op_process_set(&args[0])) {
             status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                             "grouped %s: member %zu (\"%s\") names process set %d, member 0 "
                             "(\"%s\") process set %d",
-                            kind, i, args[i].name, op_process_set(&args[i]), args[0].name,
-                            op_process_set(&args[0]));
+                            kind, i, args[i].name, api_op_process_set(&args[i]), args[0].name,
+                            api_op_process_set(&args[0]));
             goto out;
         }
         chorus_op_args checked = args[i];
         status = check_process_set(context, &checked, &nranks);
         if (status == CHORUS_OK)
-            status = validate_op(&checked, nranks);
+            status = api_validate_op(&checked, nranks);
         if (status != CHORUS_OK)
             goto out;
         if (args[i].collective != args[0].collective) {
@@ -246,9 +246,9 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
             goto out;
         }
     }
-    status = enqueue_requests(context, requests, count);
+    status = api_enqueue_requests(context, requests, count);
 out:
-    instance_release();
+    api_instance_release();
     if (status != CHORUS_OK) {
         for (size_t i = 0; requests != NULL && i < count; i++)
             request_free(requests[i]);
@@ -280,12 +280,12 @@ chorus_status chorus_submit_group(const chorus_op_args *args, size_t count, chor
 
 chorus_status chorus_barrier(void)
 {
-    struct chorus_context *context = instance_acquire();
+    struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
-        return not_initialized("chorus_barrier");
+        return api_not_initialized("chorus_barrier");
     char name[48];
     snprintf(name, sizeof name, "chorus.barrier.%lu", atomic_fetch_add(&context->barriers, 1));
-    instance_release();
+    api_instance_release();
     int32_t nothing = 0;
     chorus_tensor tensor = {.data = &nothing, .dtype = CHORUS_INT32, .ndims = 1, .shape = {1}};
     return chorus_allreduce(name, &tensor, NULL, CHORUS_SUM);

@@ -105,14 +105,14 @@ static bool op_args_size_released(size_t struct_size)
     return false;
 }
 
-int op_process_set(const chorus_op_args *args)
+int api_op_process_set(const chorus_op_args *args)
 {
     return args->struct_size >= offsetof(chorus_op_args, process_set) + sizeof args->process_set
                ? args->process_set
                : 0;
 }
 
-chorus_status validate_op(const chorus_op_args *args, int nranks)
+chorus_status api_validate_op(const chorus_op_args *args, int nranks)
 {
     if (!op_args_size_released(args->struct_size))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,

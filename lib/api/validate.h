@@ -11,9 +11,9 @@
 
 /* CHORUS_OK, or the status of the first problem with its message in chorus_last_error(),
  * naming the tensor. */
-chorus_status validate_op(const chorus_op_args *args, int nranks);
+chorus_status api_validate_op(const chorus_op_args *args, int nranks);
 
 /* The process set the call names: 0 (every rank) from callers built before the field existed. */
-int op_process_set(const chorus_op_args *args);
+int api_op_process_set(const chorus_op_args *args);
 
 #endif

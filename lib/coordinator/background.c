@@ -1,6 +1,8 @@
 /*
  * background.c — the background thread of a rank: the only thread that calls MPI (and NCCL).
- * The messages of negotiation are in exchange.c, the requests' bookkeeping in requests.c.
+ * It runs the loop over the coordinator's parts (background.h) and alone changes the thread's
+ * state: the parts report fatal errors, shutdowns and their last message (report.h), and
+ * coord_enter acts on them.
  *
  * Negotiation is asynchronous and event-driven rather than a fixed cycle:
  *   - A rank with new submissions sends them at once to rank 0 in one REQUESTS message (rank 0
@@ -18,7 +20,7 @@
  * Idle threads back off: they poll for 50 us, then yield for up to 2 ms, then sleep on a
  * condition variable (woken at once by a submit) for up to 1 ms at a time between polls of MPI.
  *
- * At scale (CHORUS_NEGOTIATION, rounds.c) tensors seen before are agreed instead by rounds, each an
+ * At scale (CHORUS_NEGOTIATION, rounds.h) tensors seen before are agreed instead by rounds, each an
  * allreduce of ready bits, and rank 0's responses are ordered by the rounds.
  *
  * Shutdown: a rank that shuts down sets SHUTDOWN in its requests. Rank 0 then sends a RESPONSES
@@ -29,6 +31,7 @@
 #include "background.h"
 
 #include "../core/log.h"
+#include "../core/timeline.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -36,6 +39,63 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* ----- the state -------------------------------------------------------------------------- */
+
+#define ABORT_GRACE_NANOSECONDS (200 * 1000 * 1000)
+
+/* The one place the thread's state changes. Entering COORD_FAILED stops this rank: the other
+ * ranks are told, every handle fails with `status` and `text`, and with
+ * CHORUS_ABORT_ON_FAILURE the job ends. Entering COORD_STOPPING fails what is left with
+ * CHORUS_ERR_SHUTDOWN, `text` saying why. */
+static void coord_enter(struct background *background, enum coord_state state,
+                        chorus_status status, const char *text)
+{
+    if (background->state == COORD_FAILED || background->state == COORD_FINISHED)
+        return;
+    if (state == COORD_FAILED) {
+        LOG(LOG_ERROR, "background", "%s", text);
+        runner_abort(&background->runner, status, text);
+        pending_fail_all(&background->pending, status, text);
+        background->state = COORD_FAILED;
+        if (background->context->params.values.abort_on_failure) {
+            LOG(LOG_ERROR, "background",
+                "ending the job with MPI_Abort (CHORUS_ABORT_ON_FAILURE)");
+            /* A moment for the application's threads, woken with the error, to report it. */
+            nanosleep(&(struct timespec){.tv_nsec = ABORT_GRACE_NANOSECONDS}, NULL);
+            MPI_Abort(background->context->user_comm, 1);
+        }
+        return;
+    }
+    if (state == COORD_STOPPING && background->state == COORD_RUNNING) {
+        char message[700];
+        snprintf(message, sizeof message, "chorus shut down before it completed (%s)", text);
+        pending_fail_all(&background->pending, CHORUS_ERR_SHUTDOWN, message);
+    }
+    if (state == COORD_STOPPING && background->state != COORD_RUNNING)
+        return;
+    background->state = state;
+}
+
+/* Acts on what the parts reported, then clears the report. Returns whether the loop goes on. */
+static bool coord_settle(struct background *background)
+{
+    struct coord_report *report = &background->report;
+    if (!report_pending(report)) /* the common case, on every turn of the loop */
+        return background->state == COORD_RUNNING || background->state == COORD_STOPPING;
+    if (report->failure != CHORUS_OK) {
+        coord_enter(background, COORD_FAILED, report->failure, report->failure_text);
+    } else {
+        if (report->shutdown)
+            coord_enter(background, COORD_STOPPING, CHORUS_ERR_SHUTDOWN,
+                        report->shutdown_reason);
+        if (report->finished)
+            coord_enter(background, COORD_FINISHED, CHORUS_OK, "");
+    }
+    report->failure = CHORUS_OK;
+    report->shutdown = report->finished = false;
+    return background->state == COORD_RUNNING || background->state == COORD_STOPPING;
+}
 
 /* ----- idling ----------------------------------------------------------------------------- */
 
@@ -49,34 +109,121 @@ static void idle(struct background *background, double idle_since)
         return;
     }
     struct chorus_context *context = background->context;
+    const struct pending *pending = &background->pending;
     double nap = idle_time / 16;
-    double cap = background->pending.size > 0 || background->rank == 0 ||
-                         background->executor.joined
+    double cap = pending->table.size > 0 || background->rank == 0 ||
+                         background->runner.executor.joined
                      ? 1e-3
                      : 5e-3;
     /* Rounds advance only while every rank polls them (MPI progresses a non-blocking
      * collective inside MPI calls). */
-    if (background->rounds_mode)
+    if (background->rounds.on)
         cap = 2e-4;
     nap = nap < 50e-6 ? 50e-6 : nap > cap ? cap : nap;
     struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, nap);
     pthread_mutex_lock(&context->lock);
     bool work = context->queue_head != NULL ||
-                (context->shutdown_requested && !background->shutdown_sent) ||
-                (context->join_requested && !background->join_sent);
+                (context->shutdown_requested && !pending->shutdown_sent) ||
+                (context->join_requested && !pending->join_sent);
     if (!work)
         pthread_cond_timedwait(&context->wakeup, &context->lock, &deadline);
     pthread_mutex_unlock(&context->lock);
 }
 
-/* ----- start-up --------------------------------------------------------------------------- */
+/* ----- the timeline ----------------------------------------------------------------------- */
 
-void adopt_timeline(struct background *background, struct timeline *timeline)
+/* Rank 0: records from now on into `timeline` (NULL: none), negotiation spans included. */
+static void adopt_timeline(struct background *background, struct timeline *timeline)
 {
-    background->executor.timeline = timeline;
-    background->negotiator.resolved = timeline != NULL ? timeline_negotiated : NULL;
-    background->negotiator.resolved_context = timeline;
+    background->runner.executor.timeline = timeline;
+    background->star.negotiator.resolved = timeline != NULL ? star_timeline_negotiated : NULL;
+    background->star.negotiator.resolved_context = timeline;
 }
+
+/* The user threads' timeline marks, and a switch of timeline they asked for. */
+static void follow_timeline(struct background *background)
+{
+    struct chorus_context *context = background->context;
+    pthread_mutex_lock(&context->lock);
+    /* Marks made before a switch belong to the timeline being switched from. */
+    struct timeline *marked = background->runner.executor.timeline;
+    struct timeline_mark *marks = context->marks_head;
+    context->marks_head = context->marks_tail = NULL;
+    bool switched = context->timeline_switch_pending;
+    if (switched) {
+        adopt_timeline(background, context->timeline_switch);
+        context->timeline_switch_pending = false;
+        pthread_cond_broadcast(&context->timeline_switched);
+    }
+    pthread_mutex_unlock(&context->lock);
+    while (marks != NULL) {
+        struct timeline_mark *next = marks->next;
+        timeline_span(marked, marks->row, marks->label, marks->start, marks->end,
+                      "\"source\": \"chorus_timeline_mark\"");
+        timeline_mark_free(marks);
+        marks = next;
+    }
+    if (switched)
+        timeline_close(marked);
+}
+
+/* ----- taking submissions ----------------------------------------------------------------- */
+
+/* Takes the user threads' submissions and routes each: a ready-round bit where rounds can
+ * carry it, else a description for rank 0. Returns true if there was any. */
+static bool take_submissions(struct background *background)
+{
+    if (background->rank == 0) /* marks and timelines are rank 0's alone */
+        follow_timeline(background);
+    struct pending *pending = &background->pending;
+    uint32_t raised = 0;
+    struct request *taken = pending_take_submissions(pending, &raised);
+    bool any = taken != NULL || raised != 0;
+    while (taken != NULL) {
+        struct request *next = taken->next;
+        taken->next = NULL;
+        if (!rounds_take(&background->rounds, &background->star.cache, &taken->desc) &&
+            !pending_queue_unsent(pending, &background->star.cache, &taken->desc))
+            pending_finish(pending, pending_take(pending, taken->desc.name),
+                           CHORUS_ERR_OUT_OF_MEMORY, "out of memory in the background thread");
+        taken = next;
+    }
+    if (raised & WIRE_FLAG_JOIN) {
+        background->runner.executor.joined = true;
+        background->rounds.state.joined = background->rounds.on;
+    }
+    return any;
+}
+
+/* ----- the executor's callbacks ----------------------------------------------------------- */
+
+static struct request *executor_take(void *owner, const char *name)
+{
+    return pending_take(&((struct background *)owner)->pending, name);
+}
+
+static void executor_finish(void *owner, struct request *request, chorus_status status,
+                            const char *message)
+{
+    pending_finish(&((struct background *)owner)->pending, request, status, message);
+}
+
+static void executor_join_done(void *owner, int last_rank)
+{
+    pending_join_done(&((struct background *)owner)->pending, last_rank);
+}
+
+static void executor_fatal_error(void *owner, chorus_status status, const char *message)
+{
+    pending_refuse_submissions(&((struct background *)owner)->pending, status, message);
+}
+
+static void executor_waiting(void *owner)
+{
+    star_heartbeat_while_waiting(&((struct background *)owner)->star);
+}
+
+/* ----- start-up --------------------------------------------------------------------------- */
 
 /* Every rank learns whether any rank's parameters failed to parse, and why. */
 static chorus_status agree_on_parameters(struct background *background, char *error,
@@ -156,15 +303,15 @@ static void log_start(const struct background *background)
     if (LOG_INFO > log_threshold)
         return;
     const struct chorus_context *context = background->context;
-    const struct executor *executor = &background->executor;
+    const struct executor *executor = &background->runner.executor;
     const struct chorus_params *params = &context->params.values;
     LOG(LOG_INFO, "init",
         "%d GPU(s) visible; host %d of %d with %d local rank(s); host's shared segment %s; "
         "negotiation by %s; heartbeats every %g s (CHORUS_TIMEOUT_SECONDS=%g)",
         gpu_device_count(), context->topology.cross_rank, context->topology.cross_size,
         context->topology.local_size, executor->node_ready ? "ready" : "not used",
-        background->rounds_mode ? "ready rounds" : "star", liveness_heartbeat_spacing(
-            &background->liveness), params->timeout_seconds);
+        background->rounds.on ? "ready rounds" : "star",
+        liveness_heartbeat_spacing(&background->star.liveness), params->timeout_seconds);
     if (background->rank != 0)
         return;
     LOG(LOG_INFO, "init",
@@ -180,6 +327,67 @@ static void log_start(const struct background *background)
     }
 }
 
+chorus_status coord_setup(struct background *background, char *error, size_t error_size)
+{
+    struct chorus_context *context = background->context;
+    const struct chorus_params *params = &context->params.values;
+    int rank = background->rank;
+    background->state = COORD_RUNNING;
+    pending_init(&background->pending, context, rank);
+    background->runner.context = context;
+    background->runner.pending = &background->pending;
+    if (!star_init(&background->star, context, rank, background->size, &background->channel,
+                   &background->pending, &background->runner) ||
+        !rounds_init(&background->rounds, params, background->size)) {
+        snprintf(error, error_size, "out of memory");
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    background->star.rounds_mode = background->rounds.on;
+    if (rank == 0 && params->timeline[0] != '\0') {
+        struct timeline *timeline = timeline_open(params->timeline, error, error_size);
+        if (timeline == NULL)
+            LOG(LOG_WARNING, "timeline", "%s; continuing without a timeline", error);
+        else
+            LOG(LOG_INFO, "timeline", "writing %s", timeline_path(timeline));
+        error[0] = '\0';
+        adopt_timeline(background, timeline);
+    }
+    struct executor *executor = &background->runner.executor;
+    executor->rank = rank;
+    executor->nranks = background->size;
+    executor->fusion_threshold = params->fusion_threshold;
+    executor->fusion_tensor_limit = params->fusion_tensor_limit;
+    executor->timeout_seconds = params->timeout_seconds;
+    executor->staging_areas = (unsigned)params->staging_areas;
+    executor->local_ranks = context->topology.homogeneous ? context->topology.local_size : 1;
+    executor->oversubscribed = context->topology.pus > 0 &&
+                               (size_t)context->topology.local_size > context->topology.pus;
+    executor->staging_streaming = staging_stores_streaming(
+        (enum staging_stores)params->staging_stores, context->local_ranks_share_cache,
+        executor->oversubscribed);
+    if (params->fusion_copier && !copier_start(&executor->copier))
+        LOG(LOG_WARNING, "fusion", "cannot start the copier thread; packing on this thread");
+    const char *forced[CHORUS_COLLECTIVE_COUNT] = {
+        [CHORUS_ALLREDUCE] = params->allreduce_algorithm,
+        [CHORUS_BROADCAST] = params->broadcast_algorithm,
+        [CHORUS_ALLGATHER] = params->allgather_algorithm,
+        [CHORUS_REDUCESCATTER] = params->reducescatter_algorithm,
+        [CHORUS_ALLTOALL] = params->alltoall_algorithm,
+    };
+    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
+        executor->forced_algorithm[c] =
+            strcmp(forced[c], "auto") == 0 ? -1 : algorithm_find((chorus_collective)c, forced[c]);
+    executor->owner = background;
+    executor->take_request = executor_take;
+    executor->finish = executor_finish;
+    executor->join_done = executor_join_done;
+    executor->fatal_error = executor_fatal_error;
+    executor->waiting = executor_waiting;
+    return CHORUS_OK;
+}
+
+/* Over MPI: the communicators, the parameters and topology every rank agrees on, then the
+ * parts, the abort notices and the host's segment. */
 static chorus_status start(struct background *background, char *error, size_t error_size)
 {
     struct chorus_context *context = background->context;
@@ -205,71 +413,16 @@ static chorus_status start(struct background *background, char *error, size_t er
     status = topology_discover(context, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    name_table_init(&background->pending);
-    if (!liveness_init(&background->liveness, context->rank, context->size,
-                       context->params.values.timeout_seconds, monotonic_seconds())) {
+    if (!channel_mpi_init(&background->channel, &context->control_comm)) {
         snprintf(error, error_size, "out of memory");
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
-    background->other_ranks = malloc((size_t)context->size * sizeof *background->other_ranks);
-    if (background->other_ranks == NULL) {
-        snprintf(error, error_size, "out of memory");
-        return CHORUS_ERR_OUT_OF_MEMORY;
-    }
-    for (int r = 1; r < context->size; r++)
-        background->other_ranks[r - 1] = r;
-    response_cache_init(&background->cache, context->params.values.cache_capacity);
-    if (!rounds_start(background)) {
-        snprintf(error, error_size, "out of memory");
-        return CHORUS_ERR_OUT_OF_MEMORY;
-    }
-    if (context->rank == 0 && !negotiator_init(&background->negotiator, context->size)) {
-        snprintf(error, error_size, "out of memory");
-        return CHORUS_ERR_OUT_OF_MEMORY;
-    }
-    if (context->rank == 0 && context->params.values.timeline[0] != '\0') {
-        struct timeline *timeline =
-            timeline_open(context->params.values.timeline, error, error_size);
-        if (timeline == NULL)
-            LOG(LOG_WARNING, "timeline", "%s; continuing without a timeline", error);
-        else
-            LOG(LOG_INFO, "timeline", "writing %s", timeline_path(timeline));
-        error[0] = '\0';
-        adopt_timeline(background, timeline);
-    }
-    struct executor *executor = &background->executor;
-    executor->rank = context->rank;
-    executor->nranks = context->size;
+    struct executor *executor = &background->runner.executor;
     executor->data_comm = context->data_comm;
     transport_mpi_init(&executor->transport, &context->data_comm);
-    executor->fusion_threshold = context->params.values.fusion_threshold;
-    executor->fusion_tensor_limit = context->params.values.fusion_tensor_limit;
-    executor->timeout_seconds = context->params.values.timeout_seconds;
-    executor->staging_areas = (unsigned)context->params.values.staging_areas;
-    executor->local_ranks = context->topology.homogeneous ? context->topology.local_size : 1;
-    executor->oversubscribed = context->topology.pus > 0 &&
-                               (size_t)context->topology.local_size > context->topology.pus;
-    executor->staging_streaming = staging_stores_streaming(
-        (enum staging_stores)context->params.values.staging_stores,
-        context->local_ranks_share_cache, executor->oversubscribed);
-    if (context->params.values.fusion_copier && !copier_start(&executor->copier))
-        LOG(LOG_WARNING, "fusion", "cannot start the copier thread; packing on this thread");
-    const char *forced[CHORUS_COLLECTIVE_COUNT] = {
-        [CHORUS_ALLREDUCE] = context->params.values.allreduce_algorithm,
-        [CHORUS_BROADCAST] = context->params.values.broadcast_algorithm,
-        [CHORUS_ALLGATHER] = context->params.values.allgather_algorithm,
-        [CHORUS_REDUCESCATTER] = context->params.values.reducescatter_algorithm,
-        [CHORUS_ALLTOALL] = context->params.values.alltoall_algorithm,
-    };
-    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
-        executor->forced_algorithm[c] =
-            strcmp(forced[c], "auto") == 0 ? -1 : algorithm_find((chorus_collective)c, forced[c]);
-    executor->owner = background;
-    executor->take_request = take_request;
-    executor->finish = finish_request;
-    executor->join_done = join_done;
-    executor->fatal_error = executor_fatal_error;
-    executor->waiting = heartbeat_while_waiting;
+    status = coord_setup(background, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
     if (!executor_watch_aborts(executor, context->control_comm)) {
         snprintf(error, error_size, "posting the receive for abort notices failed");
         return CHORUS_ERR_MPI;
@@ -281,8 +434,7 @@ static chorus_status start(struct background *background, char *error, size_t er
             error);
         error[0] = '\0';
     }
-    background->last_stall_check = monotonic_seconds();
-    liveness_batch_done(&background->liveness, background->last_stall_check);
+    liveness_batch_done(&background->star.liveness, monotonic_seconds());
     log_start(background);
     return CHORUS_OK;
 }
@@ -305,7 +457,73 @@ static void release_communicators(struct chorus_context *context)
         MPI_Comm_free(&context->data_comm);
 }
 
-void *background_main(void *argument)
+/* ----- the loop --------------------------------------------------------------------------- */
+
+void coord_loop(struct background *background)
+{
+    struct star *star = &background->star;
+    struct coord_report *report = &background->report;
+    double idle_since = monotonic_seconds();
+    bool going = coord_settle(background);
+    while (going) {
+        bool active = false;
+        bool stopping = background->state == COORD_STOPPING;
+        if (!stopping) {
+            active |= take_submissions(background);
+            active |= star_flush(star, report);
+            going = coord_settle(background);
+        }
+        stopping = background->state == COORD_STOPPING;
+        if (going && background->rank == 0)
+            active |= star_coordinate(star, stopping, report);
+        else if (going && !background->rounds.on && !stopping)
+            active |= star_follow(star, report);
+        going = going && coord_settle(background);
+        if (going)
+            active |= rounds_progress(&background->rounds, star,
+                                      background->state == COORD_STOPPING, report);
+        going = going && coord_settle(background);
+        star_progress(star, false, false);
+        /* Another rank's notice that it failed, unless this rank already stopped (after a
+         * batch that failed because of it, say): one report per failure. */
+        char failure[1024];
+        chorus_status peer = going ? executor_peer_failure(&background->runner.executor,
+                                                           failure, sizeof failure)
+                                   : CHORUS_OK;
+        if (peer != CHORUS_OK)
+            report_fail(report, peer, "%s", failure);
+        going = going && coord_settle(background);
+        /* After the notices: a rank woken from a freeze learns first that the others gave up. */
+        if (going)
+            active |= star_keep_alive(star, background->state == COORD_STOPPING, report);
+        going = going && coord_settle(background);
+        if (active)
+            idle_since = monotonic_seconds();
+        else if (going)
+            idle(background, idle_since);
+    }
+    bool failed = background->state == COORD_FAILED || background->runner.executor.aborted;
+    star_progress(star, true, failed);
+    LOG(LOG_INFO, "negotiation",
+        "by %s: %zu messages sent, %zu received, %zu rounds (each an allreduce of %zu bytes)",
+        background->rounds.on ? "rounds" : "star", star->messages_sent,
+        star->messages_received, background->rounds.posted_count,
+        background->rounds.on ? ready_rounds_vector_words(&background->rounds.state) * 8 : 0);
+}
+
+void coord_teardown(struct background *background)
+{
+    bool failed = background->state == COORD_FAILED || background->runner.executor.aborted;
+    runner_release(&background->runner);
+    rounds_release(&background->rounds);
+    star_release(&background->star);
+    pending_destroy(&background->pending);
+    if (background->channel.release != NULL)
+        background->channel.release(background->channel.state, failed);
+    background->channel = (struct coord_channel){0};
+}
+
+void *coord_thread_main(void *argument)
 {
     struct chorus_context *context = argument;
     struct background *background = calloc(1, sizeof *background);
@@ -317,67 +535,15 @@ void *background_main(void *argument)
     background->context = context;
     chorus_status status = start(background, error, sizeof error);
     report_start(context, status, error);
-    if (status != CHORUS_OK) {
-        if (context->rank == 0)
-            negotiator_destroy(&background->negotiator);
-        rounds_release(background);
-        liveness_release(&background->liveness);
-        free(background->other_ranks);
-        release_communicators(context);
-        free(background);
-        return NULL;
-    }
-    double idle_since = monotonic_seconds();
-    while (!background->finished) {
-        bool active = false;
-        if (!background->stopping) {
-            active |= take_submissions(background);
-            active |= flush_requests(background);
-        }
-        if (background->rank == 0)
-            active |= coordinate(background);
-        else if (!background->rounds_mode)
-            active |= follow(background);
-        active |= rounds_progress(background);
-        progress_outgoing(background, false);
-        /* Another rank's notice that it failed, unless this rank already stopped (after a
-         * batch that failed because of it, say): one report per failure. */
-        char failure[sizeof background->error];
-        chorus_status peer = background->finished
-                                 ? CHORUS_OK
-                                 : executor_peer_failure(&background->executor, failure,
-                                                         sizeof failure);
-        if (peer != CHORUS_OK)
-            fatal(background, peer, failure);
-        /* After the notices: a rank woken from a freeze learns first that the others gave up. */
-        active |= keep_alive(background);
-        if (active)
-            idle_since = monotonic_seconds();
-        else
-            idle(background, idle_since);
-    }
-    progress_outgoing(background, true);
-    LOG(LOG_INFO, "negotiation",
-        "by %s: %zu messages sent, %zu received, %zu rounds (each an allreduce of %zu bytes)",
-        background->rounds_mode ? "rounds" : "star", background->messages_sent,
-        background->messages_received, background->rounds_posted,
-        background->rounds_mode ? ready_rounds_vector_words(&background->rounds) * 8 : 0);
-    clear_unsent(background);
-    free(background->unsent);
-    if (background->rank == 0)
-        negotiator_destroy(&background->negotiator);
-    process_sets_release(background);
-    executor_release(&background->executor);
-    rounds_release(background);
-    liveness_release(&background->liveness);
-    free(background->other_ranks);
-    response_cache_destroy(&background->cache);
-    name_table_destroy(&background->pending);
+    if (status == CHORUS_OK)
+        coord_loop(background);
+    bool failed = background->runner.executor.aborted;
+    coord_teardown(background);
     /* After a fatal error, messages nobody received (abandoned sends, other ranks' abort
      * notices) may still arrive. Freed communicators hand their context ids to the next ones,
      * where Open MPI would deliver such messages to a later chorus_init's communicators; kept,
      * they stay out of the way. */
-    if (!background->executor.aborted)
+    if (!failed)
         release_communicators(context);
     free(background);
     return NULL;

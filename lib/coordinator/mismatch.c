@@ -64,7 +64,7 @@ out:
     return message;
 }
 
-char *find_mismatch(const char *name, const struct wire_request *requests, int nranks,
+char *mismatch_find(const char *name, const struct wire_request *requests, int nranks,
                     const struct wire_request *reference)
 {
     for (size_t i = 0; i < negotiated_field_count; i++) {

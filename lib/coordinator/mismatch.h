@@ -12,7 +12,7 @@
 /* The first disagreement among `requests` (one per rank; a rank whose request has a NULL name
  * has not submitted) for the tensor `name`, judged by the fields `reference`'s collective
  * compares, as a malloc'd message; NULL when they agree. */
-char *find_mismatch(const char *name, const struct wire_request *requests, int nranks,
+char *mismatch_find(const char *name, const struct wire_request *requests, int nranks,
                     const struct wire_request *reference);
 
 #endif

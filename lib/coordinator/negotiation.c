@@ -25,7 +25,7 @@ bool negotiator_init(struct negotiator *negotiator, int nranks)
     return negotiator->joined != NULL;
 }
 
-void entry_free(struct negotiator *negotiator, struct negotiation_entry *entry)
+void negotiator_entry_free(struct negotiator *negotiator, struct negotiation_entry *entry)
 {
     for (int r = 0; r < negotiator->nranks; r++)
         wire_request_free(&entry->requests[r]);
@@ -35,7 +35,7 @@ void entry_free(struct negotiator *negotiator, struct negotiation_entry *entry)
     free(entry);
 }
 
-void entry_unlink(struct negotiator *negotiator, struct negotiation_entry *entry)
+void negotiator_entry_unlink(struct negotiator *negotiator, struct negotiation_entry *entry)
 {
     if (entry->older)
         entry->older->newer = entry->newer;
@@ -52,16 +52,16 @@ void negotiator_destroy(struct negotiator *negotiator)
 {
     while (negotiator->oldest != NULL) {
         struct negotiation_entry *entry = negotiator->oldest;
-        entry_unlink(negotiator, entry);
-        entry_free(negotiator, entry);
+        negotiator_entry_unlink(negotiator, entry);
+        negotiator_entry_free(negotiator, entry);
     }
     for (size_t i = 0; i < negotiator->groups.bucket_count; i++)
         for (struct name_entry *e = negotiator->groups.buckets[i]; e != NULL; e = e->next)
-            group_free(e->value);
+            negotiator_group_free(e->value);
     name_table_destroy(&negotiator->groups);
     for (size_t i = 0; i < negotiator->memberships.bucket_count; i++)
         for (struct name_entry *e = negotiator->memberships.buckets[i]; e != NULL; e = e->next)
-            membership_free(e->value, negotiator->nranks);
+            negotiator_membership_free(e->value, negotiator->nranks);
     name_table_destroy(&negotiator->memberships);
     name_table_destroy(&negotiator->entries);
     for (size_t i = 0; i < negotiator->response_count; i++)
@@ -72,7 +72,7 @@ void negotiator_destroy(struct negotiator *negotiator)
     memset(negotiator, 0, sizeof *negotiator);
 }
 
-struct wire_response *append_response(struct negotiator *negotiator)
+struct wire_response *negotiator_append_response(struct negotiator *negotiator)
 {
     if (negotiator->response_count == negotiator->response_capacity) {
         size_t capacity = negotiator->response_capacity ? negotiator->response_capacity * 2 : 16;
@@ -92,10 +92,10 @@ struct wire_response *append_response(struct negotiator *negotiator)
 }
 
 /* Appends an error response (taking `message`) and returns it; NULL when out of memory. */
-struct wire_response *add_error(struct negotiator *negotiator, const struct wire_request *request,
+struct wire_response *negotiator_add_error(struct negotiator *negotiator, const struct wire_request *request,
                                 chorus_status status, char *message)
 {
-    struct wire_response *response = append_response(negotiator);
+    struct wire_response *response = negotiator_append_response(negotiator);
     if (response == NULL || !wire_request_copy(&response->request, request)) {
         negotiator->failed = true;
         free(message);
@@ -108,7 +108,7 @@ struct wire_response *add_error(struct negotiator *negotiator, const struct wire
 }
 
 /* An error that lists its ranks fails only those (response_applies_to). */
-void mark_ranks(struct negotiator *negotiator, struct wire_response *response,
+void negotiator_mark_ranks(struct negotiator *negotiator, struct wire_response *response,
                 const struct wire_request *requests, int only_rank)
 {
     if (response == NULL)
@@ -122,7 +122,7 @@ void mark_ranks(struct negotiator *negotiator, struct wire_response *response,
 }
 
 /* The first request submitted for an entry. */
-const struct wire_request *first_request(const struct negotiator *negotiator,
+const struct wire_request *negotiator_first_request(const struct negotiator *negotiator,
                                          const struct negotiation_entry *entry)
 {
     for (int r = 0; r < negotiator->nranks; r++)
@@ -160,12 +160,12 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
         else if (!negotiated_fields_agree(reference, &entry->requests[r]))
             agree = false;
     }
-    const struct process_set *set = set_of(negotiator, entry->process_set);
+    const struct process_set *set = negotiator_set_of(negotiator, entry->process_set);
     bool root_missing = reference->collective == CHORUS_BROADCAST &&
                         (reference->root < 0 || reference->root >= negotiator->nranks ||
                          entry->requests[reference->root].name == NULL);
     char *mismatch = agree && !root_missing ? NULL
-                                            : find_mismatch(entry->name, entry->requests,
+                                            : mismatch_find(entry->name, entry->requests,
                                                             negotiator->nranks, reference);
     if (mismatch == NULL && set != NULL && reference->collective == CHORUS_BROADCAST &&
         process_set_rank_of(set, reference->root) < 0) {
@@ -175,15 +175,15 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
         free(described);
     }
     if (mismatch == NULL && reference->collective == COLLECTIVE_PROCESS_SET) {
-        resolve_set_change(negotiator, entry, reference);
+        negotiator_resolve_set_change(negotiator, entry, reference);
     } else if (mismatch != NULL) {
         struct wire_response *error =
-            add_error(negotiator, reference, CHORUS_ERR_MISMATCH, mismatch);
+            negotiator_add_error(negotiator, reference, CHORUS_ERR_MISMATCH, mismatch);
         if (entry->process_set != 0)
-            mark_ranks(negotiator, error, entry->requests, -1);
+            negotiator_mark_ranks(negotiator, error, entry->requests, -1);
         struct wire_response failed_member = {.type = 0};
         if (reference->group_size > 1 && wire_request_copy(&failed_member.request, reference))
-            add_execute(negotiator, &failed_member);
+            negotiator_add_execute(negotiator, &failed_member);
     } else {
         struct wire_response ready = {.type = RESPONSE_EXECUTE,
                                       .status = CHORUS_OK,
@@ -207,7 +207,7 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
             ready.request.even_split = all_split_evenly(negotiator, entry, set, reference);
         ready.agreed_at = negotiator->now;
         if (ok)
-            add_execute(negotiator, &ready);
+            negotiator_add_execute(negotiator, &ready);
         else {
             negotiator->failed = true;
             wire_response_free(&ready);
@@ -216,8 +216,8 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
     if (negotiator->resolved != NULL)
         negotiator->resolved(negotiator->resolved_context, entry->name, entry->arrivals,
                              negotiator->nranks);
-    entry_unlink(negotiator, entry);
-    entry_free(negotiator, entry);
+    negotiator_entry_unlink(negotiator, entry);
+    negotiator_entry_free(negotiator, entry);
 }
 
 static bool entry_complete(const struct negotiator *negotiator,
@@ -230,7 +230,7 @@ static bool entry_complete(const struct negotiator *negotiator,
             first = &entry->requests[r];
     if (first != NULL && first->collective == COLLECTIVE_PROCESS_SET)
         return entry->submitted == negotiator->nranks;
-    const struct process_set *set = set_of(negotiator, entry->process_set);
+    const struct process_set *set = negotiator_set_of(negotiator, entry->process_set);
     if (set == NULL)
         return entry->submitted + negotiator->joined_count - entry->joined_submitters >=
                negotiator->nranks;
@@ -246,7 +246,7 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
     negotiator->now = now;
     if (request->process_set != 0 && request->collective != COLLECTIVE_PROCESS_SET) {
         /* The submitting rank checked its set; it may have been removed since. */
-        const struct process_set *set = set_of(negotiator, request->process_set);
+        const struct process_set *set = negotiator_set_of(negotiator, request->process_set);
         if (set == NULL || process_set_rank_of(set, rank) < 0) {
             char *described = set != NULL ? process_set_describe(set) : NULL;
             char *message = set == NULL
@@ -258,8 +258,8 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
                                                 request_collective_name(request), request->name,
                                                 rank, described ? described : "the process set");
             free(described);
-            mark_ranks(negotiator,
-                       add_error(negotiator, request, CHORUS_ERR_INVALID_ARGUMENT, message), NULL,
+            negotiator_mark_ranks(negotiator,
+                       negotiator_add_error(negotiator, request, CHORUS_ERR_INVALID_ARGUMENT, message), NULL,
                        rank);
             return;
         }
@@ -311,7 +311,7 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
     if (entry_complete(negotiator, entry))
         resolve(negotiator, entry);
     if (request->group_size > 1 && request->group != NULL && request->group[0] != '\0')
-        check_membership(negotiator, rank, request);
+        negotiator_check_membership(negotiator, rank, request);
 }
 
 void negotiator_join(struct negotiator *negotiator, int rank)
@@ -331,9 +331,9 @@ void negotiator_join(struct negotiator *negotiator, int rank)
             resolve(negotiator, entry);
         entry = newer;
     }
-    settle_memberships_after_join(negotiator, rank);
+    negotiator_settle_memberships_after_join(negotiator, rank);
     if (negotiator->joined_count == negotiator->nranks) {
-        struct wire_response *response = append_response(negotiator);
+        struct wire_response *response = negotiator_append_response(negotiator);
         if (response != NULL) {
             response->type = RESPONSE_JOIN_DONE;
             response->last_joined_rank = rank;
@@ -370,7 +370,7 @@ void negotiator_check_stalls(struct negotiator *negotiator, double now, double w
         int *missing = calloc((size_t)negotiator->nranks, sizeof *missing);
         size_t have_count = 0, missing_count = 0;
         const struct wire_request *reference = NULL;
-        const struct process_set *set = set_of(negotiator, entry->process_set);
+        const struct process_set *set = negotiator_set_of(negotiator, entry->process_set);
         for (int r = 0; have != NULL && missing != NULL && r < negotiator->nranks; r++) {
             if (entry->requests[r].name != NULL) {
                 have[have_count++] = r;
@@ -399,10 +399,10 @@ void negotiator_check_stalls(struct negotiator *negotiator, double now, double w
             char *failure =
                 format_string("%s; giving up after %g s (CHORUS_STALL_SHUTDOWN_SECONDS)",
                               message ? message : entry->name, fail_after);
-            mark_ranks(negotiator, add_error(negotiator, reference, CHORUS_ERR_STALLED, failure),
+            negotiator_mark_ranks(negotiator, negotiator_add_error(negotiator, reference, CHORUS_ERR_STALLED, failure),
                        entry->requests, -1);
-            entry_unlink(negotiator, entry);
-            entry_free(negotiator, entry);
+            negotiator_entry_unlink(negotiator, entry);
+            negotiator_entry_free(negotiator, entry);
         }
         free(message);
         free(have_text);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void membership_free(struct membership *membership, int nranks)
+void negotiator_membership_free(struct membership *membership, int nranks)
 {
     for (size_t i = 0; membership->names != NULL && i < (size_t)nranks * membership->size; i++)
         free(membership->names[i]);
@@ -19,7 +19,7 @@ void membership_free(struct membership *membership, int nranks)
     free(membership);
 }
 
-void group_free(struct group_state *group)
+void negotiator_group_free(struct group_state *group)
 {
     for (size_t i = 0; i < group->held_count; i++)
         wire_response_free(&group->held[i]);
@@ -30,10 +30,10 @@ void group_free(struct group_state *group)
 /* Queues an execute response; members of a group wait until the whole group is ready. A
  * response of type 0 stands for a member that failed: it counts toward the group's size so that
  * the other members are not held forever, and runs nothing. */
-void add_execute(struct negotiator *negotiator, struct wire_response *ready)
+void negotiator_add_execute(struct negotiator *negotiator, struct wire_response *ready)
 {
     if (ready->request.group_size <= 1) {
-        struct wire_response *response = append_response(negotiator);
+        struct wire_response *response = negotiator_append_response(negotiator);
         if (response == NULL) {
             wire_response_free(ready);
             return;
@@ -74,7 +74,7 @@ void add_execute(struct negotiator *negotiator, struct wire_response *ready)
             wire_response_free(&group->held[i]);
             continue;
         }
-        struct wire_response *response = append_response(negotiator);
+        struct wire_response *response = negotiator_append_response(negotiator);
         if (response == NULL) {
             wire_response_free(&group->held[i]);
             continue;
@@ -109,9 +109,9 @@ static void fail_group(struct negotiator *negotiator, const char *group,
     struct group_state *held = name_table_remove(&negotiator->groups, group);
     for (size_t i = 0; held != NULL && i < held->held_count; i++)
         if (held->held[i].type != 0)
-            add_error(negotiator, &held->held[i].request, CHORUS_ERR_MISMATCH, strdup(message));
+            negotiator_add_error(negotiator, &held->held[i].request, CHORUS_ERR_MISMATCH, strdup(message));
     if (held != NULL)
-        group_free(held);
+        negotiator_group_free(held);
     for (size_t i = 0; i < (size_t)negotiator->nranks * membership->size; i++) {
         const char *name = membership->names[i];
         struct negotiation_entry *entry =
@@ -120,11 +120,11 @@ static void fail_group(struct negotiator *negotiator, const char *group,
             continue;
         for (int r = 0; r < negotiator->nranks; r++)
             if (entry->requests[r].name != NULL) {
-                add_error(negotiator, &entry->requests[r], CHORUS_ERR_MISMATCH, strdup(message));
+                negotiator_add_error(negotiator, &entry->requests[r], CHORUS_ERR_MISMATCH, strdup(message));
                 break;
             }
-        entry_unlink(negotiator, entry);
-        entry_free(negotiator, entry);
+        negotiator_entry_unlink(negotiator, entry);
+        negotiator_entry_free(negotiator, entry);
     }
 }
 
@@ -132,7 +132,7 @@ static void fail_group(struct negotiator *negotiator, const char *group,
 static bool membership_settled(const struct negotiator *negotiator,
                                const struct membership *membership)
 {
-    const struct process_set *set = set_of(negotiator, membership->process_set);
+    const struct process_set *set = negotiator_set_of(negotiator, membership->process_set);
     if (set == NULL)
         return membership->complete_ranks + negotiator->joined_count -
                    membership->joined_complete >=
@@ -195,13 +195,13 @@ static void settle_membership(struct negotiator *negotiator, const char *group,
     membership = name_table_remove(&negotiator->memberships, group);
     if (message != NULL)
         fail_group(negotiator, group, membership, message);
-    membership_free(membership, negotiator->nranks);
+    negotiator_membership_free(membership, negotiator->nranks);
     free(message);
 }
 
 /* Records that `rank` submitted `request`, a member of a group; once every rank that did not
  * join has submitted the whole group, checks that they named the same members. */
-void check_membership(struct negotiator *negotiator, int rank, const struct wire_request *request)
+void negotiator_check_membership(struct negotiator *negotiator, int rank, const struct wire_request *request)
 {
     struct membership *membership = name_table_find(&negotiator->memberships, request->group);
     if (membership == NULL) {
@@ -216,7 +216,7 @@ void check_membership(struct negotiator *negotiator, int rank, const struct wire
         if (membership == NULL || membership->names == NULL || membership->submitted == NULL ||
             !name_table_insert(&negotiator->memberships, request->group, membership)) {
             if (membership != NULL)
-                membership_free(membership, negotiator->nranks);
+                negotiator_membership_free(membership, negotiator->nranks);
             negotiator->failed = true;
             return;
         }
@@ -235,7 +235,7 @@ void check_membership(struct negotiator *negotiator, int rank, const struct wire
 
 /* `rank` has joined: it counts once in the groups it had submitted whole, and groups that
  * waited only for it are compared now. */
-void settle_memberships_after_join(struct negotiator *negotiator, int rank)
+void negotiator_settle_memberships_after_join(struct negotiator *negotiator, int rank)
 {
     const struct name_table *memberships = &negotiator->memberships;
     char **settled = calloc(memberships->size + 1, sizeof *settled);

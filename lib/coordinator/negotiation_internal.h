@@ -42,46 +42,46 @@ struct membership {
 
 /* ----- negotiation.c ----- */
 
-void entry_free(struct negotiator *negotiator, struct negotiation_entry *entry);
+void negotiator_entry_free(struct negotiator *negotiator, struct negotiation_entry *entry);
 /* Takes the entry out of the table and the arrival order (it is not freed). */
-void entry_unlink(struct negotiator *negotiator, struct negotiation_entry *entry);
+void negotiator_entry_unlink(struct negotiator *negotiator, struct negotiation_entry *entry);
 /* A new zeroed response at the end of the list; NULL (and failed set) when out of memory. */
-struct wire_response *append_response(struct negotiator *negotiator);
+struct wire_response *negotiator_append_response(struct negotiator *negotiator);
 /* Appends an error response (taking `message`) and returns it; NULL when out of memory. */
-struct wire_response *add_error(struct negotiator *negotiator, const struct wire_request *request,
+struct wire_response *negotiator_add_error(struct negotiator *negotiator, const struct wire_request *request,
                                 chorus_status status, char *message);
 /* An error that lists its ranks fails only those (response_applies_to): the ranks with a
  * request in `requests`, or `only_rank` when `requests` is NULL. */
-void mark_ranks(struct negotiator *negotiator, struct wire_response *response,
+void negotiator_mark_ranks(struct negotiator *negotiator, struct wire_response *response,
                 const struct wire_request *requests, int only_rank);
 /* The first request submitted for an entry. */
-const struct wire_request *first_request(const struct negotiator *negotiator,
+const struct wire_request *negotiator_first_request(const struct negotiator *negotiator,
                                          const struct negotiation_entry *entry);
 
 /* ----- negotiation_groups.c ----- */
 
-void membership_free(struct membership *membership, int nranks);
-void group_free(struct group_state *group);
+void negotiator_membership_free(struct membership *membership, int nranks);
+void negotiator_group_free(struct group_state *group);
 /* Queues an execute response (taking it); members of a group wait until the whole group is
  * ready. A response of type 0 stands for a member that failed: it counts toward the group's
  * size so that the other members are not held forever, and runs nothing. */
-void add_execute(struct negotiator *negotiator, struct wire_response *ready);
+void negotiator_add_execute(struct negotiator *negotiator, struct wire_response *ready);
 /* Records that `rank` submitted `request`, a member of a group; once every rank that did not
  * join has submitted the whole group, checks that they named the same members. */
-void check_membership(struct negotiator *negotiator, int rank, const struct wire_request *request);
+void negotiator_check_membership(struct negotiator *negotiator, int rank, const struct wire_request *request);
 /* `rank` has joined: it counts once in the groups it had submitted whole, and groups that
  * waited only for it are compared now. */
-void settle_memberships_after_join(struct negotiator *negotiator, int rank);
+void negotiator_settle_memberships_after_join(struct negotiator *negotiator, int rank);
 
 /* ----- negotiation_sets.c ----- */
 
 /* The set whose members a tensor waits for: NULL for every rank (a process set change is the
  * job's) and for a set that no longer exists. */
-const struct process_set *set_of(const struct negotiator *negotiator, int process_set);
+const struct process_set *negotiator_set_of(const struct negotiator *negotiator, int process_set);
 /* Every rank asked for the same change of the process sets: makes it and queues the EXECUTE
  * that has every rank follow. An added set gets the next id; a removed set's pending tensors
  * fail. */
-void resolve_set_change(struct negotiator *negotiator, struct negotiation_entry *entry,
+void negotiator_resolve_set_change(struct negotiator *negotiator, struct negotiation_entry *entry,
                         const struct wire_request *reference);
 
 #endif

@@ -11,7 +11,7 @@
 
 /* The set whose members a tensor waits for: NULL for every rank (a process set change is the
  * job's) and for a set that no longer exists. */
-const struct process_set *set_of(const struct negotiator *negotiator, int process_set)
+const struct process_set *negotiator_set_of(const struct negotiator *negotiator, int process_set)
 {
     return process_set == 0 ? NULL : process_set_find(&negotiator->sets, process_set);
 }
@@ -42,20 +42,20 @@ static bool membership_of_set(const void *value, int id)
 
 /* Set `id` is being removed: its tensors still waiting for members, and grouped members held
  * for the rest of their group, fail with `described` named. */
-void fail_tensors_of_set(struct negotiator *negotiator, int id, const char *described)
+void negotiator_fail_tensors_of_set(struct negotiator *negotiator, int id, const char *described)
 {
     struct negotiation_entry *pending = negotiator->oldest;
     while (pending != NULL) {
         struct negotiation_entry *newer = pending->newer;
-        const struct wire_request *any = first_request(negotiator, pending);
+        const struct wire_request *any = negotiator_first_request(negotiator, pending);
         if (pending->process_set == id && any != NULL) {
             char *message = format_string("%s \"%s\": %s was removed before every member "
                                           "submitted it",
                                           request_collective_name(any), pending->name, described);
-            mark_ranks(negotiator, add_error(negotiator, any, CHORUS_ERR_INVALID_ARGUMENT, message),
+            negotiator_mark_ranks(negotiator, negotiator_add_error(negotiator, any, CHORUS_ERR_INVALID_ARGUMENT, message),
                        pending->requests, -1);
-            entry_unlink(negotiator, pending);
-            entry_free(negotiator, pending);
+            negotiator_entry_unlink(negotiator, pending);
+            negotiator_entry_free(negotiator, pending);
         }
         pending = newer;
     }
@@ -64,12 +64,12 @@ void fail_tensors_of_set(struct negotiator *negotiator, int id, const char *desc
         struct group_state *group = name_table_remove(&negotiator->groups, groups[i]);
         for (size_t m = 0; group != NULL && m < group->held_count; m++)
             if (group->held[m].type != 0)
-                add_error(negotiator, &group->held[m].request, CHORUS_ERR_INVALID_ARGUMENT,
+                negotiator_add_error(negotiator, &group->held[m].request, CHORUS_ERR_INVALID_ARGUMENT,
                           format_string("grouped allreduce \"%s\": %s was removed before the "
                                         "whole group was submitted",
                                         groups[i], described));
         if (group != NULL)
-            group_free(group);
+            negotiator_group_free(group);
         free(groups[i]);
     }
     free(groups);
@@ -77,7 +77,7 @@ void fail_tensors_of_set(struct negotiator *negotiator, int id, const char *desc
     for (size_t i = 0; memberships != NULL && memberships[i] != NULL; i++) {
         struct membership *membership = name_table_remove(&negotiator->memberships, memberships[i]);
         if (membership != NULL)
-            membership_free(membership, negotiator->nranks);
+            negotiator_membership_free(membership, negotiator->nranks);
         free(memberships[i]);
     }
     free(memberships);
@@ -85,7 +85,7 @@ void fail_tensors_of_set(struct negotiator *negotiator, int id, const char *desc
 
 /* Every rank asked for the same change of the process sets: rank 0 makes it here and queues
  * the EXECUTE that has every rank follow. An added set gets the next id. */
-void resolve_set_change(struct negotiator *negotiator, struct negotiation_entry *entry,
+void negotiator_resolve_set_change(struct negotiator *negotiator, struct negotiation_entry *entry,
                         const struct wire_request *reference)
 {
     struct wire_response ready = {.type = RESPONSE_EXECUTE,
@@ -97,7 +97,7 @@ void resolve_set_change(struct negotiator *negotiator, struct negotiation_entry 
         return;
     }
     char why[256];
-    const struct process_set *set = set_of(negotiator, reference->process_set);
+    const struct process_set *set = negotiator_set_of(negotiator, reference->process_set);
     char *failure = NULL;
     if (reference->member_count > 0 &&
         !process_set_check_ranks(reference->members, (int)reference->member_count,
@@ -108,7 +108,7 @@ void resolve_set_change(struct negotiator *negotiator, struct negotiation_entry 
                                 "(never added, or removed)",
                                 entry->name, (int)reference->process_set);
     if (failure != NULL) {
-        add_error(negotiator, reference, CHORUS_ERR_INVALID_ARGUMENT, failure);
+        negotiator_add_error(negotiator, reference, CHORUS_ERR_INVALID_ARGUMENT, failure);
         wire_response_free(&ready);
         return;
     }
@@ -122,9 +122,9 @@ void resolve_set_change(struct negotiator *negotiator, struct negotiation_entry 
         }
     } else {
         char *described = process_set_describe(set);
-        fail_tensors_of_set(negotiator, set->id, described ? described : "its process set");
+        negotiator_fail_tensors_of_set(negotiator, set->id, described ? described : "its process set");
         free(described);
         process_set_table_remove(&negotiator->sets, reference->process_set);
     }
-    add_execute(negotiator, &ready);
+    negotiator_add_execute(negotiator, &ready);
 }

@@ -71,6 +71,12 @@ struct chorus_context {
     _Atomic unsigned long set_changes; /* process set adds and removes so far: their names */
 };
 
+/* A new context for an instance on `user_comm` (not owned), its lock, condition variables
+ * (timed waits on the monotonic clock) and tables ready; NULL when out of memory. */
+struct chorus_context *context_create(MPI_Comm user_comm);
+/* Frees a context made by context_create (NULL: nothing), after its thread has ended. */
+void context_free(struct chorus_context *context);
+
 /* The host `rank` runs on, as MPI names it ("?" before topology_discover). */
 const char *context_host_name(const struct chorus_context *context, int rank);
 

@@ -11,6 +11,7 @@
 
 bool abort_watch_start(struct abort_watch *watch, MPI_Comm comm)
 {
+    watch->started = true;
     watch->comm = comm;
     watch->received = false;
     watch->request = MPI_REQUEST_NULL;
@@ -20,7 +21,10 @@ bool abort_watch_start(struct abort_watch *watch, MPI_Comm comm)
 
 bool abort_watch_poll(struct abort_watch *watch)
 {
-    if (watch->received || watch->request == MPI_REQUEST_NULL)
+    if (!watch->received && watch->poll_hook != NULL &&
+        watch->poll_hook(watch->hook_context, &watch->notice))
+        watch->received = true;
+    if (watch->received || !watch->started || watch->request == MPI_REQUEST_NULL)
         return watch->received;
     int done = 0;
     if (MPI_Test(&watch->request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
@@ -32,16 +36,24 @@ bool abort_watch_poll(struct abort_watch *watch)
 
 void abort_watch_stop(struct abort_watch *watch)
 {
-    if (watch->request == MPI_REQUEST_NULL)
+    if (!watch->started || watch->request == MPI_REQUEST_NULL)
         return;
     MPI_Cancel(&watch->request);
     MPI_Wait(&watch->request, MPI_STATUS_IGNORE);
 }
 
-void abort_notify(MPI_Comm comm, chorus_status status, const char *reason)
+void abort_notify(struct abort_watch *watch, int rank, chorus_status status, const char *reason)
 {
-    int rank = 0, size = 1;
-    MPI_Comm_rank(comm, &rank);
+    if (watch->notify_hook != NULL) {
+        struct abort_notice notice = {.status = status, .rank = rank};
+        snprintf(notice.reason, sizeof notice.reason, "%s", reason);
+        watch->notify_hook(watch->hook_context, &notice);
+        return;
+    }
+    if (!watch->started)
+        return;
+    MPI_Comm comm = watch->comm;
+    int size = 1;
     MPI_Comm_size(comm, &size);
     if (size == 1)
         return;

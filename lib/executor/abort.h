@@ -24,10 +24,15 @@ struct abort_notice {
 };
 
 struct abort_watch {
+    bool started;
     MPI_Comm comm;
     MPI_Request request; /* the posted receive; MPI_REQUEST_NULL once a notice came or stopped */
     bool received;
     struct abort_notice notice; /* valid once received */
+    /* Unit tests without MPI: notices travel through these instead (NULL: over MPI). */
+    bool (*poll_hook)(void *context, struct abort_notice *notice);
+    void (*notify_hook)(void *context, const struct abort_notice *notice);
+    void *hook_context;
 };
 
 /* Posts the receive for a notice on `comm`. Returns false if MPI refused. */
@@ -37,7 +42,8 @@ bool abort_watch_poll(struct abort_watch *watch);
 /* Withdraws the receive, if no notice came. */
 void abort_watch_stop(struct abort_watch *watch);
 
-/* Sends this rank's notice to every other rank of `comm`, without waiting for delivery. */
-void abort_notify(MPI_Comm comm, chorus_status status, const char *reason);
+/* Sends this rank's notice (this rank being `rank`) to every other rank of the watch's
+ * communicator, without waiting for delivery. Nothing when the watch never started. */
+void abort_notify(struct abort_watch *watch, int rank, chorus_status status, const char *reason);
 
 #endif

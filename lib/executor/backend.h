@@ -27,22 +27,22 @@ struct backend {
 
 enum backend_id { BACKEND_HOST, BACKEND_NCCL, BACKEND_COUNT };
 
-extern const struct backend host_backend; /* host_*.c: the algorithms of lib/collectives */
-extern const struct backend nccl_backend; /* nccl_backend.c: NCCL through lib/gpu */
+extern const struct backend executor_host_backend; /* host_*.c: the algorithms of lib/collectives */
+extern const struct backend executor_nccl_backend; /* nccl_backend.c: NCCL through lib/gpu */
 
-chorus_status host_allreduce(struct executor *executor, const struct wire_response *responses,
+chorus_status executor_host_allreduce(struct executor *executor, const struct wire_response *responses,
                              const size_t *members, size_t member_count, struct request **requests,
                              char *error, size_t error_size);
-chorus_status host_broadcast(struct executor *executor, const struct wire_response *responses,
+chorus_status executor_host_broadcast(struct executor *executor, const struct wire_response *responses,
                              const size_t *members, size_t member_count, struct request **requests,
                              char *error, size_t error_size);
-chorus_status host_allgather(struct executor *executor, const struct wire_response *responses,
+chorus_status executor_host_allgather(struct executor *executor, const struct wire_response *responses,
                              const size_t *members, size_t member_count, struct request **requests,
                              char *error, size_t error_size);
-chorus_status host_reducescatter(struct executor *executor, const struct wire_response *responses,
+chorus_status executor_host_reducescatter(struct executor *executor, const struct wire_response *responses,
                                  const size_t *members, size_t member_count,
                                  struct request **requests, char *error, size_t error_size);
-chorus_status host_alltoall(struct executor *executor, const struct wire_response *responses,
+chorus_status executor_host_alltoall(struct executor *executor, const struct wire_response *responses,
                             const size_t *members, size_t member_count, struct request **requests,
                             char *error, size_t error_size);
 
@@ -50,33 +50,33 @@ chorus_status host_alltoall(struct executor *executor, const struct wire_respons
  * scale factors as chorus defines it; and such a batch (device memory) reduced in host memory
  * instead, in one host allreduce: an allreduce's pieces, or a reducescatter's tensors, of which
  * only this rank's rows go back. */
-bool gpu_reduces_on_host(chorus_dtype dtype, chorus_op op, double prescale, double postscale);
-chorus_status gpu_allreduce_on_host(struct executor *executor, const struct gpu_piece *pieces,
+bool executor_gpu_reduces_on_host(chorus_dtype dtype, chorus_op op, double prescale, double postscale);
+chorus_status executor_gpu_allreduce_on_host(struct executor *executor, const struct gpu_piece *pieces,
                                     size_t piece_count, chorus_dtype dtype, chorus_op op,
                                     double prescale, double factor, char *error,
                                     size_t error_size);
-chorus_status gpu_reducescatter_on_host(struct executor *executor,
+chorus_status executor_gpu_reducescatter_on_host(struct executor *executor,
                                         const struct gpu_scatter *scatters, size_t count,
                                         chorus_dtype dtype, chorus_op op, double prescale,
                                         double factor, char *error, size_t error_size);
 
 /* host_algorithms.c: one host collective with the algorithm the selection picks (see
  * selection_run); the algorithm that ran is left in executor->last_algorithm. An allreduce of
- * `pieces` (buffer NULL) runs only where host_allreduce_in_place() said so. */
-chorus_status run_host_allreduce(struct executor *executor, void *buffer,
+ * `pieces` (buffer NULL) runs only where executor_host_allreduce_in_place() said so. */
+chorus_status executor_run_host_allreduce(struct executor *executor, void *buffer,
                                  const struct allreduce_piece *pieces, size_t piece_count,
                                  size_t count, chorus_dtype dtype, chorus_op op, double factor,
                                  char *error, size_t error_size);
-chorus_status run_host_broadcast(struct executor *executor, void *buffer, size_t bytes, int root,
+chorus_status executor_run_host_broadcast(struct executor *executor, void *buffer, size_t bytes, int root,
                                  char *error, size_t error_size);
-chorus_status run_host_allgather(struct executor *executor, const void *send, void *recv,
+chorus_status executor_run_host_allgather(struct executor *executor, const void *send, void *recv,
                                  const size_t *block_bytes, const size_t *offsets, size_t total,
                                  char *error, size_t error_size);
-chorus_status run_host_reducescatter(struct executor *executor, const void *send, void *recv,
+chorus_status executor_run_host_reducescatter(struct executor *executor, const void *send, void *recv,
                                      const size_t *block_counts, const size_t *offsets,
                                      size_t count, chorus_dtype dtype, chorus_op op,
                                      double factor, char *error, size_t error_size);
-chorus_status run_host_alltoall(struct executor *executor, const struct alltoall_args *args,
+chorus_status executor_run_host_alltoall(struct executor *executor, const struct alltoall_args *args,
                                 size_t bytes, char *error, size_t error_size);
 
 /* host_alltoall.c: where an alltoall's rows go, agreed by the ranks before they move (the host
@@ -91,17 +91,17 @@ struct alltoall_plan {
 };
 /* Exchanges the rows each rank sends each other (and where they start) through the host
  * transport, and lays out the output. A joined rank (request NULL) sends nothing. */
-chorus_status alltoall_plan(struct executor *executor, const struct wire_response *response,
+chorus_status executor_alltoall_plan(struct executor *executor, const struct wire_response *response,
                             const struct request *request, struct alltoall_plan *plan,
                             char *error, size_t error_size);
-void alltoall_plan_free(struct alltoall_plan *plan);
+void executor_alltoall_plan_free(struct alltoall_plan *plan);
 /* After the rows moved: the output and (on success) the received splits to the handle. */
-void alltoall_settle(const struct wire_response *response, struct request *request,
+void executor_alltoall_settle(const struct wire_response *response, struct request *request,
                      struct alltoall_plan *plan, void *output, size_t capacity,
                      chorus_status status);
 /* Whether a fused allreduce of `bytes` runs where its tensors lie (the hierarchical algorithm on
  * the host's segment) rather than through the fusion buffer. */
-bool host_allreduce_in_place(const struct executor *executor, size_t bytes);
+bool executor_host_allreduce_in_place(const struct executor *executor, size_t bytes);
 
 /* executor.c */
 /* The host's shared segment, or NULL where there is none. */
@@ -124,40 +124,40 @@ enum batch_layout {
 
 /* The timeline spans of a fused allreduce, per tensor: the copy in, the allreduce with its
  * algorithm and fused size, the copy out (the copies only for a packed batch). */
-void timeline_batch(struct executor *executor, const struct wire_response *responses,
+void executor_timeline_batch(struct executor *executor, const struct wire_response *responses,
                     const size_t *members, size_t member_count, size_t fused_bytes,
                     enum batch_layout layout, const struct batch_times *times);
 
 /* batch.c */
 /* Elements of all the members of a batch together. */
-size_t batch_elements(const struct wire_response *responses, const size_t *members,
+size_t executor_batch_elements(const struct wire_response *responses, const size_t *members,
                       size_t member_count);
 /* The dtype an allreduce travels as: float16 or bfloat16 for a compressed float32 tensor, else
  * its own. */
-chorus_dtype wire_dtype(const struct wire_request *request);
+chorus_dtype executor_wire_dtype(const struct wire_request *request);
 /* What an allreduce's result is multiplied by: the postscale, divided by the contributors for
  * an average. */
-double output_factor(const struct wire_response *response);
+double executor_output_factor(const struct wire_response *response);
 /* The buffer a joined rank works on when it has no tensor of that name (NULL: out of memory). */
-void *stand_in_buffer(struct executor *executor, size_t bytes);
+void *executor_stand_in_buffer(struct executor *executor, size_t bytes);
 /* The root's input must also be its output. */
-chorus_status root_output(struct request *request, size_t bytes, bool gpu, char *error,
+chorus_status executor_root_output(struct request *request, size_t bytes, bool gpu, char *error,
                           size_t error_size);
 /* An allgather's output: for a request, `bytes` from the output pool (host; *capacity is what
  * the pool gave) or the device; for a joined rank, the stand-in buffer. NULL, with the reason in
  * `error`, when out of memory. */
-void *gathered_output(struct executor *executor, const struct wire_response *response,
+void *executor_gathered_output(struct executor *executor, const struct wire_response *response,
                       const struct request *request, size_t bytes, size_t *capacity, char *error,
                       size_t error_size);
 /* After the collective: a request's output goes to its handle when it succeeded, else back to
  * where it came from. A joined rank's stand-in stays. */
-void settle_gathered(const struct wire_response *response, struct request *request, void *output,
+void executor_settle_gathered(const struct wire_response *response, struct request *request, void *output,
                      size_t capacity, chorus_status status);
 /* The same for an output of `rows` rows (the response's other dimensions): a reducescatter's. */
-void settle_output(const struct wire_response *response, struct request *request, void *output,
+void executor_settle_output(const struct wire_response *response, struct request *request, void *output,
                    size_t capacity, int64_t rows, chorus_status status);
 /* Where each rank's rows of an allgather land in the gathered tensor; returns its bytes. */
-size_t gather_layout(const struct wire_response *response, int nranks, size_t *block_bytes,
+size_t executor_gather_layout(const struct wire_response *response, int nranks, size_t *block_bytes,
                      size_t *offsets);
 
 #endif

@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* Elements of all the members of a batch together. */
-size_t batch_elements(const struct wire_response *responses, const size_t *members,
+size_t executor_batch_elements(const struct wire_response *responses, const size_t *members,
                       size_t member_count)
 {
     size_t total = 0;
@@ -21,7 +21,7 @@ size_t batch_elements(const struct wire_response *responses, const size_t *membe
 
 /* The dtype an allreduce travels as: float16 or bfloat16 for a compressed float32 tensor, else
  * its own. */
-chorus_dtype wire_dtype(const struct wire_request *request)
+chorus_dtype executor_wire_dtype(const struct wire_request *request)
 {
     if (request->dtype != CHORUS_FLOAT32)
         return (chorus_dtype)request->dtype;
@@ -30,7 +30,7 @@ chorus_dtype wire_dtype(const struct wire_request *request)
                                                              : CHORUS_FLOAT32;
 }
 
-double output_factor(const struct wire_response *response)
+double executor_output_factor(const struct wire_response *response)
 {
     double factor = response->request.postscale;
     if (response->request.op == CHORUS_AVERAGE && response->contributors > 0)
@@ -40,13 +40,13 @@ double output_factor(const struct wire_response *response)
 
 /* The buffer a joined rank reduces when it has no tensor of that name: the operator's
  * identity, so that it leaves the result unchanged. */
-void *stand_in_buffer(struct executor *executor, size_t bytes)
+void *executor_stand_in_buffer(struct executor *executor, size_t bytes)
 {
     return scratch_reserve(&executor->stand_in, bytes ? bytes : 1);
 }
 
 /* The root's input must also be its output. */
-chorus_status root_output(struct request *request, size_t bytes, bool gpu, char *error,
+chorus_status executor_root_output(struct request *request, size_t bytes, bool gpu, char *error,
                           size_t error_size)
 {
     if (request == NULL || request->output == request->input || bytes == 0)
@@ -64,12 +64,12 @@ chorus_status root_output(struct request *request, size_t bytes, bool gpu, char 
 /* An allgather's output: for a request, `bytes` from the output pool (host; *capacity is what
  * the pool gave) or the device; for a joined rank, the stand-in buffer. NULL, with the reason in
  * `error`, when out of memory. */
-void *gathered_output(struct executor *executor, const struct wire_response *response,
+void *executor_gathered_output(struct executor *executor, const struct wire_response *response,
                       const struct request *request, size_t bytes, size_t *capacity, char *error,
                       size_t error_size)
 {
     *capacity = bytes;
-    void *output = request == NULL ? stand_in_buffer(executor, bytes)
+    void *output = request == NULL ? executor_stand_in_buffer(executor, bytes)
                    : response->request.device != DEVICE_HOST
                        ? gpu_malloc(bytes, request->desc.device)
                        : output_pool_take(bytes, capacity);
@@ -106,7 +106,7 @@ static void deliver_output(const struct wire_response *response, struct request 
 
 /* After the collective: a request's output goes to its handle when it succeeded, else back to
  * where it came from. A joined rank's stand-in stays. */
-void settle_output(const struct wire_response *response, struct request *request, void *output,
+void executor_settle_output(const struct wire_response *response, struct request *request, void *output,
                    size_t capacity, int64_t rows, chorus_status status)
 {
     if (request == NULL || output == NULL)
@@ -119,17 +119,17 @@ void settle_output(const struct wire_response *response, struct request *request
         output_pool_give(output, capacity);
 }
 
-void settle_gathered(const struct wire_response *response, struct request *request, void *output,
+void executor_settle_gathered(const struct wire_response *response, struct request *request, void *output,
                      size_t capacity, chorus_status status)
 {
     int64_t rows = 0;
     for (uint32_t r = 0; r < response->first_dim_count; r++)
         rows += response->first_dims[r];
-    settle_output(response, request, output, capacity, rows, status);
+    executor_settle_output(response, request, output, capacity, rows, status);
 }
 
 /* Where each rank's rows of an allgather land in the gathered tensor; returns its bytes. */
-size_t gather_layout(const struct wire_response *response, int nranks, size_t *block_bytes,
+size_t executor_gather_layout(const struct wire_response *response, int nranks, size_t *block_bytes,
                      size_t *offsets)
 {
     size_t row_bytes = allgather_row_bytes(&response->request), total = 0;

@@ -117,7 +117,7 @@ chorus_status executor_interrupt_check(void *context, char *error, size_t error_
 
 /* The timeline spans of a fused batch, per tensor: the copy in, the allreduce with its
  * algorithm and fused size, the copy out (the copies only for a packed batch). */
-void timeline_batch(struct executor *executor, const struct wire_response *responses,
+void executor_timeline_batch(struct executor *executor, const struct wire_response *responses,
                     const size_t *members, size_t member_count, size_t fused_bytes,
                     enum batch_layout layout, const struct batch_times *times)
 {
@@ -142,8 +142,8 @@ void timeline_batch(struct executor *executor, const struct wire_response *respo
 }
 
 static const struct backend *const backends[] = {
-    [BACKEND_HOST] = &host_backend,
-    [BACKEND_NCCL] = &nccl_backend,
+    [BACKEND_HOST] = &executor_host_backend,
+    [BACKEND_NCCL] = &executor_nccl_backend,
 };
 static_assert(ARRAY_LENGTH(backends) == BACKEND_COUNT, "a row per backend");
 
@@ -325,6 +325,19 @@ bool executor_watch_aborts(struct executor *executor, MPI_Comm control_comm)
     return abort_watch_start(&executor->abort, control_comm);
 }
 
+void executor_watch_aborts_through(struct executor *executor,
+                                   bool (*poll)(void *context, struct abort_notice *notice),
+                                   void (*notify)(void *context,
+                                                  const struct abort_notice *notice),
+                                   void *context)
+{
+    executor->transport.interrupted = executor_interrupt_check;
+    executor->transport.interrupt_context = executor;
+    executor->abort.poll_hook = poll;
+    executor->abort.notify_hook = notify;
+    executor->abort.hook_context = context;
+}
+
 chorus_status executor_peer_failure(struct executor *executor, char *error, size_t error_size)
 {
     if (executor->parent != NULL)
@@ -348,7 +361,7 @@ void executor_abort(struct executor *executor, chorus_status status, const char 
     if (executor->parent != NULL)
         executor_abort(executor->parent, status, reason);
     else if (!executor->abort.received)
-        abort_notify(executor->abort.comm, status, reason);
+        abort_notify(&executor->abort, executor->rank, status, reason);
     if (executor->node_ready)
         node_segment_poison(&executor->node);
 }
@@ -372,7 +385,6 @@ void executor_init_for_set(struct executor *executor, struct executor *parent, c
     executor->local_ranks = 1; /* until executor_prepare_set */
     memcpy(executor->forced_algorithm, parent->forced_algorithm,
            sizeof executor->forced_algorithm);
-    executor->abort.request = MPI_REQUEST_NULL;
     executor->parent = parent;
     executor->owner = parent->owner;
     executor->take_request = parent->take_request;

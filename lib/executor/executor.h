@@ -89,6 +89,12 @@ chorus_status executor_prepare_set(struct executor *executor, char *error, size_
  * is idempotent. executor_peer_failure() returns CHORUS_OK, or, once another rank's notice has
  * arrived, that rank's status with "stopped because rank R failed: <reason>" in `error`. */
 bool executor_watch_aborts(struct executor *executor, MPI_Comm control_comm);
+/* Unit tests without MPI: the notices travel through `poll` and `notify` (abort.h's hooks). */
+void executor_watch_aborts_through(struct executor *executor,
+                                   bool (*poll)(void *context, struct abort_notice *notice),
+                                   void (*notify)(void *context,
+                                                  const struct abort_notice *notice),
+                                   void *context);
 void executor_abort(struct executor *executor, chorus_status status, const char *reason);
 chorus_status executor_peer_failure(struct executor *executor, char *error, size_t error_size);
 

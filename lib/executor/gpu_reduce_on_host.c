@@ -1,26 +1,21 @@
 /*
- * gpu_reduce_on_host.c — GPU tensors whose reduction NCCL cannot do as chorus defines it, reduced
- * in host memory by the host allreduce instead: 16-bit integers (NCCL has none), integer
- * averages and scale factors (NCCL's average truncates and its pre-multiplied sum takes floats
- * only), scale factors on min, max and product, and Adasum (each of its steps needs dot products
- * of whole vectors). Every tensor of the batch is copied into one host buffer, reduced there in
+ * gpu_reduce_on_host.c — GPU tensors whose reduction NCCL cannot do as chorus defines it (the
+ * capability table, lib/gpu/gpu_capability.c, says which), reduced in host memory by the host
+ * allreduce instead. Every tensor of the batch is copied into one host buffer, reduced there in
  * one collective (so the batch stays fused), and copied back (a reducescatter only this rank's
  * rows): two copies over the bus for a result that is right instead of refused. Horovod too runs Adasum's MPI part on host buffers.
  */
 #include "backend.h"
 
 #include "../collectives/reduce.h"
+#include "../gpu/gpu_capability.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-bool gpu_reduces_on_host(chorus_dtype dtype, chorus_op op, double prescale, double postscale)
+bool executor_gpu_reduces_on_host(chorus_dtype dtype, chorus_op op, double prescale, double postscale)
 {
-    bool floating = dtype_is_floating(dtype);
-    bool summing = op == CHORUS_SUM || op == CHORUS_AVERAGE;
-    bool scaled = prescale != 1.0 || postscale != 1.0;
-    return op == CHORUS_ADASUM || dtype == CHORUS_INT16 || dtype == CHORUS_UINT16 ||
-           (!floating && (op == CHORUS_AVERAGE || scaled)) || (!summing && scaled);
+    return gpu_route_of(dtype, op, prescale != 1.0 || postscale != 1.0) == GPU_ROUTE_HOST;
 }
 
 /* Copies every piece's input (device memory) into one host buffer, prescales it and reduces
@@ -54,7 +49,7 @@ static char *reduce_in_host_buffer(struct executor *executor, const struct gpu_p
     }
     if (*status == CHORUS_OK) {
         scale_buffer(host, total, dtype, prescale);
-        *status = run_host_allreduce(executor, host, NULL, 0, total, dtype, op, factor, error,
+        *status = executor_run_host_allreduce(executor, host, NULL, 0, total, dtype, op, factor, error,
                                      error_size);
     }
     if (*status != CHORUS_OK) {
@@ -74,7 +69,7 @@ static chorus_status copy_back(void *output, const char *host, size_t bytes, cha
     return CHORUS_ERR_GPU;
 }
 
-chorus_status gpu_allreduce_on_host(struct executor *executor, const struct gpu_piece *pieces,
+chorus_status executor_gpu_allreduce_on_host(struct executor *executor, const struct gpu_piece *pieces,
                                     size_t piece_count, chorus_dtype dtype, chorus_op op,
                                     double prescale, double factor, char *error,
                                     size_t error_size)
@@ -92,7 +87,7 @@ chorus_status gpu_allreduce_on_host(struct executor *executor, const struct gpu_
     return status;
 }
 
-chorus_status gpu_reducescatter_on_host(struct executor *executor,
+chorus_status executor_gpu_reducescatter_on_host(struct executor *executor,
                                         const struct gpu_scatter *scatters, size_t count,
                                         chorus_dtype dtype, chorus_op op, double prescale,
                                         double factor, char *error, size_t error_size)

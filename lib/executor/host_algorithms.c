@@ -70,7 +70,7 @@ static chorus_status run_selected(struct executor *executor, chorus_collective c
     return status;
 }
 
-chorus_status run_host_allreduce(struct executor *executor, void *buffer,
+chorus_status executor_run_host_allreduce(struct executor *executor, void *buffer,
                                  const struct allreduce_piece *pieces, size_t piece_count,
                                  size_t count, chorus_dtype dtype, chorus_op op, double factor,
                                  char *error, size_t error_size)
@@ -98,7 +98,7 @@ chorus_status run_host_allreduce(struct executor *executor, void *buffer,
                         (union collective_args){.allreduce = &args}, error, error_size);
 }
 
-chorus_status run_host_broadcast(struct executor *executor, void *buffer, size_t bytes, int root,
+chorus_status executor_run_host_broadcast(struct executor *executor, void *buffer, size_t bytes, int root,
                                  char *error, size_t error_size)
 {
     struct broadcast_args args = {.transport = &executor->transport,
@@ -111,7 +111,7 @@ chorus_status run_host_broadcast(struct executor *executor, void *buffer, size_t
                         (union collective_args){.broadcast = &args}, error, error_size);
 }
 
-chorus_status run_host_allgather(struct executor *executor, const void *send, void *recv,
+chorus_status executor_run_host_allgather(struct executor *executor, const void *send, void *recv,
                                  const size_t *block_bytes, const size_t *offsets, size_t total,
                                  char *error, size_t error_size)
 {
@@ -126,7 +126,7 @@ chorus_status run_host_allgather(struct executor *executor, const void *send, vo
                         (union collective_args){.allgather = &args}, error, error_size);
 }
 
-chorus_status run_host_reducescatter(struct executor *executor, const void *send, void *recv,
+chorus_status executor_run_host_reducescatter(struct executor *executor, const void *send, void *recv,
                                      const size_t *block_counts, const size_t *offsets,
                                      size_t count, chorus_dtype dtype, chorus_op op,
                                      double factor, char *error, size_t error_size)
@@ -145,14 +145,14 @@ chorus_status run_host_reducescatter(struct executor *executor, const void *send
                         (union collective_args){.reducescatter = &args}, error, error_size);
 }
 
-chorus_status run_host_alltoall(struct executor *executor, const struct alltoall_args *args,
+chorus_status executor_run_host_alltoall(struct executor *executor, const struct alltoall_args *args,
                                 size_t bytes, char *error, size_t error_size)
 {
     return run_selected(executor, CHORUS_ALLTOALL, bytes, (union collective_args){.alltoall = args},
                         error, error_size);
 }
 
-bool host_allreduce_in_place(const struct executor *executor, size_t bytes)
+bool executor_host_allreduce_in_place(const struct executor *executor, size_t bytes)
 {
     struct selection_query query = query_for(executor, CHORUS_ALLREDUCE, bytes);
     int first = -1;

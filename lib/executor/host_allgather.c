@@ -17,13 +17,13 @@ static chorus_status execute_allgather(struct executor *executor,
     size_t *offsets = calloc((size_t)p, sizeof *offsets);
     chorus_status status = CHORUS_ERR_OUT_OF_MEMORY;
     if (block_bytes != NULL && offsets != NULL) {
-        size_t total = gather_layout(response, p, block_bytes, offsets), capacity = 0;
+        size_t total = executor_gather_layout(response, p, block_bytes, offsets), capacity = 0;
         void *output =
-            gathered_output(executor, response, request, total, &capacity, error, error_size);
+            executor_gathered_output(executor, response, request, total, &capacity, error, error_size);
         if (output != NULL)
-            status = run_host_allgather(executor, request != NULL ? request->input : output, output,
+            status = executor_run_host_allgather(executor, request != NULL ? request->input : output, output,
                                         block_bytes, offsets, total, error, error_size);
-        settle_gathered(response, request, output, capacity, status);
+        executor_settle_gathered(response, request, output, capacity, status);
     }
     free(block_bytes);
     free(offsets);
@@ -74,7 +74,7 @@ static chorus_status execute_allgather_batch(struct executor *executor,
             memcpy(send + packed, requests[m]->input, bytes);
         packed += bytes;
     }
-    status = run_host_allgather(executor, send, gathered, block_bytes, offsets, total, error,
+    status = executor_run_host_allgather(executor, send, gathered, block_bytes, offsets, total, error,
                                 error_size);
     /* Member m's rows from rank r follow the rows of members before m in r's contribution. */
     size_t *within = calloc((size_t)p, sizeof *within);
@@ -86,7 +86,7 @@ static chorus_status execute_allgather_batch(struct executor *executor,
         size_t bytes = batch_member_bytes(response), written = 0;
         /* A joined rank's missing member needs no output: nothing is unpacked for it. */
         unsigned char *output = requests[m] != NULL
-                                    ? gathered_output(executor, response, requests[m], bytes,
+                                    ? executor_gathered_output(executor, response, requests[m], bytes,
                                                       &capacities[m], error, error_size)
                                     : NULL;
         if (requests[m] != NULL && output == NULL) {
@@ -104,7 +104,7 @@ static chorus_status execute_allgather_batch(struct executor *executor,
     }
     free(within);
     for (size_t m = 0; m < member_count; m++)
-        settle_gathered(&responses[members[m]], requests[m], outputs[m], capacities[m], status);
+        executor_settle_gathered(&responses[members[m]], requests[m], outputs[m], capacities[m], status);
 out:
     free(block_bytes);
     free(offsets);
@@ -113,7 +113,7 @@ out:
     return status;
 }
 
-chorus_status host_allgather(struct executor *executor, const struct wire_response *responses,
+chorus_status executor_host_allgather(struct executor *executor, const struct wire_response *responses,
                              const size_t *members, size_t member_count, struct request **requests,
                              char *error, size_t error_size)
 {

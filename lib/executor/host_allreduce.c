@@ -25,7 +25,7 @@ static struct allreduce_piece *batch_pieces(struct executor *executor,
     bool missing = false;
     for (size_t m = 0; m < member_count; m++)
         missing |= requests[m] == NULL;
-    unsigned char *stand_in = missing ? stand_in_buffer(executor, total * element_size) : NULL;
+    unsigned char *stand_in = missing ? executor_stand_in_buffer(executor, total * element_size) : NULL;
     if (pieces == NULL || (missing && stand_in == NULL))
         return NULL;
     size_t offset = 0;
@@ -60,12 +60,12 @@ static chorus_status reduce_in_place(struct executor *executor,
         batch_pieces(executor, responses, members, member_count, requests, total, dtype, op);
     if (pieces == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;
-    chorus_status status = run_host_allreduce(executor, NULL, pieces, member_count, total, dtype,
+    chorus_status status = executor_run_host_allreduce(executor, NULL, pieces, member_count, total, dtype,
                                               op, factor, error, error_size);
     if (status == CHORUS_OK && executor->timeline != NULL) {
         double reduced = monotonic_seconds();
         struct batch_times times = {started, started, reduced, reduced};
-        timeline_batch(executor, responses, members, member_count, total * chorus_dtype_size(dtype),
+        executor_timeline_batch(executor, responses, members, member_count, total * chorus_dtype_size(dtype),
                        BATCH_IN_PLACE, &times);
     }
     return status;
@@ -93,7 +93,7 @@ struct segment_collective {
 static chorus_status reduce_segment(void *context, void *segment, size_t count)
 {
     struct segment_collective *collective = context;
-    return run_host_allreduce(collective->executor, segment, NULL, 0, count, collective->dtype,
+    return executor_run_host_allreduce(collective->executor, segment, NULL, 0, count, collective->dtype,
                               collective->op, collective->factor, collective->error,
                               collective->error_size);
 }
@@ -109,7 +109,7 @@ static chorus_status reduce_packed(struct executor *executor, const struct wire_
     const struct wire_response *first = &responses[members[0]];
     chorus_dtype dtype = (chorus_dtype)first->request.dtype;
     chorus_op op = (chorus_op)first->request.op;
-    chorus_dtype wire = wire_dtype(&first->request);
+    chorus_dtype wire = executor_wire_dtype(&first->request);
     bool compressed = wire != dtype;
     size_t wire_size = chorus_dtype_size(wire);
     size_t segment_bytes = PACKED_SEGMENT_BYTES;
@@ -124,7 +124,7 @@ static chorus_status reduce_packed(struct executor *executor, const struct wire_
         return CHORUS_ERR_OUT_OF_MEMORY;
     void *const halves[2] = {fusion, fusion + half_elements * wire_size};
     /* A compressed batch is scaled while it is converted back, in float32. */
-    double factor = output_factor(first);
+    double factor = executor_output_factor(first);
     struct packed_batch batch = {
         .pieces = pieces,
         .piece_count = member_count,
@@ -142,14 +142,14 @@ static chorus_status reduce_packed(struct executor *executor, const struct wire_
                             segment_elements, reduce_segment, &collective, &times);
     if (status == CHORUS_OK && executor->timeline != NULL && member_count > 1) {
         struct batch_times spans = {started, times.packed, times.reduced, monotonic_seconds()};
-        timeline_batch(executor, responses, members, member_count, total * wire_size, BATCH_PACKED,
+        executor_timeline_batch(executor, responses, members, member_count, total * wire_size, BATCH_PACKED,
                        &spans);
     }
     return status;
 }
 
 /* A batch of one or more allreduces of host tensors with the same reduction. */
-chorus_status host_allreduce(struct executor *executor, const struct wire_response *responses,
+chorus_status executor_host_allreduce(struct executor *executor, const struct wire_response *responses,
                              const size_t *members, size_t member_count, struct request **requests,
                              char *error, size_t error_size)
 {
@@ -158,8 +158,8 @@ chorus_status host_allreduce(struct executor *executor, const struct wire_respon
     chorus_op op = (chorus_op)first->request.op;
     size_t element_size = chorus_dtype_size(dtype);
     double prescale = first->request.prescale;
-    double factor = output_factor(first);
-    bool compressed = wire_dtype(&first->request) != dtype;
+    double factor = executor_output_factor(first);
+    bool compressed = executor_wire_dtype(&first->request) != dtype;
 
     if (member_count == 1 && !compressed) {
         struct request *request = requests[0];
@@ -171,33 +171,33 @@ chorus_status host_allreduce(struct executor *executor, const struct wire_respon
                 memcpy(request->output, request->input, count * element_size);
             scale_buffer(buffer, count, dtype, prescale);
         } else {
-            buffer = stand_in_buffer(executor, count * element_size);
+            buffer = executor_stand_in_buffer(executor, count * element_size);
             if (buffer == NULL)
                 return CHORUS_ERR_OUT_OF_MEMORY;
             fill_identity(buffer, count, dtype, op);
         }
         /* A joined rank scales too: in the ring and hierarchical algorithms each rank scales
          * the part of the result it reduces, for everyone. */
-        return run_host_allreduce(executor, buffer, NULL, 0, count, dtype, op, factor, error,
+        return executor_run_host_allreduce(executor, buffer, NULL, 0, count, dtype, op, factor, error,
                                   error_size);
     }
 
     double started = monotonic_seconds();
-    size_t total = batch_elements(responses, members, member_count);
+    size_t total = executor_batch_elements(responses, members, member_count);
     /* Only the hierarchical algorithm takes a list of pieces; a prescale or a conversion to
      * 16 bits needs a copy anyway. */
-    if (prescale == 1.0 && !compressed && host_allreduce_in_place(executor, total * element_size))
+    if (prescale == 1.0 && !compressed && executor_host_allreduce_in_place(executor, total * element_size))
         return reduce_in_place(executor, responses, members, member_count, requests, total, factor,
                                started, error, error_size);
     return reduce_packed(executor, responses, members, member_count, requests, total, started,
                          error, error_size);
 }
 
-const struct backend host_backend = {
+const struct backend executor_host_backend = {
     .name = "host",
-    .run = {[CHORUS_ALLREDUCE] = host_allreduce,
-            [CHORUS_BROADCAST] = host_broadcast,
-            [CHORUS_ALLGATHER] = host_allgather,
-            [CHORUS_REDUCESCATTER] = host_reducescatter,
-            [CHORUS_ALLTOALL] = host_alltoall},
+    .run = {[CHORUS_ALLREDUCE] = executor_host_allreduce,
+            [CHORUS_BROADCAST] = executor_host_broadcast,
+            [CHORUS_ALLGATHER] = executor_host_allgather,
+            [CHORUS_REDUCESCATTER] = executor_host_reducescatter,
+            [CHORUS_ALLTOALL] = executor_host_alltoall},
 };

@@ -32,7 +32,7 @@ static void fill_plan(struct alltoall_plan *plan, const int64_t *sent, const int
     }
 }
 
-chorus_status alltoall_plan(struct executor *executor, const struct wire_response *response,
+chorus_status executor_alltoall_plan(struct executor *executor, const struct wire_response *response,
                             const struct request *request, struct alltoall_plan *plan, char *error,
                             size_t error_size)
 {
@@ -91,7 +91,7 @@ chorus_status alltoall_plan(struct executor *executor, const struct wire_respons
                                    .recv_offsets = plan->recv_offsets,
                                    .same_blocks = true};
     status =
-        run_host_alltoall(executor, &counts, 2 * (size_t)p * sizeof(int64_t), error, error_size);
+        executor_run_host_alltoall(executor, &counts, 2 * (size_t)p * sizeof(int64_t), error, error_size);
     if (status == CHORUS_OK)
         fill_plan(plan, sent, received, row_bytes);
 out:
@@ -100,14 +100,14 @@ out:
     return status;
 }
 
-void alltoall_plan_free(struct alltoall_plan *plan)
+void executor_alltoall_plan_free(struct alltoall_plan *plan)
 {
     free(plan->table);
     free(plan->received_splits);
     memset(plan, 0, sizeof *plan);
 }
 
-void alltoall_settle(const struct wire_response *response, struct request *request,
+void executor_alltoall_settle(const struct wire_response *response, struct request *request,
                      struct alltoall_plan *plan, void *output, size_t capacity,
                      chorus_status status)
 {
@@ -118,10 +118,10 @@ void alltoall_settle(const struct wire_response *response, struct request *reque
         plan->received_splits = NULL;
     }
     if (output != NULL)
-        settle_output(response, request, output, capacity, (int64_t)plan->received_rows, status);
+        executor_settle_output(response, request, output, capacity, (int64_t)plan->received_rows, status);
 }
 
-chorus_status host_alltoall(struct executor *executor, const struct wire_response *responses,
+chorus_status executor_host_alltoall(struct executor *executor, const struct wire_response *responses,
                             const size_t *members, size_t member_count, struct request **requests,
                             char *error, size_t error_size)
 {
@@ -131,9 +131,9 @@ chorus_status host_alltoall(struct executor *executor, const struct wire_respons
     struct alltoall_plan plan;
     void *output = NULL;
     size_t capacity = 0;
-    chorus_status status = alltoall_plan(executor, response, request, &plan, error, error_size);
+    chorus_status status = executor_alltoall_plan(executor, response, request, &plan, error, error_size);
     if (status == CHORUS_OK) {
-        output = gathered_output(executor, response, request, plan.recv_total, &capacity, error,
+        output = executor_gathered_output(executor, response, request, plan.recv_total, &capacity, error,
                                  error_size);
         status = output != NULL ? CHORUS_OK : CHORUS_ERR_OUT_OF_MEMORY;
     }
@@ -149,10 +149,10 @@ chorus_status host_alltoall(struct executor *executor, const struct wire_respons
                                      .recv_bytes = plan.recv_bytes,
                                      .recv_offsets = plan.recv_offsets,
                                      .same_blocks = response->request.even_split};
-        status = run_host_alltoall(executor, &data, plan.send_total + plan.recv_total, error,
+        status = executor_run_host_alltoall(executor, &data, plan.send_total + plan.recv_total, error,
                                    error_size);
     }
-    alltoall_settle(response, request, &plan, output, capacity, status);
-    alltoall_plan_free(&plan);
+    executor_alltoall_settle(response, request, &plan, output, capacity, status);
+    executor_alltoall_plan_free(&plan);
     return status;
 }

@@ -20,8 +20,8 @@ static chorus_status execute_broadcast(struct executor *executor,
         return CHORUS_OK;
     chorus_status status = CHORUS_OK;
     if (executor->rank == root)
-        status = root_output(request, bytes, false, error, error_size);
-    void *buffer = request != NULL ? request->output : stand_in_buffer(executor, bytes);
+        status = executor_root_output(request, bytes, false, error, error_size);
+    void *buffer = request != NULL ? request->output : executor_stand_in_buffer(executor, bytes);
     if (status != CHORUS_OK)
         return status;
     if (buffer == NULL) {
@@ -29,7 +29,7 @@ static chorus_status execute_broadcast(struct executor *executor,
                  bytes);
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
-    return run_host_broadcast(executor, buffer, bytes, root, error, error_size);
+    return executor_run_host_broadcast(executor, buffer, bytes, root, error, error_size);
 }
 
 /* Broadcasts of host tensors from one root: the root packs them into the fusion buffer, one
@@ -56,7 +56,7 @@ static chorus_status execute_broadcast_batch(struct executor *executor,
             memcpy(fused + offset, requests[m]->input, bytes);
         offset += bytes;
     }
-    chorus_status status = run_host_broadcast(executor, fused, total, root, error, error_size);
+    chorus_status status = executor_run_host_broadcast(executor, fused, total, root, error, error_size);
     /* The root's fusion buffer still holds its inputs: it unpacks them into outputs of its own
      * like everyone else. */
     offset = 0;
@@ -70,7 +70,7 @@ static chorus_status execute_broadcast_batch(struct executor *executor,
     return status;
 }
 
-chorus_status host_broadcast(struct executor *executor, const struct wire_response *responses,
+chorus_status executor_host_broadcast(struct executor *executor, const struct wire_response *responses,
                              const size_t *members, size_t member_count, struct request **requests,
                              char *error, size_t error_size)
 {

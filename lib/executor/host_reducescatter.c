@@ -31,7 +31,7 @@ static size_t block_length(const struct member_split *split, size_t p, size_t r)
     return part_length(split->rows, p, r) * split->row_elements;
 }
 
-chorus_status host_reducescatter(struct executor *executor, const struct wire_response *responses,
+chorus_status executor_host_reducescatter(struct executor *executor, const struct wire_response *responses,
                                  const size_t *members, size_t member_count,
                                  struct request **requests, char *error, size_t error_size)
 {
@@ -66,14 +66,14 @@ chorus_status host_reducescatter(struct executor *executor, const struct wire_re
     }
     /* One tensor without a prescale is reduced where it lies, straight into its output. */
     if (member_count == 1 && requests[0] != NULL && first->request.prescale == 1.0) {
-        outputs[0] = gathered_output(executor, first, requests[0], block_counts[me] * element,
+        outputs[0] = executor_gathered_output(executor, first, requests[0], block_counts[me] * element,
                                      &capacities[0], error, error_size);
         status = outputs[0] == NULL
                      ? CHORUS_ERR_OUT_OF_MEMORY
-                     : run_host_reducescatter(executor, requests[0]->input, outputs[0],
+                     : executor_run_host_reducescatter(executor, requests[0]->input, outputs[0],
                                               block_counts, offsets, total, dtype, op,
-                                              output_factor(first), error, error_size);
-        settle_output(first, requests[0], outputs[0], capacities[0],
+                                              executor_output_factor(first), error, error_size);
+        executor_settle_output(first, requests[0], outputs[0], capacities[0],
                       (int64_t)part_length(splits[0].rows, p, me), status);
         goto out;
     }
@@ -100,13 +100,13 @@ chorus_status host_reducescatter(struct executor *executor, const struct wire_re
     }
     if (first->request.prescale != 1.0)
         scale_buffer(fused, total, dtype, first->request.prescale);
-    status = run_host_reducescatter(executor, fused, mine, block_counts, offsets, total, dtype,
-                                    op, output_factor(first), error, error_size);
+    status = executor_run_host_reducescatter(executor, fused, mine, block_counts, offsets, total, dtype,
+                                    op, executor_output_factor(first), error, error_size);
     size_t within = 0;
     for (size_t m = 0; m < member_count; m++) {
         size_t length = block_length(&splits[m], p, me);
         if (status == CHORUS_OK && requests[m] != NULL) {
-            outputs[m] = gathered_output(executor, &responses[members[m]], requests[m],
+            outputs[m] = executor_gathered_output(executor, &responses[members[m]], requests[m],
                                          length * element, &capacities[m], error, error_size);
             if (outputs[m] == NULL)
                 status = CHORUS_ERR_OUT_OF_MEMORY;
@@ -116,7 +116,7 @@ chorus_status host_reducescatter(struct executor *executor, const struct wire_re
         within += length;
     }
     for (size_t m = 0; m < member_count; m++)
-        settle_output(&responses[members[m]], requests[m], outputs[m], capacities[m],
+        executor_settle_output(&responses[members[m]], requests[m], outputs[m], capacities[m],
                       (int64_t)part_length(splits[m].rows, p, me), status);
 out:
     free(splits);

@@ -54,7 +54,7 @@ static chorus_status ensure_gpu(struct executor *executor, int device, char *err
 /* Whether NCCL cannot run this response's reduction (see gpu_reduce_on_host.c). */
 static bool response_reduces_on_host(const struct wire_response *response)
 {
-    return gpu_reduces_on_host((chorus_dtype)response->request.dtype,
+    return executor_gpu_reduces_on_host((chorus_dtype)response->request.dtype,
                                (chorus_op)response->request.op, response->request.prescale,
                                response->request.postscale);
 }
@@ -79,20 +79,20 @@ static chorus_status execute_gpu_allreduce(struct executor *executor,
                                        .output = requests[m]->output,
                                        .count = requests[m]->count};
     if (response_reduces_on_host(first))
-        return gpu_allreduce_on_host(executor, pieces, member_count,
+        return executor_gpu_allreduce_on_host(executor, pieces, member_count,
                                      (chorus_dtype)first->request.dtype,
                                      (chorus_op)first->request.op, first->request.prescale,
-                                     output_factor(first), error, error_size);
+                                     executor_output_factor(first), error, error_size);
     double started = monotonic_seconds();
-    double scale = first->request.prescale * output_factor(first);
+    double scale = first->request.prescale * executor_output_factor(first);
     status = gpu_allreduce(executor->gpu, pieces, member_count, (chorus_dtype)first->request.dtype,
                            (chorus_op)first->request.op, scale, error, error_size);
-    executor->last_algorithm = nccl_backend.name;
+    executor->last_algorithm = executor_nccl_backend.name;
     if (status == CHORUS_OK && member_count > 1 && executor->timeline != NULL) {
         double reduced = monotonic_seconds();
         struct batch_times times = {started, started, reduced, reduced};
-        timeline_batch(executor, responses, members, member_count,
-                       batch_elements(responses, members, member_count) *
+        executor_timeline_batch(executor, responses, members, member_count,
+                       executor_batch_elements(responses, members, member_count) *
                            chorus_dtype_size((chorus_dtype)first->request.dtype),
                        BATCH_ON_DEVICE, &times);
     }
@@ -116,12 +116,12 @@ static chorus_status execute_gpu_broadcast(struct executor *executor,
         bytes[m] = response_bytes(&responses[members[m]]);
         buffers[m] = requests[m]->output;
         if (executor->rank == root)
-            status = root_output(requests[m], bytes[m], true, error, error_size);
+            status = executor_root_output(requests[m], bytes[m], true, error, error_size);
     }
     if (status == CHORUS_OK)
         status =
             gpu_broadcast(executor->gpu, buffers, bytes, member_count, root, error, error_size);
-    executor->last_algorithm = nccl_backend.name;
+    executor->last_algorithm = executor_nccl_backend.name;
     free(buffers);
     free(bytes);
     return status;
@@ -144,8 +144,8 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
     for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
         const struct wire_response *response = &responses[members[m]];
         size_t *block_bytes = layout + 2 * p * m, *offsets = block_bytes + p;
-        size_t total = gather_layout(response, (int)p, block_bytes, offsets);
-        void *output = gathered_output(executor, response, requests[m], total, &capacities[m],
+        size_t total = executor_gather_layout(response, (int)p, block_bytes, offsets);
+        void *output = executor_gathered_output(executor, response, requests[m], total, &capacities[m],
                                        error, error_size);
         if (output == NULL)
             status = CHORUS_ERR_OUT_OF_MEMORY;
@@ -153,9 +153,9 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
     }
     if (status == CHORUS_OK)
         status = gpu_allgather(executor->gpu, gathers, member_count, error, error_size);
-    executor->last_algorithm = nccl_backend.name;
+    executor->last_algorithm = executor_nccl_backend.name;
     for (size_t m = 0; gathers != NULL && m < member_count; m++)
-        settle_gathered(&responses[members[m]], requests[m], gathers[m].recv, capacities[m],
+        executor_settle_gathered(&responses[members[m]], requests[m], gathers[m].recv, capacities[m],
                         status);
     free(gathers);
     free(layout);
@@ -186,7 +186,7 @@ static chorus_status execute_gpu_reducescatter(struct executor *executor,
     for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
         size_t rows = (size_t)responses[members[m]].request.shape[0];
         size_t row_elements = rows > 0 ? requests[m]->count / rows : 0;
-        void *output = gathered_output(executor, &responses[members[m]], requests[m],
+        void *output = executor_gathered_output(executor, &responses[members[m]], requests[m],
                                        part_length(rows, p, me) * row_elements * element,
                                        &capacities[m], error, error_size);
         if (output == NULL)
@@ -194,18 +194,18 @@ static chorus_status execute_gpu_reducescatter(struct executor *executor,
         scatters[m] = (struct gpu_scatter){requests[m]->input, output, rows, row_elements};
     }
     if (status == CHORUS_OK && response_reduces_on_host(first_response))
-        status = gpu_reducescatter_on_host(executor, scatters, member_count, dtype,
+        status = executor_gpu_reducescatter_on_host(executor, scatters, member_count, dtype,
                                            (chorus_op)desc->op, desc->prescale,
-                                           output_factor(first_response), error, error_size);
+                                           executor_output_factor(first_response), error, error_size);
     else if (status == CHORUS_OK)
         status = gpu_reducescatter(executor->gpu, scatters, member_count, dtype,
                                    (chorus_op)desc->op,
-                                   desc->prescale * output_factor(first_response), error,
+                                   desc->prescale * executor_output_factor(first_response), error,
                                    error_size);
     for (size_t m = 0; scatters != NULL && capacities != NULL && m < member_count; m++)
-        settle_output(&responses[members[m]], requests[m], scatters[m].output, capacities[m],
+        executor_settle_output(&responses[members[m]], requests[m], scatters[m].output, capacities[m],
                       (int64_t)part_length(scatters[m].rows, p, me), status);
-    executor->last_algorithm = nccl_backend.name;
+    executor->last_algorithm = executor_nccl_backend.name;
     free(scatters);
     free(capacities);
     return status;
@@ -228,9 +228,9 @@ static chorus_status execute_gpu_alltoall(struct executor *executor,
     struct alltoall_plan plan;
     void *output = NULL;
     size_t capacity = 0;
-    status = alltoall_plan(executor, response, request, &plan, error, error_size);
+    status = executor_alltoall_plan(executor, response, request, &plan, error, error_size);
     if (status == CHORUS_OK) {
-        output = gathered_output(executor, response, request, plan.recv_total, &capacity, error,
+        output = executor_gathered_output(executor, response, request, plan.recv_total, &capacity, error,
                                  error_size);
         status = output != NULL ? CHORUS_OK : CHORUS_ERR_OUT_OF_MEMORY;
     }
@@ -243,13 +243,13 @@ static chorus_status execute_gpu_alltoall(struct executor *executor,
                                         .recv_offsets = plan.recv_offsets};
         status = gpu_alltoall(executor->gpu, &exchange, error, error_size);
     }
-    executor->last_algorithm = nccl_backend.name;
-    alltoall_settle(response, request, &plan, output, capacity, status);
-    alltoall_plan_free(&plan);
+    executor->last_algorithm = executor_nccl_backend.name;
+    executor_alltoall_settle(response, request, &plan, output, capacity, status);
+    executor_alltoall_plan_free(&plan);
     return status;
 }
 
-const struct backend nccl_backend = {
+const struct backend executor_nccl_backend = {
     .name = "nccl",
     .run = {[CHORUS_ALLREDUCE] = execute_gpu_allreduce,
             [CHORUS_BROADCAST] = execute_gpu_broadcast,

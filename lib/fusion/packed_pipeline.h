@@ -19,7 +19,7 @@ struct packed_batch {
     size_t piece_count;
     size_t count;             /* elements of the batch */
     chorus_dtype wire_dtype;  /* of the fusion buffer */
-    bool compressed;          /* float32 tensors travel as wire_dtype (float16 or bfloat16) */
+    bool compressed;          /* float32 tensors travel as executor_wire_dtype (float16 or bfloat16) */
     double prescale;          /* applied while packing */
     float decompress_factor;  /* compressed: applied while unpacking (postscale, average) */
 };

@@ -229,6 +229,36 @@ long reference_check_allreduce(const void *result, size_t count, chorus_dtype dt
                                    prescale, postscale, why, why_size);
 }
 
+/* n / d (d > 0) to the nearest integer, halves away from zero, in 128 bits. */
+static __int128 quotient_nearest(__int128 n, __int128 d)
+{
+    __int128 magnitude = n < 0 ? -n : n;
+    __int128 q = (2 * magnitude + d) / (2 * d);
+    return n < 0 ? -q : q;
+}
+
+/* An integer result scaled as chorus.h documents: a factor that is exactly the double nearest
+ * 1/k divides by k; any other factor multiplies exactly by the factor's value; both round to
+ * the nearest integer, halves away from zero, and wrap. */
+static int64_t scale_exactly(int64_t value, double factor)
+{
+    if (factor > 0 && factor < 1) {
+        double k = nearbyint(1.0 / factor);
+        if (k >= 2 && k < 0x1p62 && 1.0 / k == factor)
+            return (int64_t)quotient_nearest(value, (__int128)k);
+    }
+    int exponent = 0;
+    double fraction = frexp(factor, &exponent);
+    __int128 product = (__int128)value * (__int128)ldexp(fraction, 53);
+    exponent -= 53;
+    if (exponent >= 0)
+        return exponent >= 64 ? 0 : (int64_t)(uint64_t)((unsigned __int128)product << exponent);
+    if (exponent < -120)
+        return 0;
+    return (int64_t)(uint64_t)(unsigned __int128)quotient_nearest(product,
+                                                                  (__int128)1 << -exponent);
+}
+
 long reference_check_reduced(const void *result, size_t first, size_t count, chorus_dtype dtype,
                              chorus_op op, int nranks, const bool *contributes, uint64_t seed,
                              double prescale, double postscale, char *why, size_t why_size)
@@ -268,7 +298,7 @@ long reference_check_reduced(const void *result, size_t first, size_t count, cho
             if (op == CHORUS_AVERAGE && contributors > 0)
                 factor /= contributors;
             if (factor != 1.0)
-                expected = wrap(dtype, (uint64_t)(int64_t)llround((double)expected * factor));
+                expected = wrap(dtype, (uint64_t)scale_exactly(expected, factor));
             int64_t got = integer_result(result, i, dtype);
             if (got != expected) {
                 snprintf(why, why_size, "element %zu: got %lld, expected %lld", first + i,

@@ -1,0 +1,148 @@
+/*
+ * step.c — chorus-bench --workload MODEL: a training step of a real model's gradients
+ * (workload.h loads them), every tensor submitted in reverse order as backward produces them,
+ * against MPI per tensor and MPI on one packed buffer; with -c broadcast every tensor is
+ * broadcast from rank 0 instead, as broadcast_parameters does.
+ */
+#include "bench.h"
+
+#include "workload.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What a workload step does with every tensor: allreduce it (a training step's gradients) or
+ * broadcast it from rank 0 (broadcast_parameters at start-up or after restoring a checkpoint). */
+static chorus_collective workload_collective = CHORUS_ALLREDUCE;
+
+/* One step through chorus: every gradient submitted in reverse order (as backward produces
+ * them), then all waited for. */
+static double chorus_step(struct gradient *gradients, size_t count, chorus_handle **handles)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = now();
+    for (size_t i = count; i-- > 0;) {
+        chorus_tensor tensor = {.data = gradients[i].data, .dtype = CHORUS_FLOAT32, .ndims = 1,
+                                .shape = {(int64_t)gradients[i].count}};
+        chorus_status submitted =
+            workload_collective == CHORUS_BROADCAST
+                ? chorus_broadcast_async(gradients[i].name, &tensor, 0, &handles[i])
+                : chorus_allreduce_async(gradients[i].name, &tensor, NULL, CHORUS_AVERAGE,
+                                         &handles[i]);
+        if (submitted != CHORUS_OK) {
+            fprintf(stderr, "rank %d: %s\n", bench_rank, chorus_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (chorus_wait(handles[i]) != CHORUS_OK) {
+            fprintf(stderr, "rank %d: %s\n", bench_rank, chorus_handle_error(handles[i]));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        chorus_handle_free(handles[i]);
+    }
+    double elapsed = now() - start, slowest = 0;
+    MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+static double mpi_per_tensor_step(struct gradient *gradients, size_t count)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = now();
+    for (size_t i = count; i-- > 0;) {
+        if (workload_collective == CHORUS_BROADCAST)
+            MPI_Bcast(gradients[i].data, (int)gradients[i].count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        else
+            MPI_Allreduce(MPI_IN_PLACE, gradients[i].data, (int)gradients[i].count, MPI_FLOAT,
+                          MPI_SUM, MPI_COMM_WORLD);
+    }
+    double elapsed = now() - start, slowest = 0;
+    MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+static double mpi_fused_step(float *packed, size_t total)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = now();
+    if (workload_collective == CHORUS_BROADCAST)
+        MPI_Bcast(packed, (int)total, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    else
+        MPI_Allreduce(MPI_IN_PLACE, packed, (int)total, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double elapsed = now() - start, slowest = 0;
+    MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+/* Median step time of `run` (0: chorus, 1: MPI per tensor, 2: MPI fused) in milliseconds. */
+static double measure_steps(int run, int steps, struct gradient *gradients, size_t count,
+                            float *packed, size_t total, chorus_handle **handles)
+{
+    enum { WARMUP = 3 };
+    double *times = calloc((size_t)steps, sizeof *times);
+    for (int s = 0; s < WARMUP + steps; s++) {
+        double t = run == 0   ? chorus_step(gradients, count, handles)
+                   : run == 1 ? mpi_per_tensor_step(gradients, count)
+                              : mpi_fused_step(packed, total);
+        if (s >= WARMUP)
+            times[s - WARMUP] = t;
+    }
+    double result = median(times, steps) * 1e3;
+    free(times);
+    return result;
+}
+
+/* "<collective><what>", for a table label. */
+static const char *format_label(const char *collective, const char *what)
+{
+    static char label[64];
+    snprintf(label, sizeof label, "%s%s", collective, what);
+    return label;
+}
+
+void workload_benchmark(const char *workload, int steps, chorus_collective collective)
+{
+    workload_collective = collective;
+    size_t count = 0, total = 0;
+    struct gradient *gradients = load_gradients(workload, bench_rank, &count, &total);
+    chorus_handle **handles = calloc(count, sizeof *handles);
+    float *packed = malloc(total * sizeof(float));
+    memset(packed, 0, total * sizeof(float));
+    double bandwidth = copy_bandwidth();
+    double round_trip = cache_line_round_trip();
+    double fused = measure_steps(0, steps, gradients, count, packed, total, handles);
+    restart_chorus("CHORUS_FUSION_THRESHOLD=0");
+    double unfused = measure_steps(0, steps, gradients, count, packed, total, handles);
+    /* The baselines run without chorus's background thread polling MPI beside them. */
+    chorus_shutdown();
+    double per_tensor = measure_steps(1, steps, gradients, count, packed, total, handles);
+    double ideal = measure_steps(2, steps, gradients, count, packed, total, handles);
+    /* The floor: an allreduce must at least read every gradient and write it back. */
+    double floor_ms = (double)total * 4 / (bandwidth * 1e9) * 1e3;
+    if (bench_rank == 0) {
+        printf("# %d ranks, median of %d steps after 3 warm-up steps; memory copy bandwidth "
+               "%.2f GB/s; cache-line round trip between local ranks 0 and 1 %.0f ns\n",
+               bench_size, steps, bandwidth, round_trip);
+        printf("# MPI initialized with MPI_THREAD_MULTIPLE; the MPI rows are measured after "
+               "chorus_shutdown\n");
+        printf("%-34s %10s %8s\n", "#", "step (ms)", "vs MPI");
+        const char *mpi = workload_collective == CHORUS_BROADCAST ? "MPI_Bcast" : "MPI_Allreduce";
+        printf("%-34s %10.2f %8.2f\n", "chorus, default fusion", fused, fused / per_tensor);
+        printf("%-34s %10.2f %8.2f\n", "chorus, fusion off", unfused, unfused / per_tensor);
+        printf("%-34s %10.2f %8.2f\n", format_label(mpi, " per tensor"), per_tensor, 1.0);
+        printf("%-34s %10.2f %8.2f\n", format_label(mpi, ", one packed buffer"), ideal,
+               ideal / per_tensor);
+        printf("%-34s %10.2f %8.2f\n", "floor: bytes / copy bandwidth", floor_ms,
+               floor_ms / per_tensor);
+        printf("summary: workload=%s%s np=%d chorus_ms=%.2f mpi_per_tensor_ms=%.2f "
+               "mpi_fused_ideal_ms=%.2f\n", workload,
+               workload_collective == CHORUS_BROADCAST ? " broadcast" : "", bench_size, fused,
+               per_tensor, ideal);
+    }
+    free_gradients(gradients, count);
+    free(handles);
+    free(packed);
+}

@@ -1,0 +1,45 @@
+/*
+ * channel.h — how the background threads of the ranks talk while they negotiate: messages of
+ * bytes to one rank or many (requests to rank 0, responses from it), the bitwise-AND
+ * allreduce of a ready round, and the notice a rank sends when it stops after a fatal error.
+ *
+ * The coordinator sees only these operations. channel_mpi.c implements them on the control
+ * communicator; the unit tests implement them between threads (test/common/channel_threads.c)
+ * and drive the whole coordinator loop, ranks as threads, without MPI.
+ */
+#ifndef CHORUS_CHANNEL_H
+#define CHORUS_CHANNEL_H
+
+#include "../core/common.h"
+
+/* Negotiation's message tags (the abort notice travels on its own, see abort.h). */
+enum { CHANNEL_REQUESTS = 1, CHANNEL_RESPONSES = 2 };
+
+struct coord_channel {
+    void *state;
+    /* Sends `length` bytes to each of `destinations` with `tag`, taking `bytes` (malloc'd; the
+     * channel frees them once every send completed). CHORUS_OK, or CHORUS_ERR_MPI. */
+    chorus_status (*post)(void *state, uint8_t *bytes, size_t length, const int *destinations,
+                          int destination_count, int tag);
+    /* Completes sends. With `wait`, until all have; after a fatal error (`failed`) only for a
+     * while, then the rest are given up (their buffers kept until MPI is finalized). */
+    void (*progress)(void *state, bool wait, bool failed);
+    /* Takes one waiting message of `tag` from `source` (-1: any rank) if there is one: *bytes
+     * (malloc'd, the caller frees), *length and *sender set. CHORUS_OK also when there was
+     * none (*bytes NULL); CHORUS_ERR_MPI or CHORUS_ERR_OUT_OF_MEMORY when it failed. */
+    chorus_status (*receive)(void *state, int source, int tag, uint8_t **bytes, size_t *length,
+                             int *sender);
+    /* Starts the bitwise AND of every rank's `words` words `mine` into `result` (both stay put
+     * until it completes), and tests whether it completed. */
+    chorus_status (*round_post)(void *state, const uint64_t *mine, uint64_t *result,
+                                size_t words);
+    chorus_status (*round_test)(void *state, bool *done);
+    /* Frees the channel. A round still posted after a fatal error is left to MPI. */
+    void (*release)(void *state, bool failed);
+};
+
+/* The channel over `comm` (an MPI_Comm passed by pointer; it must stay put). False when out of
+ * memory. */
+bool channel_mpi_init(struct coord_channel *channel, const void *comm);
+
+#endif

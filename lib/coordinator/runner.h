@@ -1,0 +1,41 @@
+/*
+ * runner.h — runs what every rank agreed, in order: a process set's collectives on the set's
+ * executor (skipped where this rank is not a member), changes of the sets as they come, the
+ * rest on the job's executor. It owns those executors. Below it: the executor and this rank's
+ * pending requests.
+ */
+#ifndef CHORUS_RUNNER_H
+#define CHORUS_RUNNER_H
+
+#include "../executor/executor.h"
+#include "pending.h"
+
+/* A process set this rank is a member of, with the communicator its collectives run on. */
+struct set_executor {
+    int id;
+    MPI_Comm comm;
+    struct executor executor;
+};
+
+struct runner {
+    struct chorus_context *context;
+    struct pending *pending;
+    struct executor executor;            /* the job's */
+    struct set_executor **set_executors; /* the process sets this rank is a member of, by id */
+    size_t set_executor_count;
+};
+
+/* Runs agreed responses in order. Returns CHORUS_OK or a fatal error, with its text in
+ * `error`. */
+chorus_status runner_run(struct runner *runner, const struct wire_response *responses,
+                         size_t count, char *error, size_t error_size);
+
+/* This rank stops after a fatal error: the job's executor tells the other ranks, and every
+ * host segment (the sets' too) is poisoned, so that local peers stop waiting for it. */
+void runner_abort(struct runner *runner, chorus_status status, const char *reason);
+
+/* Frees the executors and communicators (at the thread's end); the sets' in the order of
+ * their ids, alike on every member, as freeing a set's host segment is collective. */
+void runner_release(struct runner *runner);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * context.c — making and freeing a chorus instance's context (context.h): its lock and
+ * condition variables, tables and counters. chorus_init makes one per instance; the
+ * coordinator's unit test makes one per simulated rank.
+ */
+#include "context.h"
+
+#include "timeline.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+struct chorus_context *context_create(MPI_Comm user_comm)
+{
+    struct chorus_context *context = calloc(1, sizeof *context);
+    if (context == NULL)
+        return NULL;
+    context->user_comm = user_comm;
+    context->control_comm = MPI_COMM_NULL;
+    context->data_comm = MPI_COMM_NULL;
+    pthread_mutex_init(&context->lock, NULL);
+    /* Timed waits count on the monotonic clock, which no change of the date moves. */
+    pthread_condattr_t attributes;
+    pthread_condattr_init(&attributes);
+    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+    pthread_cond_init(&context->wakeup, &attributes);
+    pthread_cond_init(&context->timeline_switched, &attributes);
+    pthread_condattr_destroy(&attributes);
+    pthread_cond_init(&context->started, NULL);
+    name_table_init(&context->in_flight);
+    atomic_init(&context->stopped, CHORUS_OK);
+    atomic_init(&context->barriers, 0);
+    context->last_joined_rank = -1;
+    return context;
+}
+
+void context_free(struct chorus_context *context)
+{
+    if (context == NULL)
+        return;
+    name_table_destroy(&context->in_flight);
+    process_set_table_destroy(&context->process_sets);
+    free(context->host_names);
+    while (context->marks_head != NULL) {
+        struct timeline_mark *next = context->marks_head->next;
+        timeline_mark_free(context->marks_head);
+        context->marks_head = next;
+    }
+    pthread_mutex_destroy(&context->lock);
+    pthread_cond_destroy(&context->wakeup);
+    pthread_cond_destroy(&context->started);
+    pthread_cond_destroy(&context->timeline_switched);
+    free(context);
+}
