@@ -49,6 +49,11 @@ CHORUS_API const char *chorus_version(void);
  * present. Any thread, any time. */
 CHORUS_API bool chorus_gpu_built(void);
 
+/* NCCL's version code (22803 for NCCL 2.28.3, as ncclGetVersion gives it) of the NCCL this
+ * library was built with and loaded, or 0 when it was built without CUDA and NCCL. Any thread,
+ * any time. */
+CHORUS_API int chorus_nccl_version(void);
+
 /* ---------------------------------------------------------------------------------------------
  * Status codes. CHORUS_OK is 0, CHORUS_IN_PROGRESS is 1, every error is negative.
  * X(name, value, description)

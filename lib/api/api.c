@@ -188,6 +188,11 @@ bool chorus_gpu_built(void)
     return gpu_compiled();
 }
 
+int chorus_nccl_version(void)
+{
+    return gpu_nccl_version();
+}
+
 chorus_status chorus_init(const chorus_init_options *options)
 {
     return init_on(MPI_COMM_WORLD, options, true);

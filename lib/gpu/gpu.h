@@ -19,6 +19,8 @@ struct gpu_context;
 
 /* true when chorus was built with CUDA and NCCL. */
 bool gpu_compiled(void);
+/* NCCL's version code (ncclGetVersion), or 0 without NCCL. */
+int gpu_nccl_version(void);
 /* Number of CUDA devices visible (0 without GPU support or without devices). */
 int gpu_device_count(void);
 /* "CUDA runtime 13.0, driver 13.0, NCCL 2.28.3", or why not. */

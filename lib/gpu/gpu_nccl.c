@@ -59,6 +59,12 @@ void gpu_versions(char *text, size_t text_size)
              runtime % 1000 / 10, driver_text, nccl / 10000, nccl % 10000 / 100, nccl % 100);
 }
 
+int gpu_nccl_version(void)
+{
+    int version = 0;
+    return ncclGetVersion(&version) == ncclSuccess ? version : 0;
+}
+
 int gpu_device_count(void)
 {
     int count = 0;

@@ -18,6 +18,11 @@ bool gpu_compiled(void)
     return false;
 }
 
+int gpu_nccl_version(void)
+{
+    return 0;
+}
+
 int gpu_device_count(void)
 {
     return 0;

@@ -9,8 +9,9 @@ from pathlib import Path
 
 MAX_DIMS = 8
 
-# Status codes (chorus.h, CHORUS_STATUS_TABLE).
+# Status codes (chorus.h, CHORUS_STATUS_TABLE): those the binding tells apart.
 OK, IN_PROGRESS = 0, 1
+ERR_INVALID_ARGUMENT, ERR_NOT_INITIALIZED, ERR_DUPLICATE_NAME = -1, -2, -7
 
 # chorus_dtype
 (UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, INT16, UINT16,
@@ -116,6 +117,7 @@ _declare("chorus_last_error", ctypes.c_char_p)
 _declare("chorus_status_name", ctypes.c_char_p, ctypes.c_int)
 _declare("chorus_version", ctypes.c_char_p)
 _declare("chorus_gpu_built", ctypes.c_bool)
+_declare("chorus_nccl_version", ctypes.c_int)
 _declare("chorus_start_timeline", ctypes.c_int, ctypes.c_char_p)
 _declare("chorus_stop_timeline", ctypes.c_int)
 _declare("chorus_timeline_mark", ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_double,

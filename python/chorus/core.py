@@ -18,8 +18,30 @@ class ChorusError(RuntimeError):
         super().__init__(f"{self.status}: {message}")
 
 
+class ChorusValueError(ChorusError, ValueError):
+    """A call was refused before anything ran: an invalid argument (alltoall splits that do not
+    add up, say), a name already in flight on this rank, or chorus not initialized. Also a
+    ValueError, which is what Horovod raises there."""
+
+
+class ChorusInternalError(ChorusError):
+    """The collective itself failed, or chorus stopped: a mismatch between ranks, a failed or
+    silent rank, a failed MPI or NCCL call, a shutdown. Horovod's HorovodInternalError."""
+
+
+# Statuses that mean the call's own arguments were wrong (raised as ValueError).
+_VALUE_STATUSES = frozenset((c.ERR_INVALID_ARGUMENT, c.ERR_NOT_INITIALIZED, c.ERR_DUPLICATE_NAME))
+
+
+def error(status, message):
+    """The exception for a failed call: ChorusValueError for a refused argument, else
+    ChorusInternalError."""
+    kind = ChorusValueError if status in _VALUE_STATUSES else ChorusInternalError
+    return kind(status, message)
+
+
 def _last_error(status):
-    return ChorusError(status, c.lib.chorus_last_error().decode(errors="replace"))
+    return error(status, c.lib.chorus_last_error().decode(errors="replace"))
 
 
 def check(status):
@@ -183,7 +205,7 @@ class Handle:
         try:
             if status != c.OK:
                 message = c.lib.chorus_handle_error(self._pointer).decode(errors="replace")
-                raise ChorusError(status, message)
+                raise ChorusInternalError(status, message)
             self._result = self._finish(self) if self._finish else None
         finally:
             c.lib.chorus_handle_free(self._pointer)

@@ -191,7 +191,10 @@ def optimizer_errors_and_options():
     expected = torch.zeros(10, 4)
     for r in range(hvd.size()):
         expected[r % 10] += 1.0 / hvd.size()
-    check(torch.allclose(embedding.weight.grad, expected), "sparse_as_dense gradients averaged")
+    # As Horovod, the averaged gradient is made sparse again after the allreduce.
+    check(embedding.weight.grad.is_sparse and
+          torch.allclose(embedding.weight.grad.to_dense(), expected),
+          "sparse_as_dense gradients averaged, sparse again")
 
 
 def sparse_rows(r):
@@ -262,7 +265,7 @@ def collectives(rank, size):
           f"Adasum of orthogonal vectors: {combined.tolist()}")
     same = hvd.allreduce(torch.tensor([3.0, -4.0]), op=hvd.Adasum, name="x.adasum.equal")
     check(torch.allclose(same, torch.tensor([3.0, -4.0])), f"Adasum of equal vectors: {same}")
-    raises(hvd.HorovodInternalError,
+    raises(ValueError,
            lambda: hvd.allreduce(torch.ones(2, dtype=torch.int32), op=hvd.Adasum,
                                  name="x.adasum.int"), "Adasum of integers")
     raises(ValueError, lambda: hvd.allreduce(t, op="max", name="x.bogus"), "an unknown op")
@@ -299,7 +302,7 @@ def collectives(rank, size):
     check(hvd.allreduce(t, op=hvd.Sum, name="x.fp16", compression=hvd.Compression.fp16)
           .allclose(torch.full((3,), float(total))), "allreduce with Compression.fp16")
     check(hvd.mpi_built() and hvd.mpi_enabled() and not hvd.gloo_built() and
-          isinstance(hvd.nccl_built(), bool), "built queries")
+          type(hvd.nccl_built()) is int, "built queries")
     check(issubclass(hvd.HorovodInternalError, Exception), "HorovodInternalError")
     # join() returns the rank that joined last: the same on every rank, and the slowest one.
     if rank == size - 1:
@@ -492,10 +495,10 @@ def alltoalls(rank, size):
     raises(ValueError, lambda: hvd.alltoall(tensor, splits=[1] * (size + 1), name="a2a.len"),
            "splits of the wrong length")
     if size > 1:
-        raises(hvd.HorovodInternalError,
+        raises(ValueError,
                lambda: hvd.alltoall(torch.ones(2 * size + 1), name="a2a.odd"),
                "rows that do not split evenly")
-    message = raises(hvd.HorovodInternalError,
+    message = raises(ValueError,
                      lambda: hvd.alltoall(torch.ones(3), splits=[4] + [0] * (size - 1),
                                           name="a2a.sum"), "splits that do not add up")
     check("a2a.sum" in message, f"the message names the tensor: {message}")
@@ -524,12 +527,13 @@ def gradients(rank, size):
     scale = torch.arange(gathered.shape[0], dtype=torch.float32).unsqueeze(1) + 1
     (gathered * scale).sum().backward()
     start = rank * (rank + 1) // 2
-    check(torch.allclose(rows.grad, (scale[start:start + rank + 1] * size).expand(rank + 1, 2)),
+    # Horovod 0.28.1 averages the upstream gradients (the same on every rank here).
+    check(torch.allclose(rows.grad, scale[start:start + rank + 1].expand(rank + 1, 2)),
           f"allgather gradient {rows.grad.tolist()}")
     root = size - 1
     y = torch.full((2,), float(rank), requires_grad=True)
     (hvd.broadcast(y, root, name="g.bcast") * 3).sum().backward()
-    expected = torch.full((2,), 3.0 * size) if rank == root else torch.zeros(2)
+    expected = torch.full((2,), 3.0) if rank == root else torch.zeros(2)  # averaged, as Horovod
     check(torch.allclose(y.grad, expected), f"broadcast gradient {y.grad.tolist()}")
     # reducescatter's gradient: every rank's block of the upstream gradient, gathered back.
     z = torch.full((2 * size + 1, 2), float(rank), requires_grad=True)
@@ -537,10 +541,12 @@ def gradients(rank, size):
     (block * (rank + 1)).sum().backward()
     expected = torch.cat([torch.full((2 + (1 if r == 0 else 0), 2), float(r + 1))
                           for r in range(size)])
-    check(torch.allclose(z.grad, expected), f"reducescatter sum gradient {z.grad.tolist()}")
+    # Horovod 0.28.1 multiplies a sum's by the ranks, and leaves an average's as gathered.
+    check(torch.allclose(z.grad, expected * size),
+          f"reducescatter sum gradient {z.grad.tolist()}")
     z.grad = None
     (hvd.reducescatter(z, name="g.rs.average") * (rank + 1)).sum().backward()
-    check(torch.allclose(z.grad, expected / size),
+    check(torch.allclose(z.grad, expected),
           f"reducescatter average gradient {z.grad.tolist()}")
     # alltoall's gradient: each row's gradient comes back from the rank it was sent to.
     w = torch.ones(size, 2, requires_grad=True)

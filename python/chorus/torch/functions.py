@@ -59,12 +59,31 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     return pickle.loads(payload.numpy().tobytes())
 
 
+def _initialize_state(optimizer):
+    """A fresh optimizer has no state yet: as Horovod does, every parameter that trains gets a
+    zero gradient and the optimizer takes one step with it, which creates its state (Adam's
+    moments and step count, say). A DistributedOptimizer steps without allreducing, so that this
+    rank does not wait for the others."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam):
+                    p.grad = p.grad.to_sparse()
+    if getattr(optimizer, "_names", None) is not None and hasattr(optimizer, "_pass_count"):
+        super(optimizer.__class__, optimizer).step()
+    else:
+        optimizer.step()
+
+
 def broadcast_optimizer_state(optimizer, root_rank):
     """Broadcasts an optimizer's state and hyperparameters from root_rank, so that every rank
     resumes identically. The state's tensors travel in place, fused like parameters; only their
     shapes and dtypes and the other values are pickled. Ranks without state (a fresh optimizer)
     get root_rank's."""
     name = "broadcast.optimizer_state"
+    if not optimizer.state_dict()["state"]:
+        _initialize_state(optimizer)
     layout, tensors = None, []
     if rank() == root_rank:
         state = optimizer.state_dict()

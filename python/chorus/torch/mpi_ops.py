@@ -15,7 +15,7 @@ from .compression import Compression, _wire
 
 from .. import _library as c
 from ..core import check
-from ..core import (ChorusError, default_name, describe, op_args, rank, size, submit,
+from ..core import (ChorusInternalError, default_name, describe, op_args, rank, size, submit,
                    submit_group)
 from ..core import init as _core_init
 from ..core import join as _join
@@ -114,7 +114,7 @@ def init(parameters=None, process_sets=None):
 
 
 # Horovod's exception names, for scripts that catch them.
-HorovodInternalError = ChorusError
+HorovodInternalError = ChorusInternalError
 
 
 class HostsUpdatedInterrupt(RuntimeError):
@@ -162,15 +162,51 @@ def _staged(tensor):
     return staged, lambda: tensor.copy_(staged)
 
 
+_INTEGER_DTYPES = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
+
+
+def _horovod_factors(dtype, op, prescale_factor, postscale_factor, process_set):
+    """chorus's op and scale factors for Horovod's result, and the factors this layer applies
+    to integer tensors itself: (op, prescale, postscale, integer_prescale, integer_postscale).
+
+    Horovod averages by dividing by every rank of the set (a joined rank contributes zeros), and
+    scales integers by C's casts, (T)(value * factor), which truncate. chorus's C API divides by
+    the ranks that contributed and rounds integers (chorus.h); so here an average is a sum
+    whose postscale divides by the set's size, and integers are scaled in this layer."""
+    if op == Average:
+        op, postscale_factor = Sum, postscale_factor / _set_size(process_set)
+    if dtype in _INTEGER_DTYPES and (prescale_factor != 1.0 or postscale_factor != 1.0):
+        return op, 1.0, 1.0, prescale_factor, postscale_factor
+    return op, prescale_factor, postscale_factor, 1.0, 1.0
+
+
+def _truncated(tensor, factor):
+    """An integer tensor scaled as Horovod's C++ does: through double, truncated."""
+    return (tensor.to(torch.float64) * factor).to(tensor.dtype)
+
+
 def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_factor, compression,
                       process_set=None):
     """Out of place into `output`, or in place (output None; a non-contiguous tensor through a
     contiguous copy)."""
+    op, prescale_factor, postscale_factor, integer_pre, integer_post = _horovod_factors(
+        tensor.dtype, op, prescale_factor, postscale_factor, process_set)
+    if integer_pre != 1.0:
+        if output is None:
+            tensor.copy_(_truncated(tensor, integer_pre))
+        else:
+            tensor = _truncated(tensor, integer_pre)
     tensor, back = _staged(tensor) if output is None else (tensor, None)
     args = op_args(c.ALLREDUCE, name, _descriptor(tensor),
                    output.data_ptr() if output is not None else None, op, 0, prescale_factor,
                    postscale_factor, _wire(compression), process_set=_set_id(process_set))
-    return submit(args, (tensor, output), lambda handle: output if back is None else back())
+
+    def finish(handle):
+        result = output if back is None else back()
+        if integer_post != 1.0:
+            result.copy_(_truncated(result, integer_post))
+        return result
+    return submit(args, (tensor, output), finish)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -220,9 +256,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     operator = _resolve_op(average, op)
     name = name or default_name("allreduce")
     if _differentiable(tensor):
-        if operator not in (Sum, Average):
-            raise NotImplementedError(f"the gradient of an allreduce with op={_OPS[operator]}: "
-                                      "only Sum and Average are differentiable")
+        _require_differentiable_op("an allreduce", operator)
         return _AllreduceFunction.apply(tensor, name, operator, prescale_factor,
                                         postscale_factor, compression, process_set)
     return synchronize(allreduce_async(tensor, None, name, operator, prescale_factor,
@@ -243,15 +277,63 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     outputs = [torch.empty_like(t) for t in inputs]
     operator = _resolve_op(average, op)
     set_id = _set_id(process_set)
-    args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), o.data_ptr(), operator, 0,
-                    prescale_factor, postscale_factor, _wire(compression), process_set=set_id)
-            for i, (t, o) in enumerate(zip(inputs, outputs))]
-    return submit_group(args, (inputs, outputs), lambda handle: outputs)
+    factors = [_horovod_factors(t.dtype, operator, prescale_factor, postscale_factor,
+                                process_set) for t in inputs]
+    inputs = [_truncated(t, f[3]) if f[3] != 1.0 else t for t, f in zip(inputs, factors)]
+    args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), o.data_ptr(), f[0], 0, f[1],
+                    f[2], _wire(compression), process_set=set_id)
+            for i, (t, o, f) in enumerate(zip(inputs, outputs, factors))]
+
+    def results(handle):
+        for o, f in zip(outputs, factors):
+            if f[4] != 1.0:
+                o.copy_(_truncated(o, f[4]))
+        return outputs
+    return submit_group(args, (inputs, outputs), results)
+
+
+class _GroupedAllreduceFunction(torch.autograd.Function):
+    """Horovod's gradient of a grouped allreduce: the upstream gradients allreduced as one
+    group, with the same op and factors."""
+
+    @staticmethod
+    def forward(context, name, op, prescale_factor, postscale_factor, compression, process_set,
+                *tensors):
+        context.args = (name, op, prescale_factor, postscale_factor, process_set)
+        return tuple(synchronize(grouped_allreduce_async(
+            list(tensors), None, name, op, prescale_factor, postscale_factor, process_set,
+            compression=compression)))
+
+    @staticmethod
+    def backward(context, *gradients):
+        name, op, prescale_factor, postscale_factor, process_set = context.args
+        reduced = synchronize(grouped_allreduce_async(
+            [g.contiguous() for g in gradients], None, f"{name}.gradient", op, prescale_factor,
+            postscale_factor, process_set))
+        return (None,) * 6 + tuple(reduced)
+
+
+def _any_differentiable(tensors):
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _require_differentiable_op(collective, operator):
+    if operator not in (Sum, Average):
+        raise NotImplementedError(f"the gradient of {collective} with op={_OPS[operator]}: "
+                                  "only Sum and Average are differentiable")
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor,
+    """Differentiable (sum and average) when a tensor requires a gradient, as Horovod's."""
+    operator = _resolve_op(average, op)
+    name = name or default_name("grouped_allreduce")
+    if _any_differentiable(tensors):
+        _require_differentiable_op("a grouped allreduce", operator)
+        return list(_GroupedAllreduceFunction.apply(name, operator, prescale_factor,
+                                                    postscale_factor, compression, process_set,
+                                                    *tensors))
+    return synchronize(grouped_allreduce_async(tensors, None, name, operator, prescale_factor,
                                                postscale_factor, process_set,
                                                compression=compression))
 
@@ -264,14 +346,21 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     name = name or default_name("grouped_allreduce")
     operator = _resolve_op(average, op)
     set_id = _set_id(process_set)
+    factors = [_horovod_factors(t.dtype, operator, prescale_factor, postscale_factor,
+                                process_set) for t in tensors]
+    for t, f in zip(tensors, factors):
+        if f[3] != 1.0:
+            t.copy_(_truncated(t, f[3]))
     staged = [_staged(t) for t in tensors]
-    args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), None, operator, 0,
-                    prescale_factor, postscale_factor, _wire(compression), process_set=set_id)
-            for i, (t, _) in enumerate(staged)]
+    args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), None, f[0], 0, f[1], f[2],
+                    _wire(compression), process_set=set_id)
+            for i, ((t, _), f) in enumerate(zip(staged, factors))]
 
     def results(handle):
-        for _, back in staged:
+        for (_, back), t, f in zip(staged, tensors, factors):
             back()
+            if f[4] != 1.0:
+                t.copy_(_truncated(t, f[4]))
         return tensors
     return submit_group(args, [t for t, _ in staged], results)
 
@@ -368,7 +457,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=None):
 
 
 class _AllgatherFunction(torch.autograd.Function):
-    """Horovod's gradient of an allgather: every rank's gradient of the whole result summed,
+    """Horovod's gradient of an allgather: every rank's gradient of the whole result averaged,
     then this rank's rows."""
 
     @staticmethod
@@ -382,12 +471,12 @@ class _AllgatherFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(context, gradient):
-        summed = synchronize(allreduce_async(gradient.contiguous(), None,
-                                             f"{context.name}.gradient", Sum,
-                                             process_set=context.process_set))
+        averaged = synchronize(allreduce_async(gradient.contiguous(), None,
+                                               f"{context.name}.gradient", Average,
+                                               process_set=context.process_set))
         member = _set_rank(context.process_set)
         start = sum(context.rows[:member])
-        mine = summed[start:start + context.rows[member]]
+        mine = averaged[start:start + context.rows[member]]
         return (mine.reshape(()) if context.scalar else mine), None, None
 
 
@@ -408,7 +497,39 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
     return _submit_requests(requests)
 
 
+class _GroupedAllgatherFunction(torch.autograd.Function):
+    """Horovod's gradient of a grouped allgather: the gradients of the gathered results averaged
+    as one group, then this rank's rows of each."""
+
+    @staticmethod
+    def forward(context, name, process_set, *tensors):
+        context.name, context.process_set = name, process_set
+        gathered = synchronize(grouped_allgather_async(list(tensors), name, process_set))
+        rows = torch.tensor([t.shape[0] for t in tensors], dtype=torch.int64)
+        every = synchronize(allgather_async(rows, f"{name}.rows", process_set))
+        context.rows = every.reshape(_set_size(process_set), len(tensors)).t().tolist()
+        return tuple(gathered)
+
+    @staticmethod
+    def backward(context, *gradients):
+        averaged = synchronize(grouped_allreduce_async(
+            [g.contiguous() for g in gradients], None, f"{context.name}.gradient", Average,
+            process_set=context.process_set))
+        member = _set_rank(context.process_set)
+        mine = []
+        for result, rows in zip(averaged, context.rows):
+            start = sum(rows[:member])
+            mine.append(result[start:start + rows[member]])
+        return (None, None) + tuple(mine)
+
+
 def grouped_allgather(tensors, name=None, process_set=None):
+    """Differentiable when a tensor requires a gradient, as Horovod's."""
+    name = name or default_name("grouped_allgather")
+    if _any_differentiable(tensors):
+        if any(t.dim() == 0 for t in tensors):
+            raise ValueError("grouped_allgather needs tensors of at least one dimension")
+        return list(_GroupedAllgatherFunction.apply(name, process_set, *tensors))
     return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
@@ -439,7 +560,9 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescal
 
 class _ReducescatterFunction(torch.autograd.Function):
     """Horovod's gradient of a reducescatter: every rank's block of the gradient gathered back
-    into the input's shape, divided by the ranks for an average, and scaled as the input was."""
+    into the input's shape, multiplied by the ranks for a sum (as Horovod 0.28.1 computes it:
+    at 2 ranks a sum's upstream gradient of 1 gives 2, an average's 1), and scaled as the input
+    was."""
 
     @staticmethod
     def forward(context, tensor, name, op, prescale_factor, postscale_factor, process_set):
@@ -452,8 +575,8 @@ class _ReducescatterFunction(torch.autograd.Function):
         name, op, scale, process_set = context.args
         gathered = synchronize(allgather_async(gradient.contiguous(), f"{name}.gradient",
                                                process_set))
-        if op == Average:
-            scale /= _set_size(process_set)
+        if op == Sum:
+            scale *= _set_size(process_set)
         return gathered * scale if scale != 1.0 else gathered, None, None, None, None, None
 
 
@@ -487,9 +610,39 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None
     return _submit_requests(requests)
 
 
+class _GroupedReducescatterFunction(torch.autograd.Function):
+    """Horovod's gradient of a grouped reducescatter: each gradient gathered back as one group,
+    scaled as a single reducescatter's is."""
+
+    @staticmethod
+    def forward(context, name, op, prescale_factor, postscale_factor, compression, process_set,
+                *tensors):
+        context.args = (name, op, prescale_factor * postscale_factor, process_set)
+        return tuple(synchronize(grouped_reducescatter_async(
+            list(tensors), name, op, process_set, prescale_factor, postscale_factor,
+            compression=compression)))
+
+    @staticmethod
+    def backward(context, *gradients):
+        name, op, scale, process_set = context.args
+        gathered = synchronize(grouped_allgather_async([g.contiguous() for g in gradients],
+                                                       f"{name}.gradient", process_set))
+        if op == Sum:
+            scale *= _set_size(process_set)
+        return (None,) * 6 + tuple(g * scale if scale != 1.0 else g for g in gathered)
+
+
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=None, prescale_factor=1.0, postscale_factor=1.0):
-    return synchronize(grouped_reducescatter_async(tensors, name, op, process_set,
+    """Differentiable (sum and average) when a tensor requires a gradient, as Horovod's."""
+    operator = _resolve_op(None, op)
+    name = name or default_name("grouped_reducescatter")
+    if _any_differentiable(tensors):
+        _require_differentiable_op("a grouped reducescatter", operator)
+        return list(_GroupedReducescatterFunction.apply(name, operator, prescale_factor,
+                                                        postscale_factor, compression,
+                                                        process_set, *tensors))
+    return synchronize(grouped_reducescatter_async(tensors, name, operator, process_set,
                                                    prescale_factor, postscale_factor,
                                                    compression=compression))
 
@@ -591,7 +744,7 @@ def broadcast_(tensor, root_rank, name=None, process_set=None):
 
 
 class _BroadcastFunction(torch.autograd.Function):
-    """Horovod's gradient of a broadcast: every rank's gradient summed onto the root; the
+    """Horovod's gradient of a broadcast: every rank's gradient averaged onto the root; the
     others' inputs did not reach the result, so theirs is zero."""
 
     @staticmethod
@@ -601,10 +754,11 @@ class _BroadcastFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(context, gradient):
-        summed = synchronize(allreduce_async(gradient.contiguous(), None,
-                                             f"{context.name}.gradient", Sum,
-                                             process_set=context.process_set))
-        return (summed if rank() == context.root else torch.zeros_like(summed)), None, None, None
+        averaged = synchronize(allreduce_async(gradient.contiguous(), None,
+                                               f"{context.name}.gradient", Average,
+                                               process_set=context.process_set))
+        return ((averaged if rank() == context.root else torch.zeros_like(averaged)), None, None,
+                None)
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
@@ -629,12 +783,13 @@ def mpi_threads_supported():
 
 
 def nccl_built():
-    """Whether chorus was built with NCCL (CUDA tensors)."""
-    return bool(c.lib.chorus_gpu_built())
+    """As Horovod: NCCL's version code (22803 for 2.28.3) where chorus was built with NCCL (CUDA
+    tensors), else 0; scripts compare it (nccl_built() >= 2700)."""
+    return int(c.lib.chorus_nccl_version())
 
 
 def cuda_built():
-    return nccl_built()
+    return bool(c.lib.chorus_gpu_built())
 
 
 def gloo_built():

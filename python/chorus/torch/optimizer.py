@@ -40,6 +40,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if op not in _OPS:
             _resolve_op(None, op)  # raises, naming the op
         self._names = {p: name for name, p in named}
+        self._parameter_names = self._names  # Horovod's attribute, which scripts read
+        # As in Horovod, a rank outside the process set steps with its own gradients.
+        self._member = process_set is None or process_set.included()
+        self._resparsify = set()  # sparse gradients made dense (sparse_as_dense) for the allreduce
         self._compression = compression
         _wire(compression)
         self._passes = backward_passes_per_step
@@ -78,7 +82,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._allreduce_sparse_gradient(p, prescale * postscale)
             return
         if p.grad.is_sparse:
+            # Horovod makes it sparse again after the allreduce (SparseAdam needs that).
             p.grad = p.grad.to_dense()
+            self._resparsify.add(p)
         self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
                                             op=self._op, prescale_factor=prescale,
                                             postscale_factor=postscale,
@@ -109,8 +115,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignored):
-            if self._op == Adasum:
-                return  # the gradients stay local: step() combines the updates
+            if self._op == Adasum or not self._member:
+                return  # the gradients stay local
             if p in self._handles:
                 raise AssertionError(f"gradient of {self._names[p]} computed twice before "
                                      "step() or synchronize(); with gradient accumulation set "
@@ -126,7 +132,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Waits for every gradient allreduce started by backward. Parameters whose hooks did not
         run (unused on this rank) are allreduced now, contributing zeros. With Adasum there is
         nothing to wait for: the gradients stay local."""
-        if self._op == Adasum:
+        if self._op == Adasum or not self._member:
             self._synchronized = True
             return
         for p in self._pass_count:
@@ -138,6 +144,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 synchronize(handle)
         finally:
             self._handles.clear()
+        for p in self._resparsify:
+            p.grad = p.grad.to_sparse()
+        self._resparsify.clear()
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -157,7 +166,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "again. Wrap step() in `with optimizer.skip_synchronize():`.")
             self.synchronize()
         self._synchronized = False
-        if self._op == Adasum:
+        if self._op == Adasum and self._member:
             return self._adasum_step(closure)
         return super(self.__class__, self).step(closure)
 
