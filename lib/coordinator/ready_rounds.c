@@ -3,6 +3,8 @@
  */
 #include "ready_rounds.h"
 
+#include "../core/negotiated_fields.h"
+
 #include <stdlib.h>
 #include <string.h>
 

@@ -3,6 +3,8 @@
  */
 #include "response_cache.h"
 
+#include "../core/negotiated_fields.h"
+
 #include <stdlib.h>
 #include <string.h>
 

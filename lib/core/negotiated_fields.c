@@ -289,3 +289,12 @@ bool negotiated_fields_agree(const struct wire_request *a, const struct wire_req
     }
     return true;
 }
+
+bool wire_request_equal(const struct wire_request *a, const struct wire_request *b)
+{
+    for (size_t i = 0; i < negotiated_field_count; i++)
+        if (negotiated_fields[i].cache_key &&
+            !negotiated_field_equal(&negotiated_fields[i], a, b))
+            return false;
+    return true;
+}

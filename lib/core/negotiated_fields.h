@@ -58,6 +58,10 @@ bool negotiated_field_applies(const struct negotiated_field *field, unsigned col
  * collective compares (a's collective decides; a differing collective disagrees). */
 bool negotiated_fields_agree(const struct wire_request *a, const struct wire_request *b);
 
+/* Whether `a` and `b` are the same description: every field of the response-cache key,
+ * compared exactly (the name included). */
+bool wire_request_equal(const struct wire_request *a, const struct wire_request *b);
+
 /* Exact equality of one field's values (the cache key's comparison). */
 bool negotiated_field_equal(const struct negotiated_field *field, const struct wire_request *a,
                             const struct wire_request *b);

@@ -4,8 +4,6 @@
  */
 #include "request.h"
 
-#include "negotiated_fields.h"
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,15 +29,6 @@ bool response_applies_to(const struct wire_response *response, int rank)
 {
     return response->type != RESPONSE_ERROR || response->rank_mask_count == 0 || rank < 0 ||
            (uint32_t)rank >= response->rank_mask_count || response->rank_mask[rank] != 0;
-}
-
-bool wire_request_equal(const struct wire_request *a, const struct wire_request *b)
-{
-    for (size_t i = 0; i < negotiated_field_count; i++)
-        if (negotiated_fields[i].cache_key &&
-            !negotiated_field_equal(&negotiated_fields[i], a, b))
-            return false;
-    return true;
 }
 
 bool wire_request_copy(struct wire_request *to, const struct wire_request *from)

@@ -85,8 +85,6 @@ void request_free(struct request *request);
 void wire_request_free(struct wire_request *request);
 /* Deep copy; false when out of memory. */
 bool wire_request_copy(struct wire_request *to, const struct wire_request *from);
-/* Same name and every negotiated field. */
-bool wire_request_equal(const struct wire_request *a, const struct wire_request *b);
 void wire_response_free(struct wire_response *response);
 
 /* Whether a response concerns rank `rank`: all do but an error that lists its ranks (a stall's,

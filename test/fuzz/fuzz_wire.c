@@ -4,6 +4,7 @@
  * to the same message. Built and run by tools/fuzz.
  */
 #include "../../lib/coordinator/wire.h"
+#include "../../lib/core/negotiated_fields.h"
 
 #include <stdlib.h>
 #include <string.h>

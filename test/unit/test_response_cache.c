@@ -3,6 +3,7 @@
  * and that two caches fed the same responses agree slot for slot.
  */
 #include "../../lib/coordinator/response_cache.h"
+#include "../../lib/core/negotiated_fields.h"
 
 #include "../common/check_runner.h"
 
