@@ -367,7 +367,10 @@ CHORUS_API chorus_status chorus_alltoall(const char *name, const chorus_tensor *
 
 /* A rank that has run out of data joins: until every rank has joined, the collectives of the
  * other ranks go on, with this rank contributing zeros to allreduces (an average divides by the
- * ranks that contributed). Blocks until every rank has joined. Returns CHORUS_OK or an error. */
+ * ranks that contributed) and no rows to allgathers; a broadcast from a joined root fails. With
+ * CHORUS_JOINED_GATHERS=fail (as Horovod), an allgather or broadcast while a rank has joined
+ * fails with CHORUS_ERR_NOT_SUPPORTED on the ranks that submitted it, naming the joined ranks.
+ * Blocks until every rank has joined. Returns CHORUS_OK or an error. */
 CHORUS_API chorus_status chorus_join(void);
 
 /* The rank that joined last in the latest join that completed on this rank (what Horovod's

@@ -147,6 +147,36 @@ static bool all_split_evenly(const struct negotiator *negotiator,
     return true;
 }
 
+/* With CHORUS_JOINED_GATHERS=fail, an allgather or a broadcast that some member joined instead
+ * of submitting fails, as Horovod's do: the message names the joined ranks. NULL otherwise. */
+static char *joined_gather(const struct negotiator *negotiator,
+                           const struct negotiation_entry *entry, const struct process_set *set,
+                           const struct wire_request *reference)
+{
+    if (reference->collective != CHORUS_ALLGATHER && reference->collective != CHORUS_BROADCAST)
+        return NULL;
+    int members = set != NULL ? set->size : negotiator->nranks;
+    int *joined = calloc((size_t)members, sizeof *joined);
+    size_t count = 0;
+    for (int m = 0; joined != NULL && m < members; m++) {
+        int r = set != NULL ? set->ranks[m] : m;
+        if (entry->requests[r].name == NULL)
+            joined[count++] = r;
+    }
+    char *ranks = count > 0 ? format_rank_list(joined, count) : NULL;
+    char *message =
+        count == 0 ? NULL
+                   : format_string("%s \"%s\": %s %s %s joined; an allgather or broadcast does not "
+                                   "run while a rank has joined (CHORUS_JOINED_GATHERS=fail, as "
+                                   "Horovod)",
+                                   request_collective_name(reference), entry->name,
+                                   count > 1 ? "ranks" : "rank", ranks ? ranks : "?",
+                                   count > 1 ? "have" : "has");
+    free(ranks);
+    free(joined);
+    return message;
+}
+
 /* The entry is complete: decide its response and forget it. */
 static void resolve(struct negotiator *negotiator, struct negotiation_entry *entry)
 {
@@ -167,6 +197,11 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
     char *mismatch = agree && !root_missing ? NULL
                                             : mismatch_find(entry->name, entry->requests,
                                                             negotiator->nranks, reference);
+    chorus_status verdict = CHORUS_ERR_MISMATCH;
+    if (mismatch == NULL && negotiator->refuse_joined_gathers) {
+        mismatch = joined_gather(negotiator, entry, set, reference);
+        verdict = CHORUS_ERR_NOT_SUPPORTED;
+    }
     if (mismatch == NULL && set != NULL && reference->collective == CHORUS_BROADCAST &&
         process_set_rank_of(set, reference->root) < 0) {
         char *described = process_set_describe(set);
@@ -178,7 +213,7 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
         negotiator_resolve_set_change(negotiator, entry, reference);
     } else if (mismatch != NULL) {
         struct wire_response *error =
-            negotiator_add_error(negotiator, reference, CHORUS_ERR_MISMATCH, mismatch);
+            negotiator_add_error(negotiator, reference, verdict, mismatch);
         if (entry->process_set != 0)
             negotiator_mark_ranks(negotiator, error, entry->requests, -1);
         struct wire_response failed_member = {.type = 0};

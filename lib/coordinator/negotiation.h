@@ -29,6 +29,7 @@ struct negotiator {
     size_t response_count;
     size_t response_capacity;
     bool failed;                       /* out of memory: the coordinator cannot go on */
+    bool refuse_joined_gathers;        /* CHORUS_JOINED_GATHERS=fail */
     double now;                        /* the time of the call being processed */
     /* Optional: told when a tensor is complete, with when each rank's request arrived (0 for
      * joined ranks). For the timeline. */

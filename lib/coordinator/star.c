@@ -34,7 +34,13 @@ bool star_init(struct star *star, struct chorus_context *context, int rank, int 
         return false;
     for (int r = 1; r < size; r++)
         star->other_ranks[r - 1] = r;
-    return rank != 0 || negotiator_init(&star->negotiator, size);
+    if (rank != 0)
+        return true;
+    if (!negotiator_init(&star->negotiator, size))
+        return false;
+    star->negotiator.refuse_joined_gathers =
+        star->params->joined_gathers == JOINED_GATHERS_FAIL;
+    return true;
 }
 
 void star_release(struct star *star)

@@ -24,6 +24,7 @@
 static const char *const staging_stores_names[] = {"auto", "cached", "streaming", NULL};
 /* CHORUS_NEGOTIATION's values, in the order of enum negotiation_protocol. */
 static const char *const negotiation_names[] = {"auto", "star", "rounds", NULL};
+static const char *const joined_gathers_names[] = {"run", "fail", NULL};
 
 const struct param_definition param_table[] = {
     {"CHORUS_FUSION_THRESHOLD", PARAM_BYTES, "128M", FIELD(fusion_threshold), -1, true,
@@ -49,6 +50,10 @@ const struct param_definition param_table[] = {
      "rounds (tensors seen before agreed by an allreduce of ready bits, O(log N) messages per "
      "rank) or auto: rounds from " STRINGIFY(NEGOTIATION_ROUNDS_FROM) " ranks",
      negotiation_names},
+    {"CHORUS_JOINED_GATHERS", PARAM_CHOICE, "run", FIELD(joined_gathers), -1, true,
+     "an allgather or broadcast while a rank has joined: run (the joined rank contributes no "
+     "rows) or fail on every rank, as Horovod's do (chorus.torch's default)",
+     joined_gathers_names},
     {"CHORUS_STALL_WARNING_SECONDS", PARAM_SECONDS, "60", FIELD(stall_warning_seconds), -1, true,
      "warn when a tensor has been submitted by some ranks but not others for this long (0: "
      "never)", NULL},

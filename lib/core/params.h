@@ -16,6 +16,12 @@
 /* CHORUS_NEGOTIATION. Under auto, rounds from NEGOTIATION_ROUNDS_FROM ranks (the measurements
  * behind the figure are in docs/scaling.md). */
 enum negotiation_protocol { NEGOTIATION_AUTO, NEGOTIATION_STAR, NEGOTIATION_ROUNDS };
+
+/* CHORUS_JOINED_GATHERS: what an allgather or a broadcast does while a rank has joined. */
+enum joined_gathers {
+    JOINED_GATHERS_RUN,  /* a joined rank contributes no rows (chorus.h) */
+    JOINED_GATHERS_FAIL, /* fails on every rank, as Horovod's do (chorus.torch sets it) */
+};
 #define NEGOTIATION_ROUNDS_FROM 64
 
 struct chorus_params {
@@ -26,6 +32,7 @@ struct chorus_params {
     size_t staging_areas;          /* per rank in the host's segment; 0 = the default */
     int staging_stores;            /* enum staging_stores: auto, cached, streaming */
     int negotiation;               /* enum negotiation_protocol: auto, star, rounds */
+    int joined_gathers;            /* enum joined_gathers: run, fail */
     double stall_warning_seconds;  /* 0 disables the warning */
     double stall_shutdown_seconds; /* 0 = never */
     double timeout_seconds;        /* bound on waits for NCCL; 0 = never */

@@ -5,7 +5,8 @@ ranks (the suite runs it at 2 and 3). Written from Horovod's documentation and b
 - gradients: allgather's and broadcast's average the upstream gradients, reducescatter's
   gathers them back (times the ranks for a sum), and the grouped forms are differentiable;
 - integer scale factors and averages truncate, as Horovod's C++ casts do;
-- an average while a rank has joined divides by every rank (joined ones contribute zeros);
+- an average while a rank has joined divides by every rank (joined ones contribute zeros), and
+  an allgather or broadcast while a rank has joined fails;
 - a refused call raises ValueError, a failed collective HorovodInternalError;
 - nccl_built() is NCCL's version number (0 without NCCL), not a bool;
 - DistributedOptimizer: _parameter_names, a process set that leaves this rank out,
@@ -128,6 +129,24 @@ def joined_average(rank, size):
     hvd.join()
 
 
+def joined_gathers(rank, size):
+    # As Horovod's, an allgather or a broadcast while a rank has joined fails (on the ranks that
+    # submitted it), naming the joined rank.
+    if size == 1:
+        return
+    if rank == size - 1:
+        hvd.join()
+        return
+    message = raises(hvd.HorovodInternalError,
+                     lambda: hvd.allgather(torch.ones(2, 1), name="s.join.allgather"),
+                     "an allgather while a rank has joined")
+    check(f"rank {size - 1} has joined" in message, f"message: {message}")
+    raises(hvd.HorovodInternalError, lambda: hvd.broadcast(torch.ones(2), 0,
+                                                           name="s.join.broadcast"),
+           "a broadcast while a rank has joined")
+    hvd.join()
+
+
 def errors(rank, size):
     t = torch.ones(3)
     first = hvd.allreduce_async(t, name="s.dup")
@@ -203,7 +222,7 @@ def optimizer(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    for part in (gradients, integers, joined_average, errors, queries, optimizer):
+    for part in (gradients, integers, joined_average, joined_gathers, errors, queries, optimizer):
         part(rank, size)
     hvd.shutdown()
     print(f"horovod semantics np={size} rank {rank}: {0 if failures else 1} passed, "

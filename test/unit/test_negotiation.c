@@ -327,6 +327,38 @@ START_TEST(grouped_and_single_submissions_fail_for_every_groupable_collective)
 }
 END_TEST
 
+/* With CHORUS_JOINED_GATHERS=fail (chorus.torch's, as Horovod), an allgather or broadcast
+ * that a joined rank did not submit fails, naming it; an allreduce still runs. Without it the
+ * allgather runs, the joined rank contributing no rows. */
+START_TEST(joined_gathers_fail_when_refused)
+{
+    bool refuse = _i == 1;
+    negotiator.refuse_joined_gathers = refuse;
+    struct wire_request gather = allreduce("jg.gather");
+    gather.collective = CHORUS_ALLGATHER;
+    struct wire_request sum = allreduce("jg.sum");
+    negotiator_join(&negotiator, 2);
+    for (int r = 0; r < 2; r++) {
+        negotiator_submit(&negotiator, r, &gather, 0);
+        negotiator_submit(&negotiator, r, &sum, 0);
+    }
+    take();
+    ck_assert_uint_eq(response_count, 2);
+    ck_assert_int_eq(responses[0].type, refuse ? RESPONSE_ERROR : RESPONSE_EXECUTE);
+    if (refuse) {
+        ck_assert_int_eq(responses[0].status, CHORUS_ERR_NOT_SUPPORTED);
+        ck_assert_msg(strstr(responses[0].message, "allgather \"jg.gather\": rank 2 has joined") !=
+                          NULL,
+                      "%s", responses[0].message);
+    } else {
+        ck_assert_uint_eq(responses[0].first_dim_count, 3);
+        ck_assert_int_eq(responses[0].first_dims[2], 0);
+    }
+    ck_assert_int_eq(responses[1].type, RESPONSE_EXECUTE);
+    ck_assert_uint_eq(responses[1].contributors, 2);
+}
+END_TEST
+
 START_TEST(joined_ranks_count_as_ready_and_join_completes)
 {
     struct wire_request a = allreduce("a");
@@ -600,6 +632,7 @@ int main(void)
     tcase_add_loop_test(tc, grouped_and_single_submissions_fail_for_every_groupable_collective, 0,
                         9);
     tcase_add_test(tc, joined_ranks_count_as_ready_and_join_completes);
+    tcase_add_loop_test(tc, joined_gathers_fail_when_refused, 0, 2);
     tcase_add_test(tc, a_rank_that_submitted_then_joined_counts_once);
     tcase_add_test(tc, a_rank_that_submitted_its_group_then_joined_counts_once);
     tcase_add_test(tc, a_group_is_compared_when_the_last_rank_joins);

@@ -8,6 +8,7 @@ built with it). Functions ending in _ work in place; *_async return a handle for
 synchronize()."""
 import ctypes
 import itertools
+import os
 
 import torch
 
@@ -104,10 +105,26 @@ def remove_process_set(process_set):
     return True
 
 
+# chorus's settings for Horovod's meaning, unless the script or its environment sets them: an
+# allgather or broadcast while a rank has joined fails, as Horovod's do.
+_HOROVOD_DEFAULTS = {"CHORUS_JOINED_GATHERS": "fail"}
+
+
+def _with_horovod_defaults(parameters):
+    if isinstance(parameters, str):
+        parameters = dict(pair.split("=", 1) for pair in parameters.split(";") if "=" in pair)
+    merged = dict(parameters or {})
+    for name, value in _HOROVOD_DEFAULTS.items():
+        if name not in merged and name not in os.environ:
+            merged[name] = value
+    return merged
+
+
 def init(parameters=None, process_sets=None):
-    """Initializes chorus (see chorus.core.init); `process_sets`, as in Horovod, a list of
-    ProcessSets (or rank lists) to add at once."""
-    _core_init(parameters)
+    """Initializes chorus (see chorus.core.init) with Horovod's meaning where chorus's differs
+    (_HOROVOD_DEFAULTS); `process_sets`, as in Horovod, a list of ProcessSets (or rank lists)
+    to add at once."""
+    _core_init(_with_horovod_defaults(parameters))
     for process_set in process_sets or []:
         if not (isinstance(process_set, ProcessSet) and process_set.process_set_id is not None):
             add_process_set(process_set)
