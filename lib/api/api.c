@@ -255,6 +255,7 @@ static chorus_status switch_timeline(struct chorus_context *context, struct time
     }
     context->timeline_switch = timeline;
     context->timeline_switch_pending = true;
+    atomic_store(&context->timeline_work, true);
     pthread_cond_signal(&context->wakeup);
     while (context->timeline_switch_pending &&
            (status = (chorus_status)atomic_load(&context->stopped)) == CHORUS_OK) {
@@ -328,6 +329,7 @@ chorus_status chorus_timeline_mark(const char *row, const char *label, double st
             else
                 context->marks_head = mark;
             context->marks_tail = mark;
+            atomic_store(&context->timeline_work, true);
             pthread_mutex_unlock(&context->lock);
         }
     }

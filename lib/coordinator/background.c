@@ -144,7 +144,10 @@ static void adopt_timeline(struct background *background, struct timeline *timel
 static void follow_timeline(struct background *background)
 {
     struct chorus_context *context = background->context;
+    if (!atomic_load(&context->timeline_work))
+        return;
     pthread_mutex_lock(&context->lock);
+    atomic_store(&context->timeline_work, false);
     /* Marks made before a switch belong to the timeline being switched from. */
     struct timeline *marked = background->runner.executor.timeline;
     struct timeline_mark *marks = context->marks_head;

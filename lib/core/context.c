@@ -30,6 +30,7 @@ struct chorus_context *context_create(MPI_Comm user_comm)
     name_table_init(&context->in_flight);
     atomic_init(&context->stopped, CHORUS_OK);
     atomic_init(&context->barriers, 0);
+    atomic_init(&context->timeline_work, false);
     context->last_joined_rank = -1;
     return context;
 }

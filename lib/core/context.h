@@ -56,6 +56,9 @@ struct chorus_context {
     pthread_cond_t timeline_switched;
     /* chorus_timeline_mark on rank 0: the user's spans, written (or, with no timeline, dropped)
      * by the background thread at its next look at the queue. */
+    /* Set (under `lock`) when a mark or a switch is queued, so that rank 0's loop takes the lock
+     * for the timeline only when there is something to take. */
+    _Atomic bool timeline_work;
     struct timeline_mark *marks_head;
     struct timeline_mark *marks_tail;
     bool startup_finished;
