@@ -62,7 +62,6 @@ static void start(int nranks, const char *overrides)
     char *const no_environment[] = {NULL};
     for (int r = 0; r < nranks; r++) {
         struct rank_run *run = &runs[r];
-        memset(run, 0, sizeof *run);
         *run = (struct rank_run){.rank = r, .nranks = nranks, .world = world, .fabric = fabric};
         struct chorus_context *context = context_create(MPI_COMM_NULL);
         run->context = context;

@@ -1,7 +1,7 @@
 """chorus for PyTorch, mirroring horovod.torch: an existing Horovod training script runs by
 changing `import horovod.torch as hvd` to `import chorus.torch as hvd`.
 
-The modules follow Horovod's own split: mpi_ops (the collectives, init, process sets, queries),
+The modules follow Horovod's own split: mpi_ops (the collectives, init, queries), process_sets,
 functions (broadcasting parameters, optimizer state and objects), compression, optimizer
 (DistributedOptimizer) and sync_batch_norm."""
 from ..core import (ChorusError, cross_rank, cross_size, is_homogeneous, is_initialized,
@@ -10,18 +10,18 @@ from .compression import Compression
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                         broadcast_parameters)
 from .mpi_ops import (Adasum, Average, HorovodInternalError, HostsUpdatedInterrupt, Max, Min,
-                      ProcessSet, Product, Sum, add_process_set, allgather, allgather_async,
-                      allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
-                      alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
-                      broadcast_async_, ccl_built, cuda_built, ddl_built, global_process_set,
-                      gloo_built, gloo_enabled, grouped_allgather, grouped_allgather_async,
-                      grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
-                      grouped_allreduce_async_, grouped_reducescatter,
+                      Product, Sum, allgather, allgather_async, allreduce, allreduce_,
+                      allreduce_async, allreduce_async_, alltoall, alltoall_async, barrier,
+                      broadcast, broadcast_, broadcast_async, broadcast_async_, ccl_built,
+                      cuda_built, ddl_built, gloo_built, gloo_enabled, grouped_allgather,
+                      grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
+                      grouped_allreduce_async, grouped_allreduce_async_, grouped_reducescatter,
                       grouped_reducescatter_async, init, join, mpi_built, mpi_enabled,
                       mpi_threads_supported, nccl_built, poll, reducescatter,
-                      reducescatter_async, remove_process_set, rocm_built,
-                      sparse_allreduce_async, synchronize)
+                      reducescatter_async, rocm_built, sparse_allreduce_async, synchronize)
 from .optimizer import DistributedOptimizer
+from .process_sets import (ProcessSet, add_process_set, global_process_set,
+                           remove_process_set)
 from .sync_batch_norm import SyncBatchNorm
 
 __all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_process_set",

@@ -6,6 +6,7 @@ import torch
 
 from ..core import default_name, rank
 from .mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
+from .optimizer import _is_distributed
 
 
 def allgather_object(obj, name=None, process_set=None):
@@ -70,7 +71,7 @@ def _initialize_state(optimizer):
                 p.grad = torch.zeros_like(p)
                 if isinstance(optimizer, torch.optim.SparseAdam):
                     p.grad = p.grad.to_sparse()
-    if getattr(optimizer, "_names", None) is not None and hasattr(optimizer, "_pass_count"):
+    if _is_distributed(optimizer):
         super(optimizer.__class__, optimizer).step()
     else:
         optimizer.step()

@@ -6,8 +6,9 @@ import warnings
 import torch
 
 from .compression import Compression, _wire
-from .mpi_ops import (_OPS, Adasum, Average, Sum, _resolve_op, _set_id, allreduce_async_,
+from .mpi_ops import (_OPS, Adasum, Average, Sum, _resolve_op, allreduce_async_,
                       sparse_allreduce_async, synchronize)
+from .process_sets import _set_id
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -193,6 +194,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise AssertionError("zero_grad() while gradient allreduces are in flight; call "
                                  "step() or synchronize() first")
         return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def _is_distributed(optimizer):
+    """Whether `optimizer` is a DistributedOptimizer (a class made by DistributedOptimizer())."""
+    return type(optimizer).__dict__.get("synchronize") is _DistributedOptimizer.synchronize
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
