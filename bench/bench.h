@@ -26,6 +26,7 @@ struct options {
     bool device; /* --device cuda: buffers on the local rank's GPU, through NCCL */
     bool link;   /* --link: what the network between the first two hosts delivers to MPI */
     bool overlap; /* --overlap: the workload's gradients trickle in behind compute */
+    bool ordered; /* --ordered: chorus's operations in call order (CHORUS_OP_ORDERED) */
     double ratios[8];
     int ratio_count;
     const char *compare;       /* --compare PARAMS: a second chorus configuration */

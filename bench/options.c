@@ -50,6 +50,8 @@ static const char usage_text[] =
     "                         compute spans\n"
     "      --cycle N          a step of N tiny tensors: the negotiation's cost\n"
     "      --link             what the network between the first two hosts delivers to MPI\n"
+    "      --ordered          the sweep's chorus operations in call order, not negotiated\n"
+    "                         (CHORUS_OP_ORDERED, as the torch.distributed backend runs them)\n"
     "  -h, --help             this text\n"
     "The last line of every run is a summary: line; a wrong result fails the run (exit 1).\n";
 
@@ -104,6 +106,7 @@ int parse_options(int argc, char **argv, struct options *o)
         {"compute-ratio", required_argument, NULL, 'R'},
         {"compare", required_argument, NULL, 'P'},
         {"step-timeline", required_argument, NULL, 'T'},
+        {"ordered", no_argument, NULL, 'Q'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     static const char *const collectives[] = {"allreduce", "broadcast", "allgather",
@@ -152,6 +155,9 @@ int parse_options(int argc, char **argv, struct options *o)
             break;
         case 'C':
             o->csv = value;
+            break;
+        case 'Q':
+            o->ordered = true;
             break;
         case 'D':
             ok = strcmp(value, "cuda") == 0;

@@ -120,39 +120,23 @@ static chorus_tensor measured_tensor(const struct options *o, void *buffer, size
 static chorus_status run_chorus(const struct options *o, void *buffer, size_t count,
                                 chorus_tensor *gathered)
 {
-    chorus_tensor tensor = measured_tensor(o, buffer, count);
-    switch (o->collective) {
-    case CHORUS_ALLREDUCE:
-        return chorus_allreduce("bench", &tensor, NULL, CHORUS_SUM);
-    case CHORUS_BROADCAST:
-        return chorus_broadcast("bench", &tensor, 0);
-    case CHORUS_ALLGATHER: {
-        /* The handle keeps the output: freeing the handle lets chorus reuse the buffer, as a
-         * training loop that reads the result and lets go of it would. */
-        tensor.shape[0] = (int64_t)(count / (size_t)bench_size);
-        chorus_handle *handle = NULL;
-        chorus_status status = chorus_allgather_async("bench", &tensor, &handle);
-        if (status == CHORUS_OK)
-            status = chorus_wait(handle);
-        if (status == CHORUS_OK)
-            chorus_handle_output(handle, gathered);
-        chorus_handle_free(handle);
-        return status;
-    }
-    case CHORUS_ALLTOALL:
-    case CHORUS_REDUCESCATTER: {
-        chorus_handle *handle = NULL;
-        chorus_status status =
-            o->collective == CHORUS_ALLTOALL
-                ? chorus_alltoall_async("bench", &tensor, NULL, &handle)
-                : chorus_reducescatter_async("bench", &tensor, CHORUS_SUM, &handle);
-        if (status == CHORUS_OK)
-            status = chorus_wait(handle);
-        chorus_handle_free(handle);
-        return status;
-    }
-    }
-    return CHORUS_ERR_INVALID_ARGUMENT;
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.collective = o->collective;
+    args.name = "bench";
+    args.input = measured_tensor(o, buffer, count);
+    args.flags = o->ordered ? CHORUS_OP_ORDERED : 0;
+    if (o->collective == CHORUS_ALLGATHER)
+        args.input.shape[0] = (int64_t)(count / (size_t)bench_size);
+    chorus_handle *handle = NULL;
+    chorus_status status = chorus_submit(&args, &handle);
+    if (status == CHORUS_OK)
+        status = chorus_wait(handle);
+    /* The handle keeps an allgather's output: freeing the handle lets chorus reuse the buffer,
+     * as a training loop that reads the result and lets go of it would. */
+    if (status == CHORUS_OK && gathered != NULL && o->collective == CHORUS_ALLGATHER)
+        chorus_handle_output(handle, gathered);
+    chorus_handle_free(handle);
+    return status;
 }
 
 static void run_mpi(const struct options *o, void *buffer, size_t count, void *gather_out,

@@ -304,13 +304,32 @@ typedef struct chorus_op_args {
                               chorus_process_set_add, whose member ranks alone submit it. Ranks,
                               splits and blocks then count the set's members, in ascending rank
                               order; a broadcast's root stays a rank of the job. */
+    uint64_t flags;        /* CHORUS_OP_* bits below; 0 for none */
 } chorus_op_args;
+
+/* A flag of chorus_op_args: the operation is ordered. Ordered operations are not negotiated:
+ * every rank (of the process set) must submit them in the same order, as torch.distributed and
+ * NCCL require, and the N-th ordered operation of a process set on one rank runs with the N-th
+ * on every other rank, with no round trip to rank 0 (nor rank 0's work for every tensor, which
+ * limits the negotiated path at scale). Before the data moves, the ranks
+ * exchange a short description of it: where the collective, dtype, shape (an allgather's: all
+ * but the first dimension), op, root or scale factors differ at the same position, the handle
+ * completes on every rank with CHORUS_ERR_MISMATCH and a message naming the position, what
+ * differs and which ranks sent which value. A rank that never submits the N-th operation leaves
+ * the others waiting, as in MPI, until CHORUS_TIMEOUT_SECONDS ends the job with
+ * CHORUS_ERR_TIMEOUT. Names of ordered operations need not be unique (NULL is allowed): they
+ * label the timeline and messages only. Not for chorus_submit_group, and not while this rank
+ * has joined. Ordered and negotiated operations may be used in one job, but not in flight at
+ * the same time: negotiated ones run when rank 0 answers, ordered ones when submitted, so
+ * different ranks could run them in different orders (and wait for each other until the
+ * timeout). Complete the one kind before submitting the other. */
+#define CHORUS_OP_ORDERED ((uint64_t)1 << 0)
 
 #define CHORUS_OP_ARGS_INIT                                                                      \
     {.struct_size = sizeof(chorus_op_args), .collective = CHORUS_ALLREDUCE, .name = NULL,        \
      .output = NULL, .op = CHORUS_SUM, .root = 0, .prescale_factor = 1.0,                        \
      .postscale_factor = 1.0, .compression = CHORUS_COMPRESSION_DEFAULT, .splits = NULL,    \
-     .process_set = 0}
+     .process_set = 0, .flags = 0}
 
 /* Submits one operation. On CHORUS_OK, *handle receives a new handle. Returns CHORUS_OK,
  * CHORUS_ERR_NOT_INITIALIZED, CHORUS_ERR_INVALID_ARGUMENT, CHORUS_ERR_DUPLICATE_NAME,

@@ -80,6 +80,19 @@ static bool copy_splits(struct request *request, const chorus_op_args *args, int
     return true;
 }
 
+/* An ordered request's name, unique on this rank whatever the caller named it: "NAME #N". */
+static bool name_ordered(struct request *request, struct chorus_context *context)
+{
+    char *unique = format_string("%s #%lu", request->desc.name,
+                                 atomic_fetch_add(&context->ordered_submitted, 1));
+    if (unique == NULL)
+        return false;
+    free(request->desc.name);
+    request->desc.name = unique;
+    request->ordered = true;
+    return true;
+}
+
 /* Queues `count` requests for the background thread, unless chorus has stopped or one of their
  * names is in flight on this rank. */
 chorus_status api_enqueue_requests(struct chorus_context *context, struct request **requests,
@@ -196,6 +209,22 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
                         kind, args[0].name != NULL ? args[0].name : "");
         goto out;
     }
+    bool ordered = (api_op_flags(&args[0]) & CHORUS_OP_ORDERED) != 0;
+    if (ordered && count > 1) {
+        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                        "grouped %s: ordered operations (CHORUS_OP_ORDERED) are submitted one by "
+                        "one (member 0, \"%s\")",
+                        kind, args[0].name != NULL ? args[0].name : "");
+        goto out;
+    }
+    chorus_op_args named;
+    if (ordered) {
+        /* An ordered operation's name only labels it. */
+        named = args[0];
+        if (named.name == NULL || named.name[0] == '\0')
+            named.name = "ordered";
+        args = &named;
+    }
     for (size_t i = 0; i < count; i++) {
         if (api_op_process_set(&args[i]) != api_op_process_set(&args[0])) {
             status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
@@ -238,6 +267,10 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
             requests[i]->member = (uint32_t)i;
         if (requests[i] != NULL && args[i].collective == CHORUS_ALLTOALL &&
             !copy_splits(requests[i], &args[i], nranks)) {
+            request_free(requests[i]);
+            requests[i] = NULL;
+        }
+        if (requests[i] != NULL && ordered && !name_ordered(requests[i], context)) {
             request_free(requests[i]);
             requests[i] = NULL;
         }

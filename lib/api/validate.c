@@ -97,7 +97,8 @@ static bool op_args_size_released(size_t struct_size)
 {
     static const size_t released[] = {
         offsetof(chorus_op_args, process_set), /* 0.1.0 before process sets */
-        sizeof(chorus_op_args),                /* with process_set */
+        offsetof(chorus_op_args, flags),       /* with process_set */
+        sizeof(chorus_op_args),                /* with flags */
     };
     for (size_t i = 0; i < ARRAY_LENGTH(released); i++)
         if (struct_size == released[i])
@@ -112,14 +113,24 @@ int api_op_process_set(const chorus_op_args *args)
                : 0;
 }
 
+uint64_t api_op_flags(const chorus_op_args *args)
+{
+    return args->struct_size >= offsetof(chorus_op_args, flags) + sizeof args->flags ? args->flags
+                                                                                      : 0;
+}
+
 chorus_status api_validate_op(const chorus_op_args *args, int nranks)
 {
     if (!op_args_size_released(args->struct_size))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "chorus_submit: args.struct_size is %zu, which no released chorus_op_args "
-                      "has (%zu now, %zu before process sets); initialize args with "
-                      "CHORUS_OP_ARGS_INIT",
-                      args->struct_size, sizeof *args, offsetof(chorus_op_args, process_set));
+                      "has (%zu now, %zu before flags, %zu before process sets); initialize "
+                      "args with CHORUS_OP_ARGS_INIT",
+                      args->struct_size, sizeof *args, offsetof(chorus_op_args, flags),
+                      offsetof(chorus_op_args, process_set));
+    if ((api_op_flags(args) & ~CHORUS_OP_ORDERED) != 0)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown flags 0x%llx",
+                      (unsigned long long)(api_op_flags(args) & ~CHORUS_OP_ORDERED));
     const char *kind = chorus_collective_name(args->collective);
     if (!collective_is_valid((int)args->collective))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown collective %d",

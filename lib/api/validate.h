@@ -15,5 +15,7 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks);
 
 /* The process set the call names: 0 (every rank) from callers built before the field existed. */
 int api_op_process_set(const chorus_op_args *args);
+/* The caller's CHORUS_OP_* flags (0 in a struct from before flags). */
+uint64_t api_op_flags(const chorus_op_args *args);
 
 #endif

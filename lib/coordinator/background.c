@@ -172,8 +172,9 @@ static void follow_timeline(struct background *background)
 
 /* ----- taking submissions ----------------------------------------------------------------- */
 
-/* Takes the user threads' submissions and routes each: a ready-round bit where rounds can
- * carry it, else a description for rank 0. Returns true if there was any. */
+/* Takes the user threads' submissions and routes each: an ordered one runs now, in the order
+ * submitted; a negotiated one becomes a ready-round bit where rounds can carry it, else a
+ * description for rank 0. Returns true if there was any. */
 static bool take_submissions(struct background *background)
 {
     if (background->rank == 0) /* marks and timelines are rank 0's alone */
@@ -185,6 +186,13 @@ static bool take_submissions(struct background *background)
     while (taken != NULL) {
         struct request *next = taken->next;
         taken->next = NULL;
+        if (taken->ordered) {
+            /* After a fatal error the rest stay pending, and fail with it. */
+            if (!report_pending(&background->report))
+                ordered_run(&background->ordered, taken, &background->report);
+            taken = next;
+            continue;
+        }
         if (!rounds_take(&background->rounds, &background->star.cache, &taken->desc) &&
             !pending_queue_unsent(pending, &background->star.cache, &taken->desc))
             pending_finish(pending, pending_take(pending, taken->desc.name),
@@ -339,6 +347,7 @@ chorus_status coord_setup(struct background *background, char *error, size_t err
     pending_init(&background->pending, context, rank);
     background->runner.context = context;
     background->runner.pending = &background->pending;
+    ordered_init(&background->ordered, &background->runner, &background->pending);
     if (!star_init(&background->star, context, rank, background->size, &background->channel,
                    &background->pending, &background->runner) ||
         !rounds_init(&background->rounds, params, background->size)) {
@@ -517,6 +526,7 @@ void coord_loop(struct background *background)
 void coord_teardown(struct background *background)
 {
     bool failed = background->state == COORD_FAILED || background->runner.executor.aborted;
+    ordered_release(&background->ordered);
     runner_release(&background->runner);
     rounds_release(&background->rounds);
     star_release(&background->star);

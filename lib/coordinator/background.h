@@ -4,6 +4,7 @@
  * whom (never the other way):
  *
  *   background.c (the loop, its state, start-up and fatal errors)
+ *     -> ordered.h (CHORUS_OP_ORDERED operations: run in call order after a check)
  *     -> rounds.h (ready rounds)  -> star.h (the star protocol: messages, rank 0's answers)
  *     -> runner.h (running agreed responses: the job's and the process sets' executors)
  *     -> pending.h (this rank's requests and handles)
@@ -15,6 +16,7 @@
 #define CHORUS_BACKGROUND_H
 
 #include "coordinator.h"
+#include "ordered.h"
 #include "rounds.h"
 
 struct background {
@@ -28,6 +30,7 @@ struct background {
     struct runner runner;
     struct star star;
     struct rounds rounds;
+    struct ordered ordered;
 };
 
 /* Prepares the parts of `background`, whose context, rank, size and channel are set, and whose

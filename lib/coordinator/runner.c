@@ -195,6 +195,14 @@ chorus_status runner_run(struct runner *runner, const struct wire_response *resp
     return status;
 }
 
+struct executor *runner_executor_of(struct runner *runner, int process_set)
+{
+    if (process_set == 0)
+        return &runner->executor;
+    struct set_executor *set = find_set_executor(runner, process_set);
+    return set != NULL ? &set->executor : NULL;
+}
+
 void runner_abort(struct runner *runner, chorus_status status, const char *reason)
 {
     executor_abort(&runner->executor, status, reason);

@@ -30,6 +30,10 @@ struct runner {
 chorus_status runner_run(struct runner *runner, const struct wire_response *responses,
                          size_t count, char *error, size_t error_size);
 
+/* The executor of process set `process_set` (0: the job's), or NULL where this rank is not a
+ * member. */
+struct executor *runner_executor_of(struct runner *runner, int process_set);
+
 /* This rank stops after a fatal error: the job's executor tells the other ranks, and every
  * host segment (the sets' too) is poisoned, so that local peers stop waiting for it. */
 void runner_abort(struct runner *runner, chorus_status status, const char *reason);

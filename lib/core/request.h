@@ -76,6 +76,7 @@ struct request {
     size_t count; /* elements */
     struct chorus_handle *handle;
     uint32_t member; /* its index in its group (0 when alone): where its output goes */
+    bool ordered;    /* CHORUS_OP_ORDERED: run in call order, not negotiated */
     double submitted_at;
     struct request *next;
 };

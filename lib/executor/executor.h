@@ -70,6 +70,13 @@ chorus_status executor_prepare(struct executor *executor, char *error, size_t er
 chorus_status executor_run(struct executor *executor, const struct wire_response *responses,
                            size_t count, char *error, size_t error_size);
 
+/* An allgather of one record of `bytes` per rank into `all` (in rank order), bounded like a
+ * batch by CHORUS_TIMEOUT_SECONDS and other ranks' notices: the check that precedes an ordered
+ * operation. Returns CHORUS_OK or a fatal error whose text is in `error`; the caller decides
+ * what a failure means (the ranks are then out of step: executor_abort). */
+chorus_status executor_exchange_records(struct executor *executor, const void *mine, size_t bytes,
+                                        void *all, char *error, size_t error_size);
+
 void executor_release(struct executor *executor);
 
 /* Makes `executor` run the collectives of a process set over `comm` (an MPI_Comm passed by

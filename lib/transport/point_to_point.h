@@ -78,6 +78,9 @@ chorus_status transport_sendrecv(struct transport *transport, const void *send_b
 /* The MPI transport over `comm` (an MPI_Comm passed as a pointer to keep MPI types out of
  * this header's users). */
 void transport_mpi_init(struct transport *transport, const void *mpi_comm);
+/* Whether `transport` is the MPI transport; if so, its communicator is written to `mpi_comm`
+ * (an MPI_Comm *). For what MPI does better than point to point (a tiny allgather). */
+bool transport_mpi_comm(const struct transport *transport, void *mpi_comm);
 
 /* The thread transport: `nranks` endpoints in one process, one per thread. */
 struct thread_fabric;

@@ -210,3 +210,11 @@ void transport_mpi_init(struct transport *transport, const void *mpi_comm)
     MPI_Comm_size(comm, &transport->nranks);
     memcpy(&transport->context, &comm, sizeof comm);
 }
+
+bool transport_mpi_comm(const struct transport *transport, void *mpi_comm)
+{
+    if (transport->ops != &mpi_ops)
+        return false;
+    memcpy(mpi_comm, &transport->context, sizeof(MPI_Comm));
+    return true;
+}

@@ -37,7 +37,8 @@ class OpArgs(ctypes.Structure):
                 ("name", ctypes.c_char_p), ("input", Tensor), ("output", ctypes.c_void_p),
                 ("op", ctypes.c_int), ("root", ctypes.c_int), ("prescale_factor", ctypes.c_double),
                 ("postscale_factor", ctypes.c_double), ("compression", ctypes.c_int),
-                ("splits", ctypes.POINTER(ctypes.c_int64)), ("process_set", ctypes.c_int)]
+                ("splits", ctypes.POINTER(ctypes.c_int64)), ("process_set", ctypes.c_int),
+                ("flags", ctypes.c_uint64)]
 
 
 class Topology(ctypes.Structure):

@@ -41,6 +41,7 @@ int main(void)
     FIELD("OpArgs", chorus_op_args, compression);
     FIELD("OpArgs", chorus_op_args, splits);
     FIELD("OpArgs", chorus_op_args, process_set);
+    FIELD("OpArgs", chorus_op_args, flags);
 
     STRUCT("Topology", chorus_topology);
     FIELD("Topology", chorus_topology, struct_size);
