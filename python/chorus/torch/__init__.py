@@ -23,6 +23,10 @@ from .optimizer import DistributedOptimizer
 from .process_sets import (ProcessSet, add_process_set, global_process_set,
                            remove_process_set)
 from .sync_batch_norm import SyncBatchNorm
+from . import distributed as _distributed
+
+# torch.distributed's backend "chorus" (chorus/torch/distributed.py): registered at import.
+_distributed.register()
 
 __all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
            "ChorusError", "HorovodInternalError", "HostsUpdatedInterrupt", "init", "shutdown",

@@ -1,0 +1,625 @@
+// process_group_chorus.cpp — chorus as a torch.distributed backend: a c10d::ProcessGroup whose
+// collectives are chorus's ordered operations (CHORUS_OP_ORDERED), so that every rank's N-th
+// call of a group runs with the N-th of every other member, with no negotiation.
+//
+// Why C++ and not a ProcessGroup subclass in Python: torch 1.13's C++ callers (DDP's reducer,
+// _verify_params_across_processes, the communication hooks) call Work::wait and
+// Work::getFuture on the C++ object, which a Python subclass cannot override; and a blocking
+// dist.all_reduce through Python costs tens of microseconds of interpreter time per call.
+//
+// Completion: Work::wait() waits on the chorus handle itself (no other thread between the
+// background thread and the caller). A Work whose future is asked for (DDP, hooks) is also
+// handed to one completion thread, which waits in call order and completes the futures. Either
+// thread may finish an operation first: its last step (copies into the caller's outputs) runs
+// once, under std::call_once.
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/extension.h>
+
+#include <chorus.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+// One submitted chorus operation and what follows it.
+struct Operation {
+    chorus_handle *handle = nullptr;     // nullptr: nothing to run (an empty group's no-op)
+    std::function<void(Operation &)> finish; // after success: copies into the outputs
+    std::vector<at::Tensor> outputs;     // the future's value
+    std::vector<at::Tensor> keep_alive;  // buffers chorus reads or writes until completion
+    std::once_flag once;
+    chorus_status status = CHORUS_IN_PROGRESS;
+    std::string error;
+    std::atomic<bool> done{false};
+
+    ~Operation() { chorus_handle_free(handle); }
+
+    // Waits for the handle and runs `finish`, once, whichever thread comes first.
+    void complete() {
+        std::call_once(once, [this] {
+            status = handle != nullptr ? chorus_wait(handle) : CHORUS_OK;
+            if (status != CHORUS_OK) {
+                error = std::string("chorus backend: ") + chorus_status_name(status) + ": " +
+                        chorus_handle_error(handle);
+            } else if (finish) {
+                try {
+                    finish(*this);
+                } catch (const std::exception &failure) {
+                    status = CHORUS_ERR_INTERNAL;
+                    error = std::string("chorus backend: ") + failure.what();
+                }
+            }
+            done.store(true);
+        });
+    }
+};
+
+// The thread that completes the futures that were asked for, in call order.
+class Completer {
+  public:
+    static Completer &instance() {
+        // Never destroyed: the thread may still wait while the process exits.
+        static Completer *completer = new Completer();
+        return *completer;
+    }
+
+    void add(std::shared_ptr<Operation> operation,
+             c10::intrusive_ptr<c10::ivalue::Future> future) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!started_) {
+            std::thread(&Completer::run, this).detach();
+            started_ = true;
+        }
+        queue_.emplace_back(std::move(operation), std::move(future));
+        ready_.notify_one();
+    }
+
+  private:
+    void run() {
+        for (;;) {
+            std::unique_lock<std::mutex> lock(mutex_);
+            ready_.wait(lock, [this] { return !queue_.empty(); });
+            auto item = std::move(queue_.front());
+            queue_.pop_front();
+            lock.unlock();
+            item.first->complete();
+            if (item.first->status == CHORUS_OK)
+                item.second->markCompleted(c10::IValue(item.first->outputs));
+            else
+                item.second->setError(
+                    std::make_exception_ptr(std::runtime_error(item.first->error)));
+        }
+    }
+
+    std::mutex mutex_;
+    std::condition_variable ready_;
+    std::deque<std::pair<std::shared_ptr<Operation>, c10::intrusive_ptr<c10::ivalue::Future>>>
+        queue_;
+    bool started_ = false;
+};
+
+class WorkChorus : public c10d::Work {
+  public:
+    WorkChorus(std::shared_ptr<Operation> operation, int rank, c10d::OpType type)
+        : c10d::Work(rank, type), operation_(std::move(operation)) {}
+
+    bool isCompleted() override {
+        if (operation_->done.load())
+            return true;
+        if (operation_->handle != nullptr && chorus_test(operation_->handle) == CHORUS_IN_PROGRESS)
+            return false;
+        operation_->complete();
+        return true;
+    }
+
+    bool isSuccess() const override {
+        return operation_->done.load() && operation_->status == CHORUS_OK;
+    }
+
+    std::exception_ptr exception() const override {
+        if (!operation_->done.load() || operation_->status == CHORUS_OK)
+            return nullptr;
+        return std::make_exception_ptr(std::runtime_error(operation_->error));
+    }
+
+    bool wait(std::chrono::milliseconds /* timeout: CHORUS_TIMEOUT_SECONDS bounds it */) override {
+        operation_->complete();
+        if (operation_->status != CHORUS_OK)
+            throw std::runtime_error(operation_->error);
+        return true;
+    }
+
+    std::vector<at::Tensor> result() override {
+        operation_->complete();
+        return operation_->outputs;
+    }
+
+    void synchronize() override {}
+
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!future_) {
+            future_ = c10::make_intrusive<c10::ivalue::Future>(
+                c10::ListType::create(c10::TensorType::get()));
+            Completer::instance().add(operation_, future_);
+        }
+        return future_;
+    }
+
+  private:
+    std::shared_ptr<Operation> operation_;
+    std::mutex mutex_;
+    c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+chorus_dtype dtype_of(const at::Tensor &tensor) {
+    switch (tensor.scalar_type()) {
+    case at::kFloat: return CHORUS_FLOAT32;
+    case at::kDouble: return CHORUS_FLOAT64;
+    case at::kHalf: return CHORUS_FLOAT16;
+    case at::kBFloat16: return CHORUS_BFLOAT16;
+    case at::kInt: return CHORUS_INT32;
+    case at::kLong: return CHORUS_INT64;
+    case at::kShort: return CHORUS_INT16;
+    case at::kChar: return CHORUS_INT8;
+    case at::kByte: return CHORUS_UINT8;
+    case at::kBool: return CHORUS_BOOL;
+    default:
+        TORCH_CHECK(false, "chorus backend: tensors of dtype ", tensor.scalar_type(),
+                    " are not supported (float32, float64, float16, bfloat16, int8-64, uint8, "
+                    "bool are)");
+    }
+}
+
+chorus_op op_of(const c10d::ReduceOp &op, const char *call) {
+    switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
+    case c10d::ReduceOp::SUM: return CHORUS_SUM;
+    case c10d::ReduceOp::AVG: return CHORUS_AVERAGE;
+    case c10d::ReduceOp::PRODUCT: return CHORUS_PRODUCT;
+    case c10d::ReduceOp::MIN: return CHORUS_MIN;
+    case c10d::ReduceOp::MAX: return CHORUS_MAX;
+    default:
+        TORCH_CHECK(false, "chorus backend: ", call, " with ReduceOp ",
+                    static_cast<int>(static_cast<c10d::ReduceOp::RedOpType>(op)),
+                    " (BAND, BOR, BXOR or PREMUL_SUM) is not supported: chorus reduces with "
+                    "SUM, AVG, PRODUCT, MIN and MAX");
+    }
+}
+
+void check_cpu(const at::Tensor &tensor, const char *call) {
+    TORCH_CHECK(tensor.device().is_cpu(), "chorus backend: ", call,
+                " of a tensor on ", tensor.device(),
+                ": this backend takes CPU tensors (use the nccl backend for CUDA tensors)");
+    dtype_of(tensor);
+}
+
+void check_single(const std::vector<at::Tensor> &tensors, const char *call) {
+    TORCH_CHECK(tensors.size() == 1, "chorus backend: ", call,
+                " takes one tensor per process, not ", tensors.size());
+    check_cpu(tensors[0], call);
+}
+
+// A one-dimensional chorus tensor over `tensor`'s elements (contiguous).
+chorus_tensor flat(const at::Tensor &tensor) {
+    chorus_tensor described{};
+    described.data = tensor.data_ptr();
+    described.dtype = dtype_of(tensor);
+    described.ndims = 1;
+    described.shape[0] = tensor.numel();
+    return described;
+}
+
+class ProcessGroupChorus : public c10d::ProcessGroup {
+  public:
+    ProcessGroupChorus(int rank, int size, int process_set, std::vector<int64_t> job_ranks)
+        : c10d::ProcessGroup(rank, size), process_set_(process_set),
+          job_ranks_(std::move(job_ranks)) {}
+
+    const std::string getBackendName() const override { return "chorus"; }
+
+    c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
+                                             const c10d::AllreduceOptions &opts) override {
+        check_single(tensors, "allreduce");
+        return reduce_in_place(tensors[0], op_of(opts.reduceOp, "allreduce"), -1,
+                               c10d::OpType::ALLREDUCE);
+    }
+
+    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+        std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) override {
+        TORCH_CHECK(!tensors.empty(), "chorus backend: allreduce_coalesced of no tensors");
+        for (auto &tensor : tensors) {
+            check_cpu(tensor, "allreduce_coalesced");
+            TORCH_CHECK(tensor.scalar_type() == tensors[0].scalar_type(),
+                        "chorus backend: allreduce_coalesced of tensors of different dtypes");
+        }
+        std::vector<at::Tensor> flats;
+        for (auto &tensor : tensors)
+            flats.push_back(tensor.reshape({-1}));
+        at::Tensor packed = at::cat(flats);
+        auto operation = std::make_shared<Operation>();
+        operation->keep_alive = {packed};
+        operation->outputs = tensors;
+        operation->finish = [packed](Operation &done) {
+            int64_t at = 0;
+            for (auto &tensor : done.outputs) {
+                tensor.copy_(packed.narrow(0, at, tensor.numel()).view_as(tensor));
+                at += tensor.numel();
+            }
+        };
+        chorus_op_args args = base_args(CHORUS_ALLREDUCE, flat(packed));
+        args.op = op_of(opts.reduceOp, "allreduce_coalesced");
+        return submit(args, operation, c10d::OpType::ALLREDUCE_COALESCED);
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
+                                          const c10d::ReduceOptions &opts) override {
+        check_single(tensors, "reduce");
+        return reduce_in_place(tensors[0], op_of(opts.reduceOp, "reduce"),
+                               static_cast<int>(opts.rootRank), c10d::OpType::REDUCE);
+    }
+
+    c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
+                                             const c10d::BroadcastOptions &opts) override {
+        check_single(tensors, "broadcast");
+        check_root(opts.rootRank, "broadcast");
+        at::Tensor tensor = tensors[0];
+        at::Tensor buffer = tensor.contiguous();
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = {tensor};
+        operation->keep_alive = {buffer};
+        if (!buffer.is_same(tensor))
+            operation->finish = [tensor, buffer](Operation &) mutable { tensor.copy_(buffer); };
+        chorus_op_args args = base_args(CHORUS_BROADCAST, flat(buffer));
+        args.root = static_cast<int>(job_ranks_[opts.rootRank]);
+        return submit(args, operation, c10d::OpType::BROADCAST);
+    }
+
+    c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                                             std::vector<at::Tensor> &inputs,
+                                             const c10d::AllgatherOptions &) override {
+        check_single(inputs, "allgather");
+        TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
+                    "chorus backend: allgather needs one list of ", getSize(),
+                    " output tensors");
+        for (auto &output : outputs[0])
+            TORCH_CHECK(output.numel() == inputs[0].numel() &&
+                            output.scalar_type() == inputs[0].scalar_type(),
+                        "chorus backend: allgather's output tensors must have the input's size "
+                        "and dtype");
+        at::Tensor input = inputs[0].contiguous();
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = outputs[0];
+        operation->keep_alive = {input};
+        operation->finish = [](Operation &done) {
+            chorus_tensor gathered{};
+            chorus_handle_output(done.handle, &gathered);
+            const char *at = static_cast<const char *>(gathered.data);
+            for (auto &output : done.outputs) {
+                size_t bytes = output.numel() * output.element_size();
+                copy_bytes_into(output, at, bytes);
+                at += bytes;
+            }
+        };
+        return submit(base_args(CHORUS_ALLGATHER, flat(input)), operation,
+                      c10d::OpType::ALLGATHER);
+    }
+
+    c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
+                                                   const c10d::AllgatherOptions &) override {
+        check_cpu(input, "_allgather_base");
+        TORCH_CHECK(output.numel() == input.numel() * getSize() &&
+                        output.scalar_type() == input.scalar_type(),
+                    "chorus backend: _allgather_base's output must hold ", getSize(),
+                    " times the input's elements, of its dtype");
+        at::Tensor contiguous = input.contiguous();
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = {output};
+        operation->keep_alive = {contiguous};
+        operation->finish = [](Operation &done) {
+            chorus_tensor gathered{};
+            chorus_handle_output(done.handle, &gathered);
+            at::Tensor &out = done.outputs[0];
+            copy_bytes_into(out, gathered.data, out.numel() * out.element_size());
+        };
+        return submit(base_args(CHORUS_ALLGATHER, flat(contiguous)), operation,
+                      c10d::OpType::_ALLGATHER_BASE);
+    }
+
+    c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
+                                          std::vector<at::Tensor> &inputs,
+                                          const c10d::GatherOptions &opts) override {
+        check_single(inputs, "gather");
+        check_root(opts.rootRank, "gather");
+        bool root = getRank() == opts.rootRank;
+        TORCH_CHECK(root ? outputs.size() == 1 &&
+                               static_cast<int>(outputs[0].size()) == getSize()
+                         : outputs.empty() || outputs[0].empty(),
+                    "chorus backend: gather needs ", getSize(),
+                    " output tensors on the root and none elsewhere");
+        // An allgather of which only the root keeps the result.
+        at::Tensor input = inputs[0].contiguous();
+        auto operation = std::make_shared<Operation>();
+        if (root)
+            operation->outputs = outputs[0];
+        operation->keep_alive = {input};
+        operation->finish = [](Operation &done) {
+            chorus_tensor gathered{};
+            chorus_handle_output(done.handle, &gathered);
+            const char *at = static_cast<const char *>(gathered.data);
+            for (auto &output : done.outputs) {
+                size_t bytes = output.numel() * output.element_size();
+                copy_bytes_into(output, at, bytes);
+                at += bytes;
+            }
+        };
+        return submit(base_args(CHORUS_ALLGATHER, flat(input)), operation,
+                      c10d::OpType::GATHER);
+    }
+
+    c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
+                                           std::vector<std::vector<at::Tensor>> &inputs,
+                                           const c10d::ScatterOptions &opts) override {
+        check_single(outputs, "scatter");
+        check_root(opts.rootRank, "scatter");
+        bool root = getRank() == opts.rootRank;
+        TORCH_CHECK(root ? inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize()
+                         : inputs.empty() || inputs[0].empty(),
+                    "chorus backend: scatter needs ", getSize(),
+                    " input tensors on the root and none elsewhere");
+        // An alltoall in which the root alone sends: each rank its piece.
+        at::Tensor output = outputs[0];
+        int64_t piece = output.numel();
+        std::vector<int64_t> splits(getSize(), 0);
+        at::Tensor send;
+        if (root) {
+            std::vector<at::Tensor> flats;
+            for (auto &tensor : inputs[0]) {
+                TORCH_CHECK(tensor.numel() == piece, "chorus backend: scatter's inputs must "
+                                                     "have the output's size");
+                flats.push_back(tensor.reshape({-1}));
+            }
+            send = at::cat(flats);
+            std::fill(splits.begin(), splits.end(), piece);
+        } else {
+            send = at::empty({0}, output.options());
+        }
+        return alltoall_rows(send, splits, output, c10d::OpType::SCATTER);
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce_scatter(
+        std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
+        const c10d::ReduceScatterOptions &opts) override {
+        check_single(outputs, "reduce_scatter");
+        TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+                    "chorus backend: reduce_scatter needs one list of ", getSize(),
+                    " input tensors");
+        std::vector<at::Tensor> flats;
+        for (auto &tensor : inputs[0]) {
+            TORCH_CHECK(tensor.numel() == outputs[0].numel(),
+                        "chorus backend: reduce_scatter's inputs must have the output's size");
+            flats.push_back(tensor.reshape({-1}));
+        }
+        return reduce_scatter_rows(at::cat(flats), outputs[0],
+                                   op_of(opts.reduceOp, "reduce_scatter"),
+                                   c10d::OpType::REDUCE_SCATTER);
+    }
+
+    c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+        at::Tensor &output, at::Tensor &input, const c10d::ReduceScatterOptions &opts) override {
+        check_cpu(input, "_reduce_scatter_base");
+        TORCH_CHECK(input.numel() == output.numel() * getSize(),
+                    "chorus backend: _reduce_scatter_base's input must hold ", getSize(),
+                    " times the output's elements");
+        return reduce_scatter_rows(input.contiguous(), output,
+                                   op_of(opts.reduceOp, "_reduce_scatter_base"),
+                                   c10d::OpType::_REDUCE_SCATTER_BASE);
+    }
+
+    c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
+                                                 std::vector<int64_t> &output_splits,
+                                                 std::vector<int64_t> &input_splits,
+                                                 const c10d::AllToAllOptions &) override {
+        check_cpu(input, "alltoall_base");
+        int64_t rows = input.dim() > 0 ? input.size(0) : input.numel();
+        std::vector<int64_t> splits(input_splits.begin(), input_splits.end());
+        if (splits.empty()) {
+            TORCH_CHECK(rows % getSize() == 0, "chorus backend: all_to_all_single: ", rows,
+                        " rows do not split evenly over ", getSize(), " ranks");
+            splits.assign(getSize(), rows / getSize());
+        }
+        TORCH_CHECK(static_cast<int>(splits.size()) == getSize(),
+                    "chorus backend: all_to_all_single needs one input split per rank");
+        int64_t row = rows > 0 ? input.numel() / rows : 1;
+        for (auto &split : splits)
+            split *= row;
+        (void)output_splits; // what arrives is what the others send: checked by its size
+        return alltoall_rows(input.contiguous().reshape({-1}), splits, output,
+                             c10d::OpType::ALLTOALL_BASE);
+    }
+
+    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
+                                            std::vector<at::Tensor> &inputs,
+                                            const c10d::AllToAllOptions &) override {
+        TORCH_CHECK(static_cast<int>(inputs.size()) == getSize() &&
+                        static_cast<int>(outputs.size()) == getSize(),
+                    "chorus backend: all_to_all needs ", getSize(), " inputs and outputs");
+        std::vector<at::Tensor> flats;
+        std::vector<int64_t> splits;
+        for (auto &tensor : inputs) {
+            check_cpu(tensor, "all_to_all");
+            flats.push_back(tensor.reshape({-1}));
+            splits.push_back(tensor.numel());
+        }
+        at::Tensor send = at::cat(flats);
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = outputs;
+        operation->keep_alive = {send};
+        operation->finish = [](Operation &done) {
+            chorus_tensor received{};
+            chorus_handle_output(done.handle, &received);
+            std::vector<int64_t> counts(done.outputs.size());
+            chorus_handle_received_splits(done.handle, counts.data(), counts.size());
+            const char *at = static_cast<const char *>(received.data);
+            for (size_t r = 0; r < done.outputs.size(); r++) {
+                at::Tensor &out = done.outputs[r];
+                TORCH_CHECK(counts[r] == out.numel(), "all_to_all: rank ", r, " sent ",
+                            counts[r], " elements where output ", r, " holds ", out.numel());
+                size_t bytes = counts[r] * out.element_size();
+                copy_bytes_into(out, at, bytes);
+                at += bytes;
+            }
+        };
+        chorus_op_args args = base_args(CHORUS_ALLTOALL, flat(send));
+        args.splits = splits.data();
+        return submit(args, operation, c10d::OpType::ALLTOALL);
+    }
+
+    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override {
+        at::Tensor token = at::zeros({1}, at::kInt);
+        auto operation = std::make_shared<Operation>();
+        operation->keep_alive = {token};
+        chorus_op_args args = base_args(CHORUS_ALLREDUCE, flat(token));
+        args.name = "barrier";
+        return submit(args, operation, c10d::OpType::BARRIER);
+    }
+
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &, int, int) override {
+        point_to_point("send");
+    }
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &, int, int) override {
+        point_to_point("recv");
+    }
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &, int) override {
+        point_to_point("recv");
+    }
+
+  private:
+    [[noreturn]] static void point_to_point(const char *call) {
+        TORCH_CHECK(false, "chorus backend: ", call,
+                    " is not supported: chorus runs collectives only. For point-to-point "
+                    "(pipeline parallelism), create a gloo group beside it, "
+                    "dist.new_group(backend=\"gloo\"), and pass it as group=");
+        abort();
+    }
+
+    void check_root(int64_t root, const char *call) const {
+        TORCH_CHECK(root >= 0 && root < getSize(), "chorus backend: ", call, " root ", root,
+                    " is not a rank of the group (", getSize(), " ranks)");
+    }
+
+    chorus_op_args base_args(chorus_collective collective, chorus_tensor input) const {
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        args.collective = collective;
+        args.name = nullptr;
+        args.input = input;
+        args.process_set = process_set_;
+        args.flags = CHORUS_OP_ORDERED;
+        return args;
+    }
+
+    static void copy_bytes_into(at::Tensor &out, const void *bytes, size_t count) {
+        if (count == 0)
+            return;
+        if (out.is_contiguous()) {
+            std::memcpy(out.data_ptr(), bytes, count);
+            return;
+        }
+        at::Tensor staged = at::empty(out.sizes(), out.options());
+        std::memcpy(staged.data_ptr(), bytes, count);
+        out.copy_(staged);
+    }
+
+    c10::intrusive_ptr<c10d::Work> submit(const chorus_op_args &args,
+                                          std::shared_ptr<Operation> operation,
+                                          c10d::OpType type) {
+        chorus_status status = chorus_submit(&args, &operation->handle);
+        TORCH_CHECK(status == CHORUS_OK, "chorus backend: ", chorus_status_name(status), ": ",
+                    chorus_last_error());
+        return c10::make_intrusive<WorkChorus>(std::move(operation), getRank(), type);
+    }
+
+    // An allreduce (root < 0) or a reduce to `root`, in place on `tensor`.
+    c10::intrusive_ptr<c10d::Work> reduce_in_place(at::Tensor tensor, chorus_op op, int root,
+                                                   c10d::OpType type) {
+        if (root >= 0)
+            check_root(root, "reduce");
+        // A reduce leaves the other ranks' tensors as they were: they reduce a copy.
+        bool copy = !tensor.is_contiguous() || (root >= 0 && root != getRank());
+        at::Tensor buffer = copy ? tensor.contiguous().clone() : tensor;
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = {tensor};
+        operation->keep_alive = {buffer};
+        if (copy && root < 0)
+            operation->finish = [tensor, buffer](Operation &) mutable { tensor.copy_(buffer); };
+        else if (copy && !tensor.is_contiguous() && root == getRank())
+            operation->finish = [tensor, buffer](Operation &) mutable { tensor.copy_(buffer); };
+        chorus_op_args args = base_args(CHORUS_ALLREDUCE, flat(buffer));
+        args.op = op;
+        return submit(args, operation, type);
+    }
+
+    // Reducescatter of `input` (size x output's elements, contiguous) into `output`.
+    c10::intrusive_ptr<c10d::Work> reduce_scatter_rows(at::Tensor input, at::Tensor output,
+                                                       chorus_op op, c10d::OpType type) {
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = {output};
+        operation->keep_alive = {input};
+        operation->finish = [](Operation &done) {
+            chorus_tensor block{};
+            chorus_handle_output(done.handle, &block);
+            at::Tensor &out = done.outputs[0];
+            copy_bytes_into(out, block.data, out.numel() * out.element_size());
+        };
+        chorus_tensor rows{};
+        rows.data = input.data_ptr();
+        rows.dtype = dtype_of(input);
+        rows.ndims = 2;
+        rows.shape[0] = getSize();
+        rows.shape[1] = output.numel();
+        chorus_op_args args = base_args(CHORUS_REDUCESCATTER, rows);
+        args.op = op;
+        return submit(args, operation, type);
+    }
+
+    // Alltoall of a flat `send` with `splits` elements per rank, into `output` (flat order).
+    c10::intrusive_ptr<c10d::Work> alltoall_rows(at::Tensor send, std::vector<int64_t> splits,
+                                                 at::Tensor output, c10d::OpType type) {
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = {output};
+        operation->keep_alive = {send};
+        operation->finish = [](Operation &done) {
+            chorus_tensor received{};
+            chorus_handle_output(done.handle, &received);
+            at::Tensor &out = done.outputs[0];
+            TORCH_CHECK(received.shape[0] == out.numel(), "all_to_all_single: ",
+                        received.shape[0], " elements arrived for an output of ", out.numel());
+            copy_bytes_into(out, received.data, out.numel() * out.element_size());
+        };
+        chorus_op_args args = base_args(CHORUS_ALLTOALL, flat(send));
+        args.splits = splits.data();
+        return submit(args, operation, type);
+    }
+
+    int process_set_;
+    std::vector<int64_t> job_ranks_; // the group's ranks in the job, by group rank
+};
+
+} // namespace
+
+PYBIND11_MODULE(_chorus_c10d, module) {
+    module.doc() = "chorus as a torch.distributed backend (see chorus.torch.distributed)";
+    py::object base = py::module::import("torch.distributed").attr("ProcessGroup");
+    py::class_<ProcessGroupChorus, c10::intrusive_ptr<ProcessGroupChorus>>(
+        module, "ProcessGroupChorus", base)
+        .def(py::init<int, int, int, std::vector<int64_t>>(), py::arg("rank"), py::arg("size"),
+             py::arg("process_set"), py::arg("job_ranks"));
+}

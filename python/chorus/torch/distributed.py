@@ -1,0 +1,189 @@
+"""chorus as a torch.distributed backend.
+
+    import chorus.torch            # registers the backend "chorus"
+    import torch.distributed as dist
+    dist.init_process_group(backend="chorus")   # started by chorusrun, mpirun, SGE or Slurm
+
+Rank and world size come from the MPI job: neither RANK, WORLD_SIZE, MASTER_ADDR nor
+MASTER_PORT is needed (the ones set are kept). torch's own store, which it uses for new_group's
+barrier, is a TCPStore on rank 0's host, whose name rank 0 tells the others through chorus.
+
+Every collective runs as a chorus ordered operation (CHORUS_OP_ORDERED): each rank's N-th call
+on a group runs with every other member's N-th, with no negotiation, and a call that differs
+(shape, dtype, op, collective) fails on every rank with a message naming the position and the
+ranks. The collectives are those of a C++ process group (python/c10d), built with chorus when
+libtorch-dev is found. Point-to-point (send, recv) is not supported: create a gloo group beside
+it for that. docs/torch-distributed.md tells the rest."""
+import ctypes
+import glob
+import importlib.util
+import os
+import socket
+
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+
+from .. import _library as c
+from .. import core
+
+BACKEND = "chorus"
+
+_extension_module = None
+_original_init_process_group = c10d.init_process_group
+_original_new_group = c10d.new_group
+# Sets added by new_group on every rank, waiting for the member's backend constructor.
+_pending_sets = {}
+
+
+def _extension():
+    """The compiled process group: installed beside the package, or in the build tree of the
+    libchorus this process loaded, or at $CHORUS_C10D_EXTENSION."""
+    global _extension_module
+    if _extension_module is not None:
+        return _extension_module
+    explicit = os.environ.get("CHORUS_C10D_EXTENSION")
+    candidates = [explicit] if explicit else []
+    library_dir = os.path.dirname(os.path.realpath(c.lib._name))
+    candidates += sorted(glob.glob(os.path.join(library_dir, "python", "c10d",
+                                                "_chorus_c10d*.so")))
+    try:
+        from .. import _chorus_c10d as module  # pip or meson install
+        _extension_module = module
+        return module
+    except ImportError:
+        pass
+    for candidate in candidates:
+        spec = importlib.util.spec_from_file_location("_chorus_c10d", candidate)
+        if spec is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _extension_module = module
+        return module
+    raise RuntimeError(
+        "the chorus torch.distributed backend is not built: chorus was built without "
+        "libtorch-dev, pybind11-dev and python3-dev (install them and rebuild; meson's summary "
+        "says 'torch.distributed backend: True'), or set CHORUS_C10D_EXTENSION to "
+        "_chorus_c10d*.so")
+
+
+def _launched_by_mpi():
+    return any(name in os.environ for name in
+               ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK"))
+
+
+def _refuse_launch():
+    """Raises, saying how to start the job, when no MPI launcher started this process."""
+    if _launched_by_mpi():
+        return
+    how = ("start the script with chorusrun -np N python script.py (or mpirun -np N, an SGE "
+           "-pe job, or srun --mpi=pmix): chorus's ranks are an MPI job's")
+    if "TORCHELASTIC_RUN_ID" in os.environ or "TORCHELASTIC_RESTART_COUNT" in os.environ:
+        raise RuntimeError(f"the chorus backend does not run under torchrun: {how}")
+    raise RuntimeError(f"the chorus backend was started without a launcher: {how}; "
+                       "a single process too (chorusrun -np 1)")
+
+
+def _broadcast_text(text, length=256):
+    """Rank 0's `text` on every rank (a chorus broadcast of `length` bytes)."""
+    buffer = (ctypes.c_uint8 * length)()
+    encoded = text.encode()[:length - 1]
+    buffer[:len(encoded)] = encoded
+    args = core.op_args(c.BROADCAST, "chorus.torch.distributed.rendezvous",
+                        core.describe(ctypes.addressof(buffer), c.UINT8, (length,)))
+    core.submit(args, buffer).wait()
+    return bytes(buffer).split(b"\0", 1)[0].decode()
+
+
+def _rank0_address():
+    """A host name or address of this host that the other hosts reach, and a free port."""
+    address = os.environ.get("CHORUS_MASTER_ADDR") or socket.getfqdn()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    return f"{address}:{port}"
+
+
+def _prepare_environment(kwargs):
+    """Before torch's init_process_group: chorus up, and the variables of env:// from the job."""
+    _refuse_launch()
+    core.init()
+    for name, value in (("RANK", core.rank()), ("WORLD_SIZE", core.size()),
+                        ("LOCAL_RANK", core.local_rank()),
+                        ("LOCAL_WORLD_SIZE", core.local_size())):
+        os.environ.setdefault(name, str(value))
+    rendezvous = kwargs.get("init_method") is not None or kwargs.get("store") is not None
+    if not rendezvous and not ("MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ):
+        mine = _rank0_address() if core.rank() == 0 else ""
+        address, port = _broadcast_text(mine).rsplit(":", 1)
+        os.environ.setdefault("MASTER_ADDR", address)
+        os.environ.setdefault("MASTER_PORT", port)
+    for name, expected in (("world_size", core.size()), ("rank", core.rank())):
+        given = kwargs.get(name, -1)
+        if given not in (-1, None) and int(given) != expected:
+            raise ValueError(f"init_process_group({name}={given}): the chorus backend's "
+                             f"{name} is the MPI job's, {expected}")
+
+
+_INIT_PARAMETERS = ("backend", "init_method", "timeout", "world_size", "rank", "store",
+                    "group_name", "pg_options")
+
+
+def init_process_group(*args, **kwargs):
+    """torch.distributed.init_process_group, which for backend="chorus" first starts chorus
+    and fills in what env:// needs from the MPI job."""
+    named = dict(zip(_INIT_PARAMETERS, args))
+    named.update(kwargs)
+    if str(named.get("backend") or "").lower() == BACKEND:
+        _prepare_environment(named)
+    return _original_init_process_group(*args, **kwargs)
+
+
+def new_group(ranks=None, *args, **kwargs):
+    """torch.distributed.new_group, which over the chorus backend also adds a chorus process
+    set on every rank (chorus's sets are added by every rank of the job; torch creates the
+    group's backend on its members only)."""
+    backend = kwargs.get("backend", args[1] if len(args) > 1 else None)
+    default = c10d._get_default_group() if dist.is_initialized() else None
+    uses_chorus = default is not None and dist.get_backend(default) == BACKEND and (
+        backend is None or str(backend).lower() == BACKEND)
+    if uses_chorus:
+        members = list(range(default.size())) if not ranks else [int(r) for r in ranks]
+        if members != sorted(members):
+            raise ValueError(f"new_group(ranks={list(ranks)}): the chorus backend takes a "
+                             "group's ranks in ascending order")
+        process_set = core.process_set_add(members)
+        _pending_sets.setdefault(tuple(members), []).append(process_set)
+    return _original_new_group(ranks, *args, **kwargs)
+
+
+def _create(options, pg_options):
+    """The backend's constructor (torch's extended API): a group of the whole job, or of the
+    ranks new_group named."""
+    extension = _extension()
+    members = [int(r) for r in options.global_ranks_in_group]
+    if not members:
+        if options.group_size != core.size() or options.group_rank != core.rank():
+            raise ValueError(
+                f"the chorus backend's rank and world size are the MPI job's ({core.rank()} of "
+                f"{core.size()}), not {options.group_rank} of {options.group_size}")
+        return extension.ProcessGroupChorus(core.rank(), core.size(), 0,
+                                            list(range(core.size())))
+    waiting = _pending_sets.get(tuple(members))
+    if not waiting:
+        raise RuntimeError(f"chorus backend: a group of ranks {members} made without "
+                           "torch.distributed.new_group (which import chorus.torch wraps)")
+    process_set = waiting.pop(0)
+    return extension.ProcessGroupChorus(options.group_rank, options.group_size, process_set,
+                                        members)
+
+
+def register():
+    """Registers "chorus" with torch.distributed and wraps init_process_group and new_group
+    (both keep their signatures and behaviour for every other backend). Idempotent."""
+    if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}):
+        return
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+    for module in (dist, c10d):
+        module.init_process_group = init_process_group
+        module.new_group = new_group
