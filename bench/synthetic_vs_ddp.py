@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""chorus.torch's DistributedOptimizer against DistributedDataParallel over gloo on the same
-model, interleaved: for every round, every rank count, both backends, one mpirun each of
+"""chorus.torch's DistributedOptimizer and DistributedDataParallel over chorus's
+torch.distributed backend ("ddp-chorus") against DistributedDataParallel over gloo ("ddp") on the
+same model, interleaved: for every round, every rank count, both backends, one mpirun each of
 examples/pytorch_synthetic_benchmark.py. Prints per rank count and backend the median step time
 (with the range over rounds), images/s in total, scaling efficiency (throughput at N / (N x
 throughput at 1)) and chorus's step as a fraction of DDP's.
@@ -17,7 +18,6 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "examples", "pytorch_synthetic_benchmark.py")
-BACKENDS = ("chorus", "ddp")
 
 
 def run_once(np, backend, args, extra, port):
@@ -53,14 +53,18 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     parser.add_argument("--bind", default="none", help="mpirun --bind-to while np <= cores")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per run")
+    parser.add_argument("--backends", default="chorus,ddp,ddp-chorus",
+                        help="of the benchmark script's --backend, comma-separated (ddp, the "
+                             "baseline, always runs)")
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
     counts = [int(n) for n in args.np.split(",")]
-    results = {(n, b): [] for n in counts for b in BACKENDS}
+    backends = ["ddp"] + [b for b in args.backends.split(",") if b and b != "ddp"]
+    results = {(n, b): [] for n in counts for b in backends}
     port = 29600
     for round_index in range(args.rounds):
         for n in counts:
-            for backend in BACKENDS:
+            for backend in backends:
                 port += 1
                 result = run_once(n, backend, args, extra, port)
                 if result is None:
@@ -73,23 +77,24 @@ def main():
     print(f"\n# {args.model}, batch {args.batch_size} x {args.image_size}px per rank, "
           f"{args.threads} torch thread(s) per rank, {cores} cores, --bind-to {args.bind} "
           f"(none above {cores} ranks); medians of {args.rounds} interleaved rounds")
-    print(f"{'np':>3} {'backend':>8} {'step (ms)':>10} {'range':>15} {'img/s total':>12} "
+    print(f"{'np':>3} {'backend':>10} {'step (ms)':>10} {'range':>15} {'img/s total':>12} "
           f"{'scaling':>8} {'step vs DDP':>12}")
     for n in counts:
-        for backend in BACKENDS:
+        for backend in backends:
             steps = [s for s, _ in results[(n, backend)]]
             totals = [t for _, t in results[(n, backend)]]
             base = statistics.median(t for _, t in results[(counts[0], backend)])
             scaling = statistics.median(totals) / (n / counts[0] * base)
             ddp_step = statistics.median(s for s, _ in results[(n, "ddp")])
-            print(f"{n:>3} {backend:>8} {statistics.median(steps):>10.1f} "
+            print(f"{n:>3} {backend:>10} {statistics.median(steps):>10.1f} "
                   f"{min(steps):>7.1f}-{max(steps):<7.1f} {statistics.median(totals):>12.2f} "
                   f"{scaling:>7.0%} {statistics.median(steps) / ddp_step:>12.2f}")
     for n in counts:
-        chorus = statistics.median(s for s, _ in results[(n, "chorus")])
         ddp = statistics.median(s for s, _ in results[(n, "ddp")])
-        print(f"summary: synthetic model={args.model} np={n} chorus_step_ms={chorus:.1f} "
-              f"ddp_step_ms={ddp:.1f} ratio={chorus / ddp:.2f}")
+        for backend in backends[1:]:
+            step = statistics.median(s for s, _ in results[(n, backend)])
+            print(f"summary: synthetic model={args.model} np={n} {backend}_step_ms={step:.1f} "
+                  f"ddp_step_ms={ddp:.1f} ratio={step / ddp:.2f}")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 """The usual synthetic benchmark of data-parallel training: a torchvision model (no pretrained
 weights) on random images, warm-up batches, then timed iterations of several batches; images/s
 per rank and in total. The same script runs with chorus.torch's DistributedOptimizer (as a
-Horovod script would) or with torch.nn.parallel.DistributedDataParallel over gloo, so that the two
-can be compared on the same machine.
+Horovod script would), with torch.nn.parallel.DistributedDataParallel over gloo ("ddp"), or with
+DistributedDataParallel over chorus's torch.distributed backend ("ddp-chorus"), so that they can
+be compared on the same machine.
 
 Run: mpirun -np 2 /usr/bin/python3 examples/pytorch_synthetic_benchmark.py [--backend ddp]
 Rank 0's last line is "result: backend=... model=... np=... step_ms=... img_per_s_total=..."
-(bench/synthetic_vs_ddp.py runs both backends at several rank counts and tabulates them)."""
+(bench/synthetic_vs_ddp.py runs the backends at several rank counts and tabulates them)."""
 import argparse
 import os
 import statistics
@@ -25,7 +26,7 @@ except ImportError:
 
 def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["chorus", "ddp"], default="chorus")
+    parser.add_argument("--backend", choices=["chorus", "ddp", "ddp-chorus"], default="chorus")
     parser.add_argument("--model", default="resnet50", help="a torchvision.models name")
     parser.add_argument("--batch-size", type=int, default=32, help="images per rank per step")
     parser.add_argument("--image-size", type=int, default=224)
@@ -66,6 +67,14 @@ class Backend:
             self.optimizer = hvd.DistributedOptimizer(
                 optimizer, named_parameters=model.named_parameters())
             self.model = model
+        elif name == "ddp-chorus":
+            import chorus.torch  # noqa: F401  (registers the backend "chorus")
+            import torch.distributed as dist
+            dist.init_process_group("chorus")  # rank and size from the MPI job
+            self.dist = dist
+            self.rank, self.size = dist.get_rank(), dist.get_world_size()
+            self.model = torch.nn.parallel.DistributedDataParallel(model)
+            self.optimizer = optimizer
         else:
             import torch.distributed as dist
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -86,6 +95,8 @@ class Backend:
     def shutdown(self):
         if self.name == "chorus":
             self.hvd.shutdown()
+        elif self.name == "ddp-chorus":
+            self.dist.destroy_process_group()
         else:
             # A barrier rather than destroy_process_group: torch 1.13's gloo teardown spun
             # forever on rank 0 here once its peer had exited.
@@ -103,11 +114,14 @@ def main():
     data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
     target = torch.randint(0, 1000, (args.batch_size,))
 
+    losses = []
+
     def train_step():
         backend.optimizer.zero_grad()
         loss = F.cross_entropy(backend.model(data), target)
         loss.backward()
         backend.optimizer.step()
+        losses.append(loss.item())
 
     for _ in range(args.num_warmup_batches):
         train_step()
@@ -129,7 +143,8 @@ def main():
         print(f"result: backend={args.backend} model={args.model} np={backend.size} "
               f"batch={args.batch_size} image={args.image_size} threads={threads} "
               f"step_ms={mean_step * 1e3:.1f} img_per_s_per_rank={per_rank:.2f} "
-              f"img_per_s_total={per_rank * backend.size:.2f}", flush=True)
+              f"img_per_s_total={per_rank * backend.size:.2f} last_loss={losses[-1]:.9g}",
+              flush=True)
     backend.shutdown()
 
 

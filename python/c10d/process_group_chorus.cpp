@@ -9,7 +9,7 @@
 //
 // Completion: Work::wait() waits on the chorus handle itself (no other thread between the
 // background thread and the caller). A Work whose future is asked for (DDP, hooks) is also
-// handed to one completion thread, which waits in call order and completes the futures. Either
+// handed to a completion thread (class Completer), which waits and completes the future. Either
 // thread may finish an operation first: its last step (copies into the caller's outputs) runs
 // once, under std::call_once.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -63,11 +63,14 @@ struct Operation {
     }
 };
 
-// The thread that completes the futures that were asked for, in call order.
+// The threads that complete the futures that were asked for (and keep the operations of Work
+// objects dropped before they completed until they have). A future's callbacks run on the
+// thread that completes it, and may wait for a later future (PowerSGD's hook does): so no
+// thread waits behind a busy one, and another starts whenever none is idle.
 class Completer {
   public:
     static Completer &instance() {
-        // Never destroyed: the thread may still wait while the process exits.
+        // Never destroyed: its threads may still wait while the process exits.
         static Completer *completer = new Completer();
         return *completer;
     }
@@ -75,28 +78,33 @@ class Completer {
     void add(std::shared_ptr<Operation> operation,
              c10::intrusive_ptr<c10::ivalue::Future> future) {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (!started_) {
-            std::thread(&Completer::run, this).detach();
-            started_ = true;
-        }
         queue_.emplace_back(std::move(operation), std::move(future));
-        ready_.notify_one();
+        if (idle_ == 0)
+            std::thread(&Completer::run, this).detach();
+        else
+            ready_.notify_one();
     }
 
   private:
     void run() {
+        std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
-            std::unique_lock<std::mutex> lock(mutex_);
+            idle_++;
             ready_.wait(lock, [this] { return !queue_.empty(); });
+            idle_--;
             auto item = std::move(queue_.front());
             queue_.pop_front();
             lock.unlock();
             item.first->complete();
-            if (item.first->status == CHORUS_OK)
+            if (!item.second) {
+                // Kept only for its buffers: nobody asked for its future.
+            } else if (item.first->status == CHORUS_OK)
                 item.second->markCompleted(c10::IValue(item.first->outputs));
             else
                 item.second->setError(
                     std::make_exception_ptr(std::runtime_error(item.first->error)));
+            item = {};
+            lock.lock();
         }
     }
 
@@ -104,13 +112,20 @@ class Completer {
     std::condition_variable ready_;
     std::deque<std::pair<std::shared_ptr<Operation>, c10::intrusive_ptr<c10::ivalue::Future>>>
         queue_;
-    bool started_ = false;
+    int idle_ = 0;
 };
 
 class WorkChorus : public c10d::Work {
   public:
     WorkChorus(std::shared_ptr<Operation> operation, int rank, c10d::OpType type)
         : c10d::Work(rank, type), operation_(std::move(operation)) {}
+
+    // A Work dropped while its operation runs (DDP drops the one of its join check) leaves the
+    // operation, with the buffers chorus still writes, to a completion thread.
+    ~WorkChorus() override {
+        if (!operation_->done.load() && !future_)
+            Completer::instance().add(operation_, {});
+    }
 
     bool isCompleted() override {
         if (operation_->done.load())
