@@ -2,7 +2,8 @@
 # Launch tests on real resource managers and emulated hosts, stood up with the team's scripts in
 # ../shared/infra (they install Son of Grid Engine, Slurm and network namespaces as needed):
 #   launch_test.sh BUILD_DIR SOURCE_DIR sge|slurm|multihost
-# sge:       a 4-rank train_mlp job submitted with qsub -pe mpi 4 (chorusrun reads $PE_HOSTFILE)
+# sge:       a 4-rank train_mlp job submitted with qsub -pe mpi 4 (chorusrun reads $PE_HOSTFILE),
+#            and examples/pytorch_ddp.py on the torch.distributed backend where it was built
 # slurm:     the same with sbatch -n 4 (chorusrun inside the allocation)
 # multihost: 2 emulated hosts x 2 ranks: topology, ring and hierarchical allreduce across hosts,
 #            fatal errors on one rank, and chorus-bench across them, also over a link capped at
@@ -15,6 +16,8 @@ infra=$(cd "$source/.." && pwd)/shared/infra
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 chorusrun=$source/tools/mpirun-wrappers/chorusrun
+# The torch.distributed backend, where it was built: its DDP example runs in the jobs too.
+torch_backend=$(ls "$build"/python/c10d/_chorus_c10d*.so 2>/dev/null | head -n 1)
 passed=0 failed=0
 skip() { echo "launch $check: skipped: $*"; exit 77; }
 expect() { # expect LABEL PATTERN FILE
@@ -39,6 +42,13 @@ sge)
     expect "qsub job ran" "exited with exit code 0" "$work/qsub.log"
     expect "chorusrun used the PE hostfile" "inside SGE job" "$work/job.out"
     expect "4-rank training under SGE" "final weights identical on all 4 ranks" "$work/job.out"
+    if [ -n "$torch_backend" ]; then
+        (cd "$source" && timeout 300 qsub -sync y -pe mpi 4 -cwd -j y -v CHORUS_BUILD="$build" \
+            -o "$work/ddp.out" examples/sge/pytorch_ddp.sge --epochs 2) > "$work/qsub.log" 2>&1
+        cat "$work/qsub.log" "$work/ddp.out" 2>/dev/null
+        expect "4-rank DDP on the chorus backend under SGE" \
+            "backend chorus: final weights identical on all 4 ranks" "$work/ddp.out"
+    fi
     ;;
 slurm)
     trap '"$infra/slurm-down.sh" >/dev/null 2>&1; "$infra/netns-down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
@@ -51,6 +61,13 @@ slurm)
     cat "$work/sbatch.log" "$work/job.out" 2>/dev/null
     expect "chorusrun saw the allocation" "inside Slurm job" "$work/job.out"
     expect "4-rank training under Slurm" "final weights identical on all 4 ranks" "$work/job.out"
+    if [ -n "$torch_backend" ]; then
+        (cd "$source" && CHORUS_BUILD=$build timeout 300 sbatch -W -n 4 -o "$work/ddp.out" \
+            examples/slurm/pytorch_ddp.sbatch --epochs 2) > "$work/sbatch.log" 2>&1
+        cat "$work/sbatch.log" "$work/ddp.out" 2>/dev/null
+        expect "4-rank DDP on the chorus backend under Slurm" \
+            "backend chorus: final weights identical on all 4 ranks" "$work/ddp.out"
+    fi
     ;;
 multihost)
     trap '"$infra/netns-down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
