@@ -22,8 +22,9 @@ void api_instance_release(void);
 chorus_status api_not_initialized(const char *call);
 
 /* Queues `count` requests for the background thread as one unit, unless chorus has stopped or
- * one of their names is in flight on this rank (then the status, with its message). */
+ * one of their names is in flight on this rank (then the status, with its message); `wake`:
+ * and wakes the thread (a caller about to take its turn does not). */
 chorus_status api_enqueue_requests(struct chorus_context *context, struct request **requests,
-                               size_t count);
+                                   size_t count, bool wake);
 
 #endif

@@ -66,7 +66,7 @@ static chorus_status change_process_sets(const char *call, const int *ranks, int
             request->desc.group == NULL || (ranks != NULL && request->desc.members == NULL))
             status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
         else
-            status = api_enqueue_requests(context, &request, 1);
+            status = api_enqueue_requests(context, &request, 1, true);
     }
     api_instance_release();
     if (status != CHORUS_OK) {

@@ -6,6 +6,7 @@
 #include "instance.h"
 #include "validate.h"
 
+#include "../coordinator/coordinator.h"
 #include "../core/context.h"
 #include "../core/log.h"
 
@@ -96,7 +97,7 @@ static bool name_ordered(struct request *request, struct chorus_context *context
 /* Queues `count` requests for the background thread, unless chorus has stopped or one of their
  * names is in flight on this rank. */
 chorus_status api_enqueue_requests(struct chorus_context *context, struct request **requests,
-                               size_t count)
+                                   size_t count, bool wake)
 {
     chorus_status status = CHORUS_OK;
     const struct wire_request *first = &requests[0]->desc;
@@ -128,7 +129,8 @@ chorus_status api_enqueue_requests(struct chorus_context *context, struct reques
                 context->queue_head = requests[i];
             context->queue_tail = requests[i];
         }
-        pthread_cond_signal(&context->wakeup);
+        if (wake)
+            pthread_cond_signal(&context->wakeup);
     }
     pthread_mutex_unlock(&context->lock);
     return status;
@@ -279,7 +281,14 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
             goto out;
         }
     }
-    status = api_enqueue_requests(context, requests, count);
+    /* An ordered operation runs on this thread when the background thread is idle (no
+     * hand-off either way); else the background thread is woken for it. */
+    status = api_enqueue_requests(context, requests, count, !ordered);
+    if (status == CHORUS_OK && ordered && !coord_step_as_caller(context)) {
+        pthread_mutex_lock(&context->lock);
+        pthread_cond_signal(&context->wakeup);
+        pthread_mutex_unlock(&context->lock);
+    }
 out:
     api_instance_release();
     if (status != CHORUS_OK) {

@@ -99,18 +99,16 @@ static bool coord_settle(struct background *background)
 
 /* ----- idling ----------------------------------------------------------------------------- */
 
-static void idle(struct background *background, double idle_since)
+/* How long an idle loop may sleep at a time, and what it has already sent: read while the
+ * thread holds its turn, for idle() to use once it has let go of it. */
+struct idle_view {
+    double cap;
+    bool shutdown_sent, join_sent;
+};
+
+static struct idle_view idle_view_of(const struct background *background)
 {
-    double idle_time = monotonic_seconds() - idle_since;
-    if (idle_time < 50e-6)
-        return;
-    if (idle_time < 2e-3) {
-        sched_yield();
-        return;
-    }
-    struct chorus_context *context = background->context;
     const struct pending *pending = &background->pending;
-    double nap = idle_time / 16;
     double cap = pending->table.size > 0 || background->rank == 0 ||
                          background->runner.executor.joined
                      ? 1e-3
@@ -119,12 +117,27 @@ static void idle(struct background *background, double idle_since)
      * collective inside MPI calls). */
     if (background->rounds.on)
         cap = 2e-4;
-    nap = nap < 50e-6 ? 50e-6 : nap > cap ? cap : nap;
+    return (struct idle_view){.cap = cap, .shutdown_sent = pending->shutdown_sent,
+                              .join_sent = pending->join_sent};
+}
+
+/* Called without the turn, so that a user thread may take it meanwhile. */
+static void idle(struct chorus_context *context, double idle_since, struct idle_view view)
+{
+    double idle_time = monotonic_seconds() - idle_since;
+    if (idle_time < 50e-6)
+        return;
+    if (idle_time < 2e-3) {
+        sched_yield();
+        return;
+    }
+    double nap = idle_time / 16;
+    nap = nap < 50e-6 ? 50e-6 : nap > view.cap ? view.cap : nap;
     struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, nap);
     pthread_mutex_lock(&context->lock);
     bool work = context->queue_head != NULL ||
-                (context->shutdown_requested && !pending->shutdown_sent) ||
-                (context->join_requested && !pending->join_sent);
+                (context->shutdown_requested && !view.shutdown_sent) ||
+                (context->join_requested && !view.join_sent);
     if (!work)
         pthread_cond_timedwait(&context->wakeup, &context->lock, &deadline);
     pthread_mutex_unlock(&context->lock);
@@ -206,6 +219,37 @@ static bool take_submissions(struct background *background)
     return any;
 }
 
+/* Whether everything queued is ordered, and no shutdown or join waits to be sent: what a user
+ * thread may take on its turn (the rest needs the loop: messages to rank 0, their answers). */
+static bool only_ordered_queued(struct background *background)
+{
+    struct chorus_context *context = background->context;
+    const struct pending *pending = &background->pending;
+    pthread_mutex_lock(&context->lock);
+    bool only = context->queue_head != NULL &&
+                !(context->shutdown_requested && !pending->shutdown_sent) &&
+                !(context->join_requested && !pending->join_sent);
+    for (const struct request *r = context->queue_head; only && r != NULL; r = r->next)
+        only = r->ordered;
+    pthread_mutex_unlock(&context->lock);
+    return only;
+}
+
+bool coord_step_as_caller(struct chorus_context *context)
+{
+    if (pthread_mutex_trylock(&context->coordinator_turn) != 0)
+        return false;
+    struct background *background = context->coordinator;
+    bool stepped = background != NULL && background->state == COORD_RUNNING &&
+                   only_ordered_queued(background);
+    if (stepped) {
+        take_submissions(background);
+        coord_settle(background);
+    }
+    pthread_mutex_unlock(&context->coordinator_turn);
+    return stepped;
+}
+
 /* ----- the executor's callbacks ----------------------------------------------------------- */
 
 static struct request *executor_take(void *owner, const char *name)
@@ -232,6 +276,17 @@ static void executor_fatal_error(void *owner, chorus_status status, const char *
 static void executor_waiting(void *owner)
 {
     star_heartbeat_while_waiting(&((struct background *)owner)->star);
+}
+
+/* A user thread just woken by a completion may be waiting for this core: while idle, the loop
+ * polls for 50 us before it yields. Yielding now measured (np=2 on 2 cores, chorus-bench, 4
+ * interleaved rounds) allreduce 64 B-4 KiB in 14-18 us instead of 15-100 us, broadcast 8 B-32
+ * KiB in 16-21 us instead of 20-30 us. After an ordered operation the loop yields instead,
+ * without its turn (coord_loop). */
+static void executor_ran(void *owner)
+{
+    if (!((struct background *)owner)->ordered.running)
+        sched_yield();
 }
 
 /* ----- start-up --------------------------------------------------------------------------- */
@@ -395,6 +450,7 @@ chorus_status coord_setup(struct background *background, char *error, size_t err
     executor->join_done = executor_join_done;
     executor->fatal_error = executor_fatal_error;
     executor->waiting = executor_waiting;
+    executor->ran = executor_ran;
     return CHORUS_OK;
 }
 
@@ -473,11 +529,15 @@ static void release_communicators(struct chorus_context *context)
 
 void coord_loop(struct background *background)
 {
+    struct chorus_context *context = background->context;
     struct star *star = &background->star;
     struct coord_report *report = &background->report;
     double idle_since = monotonic_seconds();
+    pthread_mutex_lock(&context->coordinator_turn);
+    context->coordinator = background;
     bool going = coord_settle(background);
     while (going) {
+        size_t ordered_before = background->ordered.run_count;
         bool active = false;
         bool stopping = background->state == COORD_STOPPING;
         if (!stopping) {
@@ -509,11 +569,26 @@ void coord_loop(struct background *background)
         if (going)
             active |= star_keep_alive(star, background->state == COORD_STOPPING, report);
         going = going && coord_settle(background);
-        if (active)
+        if (active && going && background->ordered.run_count != ordered_before) {
+            /* The user thread that an ordered operation's completion woke may run its next one
+             * itself: yield the core to it without the turn (executor_ran did not yield). */
+            pthread_mutex_unlock(&context->coordinator_turn);
+            sched_yield();
+            pthread_mutex_lock(&context->coordinator_turn);
+            going = coord_settle(background);
+        }
+        if (active) {
             idle_since = monotonic_seconds();
-        else if (going)
-            idle(background, idle_since);
+        } else if (going) {
+            struct idle_view view = idle_view_of(background);
+            pthread_mutex_unlock(&context->coordinator_turn);
+            idle(context, idle_since, view);
+            pthread_mutex_lock(&context->coordinator_turn);
+            going = coord_settle(background); /* a user thread's turn may have ended it */
+        }
     }
+    context->coordinator = NULL;
+    pthread_mutex_unlock(&context->coordinator_turn);
     bool failed = background->state == COORD_FAILED || background->runner.executor.aborted;
     star_progress(star, true, failed);
     LOG(LOG_INFO, "negotiation",

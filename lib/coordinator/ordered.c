@@ -190,7 +190,9 @@ void ordered_run(struct ordered *ordered, struct request *request, struct coord_
                         label);
             wire_response_free(&response);
         } else {
+            ordered->running = true;
             status = runner_run(ordered->runner, &response, 1, error, sizeof error);
+            ordered->running = false;
             if (status != CHORUS_OK)
                 report_fail(report, status, "%s", error);
             wire_response_free(&response);

@@ -17,7 +17,8 @@ struct ordered {
     struct pending *pending;
     uint64_t *positions; /* ordered operations run so far, by process set id */
     size_t position_capacity;
-    size_t run_count;    /* for the closing log line */
+    size_t run_count;    /* ordered operations run (the loop yields after them) */
+    bool running;        /* inside an ordered operation's collective */
 };
 
 void ordered_init(struct ordered *ordered, struct runner *runner, struct pending *pending);

@@ -19,6 +19,7 @@ struct chorus_context *context_create(MPI_Comm user_comm)
     context->control_comm = MPI_COMM_NULL;
     context->data_comm = MPI_COMM_NULL;
     pthread_mutex_init(&context->lock, NULL);
+    pthread_mutex_init(&context->coordinator_turn, NULL);
     /* Timed waits count on the monotonic clock, which no change of the date moves. */
     pthread_condattr_t attributes;
     pthread_condattr_init(&attributes);
@@ -48,6 +49,7 @@ void context_free(struct chorus_context *context)
         context->marks_head = next;
     }
     pthread_mutex_destroy(&context->lock);
+    pthread_mutex_destroy(&context->coordinator_turn);
     pthread_cond_destroy(&context->wakeup);
     pthread_cond_destroy(&context->started);
     pthread_cond_destroy(&context->timeline_switched);

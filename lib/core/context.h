@@ -38,6 +38,12 @@ struct chorus_context {
     chorus_status params_status;  /* parsing the parameters on this rank */
     char params_message[1024];
 
+    /* The coordinator's turn: whoever holds it acts as the background thread (background.c).
+     * The thread holds it except while idle; a user thread that submitted ordered operations
+     * takes it when it is free and runs them itself (coord_step_as_caller). */
+    pthread_mutex_t coordinator_turn;
+    struct background *coordinator; /* under coordinator_turn: the running loop's, or NULL */
+
     /* shared */
     pthread_mutex_t lock;
     pthread_cond_t wakeup;       /* the background thread sleeps on it when idle */

@@ -58,6 +58,9 @@ struct executor {
     /* Called now and then while a wait of a batch waits on other ranks (may be NULL): the owner
      * keeps its heartbeats going, so that the others do not take this rank for dead. */
     void (*waiting)(void *owner);
+    /* Called after every executor_run that ran something (may be NULL): the owner hands the
+     * core to the user threads its completions woke. */
+    void (*ran)(void *owner);
 };
 
 /* Collective over the data communicator, once at start-up: creates the host's shared segment

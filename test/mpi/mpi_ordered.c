@@ -11,6 +11,9 @@
 #include "../common/reference.h"
 #include "mpi_test.h"
 
+#include <pthread.h>
+#include <stdint.h>
+
 #define MAX_RANKS 16
 #define MAX_OPERATIONS 512
 #define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
@@ -301,6 +304,55 @@ static void test_refusals(void)
     EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_INVALID_ARGUMENT);
 }
 
+/* Two threads submit ordered allreduces in turns (a token decides the order, alike on every
+ * rank) without waiting before they pass the token, then wait for their own: a submitting thread
+ * may run an operation itself while the other waits and the background thread idles (the
+ * ThreadSanitizer suite runs this). */
+#define THREADED_OPERATIONS 200
+static pthread_mutex_t token_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t token_passed = PTHREAD_COND_INITIALIZER;
+static int token;
+
+static void *take_turns(void *argument)
+{
+    int me = (int)(intptr_t)argument;
+    static float values[THREADED_OPERATIONS];
+    chorus_handle *handles[THREADED_OPERATIONS] = {0};
+    for (int i = me; i < THREADED_OPERATIONS; i += 2) {
+        pthread_mutex_lock(&token_lock);
+        while (token != i)
+            pthread_cond_wait(&token_passed, &token_lock);
+        values[i] = (float)(test_rank * THREADED_OPERATIONS + i);
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        args.flags = CHORUS_OP_ORDERED;
+        args.input = floats(&values[i], 1);
+        EXPECT_STATUS(chorus_submit(&args, &handles[i]), CHORUS_OK);
+        token = i + 1;
+        pthread_cond_broadcast(&token_passed);
+        pthread_mutex_unlock(&token_lock);
+    }
+    for (int i = me; i < THREADED_OPERATIONS; i += 2) {
+        EXPECT_STATUS(chorus_wait(handles[i]), CHORUS_OK);
+        chorus_handle_free(handles[i]);
+        float expected = (float)(THREADED_OPERATIONS * test_size * (test_size - 1) / 2 +
+                                 test_size * i);
+        EXPECT(values[i] == expected, "threaded ordered allreduce %d: %g, expected %g", i,
+               values[i], expected);
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    test_step = "two threads in turns";
+    token = 0;
+    pthread_t threads[2];
+    for (int t = 0; t < 2; t++)
+        pthread_create(&threads[t], NULL, take_turns, (void *)(intptr_t)t);
+    for (int t = 0; t < 2; t++)
+        pthread_join(threads[t], NULL);
+}
+
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv, 240);
@@ -333,6 +385,7 @@ int main(int argc, char **argv)
     test_mismatch("collective", "collective mismatch");
     test_mismatch("op", "op mismatch");
     test_refusals();
+    test_threads();
     test_step = "shutdown";
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     return test_finish("mpi_ordered");

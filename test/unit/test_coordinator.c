@@ -111,7 +111,7 @@ static chorus_handle *submit(int rank, chorus_collective collective, const char 
     request->handle = handle_create(collective, 1);
     request->submitted_at = monotonic_seconds();
     chorus_handle *handle = request->handle;
-    ck_assert_int_eq(api_enqueue_requests(runs[rank].context, &request, 1), CHORUS_OK);
+    ck_assert_int_eq(api_enqueue_requests(runs[rank].context, &request, 1, true), CHORUS_OK);
     return handle;
 }
 
@@ -287,7 +287,7 @@ START_TEST(a_fatal_error_on_one_rank_stops_every_rank)
         late->desc.group = strdup("");
         late->input = late->output = &value;
         late->handle = handle;
-        ck_assert_int_lt(api_enqueue_requests(runs[r].context, &late, 1), 0);
+        ck_assert_int_lt(api_enqueue_requests(runs[r].context, &late, 1, true), 0);
         request_free(late);
         handle_member_done(handle, CHORUS_ERR_SHUTDOWN, NULL);
         chorus_handle_free(handle);
