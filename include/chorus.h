@@ -318,8 +318,10 @@ typedef struct chorus_op_args {
  * differs and which ranks sent which value. A rank that never submits the N-th operation leaves
  * the others waiting, as in MPI, until CHORUS_TIMEOUT_SECONDS ends the job with
  * CHORUS_ERR_TIMEOUT. Names of ordered operations need not be unique (NULL is allowed): they
- * label the timeline and messages only. Not for chorus_submit_group, and not while this rank
- * has joined. Ordered and negotiated operations may be used in one job, but not in flight at
+ * label the timeline and messages only. When the background thread is idle, the submitting
+ * thread runs the operation itself, inside chorus_submit (the two take turns and never act at
+ * once); otherwise the background thread runs it. Not for chorus_submit_group, and not while
+ * this rank has joined. Ordered and negotiated operations may be used in one job, but not in flight at
  * the same time: negotiated ones run when rank 0 answers, ordered ones when submitted, so
  * different ranks could run them in different orders (and wait for each other until the
  * timeout). Complete the one kind before submitting the other. */
