@@ -310,22 +310,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                             output.scalar_type() == inputs[0].scalar_type(),
                         "chorus backend: allgather's output tensors must have the input's size "
                         "and dtype");
-        at::Tensor input = inputs[0].contiguous();
-        auto operation = std::make_shared<Operation>();
-        operation->outputs = outputs[0];
-        operation->keep_alive = {input};
-        operation->finish = [](Operation &done) {
-            chorus_tensor gathered{};
-            chorus_handle_output(done.handle, &gathered);
-            const char *at = static_cast<const char *>(gathered.data);
-            for (auto &output : done.outputs) {
-                size_t bytes = output.numel() * output.element_size();
-                copy_bytes_into(output, at, bytes);
-                at += bytes;
-            }
-        };
-        return submit(base_args(CHORUS_ALLGATHER, flat(input)), operation,
-                      c10d::OpType::ALLGATHER);
+        return allgather_into(inputs[0], outputs[0], c10d::OpType::ALLGATHER);
     }
 
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
@@ -335,18 +320,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                         output.scalar_type() == input.scalar_type(),
                     "chorus backend: _allgather_base's output must hold ", getSize(),
                     " times the input's elements, of its dtype");
-        at::Tensor contiguous = input.contiguous();
-        auto operation = std::make_shared<Operation>();
-        operation->outputs = {output};
-        operation->keep_alive = {contiguous};
-        operation->finish = [](Operation &done) {
-            chorus_tensor gathered{};
-            chorus_handle_output(done.handle, &gathered);
-            at::Tensor &out = done.outputs[0];
-            copy_bytes_into(out, gathered.data, out.numel() * out.element_size());
-        };
-        return submit(base_args(CHORUS_ALLGATHER, flat(contiguous)), operation,
-                      c10d::OpType::_ALLGATHER_BASE);
+        return allgather_into(input, {output}, c10d::OpType::_ALLGATHER_BASE);
     }
 
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
@@ -361,23 +335,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                     "chorus backend: gather needs ", getSize(),
                     " output tensors on the root and none elsewhere");
         // An allgather of which only the root keeps the result.
-        at::Tensor input = inputs[0].contiguous();
-        auto operation = std::make_shared<Operation>();
-        if (root)
-            operation->outputs = outputs[0];
-        operation->keep_alive = {input};
-        operation->finish = [](Operation &done) {
-            chorus_tensor gathered{};
-            chorus_handle_output(done.handle, &gathered);
-            const char *at = static_cast<const char *>(gathered.data);
-            for (auto &output : done.outputs) {
-                size_t bytes = output.numel() * output.element_size();
-                copy_bytes_into(output, at, bytes);
-                at += bytes;
-            }
-        };
-        return submit(base_args(CHORUS_ALLGATHER, flat(input)), operation,
-                      c10d::OpType::GATHER);
+        return allgather_into(inputs[0], root ? outputs[0] : std::vector<at::Tensor>{},
+                              c10d::OpType::GATHER);
     }
 
     c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
@@ -553,6 +512,31 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
         out.copy_(staged);
     }
 
+    // After an allgather or reducescatter: the handle's output, cut into the operation's outputs
+    // one after the other (all of it into a single output).
+    static void copy_output_in_order(Operation &done) {
+        chorus_tensor produced{};
+        chorus_handle_output(done.handle, &produced);
+        const char *at = static_cast<const char *>(produced.data);
+        for (auto &output : done.outputs) {
+            size_t bytes = output.numel() * output.element_size();
+            copy_bytes_into(output, at, bytes);
+            at += bytes;
+        }
+    }
+
+    // An allgather of `input` whose result lands in `outputs` in rank order (none: dropped).
+    c10::intrusive_ptr<c10d::Work> allgather_into(const at::Tensor &input,
+                                                  std::vector<at::Tensor> outputs,
+                                                  c10d::OpType type) {
+        at::Tensor contiguous = input.contiguous();
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = std::move(outputs);
+        operation->keep_alive = {contiguous};
+        operation->finish = copy_output_in_order;
+        return submit(base_args(CHORUS_ALLGATHER, flat(contiguous)), operation, type);
+    }
+
     c10::intrusive_ptr<c10d::Work> submit(const chorus_op_args &args,
                                           std::shared_ptr<Operation> operation,
                                           c10d::OpType type) {
@@ -588,12 +572,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
         auto operation = std::make_shared<Operation>();
         operation->outputs = {output};
         operation->keep_alive = {input};
-        operation->finish = [](Operation &done) {
-            chorus_tensor block{};
-            chorus_handle_output(done.handle, &block);
-            at::Tensor &out = done.outputs[0];
-            copy_bytes_into(out, block.data, out.numel() * out.element_size());
-        };
+        operation->finish = copy_output_in_order;
         chorus_tensor rows{};
         rows.data = input.data_ptr();
         rows.dtype = dtype_of(input);
