@@ -10,6 +10,7 @@
 #include "../lib/core/params.h"
 #include "../lib/gpu/gpu.h"
 #include "../lib/gpu/gpu_capability.h"
+#include "../lib/transport/point_to_point.h"
 
 #include <getopt.h>
 #include <hwloc.h>
@@ -83,10 +84,8 @@ static void print_versions(void)
 {
     printf("chorus %s (library loaded), built against chorus.h %d.%d.%d\n", chorus_version(),
            CHORUS_VERSION_MAJOR, CHORUS_VERSION_MINOR, CHORUS_VERSION_PATCH);
-    char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int length = 0;
-    MPI_Get_library_version(mpi, &length); /* one of the calls allowed before MPI_Init */
-    mpi[strcspn(mpi, "\n,")] = '\0';
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    transport_mpi_library(mpi, sizeof mpi);
     printf("MPI: %s (MPI %d.%d headers)\n", mpi, MPI_VERSION, MPI_SUBVERSION);
     unsigned hwloc = hwloc_get_api_version();
     printf("hwloc: %u.%u.%u\n", hwloc >> 16, (hwloc >> 8) & 0xff, hwloc & 0xff);
@@ -261,8 +260,10 @@ static void print_parameters_markdown(void)
 
 int main(int argc, char **argv)
 {
-    int nranks = environment_int("OMPI_COMM_WORLD_SIZE", 1);
-    int local_ranks = environment_int("OMPI_COMM_WORLD_LOCAL_SIZE", 0);
+    /* Under a launcher, its job: Open MPI's variables, else Hydra's (MPICH and kin). */
+    int nranks = environment_int("OMPI_COMM_WORLD_SIZE", environment_int("PMI_SIZE", 1));
+    int local_ranks = environment_int("OMPI_COMM_WORLD_LOCAL_SIZE",
+                                      environment_int("MPI_LOCALNRANKS", 0));
     static const struct option options[] = {{"np", required_argument, NULL, 'n'},
                                             {"ranks-per-host", required_argument, NULL, 'l'},
                                             {"version", no_argument, NULL, 'v'},

@@ -32,6 +32,7 @@
 
 #include "../core/log.h"
 #include "../core/timeline.h"
+#include "../transport/point_to_point.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -380,6 +381,9 @@ static void log_start(const struct background *background)
         liveness_heartbeat_spacing(&background->star.liveness), params->timeout_seconds);
     if (background->rank != 0)
         return;
+    char mpi[256];
+    transport_mpi_library(mpi, sizeof mpi);
+    LOG(LOG_INFO, "init", "chorus %s over %s", chorus_version(), mpi);
     LOG(LOG_INFO, "init",
         "fusion up to %zu bytes (tensors up to %zu), cycle %g ms, response cache %zu entries, "
         "stall warning %g s, stall failure %g s",

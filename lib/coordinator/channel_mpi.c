@@ -74,6 +74,13 @@ static void abandon_outgoing(struct channel_mpi *channel)
 static void progress(void *state, bool wait, bool failed)
 {
     struct channel_mpi *channel = state;
+    /* A round's allreduce may need this rank's MPI calls to reach the others (MPICH moves it
+     * only inside them). Once done, the request is MPI_REQUEST_NULL, which round_test then
+     * finds done at once. */
+    if (channel->round_posted && channel->round != MPI_REQUEST_NULL) {
+        int done = 0;
+        MPI_Test(&channel->round, &done, MPI_STATUS_IGNORE);
+    }
     /* After a fatal error peers may never receive what is still outgoing. */
     if (wait && failed) {
         double give_up = monotonic_seconds() + FAILED_DRAIN_SECONDS;

@@ -238,6 +238,9 @@ static bool heartbeat_if_due(struct star *star, bool stopping, double now)
 void star_heartbeat_while_waiting(void *owner)
 {
     heartbeat_if_due(owner, false, monotonic_seconds());
+    /* Messages still outgoing, the responses a peer waits for above all, may move only inside
+     * MPI calls of this rank (MPICH's UCX device), and it may wait for that peer meanwhile. */
+    star_progress(owner, false, false);
 }
 
 bool star_keep_alive(struct star *star, bool stopping, struct coord_report *report)

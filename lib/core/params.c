@@ -297,6 +297,19 @@ static chorus_status bad_value(char *error, size_t error_size, const char *name,
              where, why);
     return CHORUS_ERR_BAD_PARAMETER;
 }
+/* Variables of chorus's other parts, which a rank's environment may hold: the Python binding's
+ * (CHORUS_LIBRARY, CHORUS_C10D_EXTENSION, CHORUS_MASTER_ADDR), chorusrun's (CHORUS_MPIRUN) and
+ * the job scripts' (CHORUS_BUILD). Not unknown, so not warned about. */
+static bool outside_library(const char *name, size_t length)
+{
+    static const char *const names[] = {"CHORUS_LIBRARY", "CHORUS_C10D_EXTENSION",
+                                        "CHORUS_MASTER_ADDR", "CHORUS_MPIRUN", "CHORUS_BUILD"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == length && strncmp(name, names[i], length) == 0)
+            return true;
+    return false;
+}
+
 
 /* The HOROVOD_* variables a Horovod job script already sets, read as their CHORUS_* namesakes
  * (same units); the CHORUS_* variable wins where both are set. */
@@ -367,8 +380,7 @@ chorus_status params_load(struct param_set *set, char *const *environment, const
         const struct param_definition *definition =
             param_find(*entry, (size_t)(equals - *entry), &index);
         if (definition == NULL) {
-            /* CHORUS_LIBRARY belongs to the Python binding, not to the library. */
-            if (strncmp(*entry, "CHORUS_LIBRARY=", 15) != 0 &&
+            if (!outside_library(*entry, (size_t)(equals - *entry)) &&
                 strlen(set->unknown_variables) + (size_t)(equals - *entry) + 2 <
                     sizeof set->unknown_variables) {
                 if (set->unknown_variables[0] != '\0')

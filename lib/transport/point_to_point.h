@@ -82,6 +82,10 @@ void transport_mpi_init(struct transport *transport, const void *mpi_comm);
  * (an MPI_Comm *). For what MPI does better than point to point (a tiny allgather). */
 bool transport_mpi_comm(const struct transport *transport, void *mpi_comm);
 
+/* The MPI library's name and version on one line ("Open MPI v4.1.4", "MPICH Version: 4.0.2"):
+ * MPI_Get_library_version's first line, tabs as spaces. Callable before MPI_Init. */
+void transport_mpi_library(char *line, size_t size);
+
 /* The thread transport: `nranks` endpoints in one process, one per thread. */
 struct thread_fabric;
 struct thread_fabric *thread_fabric_create(int nranks);

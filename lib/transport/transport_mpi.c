@@ -211,6 +211,18 @@ void transport_mpi_init(struct transport *transport, const void *mpi_comm)
     memcpy(&transport->context, &comm, sizeof comm);
 }
 
+void transport_mpi_library(char *line, size_t size)
+{
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int length = 0;
+    MPI_Get_library_version(version, &length);
+    version[strcspn(version, "\n,")] = '\0';
+    for (char *c = version; *c != '\0'; c++)
+        if (*c == '\t')
+            *c = ' ';
+    snprintf(line, size, "%s", version);
+}
+
 bool transport_mpi_comm(const struct transport *transport, void *mpi_comm)
 {
     if (transport->ops != &mpi_ops)
