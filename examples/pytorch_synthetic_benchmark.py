@@ -46,7 +46,8 @@ def launcher_rank_and_size():
         rank = environment.get(prefix + "RANK", environment.get(prefix + "PROCID"))
         size = environment.get(prefix + "SIZE", environment.get(prefix + "NTASKS"))
         if rank is not None and size is not None:
-            local = environment.get("OMPI_COMM_WORLD_LOCAL_SIZE", size)
+            local = environment.get("OMPI_COMM_WORLD_LOCAL_SIZE",
+                                    environment.get("MPI_LOCALNRANKS", size))
             return int(rank), int(size), int(local)
     return 0, 1, 1
 

@@ -4,7 +4,7 @@
 # and, imported from elsewhere, it finds libchorus through the loader's search (LD_LIBRARY_PATH
 # stands in for the installed library's directory), reports the library's version, and runs an
 # allreduce at np=2. Skips (77) without pip, setuptools and wheel.
-# Usage: check_python_package.sh PYTHON SOURCE_ROOT LIBRARY_DIR MPIRUN
+# Usage: check_python_package.sh PYTHON SOURCE_ROOT LIBRARY_DIR "MPIRUN [OPTIONS]"
 set -u
 python=$1 source=$2 library_dir=$3 mpirun=$4
 "$python" -m pip --version >/dev/null 2>&1 && "$python" -c 'import setuptools, wheel' 2>/dev/null ||
@@ -27,7 +27,7 @@ assert torch.equal(total, torch.full((3,), float(sum(range(1, hvd.size() + 1))))
 if hvd.rank() == 0:
     print(f"python package: chorus {chorus.__version__} from {chorus.__file__}: ok")
 PY
+# shellcheck disable=SC2086
 cd "$work" && env -u CHORUS_LIBRARY OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-    LD_LIBRARY_PATH="$library_dir" PYTHONPATH="$work/site" \
-    "$mpirun" --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x PYTHONPATH -np 2 \
+    LD_LIBRARY_PATH="$library_dir" PYTHONPATH="$work/site" $mpirun -np 2 \
     "$python" "$work/check.py" "$work/site"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs mpi_timeline with CHORUS_TIMELINE and checks the Chrome trace rank 0 wrote: valid JSON
 (also when the program stops without shutting down), a row per tensor, and the phases that each
-kind of operation must have. Usage: check_timeline.py MPIRUN PROGRAM NP [abort|packed]. With
+kind of operation must have. Usage: check_timeline.py "MPIRUN [OPTIONS]" PROGRAM NP [abort|packed]. With
 "packed" the ring is forced, so fused tensors are copied into a fusion buffer and back; else, on
 one host, the hierarchical algorithm reduces them where they lie (no copy phases)."""
 import json
@@ -15,8 +15,7 @@ mode = sys.argv[4] if len(sys.argv) > 4 else ""
 abort, packed = mode == "abort", mode == "packed"
 path = os.path.join(tempfile.mkdtemp(), "timeline.json")
 env = dict(os.environ, CHORUS_TIMELINE=path, CHORUS_ALLREDUCE_ALGO="ring" if packed else "auto")
-command = [mpirun, "--oversubscribe", "--bind-to", "none", "-x", "CHORUS_TIMELINE", "-x",
-           "CHORUS_ALLREDUCE_ALGO", "-np", np, program] + (["abort"] if abort else [])
+command = mpirun.split() + ["-np", np, program] + (["abort"] if abort else [])
 result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 if not abort and result.returncode != 0:
     sys.exit(f"mpi_timeline failed:\n{result.stdout}\n{result.stderr}")

@@ -1,7 +1,8 @@
 """Loads libchorus with ctypes and declares the C functions and structs the binding uses.
 
-The library is found, in order: $CHORUS_LIBRARY; the meson build tree of this source checkout
-(build/libchorus.so); the system's library path (an installed libchorus.so.0)."""
+The library is found, in order: $CHORUS_LIBRARY; beside this file (pip install . puts it
+there); the meson build tree of this source checkout (build/libchorus.so); the system's library
+path (an installed libchorus.so.0)."""
 import ctypes
 import ctypes.util
 import os
@@ -58,6 +59,9 @@ def _candidates():
     if explicit:
         yield explicit
         return
+    beside = Path(__file__).resolve().with_name("libchorus.so")
+    if beside.exists():
+        yield str(beside)
     source_root = Path(__file__).resolve().parents[2]
     for build in sorted(source_root.glob("build*/libchorus.so")):
         yield str(build)

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Launch tests on real resource managers and emulated hosts, stood up with the team's scripts in
 # ../shared/infra (they install Son of Grid Engine, Slurm and network namespaces as needed):
-#   launch_test.sh BUILD_DIR SOURCE_DIR sge|slurm|multihost
+#   launch_test.sh BUILD_DIR SOURCE_DIR sge|slurm|multihost [LAUNCHER]
+# LAUNCHER: the MPI launcher of the build (Open MPI's mpirun or a Hydra mpiexec), which chorusrun
+# uses in every job (CHORUS_MPIRUN); default mpirun.
 # sge:       a 4-rank train_mlp job submitted with qsub -pe mpi 4 (chorusrun reads $PE_HOSTFILE),
 #            and examples/pytorch_ddp.py on the torch.distributed backend where it was built
 # slurm:     the same with sbatch -n 4 (chorusrun inside the allocation)
@@ -12,6 +14,11 @@
 # ../shared/infra, or the environment could not be stood up (that is not chorus failing).
 set -uo pipefail
 build=$(cd "$1" && pwd); source=$(cd "$2" && pwd); check=$3
+export CHORUS_MPIRUN=${4:-mpirun}
+case "$("$CHORUS_MPIRUN" --version 2>&1)" in
+    *HYDRA*) kind=hydra launcher_name=Hydra ;;
+    *) kind=openmpi launcher_name="Open MPI" ;;
+esac
 infra=$(cd "$source/.." && pwd)/shared/infra
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -36,14 +43,17 @@ sge)
     # shellcheck disable=SC1091
     . /var/lib/gridengine/default/common/settings.sh
     # qsub passes a job no variable of the submitter's unless named (-v).
-    (cd "$source" && timeout 300 qsub -sync y -pe mpi 4 -cwd -j y -v CHORUS_BUILD="$build" \
+    (cd "$source" && timeout 300 qsub -sync y -pe mpi 4 -cwd -j y \
+        -v CHORUS_BUILD="$build",CHORUS_MPIRUN="$CHORUS_MPIRUN" \
         -o "$work/job.out" examples/sge/train_mlp.sge --epochs 2) > "$work/qsub.log" 2>&1
     cat "$work/qsub.log" "$work/job.out" 2>/dev/null
     expect "qsub job ran" "exited with exit code 0" "$work/qsub.log"
     expect "chorusrun used the PE hostfile" "inside SGE job" "$work/job.out"
+    expect "chorusrun used the build's launcher" "launcher $CHORUS_MPIRUN ($launcher_name" "$work/job.out"
     expect "4-rank training under SGE" "final weights identical on all 4 ranks" "$work/job.out"
     if [ -n "$torch_backend" ]; then
-        (cd "$source" && timeout 300 qsub -sync y -pe mpi 4 -cwd -j y -v CHORUS_BUILD="$build" \
+        (cd "$source" && timeout 300 qsub -sync y -pe mpi 4 -cwd -j y \
+            -v CHORUS_BUILD="$build",CHORUS_MPIRUN="$CHORUS_MPIRUN" \
             -o "$work/ddp.out" examples/sge/pytorch_ddp.sge --epochs 2) > "$work/qsub.log" 2>&1
         cat "$work/qsub.log" "$work/ddp.out" 2>/dev/null
         expect "4-rank DDP on the chorus backend under SGE" \
@@ -60,6 +70,7 @@ slurm)
         examples/slurm/train_mlp.sbatch --epochs 2) > "$work/sbatch.log" 2>&1
     cat "$work/sbatch.log" "$work/job.out" 2>/dev/null
     expect "chorusrun saw the allocation" "inside Slurm job" "$work/job.out"
+    expect "chorusrun used the build's launcher" "launcher $CHORUS_MPIRUN ($launcher_name" "$work/job.out"
     expect "4-rank training under Slurm" "final weights identical on all 4 ranks" "$work/job.out"
     if [ -n "$torch_backend" ]; then
         (cd "$source" && CHORUS_BUILD=$build timeout 300 sbatch -W -n 4 -o "$work/ddp.out" \
@@ -72,10 +83,17 @@ slurm)
 multihost)
     trap '"$infra/netns-down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
     "$infra/netns-up.sh" 2 > "$work/up.log" 2>&1 || { tail -20 "$work/up.log"; skip "netns-up.sh failed"; }
-    export OMPI_MCA_plm_rsh_agent=$infra/netns-rsh.sh
-    export OMPI_MCA_btl_tcp_if_include=10.77.0.0/24 OMPI_MCA_oob_tcp_if_include=10.77.0.0/24
-    run() { timeout 300 "$chorusrun" -np 4 -H hostA:2,hostB:2 -x OMPI_MCA_btl_tcp_if_include \
-                -x OMPI_MCA_oob_tcp_if_include "$@"; }
+    if [ "$kind" = hydra ]; then
+        # Hydra starts a proxy on each host through the same agent, and the proxies call back
+        # mpiexec at the bridge's address (in the root namespace).
+        export HYDRA_LAUNCHER=rsh HYDRA_LAUNCHER_EXEC=$infra/netns-rsh.sh HYDRA_IFACE=mpibr0
+        run() { timeout 300 "$chorusrun" -np 4 -H hostA:2,hostB:2 "$@"; }
+    else
+        export OMPI_MCA_plm_rsh_agent=$infra/netns-rsh.sh
+        export OMPI_MCA_btl_tcp_if_include=10.77.0.0/24 OMPI_MCA_oob_tcp_if_include=10.77.0.0/24
+        run() { timeout 300 "$chorusrun" -np 4 -H hostA:2,hostB:2 -x OMPI_MCA_btl_tcp_if_include \
+                    -x OMPI_MCA_oob_tcp_if_include "$@"; }
+    fi
     run "$build/examples/hello_allreduce" > "$work/hello.out" 2>&1; cat "$work/hello.out"
     expect "topology: 2 hosts of 2 ranks" "rank 3 of 4 (local 1 of 2, host 1 of 2)" "$work/hello.out"
     run "$build/test/mpi_topology" > "$work/topology.out" 2>&1; tail -1 "$work/topology.out"

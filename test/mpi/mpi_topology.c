@@ -1,6 +1,7 @@
 /*
- * mpi_topology.c — what init reports: rank, size, local and cross ranks against what mpirun
- * says (OMPI_COMM_WORLD_LOCAL_RANK / _LOCAL_SIZE / _NODE_RANK), cores from hwloc; then chorus
+ * mpi_topology.c — what init reports: rank, size, local and cross ranks against what the
+ * launcher says (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK / _LOCAL_SIZE / _NODE_RANK, Hydra's
+ * MPI_LOCALRANKID / MPI_LOCALNRANKS), cores from hwloc; then chorus
  * on a communicator of the even ranks only (chorus_init_comm), and a bad parameter on one rank
  * failing init on every rank with the variable and the value named.
  */
@@ -24,10 +25,14 @@ int main(int argc, char **argv)
     int local_rank = environment_int("OMPI_COMM_WORLD_LOCAL_RANK");
     int local_size = environment_int("OMPI_COMM_WORLD_LOCAL_SIZE");
     int node_rank = environment_int("OMPI_COMM_WORLD_NODE_RANK");
+    if (local_rank < 0) { /* Hydra (MPICH, Intel MPI, MVAPICH): no node rank */
+        local_rank = node_rank = environment_int("MPI_LOCALRANKID");
+        local_size = environment_int("MPI_LOCALNRANKS");
+    }
     if (local_rank >= 0) {
-        EXPECT(chorus_local_rank() == local_rank, "local rank %d, mpirun says %d",
+        EXPECT(chorus_local_rank() == local_rank, "local rank %d, the launcher says %d",
                chorus_local_rank(), local_rank);
-        EXPECT(chorus_local_size() == local_size, "local size %d, mpirun says %d",
+        EXPECT(chorus_local_size() == local_size, "local size %d, the launcher says %d",
                chorus_local_size(), local_size);
         EXPECT(node_rank == local_rank, "node rank %d", node_rank);
     }
