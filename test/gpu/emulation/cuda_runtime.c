@@ -21,7 +21,9 @@
 long emulation_fault_setting(const char *name)
 {
     const char *rank = getenv("GPU_EMU_FAULT_RANK");
-    const char *mine = getenv("OMPI_COMM_WORLD_RANK");
+    const char *mine = getenv("OMPI_COMM_WORLD_RANK"); /* Open MPI's launcher, else Hydra's */
+    if (mine == NULL)
+        mine = getenv("PMI_RANK");
     if (rank != NULL && mine != NULL && atoi(rank) != atoi(mine))
         return 0;
     const char *value = getenv(name);
