@@ -276,7 +276,7 @@ static void executor_fatal_error(void *owner, chorus_status status, const char *
 
 static void executor_waiting(void *owner)
 {
-    star_heartbeat_while_waiting(&((struct background *)owner)->star);
+    star_while_waiting(&((struct background *)owner)->star);
 }
 
 /* A user thread just woken by a completion may be waiting for this core: while idle, the loop

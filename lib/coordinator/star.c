@@ -235,7 +235,7 @@ static bool heartbeat_if_due(struct star *star, bool stopping, double now)
     return true;
 }
 
-void star_heartbeat_while_waiting(void *owner)
+void star_while_waiting(void *owner)
 {
     heartbeat_if_due(owner, false, monotonic_seconds());
     /* Messages still outgoing, the responses a peer waits for above all, may move only inside

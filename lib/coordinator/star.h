@@ -56,9 +56,9 @@ bool star_follow(struct star *star, struct coord_report *report);
 /* Sends a heartbeat when this rank has been quiet, and reports a watched peer silent beyond
  * CHORUS_TIMEOUT_SECONDS as a fatal error. */
 bool star_keep_alive(struct star *star, bool stopping, struct coord_report *report);
-/* The executor's `waiting` callback (its owner is the star): heartbeats go on while a batch
- * waits on other ranks. */
-void star_heartbeat_while_waiting(void *star);
+/* The executor's `waiting` callback (its owner is the star): while a batch waits on other
+ * ranks, heartbeats go on and outgoing messages keep moving. */
+void star_while_waiting(void *star);
 /* Completes sends (see channel.h). */
 void star_progress(struct star *star, bool wait, bool failed);
 

@@ -297,6 +297,7 @@ static chorus_status bad_value(char *error, size_t error_size, const char *name,
              where, why);
     return CHORUS_ERR_BAD_PARAMETER;
 }
+
 /* Variables of chorus's other parts, which a rank's environment may hold: the Python binding's
  * (CHORUS_LIBRARY, CHORUS_C10D_EXTENSION, CHORUS_MASTER_ADDR), chorusrun's (CHORUS_MPIRUN) and
  * the job scripts' (CHORUS_BUILD). Not unknown, so not warned about. */
@@ -309,7 +310,6 @@ static bool outside_library(const char *name, size_t length)
             return true;
     return false;
 }
-
 
 /* The HOROVOD_* variables a Horovod job script already sets, read as their CHORUS_* namesakes
  * (same units); the CHORUS_* variable wins where both are set. */
