@@ -159,6 +159,16 @@ else bad "horovodrun options:$missing"; fi
 out=$("$chorusrun" --gloo -np 2 true 2>&1)
 if [ $? -eq 2 ] && printf '%s' "$out" | grep -q -- "horovodrun's option --gloo"; then
     ok "an unsupported horovodrun option named"; else bad "--gloo: $out"; fi
+out=$("$chorusrun" --slots-per-host 2 -np 2 true 2>&1)
+if [ $? -eq 2 ] && printf '%s' "$out" | grep -q -- "--slots-per-host is an option of elastic jobs"
+then ok "an elastic option without --elastic named"; else bad "--slots-per-host: $out"; fi
+out=$("$chorusrun" --elastic --help 2>&1)
+if [ $? -eq 0 ] && printf '%s' "$out" | grep -q -- "--host-discovery-script SCRIPT"; then
+    ok "chorusrun --elastic --help describes the elastic driver"
+else bad "--elastic --help: $out"; fi
+out=$("$chorusrun" --elastic --min-np 3 --max-np 2 true 2>&1)
+if [ $? -eq 2 ] && printf '%s' "$out" | grep -q -- "--max-np 2 is below --min-np 3"; then
+    ok "inconsistent elastic sizes refused"; else bad "--min-np 3 --max-np 2: $out"; fi
 out=$("$chorusrun" --cycle-time-ms soon -np 2 true 2>&1)
 if [ $? -eq 2 ] && printf '%s' "$out" | grep -q -- "soon"; then ok "a malformed number named"
 else bad "--cycle-time-ms soon: $out"; fi

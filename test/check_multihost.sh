@@ -15,40 +15,16 @@ fault_program=${3:-}
 [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && command -v nsenter >/dev/null &&
   command -v unshare >/dev/null || { echo "multihost: needs root, ip, nsenter, unshare"; exit 77; }
 
+. "$(dirname "$0")/common/emulated_hosts.sh"
 net=10.78.9 bridge=chtestbr0 prefix=chtest
-remove_network() {
-  for i in 1 2 3 4; do
-    ip netns pids "$prefix$i" 2>/dev/null | xargs -r kill -9 2>/dev/null
-    ip netns del "$prefix$i" 2>/dev/null
-  done
-  ip link del "$bridge" 2>/dev/null
-}
-remove_network # what an interrupted run left
+emulated_hosts_remove $prefix $bridge 4 # what an interrupted run left
 work=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || remove_network; rm -rf "$work"' EXIT
-
-setup() {
-  ip link add "$bridge" type bridge && ip addr add "$net.254/24" dev "$bridge" &&
-    ip link set "$bridge" up || return 1
-  for i in 1 2 3 4; do
-    ip netns add "$prefix$i" &&
-      ip link add "veth-$prefix$i" type veth peer name eth0 netns "$prefix$i" &&
-      ip link set "veth-$prefix$i" master "$bridge" up &&
-      ip -n "$prefix$i" addr add "$net.$i/24" dev eth0 &&
-      ip -n "$prefix$i" link set eth0 up && ip -n "$prefix$i" link set lo up || return 1
-  done
-}
-setup || { echo "multihost: cannot make network namespaces here"; exit 77; }
-
+trap '[ -n "${KEEP:-}" ] || emulated_hosts_remove $prefix $bridge 4; rm -rf "$work"' EXIT
+emulated_hosts_make $prefix $bridge $net 4 ||
+  { echo "multihost: cannot make network namespaces here"; exit 77; }
 # mpirun starts its daemon on each "host" through this agent, as it would through ssh: inside
 # the host's namespace, under a hostname of its own (shared-memory segments are named by host).
-cat > "$work/agent" <<EOF
-#!/bin/sh
-host=\$1; shift
-index=\${host##*.}
-exec nsenter --net=/var/run/netns/$prefix\$index unshare --uts sh -c "hostname $prefix\$index; \$*"
-EOF
-chmod +x "$work/agent"
+emulated_hosts_agent $prefix "$work/agent"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 passed=0 failed=0

@@ -7,6 +7,7 @@
 #   - chorus-info and chorus-bench run from it, and chorus-info names the MPI of the build;
 #   - the package imports from the environment, with libchorus and the torch backend beside it;
 #   - chorusrun -np 2 runs examples/pytorch_train.py, and the ranks end with identical weights;
+#   - chorusrun --elastic runs an elastic job (its driver, chorusrun-elastic, installed beside it);
 #   - the wheel holds every module of python/chorus;
 #   - pip install . into a second environment (the same build directory, so no rebuild) works;
 #   - pip uninstall chorus leaves nothing of it behind.
@@ -45,7 +46,8 @@ missing=""
 for module in $(cd "$source/python" && find chorus -name '*.py' | sort); do
     printf '%s\n' "$listing" | grep -qx "$module" || missing="$missing $module"
 done
-for part in chorus/libchorus.so scripts/chorusrun scripts/chorus-info scripts/chorus-bench; do
+for part in chorus/libchorus.so scripts/chorusrun scripts/chorusrun-elastic scripts/chorus-info \
+    scripts/chorus-bench; do
     printf '%s\n' "$listing" | grep -q "$part\$" || missing="$missing $part"
 done
 if [ -z "$missing" ]; then ok "the wheel holds every module, libchorus and the programs"
@@ -69,6 +71,11 @@ out=$(cd "$work" && clean "$work/venv" chorusrun -np 2 python3 "$source/examples
 if [ $? -eq 0 ] && printf '%s' "$out" | grep -q "final weights identical on all 2 ranks"; then
     ok "chorusrun -np 2 python3 examples/pytorch_train.py"
 else bad "training through chorusrun: $(printf '%s\n' "$out" | grep -v '^--' | head -20)"; fi
+out=$(cd "$work" && clean "$work/venv" chorusrun --elastic -np 2 -H localhost:2 python3 \
+    "$source/test/python/elastic_train.py" --epochs 1 --step-delay 0 2>&1)
+if [ $? -eq 0 ] && printf '%s' "$out" | grep -q "^final size 2 .* identical on every rank"; then
+    ok "chorusrun --elastic -np 2 python3 test/python/elastic_train.py"
+else bad "elastic training through chorusrun: $(printf '%s\n' "$out" | grep -v '^--' | tail -20)"; fi
 
 "$python" -m venv --system-site-packages "$work/venv2"
 started=$(date +%s)

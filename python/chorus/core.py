@@ -29,6 +29,16 @@ class ChorusInternalError(ChorusError):
     silent rank, a failed MPI or NCCL call, a shutdown. Horovod's HorovodInternalError."""
 
 
+class HostsUpdatedInterrupt(RuntimeError):
+    """Elastic training: the driver reported hosts added or removed, and every rank raised this
+    from the same State.commit() (or check_host_updates()). `skip_sync` is True when hosts were
+    only removed. chorus.elastic.run catches it and brings the job to the new hosts."""
+
+    def __init__(self, skip_sync=False):
+        self.skip_sync = skip_sync
+        super().__init__("hosts were " + ("removed" if skip_sync else "added or changed"))
+
+
 # Statuses that mean the call's own arguments were wrong (raised as ValueError).
 _VALUE_STATUSES = frozenset((c.ERR_INVALID_ARGUMENT, c.ERR_NOT_INITIALIZED, c.ERR_DUPLICATE_NAME))
 

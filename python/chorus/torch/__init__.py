@@ -24,6 +24,7 @@ from .process_sets import (ProcessSet, add_process_set, global_process_set,
                            remove_process_set)
 from .sync_batch_norm import SyncBatchNorm
 from . import distributed as _distributed
+from . import elastic
 
 # torch.distributed's backend "chorus" (chorus/torch/distributed.py): registered at import.
 _distributed.register()
@@ -42,4 +43,4 @@ __all__ = ["ProcessSet", "global_process_set", "add_process_set", "remove_proces
            "broadcast_parameters", "broadcast_optimizer_state", "DistributedOptimizer", "mpi_built",
            "mpi_enabled", "mpi_threads_supported", "nccl_built", "cuda_built", "gloo_built",
            "gloo_enabled", "rocm_built", "ddl_built", "ccl_built", "start_timeline",
-           "stop_timeline", "SyncBatchNorm"]
+           "stop_timeline", "SyncBatchNorm", "elastic"]

@@ -18,6 +18,7 @@ from .. import _library as c
 from ..core import check
 from ..core import (ChorusInternalError, default_name, describe, op_args, rank, submit,
                    submit_group)
+from ..core import HostsUpdatedInterrupt  # noqa: F401 - Horovod's scripts import it from here
 from ..core import init as _core_init
 from ..core import join as _join
 from .process_sets import ProcessSet, _set_id, _set_rank, _set_size, add_process_set
@@ -61,8 +62,6 @@ def init(parameters=None, process_sets=None):
 HorovodInternalError = ChorusInternalError
 
 
-class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic-training signal; chorus has no elastic training, so it is never raised."""
 
 _DTYPES = {torch.uint8: c.UINT8, torch.int8: c.INT8, torch.int32: c.INT32, torch.int64: c.INT64,
            torch.float16: c.FLOAT16, torch.bfloat16: c.BFLOAT16, torch.float32: c.FLOAT32,

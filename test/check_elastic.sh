@@ -1,0 +1,164 @@
+#!/bin/sh
+# Elastic training across emulated hosts: network namespaces that this test makes itself (and
+# removes), each with its own hostname, one rank each, driven by chorusrun --elastic with a
+# host-discovery script that reads a file. The job is test/python/elastic_train.py, which checks
+# that every sample of every epoch is processed once and that the model ends identical on every
+# rank. Cases:
+#   a. all ranks of one of 3 hosts killed (SIGKILL) mid-epoch: the job goes on on 2 hosts
+#   b. the network of one of 3 hosts cut instead: the same
+#   c. a third host added to the discovery file: it joins at a commit, taking the state from
+#      the others (it never saw a commit)
+#   d. one of 2 hosts lost with --min-np 2: the job waits --elastic-timeout, then ends saying so
+# In a to c the resumed job's loss on a fixed batch must equal the loss at the commit it resumed
+# from, and the time from the fault (or the new host) to the first step after it is printed.
+# Needs root, iproute2 and Open MPI (the emulated hosts are reached through mpirun's rsh agent);
+# skips (77) otherwise.
+# Usage: check_elastic.sh CHORUSRUN PYTHON TRAIN_SCRIPT
+set -u
+chorusrun=$1
+python=$2
+script=$3
+[ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && command -v nsenter >/dev/null &&
+  command -v unshare >/dev/null || { echo "elastic: needs root, ip, nsenter, unshare"; exit 77; }
+launcher=$(sed -n 's/^built_launcher="\(.*\)"$/\1/p' "$chorusrun")
+case "$("${launcher:-mpirun}" --version 2>&1)" in
+  *"Open MPI"*|*OpenRTE*) ;;
+  *) echo "elastic: the emulated hosts are reached through Open MPI's rsh agent; skipped"
+     exit 77 ;;
+esac
+
+. "$(dirname "$0")/common/emulated_hosts.sh"
+net=10.78.11 bridge=chelbr0 prefix=chel
+emulated_hosts_remove $prefix $bridge 3 # what an interrupted run left
+work=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || emulated_hosts_remove $prefix $bridge 3; rm -rf "$work"' EXIT
+emulated_hosts_make $prefix $bridge $net 3 ||
+  { echo "elastic: cannot make network namespaces here"; exit 77; }
+# mpirun starts its daemon on each "host" through this agent, as it would through ssh.
+emulated_hosts_agent $prefix "$work/agent"
+printf '#!/bin/sh\ncat %s/hosts\n' "$work" > "$work/discover"
+chmod +x "$work/discover"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_plm_rsh_agent="$work/agent" OMPI_MCA_btl=vader,tcp,self
+export OMPI_MCA_btl_tcp_if_include="$net.0/24" OMPI_MCA_oob_tcp_if_include="$net.0/24"
+export CHORUS_TIMEOUT_SECONDS="${CHORUS_TIMEOUT_SECONDS:-3}"
+bound=$CHORUS_TIMEOUT_SECONDS
+passed=0 failed=0
+now() { date +%s.%N; }
+
+hosts_file() { # hosts_file INDEX... : the discovery script's answer
+  : > "$work/hosts"
+  for i in "$@"; do echo "$net.$i:1" >> "$work/hosts"; done
+}
+
+start_job() { # start_job LOG ELASTIC_OPTIONS...
+  log=$1; shift
+  timeout 300 "$chorusrun" --elastic --host-discovery-script "$work/discover" \
+    --blacklist-cooldown-range 600 600 "$@" "$python" "$script" --epochs 3 \
+    --step-delay 0.05 > "$log" 2>&1 &
+  job=$!
+}
+
+wait_for_step() { # wait_for_step LOG N: until rank 0 has done N steps (60 s at most)
+  for _ in $(seq 1 600); do
+    [ "$(grep -c '^step' "$1")" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+rank_pids() { # the training processes in host INDEX's namespace
+  for pid in $(ip netns pids "$prefix$1"); do
+    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "$script" && echo "$pid"
+  done
+}
+
+# check LOG NAME EXPECTED_SIZE FAULT_TIME: the job's verdicts
+check() {
+  log=$1 name=$2 size=$3 fault=$4 status=$5 problems=""
+  [ "$status" -eq 0 ] || problems="$problems; chorusrun exited with $status"
+  grep -q "^final size $size .* identical on every rank" "$log" ||
+    problems="$problems; no final line with $size ranks and identical models"
+  grep -q "WRONG" "$log" && problems="$problems; $(grep -m1 WRONG "$log")"
+  for epoch in 0 1 2; do
+    grep -q "^epoch $epoch ok" "$log" || problems="$problems; epoch $epoch never checked ok"
+  done
+  # (a rank's line may run into another's output: take the number only)
+  resumed=$(grep -o 'resumed [0-9]* eval=[0-9.e-]*' "$log" | tail -n 1 |
+    sed 's/resumed //; s/eval=//')
+  if [ -z "$resumed" ]; then
+    problems="$problems; the job never resumed from a commit"
+  else
+    number=${resumed%% *} loss=${resumed#* }
+    committed=$(grep -o "commit $number eval=[0-9.e-]*" "$log" | head -n 1 | sed 's/.*eval=//')
+    [ "$committed" = "$loss" ] ||
+      problems="$problems; resumed from commit $number with loss $loss, committed $committed"
+  fi
+  # the first step after the resume, timed on the ranks' clock
+  first=$(awk '/resumed [0-9]* eval=/ { after = 1 } after && /^step/ { print $NF; exit }' "$log")
+  if [ -n "$problems" ]; then
+    failed=$((failed + 1))
+    echo "FAILED: $name${problems}"
+    grep -v '^step\|^commit' "$log" | tail -n 40
+  else
+    passed=$((passed + 1))
+    took=$(echo "$first - $fault" | bc)
+    echo "ok: $name: resumed from commit $number (loss $loss, as committed), first step" \
+      "${took} s after it; every epoch's samples once; final model identical on $size ranks"
+    grep '^chorusrun:' "$log" | sed 's/^/    /'
+  fi
+}
+
+# a. SIGKILL every rank of host 3
+hosts_file 1 2 3
+start_job "$work/a.log" --min-np 2 --max-np 3
+wait_for_step "$work/a.log" 25 || echo "elastic: case a never reached step 25"
+fault=$(now)
+rank_pids 3 | xargs -r kill -9
+wait $job
+check "$work/a.log" "a. ranks of host 3 killed" 2 "$fault" $?
+
+# b. the network of host 3 cut
+hosts_file 1 2 3
+start_job "$work/b.log" --min-np 2 --max-np 3
+wait_for_step "$work/b.log" 25 || echo "elastic: case b never reached step 25"
+fault=$(now)
+ip link set "veth-${prefix}3" down
+wait $job
+status=$?
+ip link set "veth-${prefix}3" up
+check "$work/b.log" "b. network of host 3 cut (bound ${bound} s)" 2 "$fault" $status
+ip netns pids "${prefix}3" | xargs -r kill -9 2>/dev/null
+
+# c. host 3 added while the job runs on hosts 1 and 2
+hosts_file 1 2
+start_job "$work/c.log" --min-np 2 --max-np 3
+wait_for_step "$work/c.log" 25 || echo "elastic: case c never reached step 25"
+fault=$(now)
+hosts_file 1 2 3
+wait $job
+check "$work/c.log" "c. host 3 added" 3 "$fault" $?
+
+# d. 2 hosts, --min-np 2, one lost: the job waits --elastic-timeout, then ends saying why
+hosts_file 1 2
+start_job "$work/d.log" --min-np 2 --max-np 2 --elastic-timeout 5
+wait_for_step "$work/d.log" 10 || echo "elastic: case d never reached step 10"
+fault=$(now)
+rank_pids 2 | xargs -r kill -9
+wait $job
+status=$?
+took=$(echo "$(now) - $fault" | bc)
+if [ $status -ne 0 ] && grep -q "fewer than --min-np 2, for 5 s" "$work/d.log" &&
+   [ "$(echo "$took < 30" | bc)" = 1 ]; then
+  passed=$((passed + 1))
+  echo "ok: d. below --min-np: ended ${took} s after the fault, exit $status:"
+  grep '^chorusrun:' "$work/d.log" | tail -n 3 | sed 's/^/    /'
+else
+  failed=$((failed + 1))
+  echo "FAILED: d. below --min-np (exit $status after ${took} s)"
+  tail -n 30 "$work/d.log"
+fi
+
+echo "elastic: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
