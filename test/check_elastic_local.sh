@@ -7,6 +7,7 @@
 #   3. an error of the training script (an exception on rank 1): the job ends at once, naming the
 #      rank and the error, without restarting
 #   4. --reset-limit 0 and a rank killed: the job ends, naming the limit
+#   5. a connection to the driver without the job's token: ignored (the job ends well)
 # Usage: check_elastic_local.sh CHORUSRUN PYTHON TRAIN_SCRIPT
 set -u
 chorusrun=$1
@@ -36,9 +37,9 @@ resumed_as_committed() { # LOG: the loss after the last resume equals the loss a
     "$(grep -o "commit $number eval=[0-9.e-]*" "$1" | head -n 1 | sed 's/.*eval=//')" ]
 }
 
-trained() { # LOG SIZE: the job ended well, every epoch checked, models identical
-  grep -q "^final size $2 .* identical on every rank" "$1" && ! grep -q WRONG "$1" &&
-    [ "$(grep -c '^epoch [0-9]* ok' "$1")" -ge 3 ]
+trained() { # LOG SIZE [EPOCHS]: the job ended well, every epoch checked, models identical
+  grep -q "final size $2 .* identical on every rank" "$1" && ! grep -q WRONG "$1" &&
+    [ "$(grep -o 'epoch [0-9]* ok' "$1" | sort -u | wc -l)" -ge "${3:-3}" ]
 }
 
 # 1. hosts added
@@ -88,6 +89,28 @@ problems=""
 grep -q "restarted 0 times (--reset-limit 0): ending it" "$work/4.log" ||
   problems="$problems; no message naming the reset limit"
 verdict "4. --reset-limit 0 ends the job at the first failure" "$work/4.log" "$problems"
+
+# 5. a connection that does not present the job's token is dropped: a stranger cannot end it
+timeout 300 "$chorusrun" --elastic -np 2 -H localhost:2 --verbose "$python" "$script" \
+  --epochs 2 --step-delay 0.05 > "$work/5.log" 2>&1 &
+job=$!
+for _ in $(seq 1 100); do
+  address=$(sed -n 's/.*ranks reach this driver at \([0-9.]*:[0-9]*\).*/\1/p' "$work/5.log")
+  [ -n "$address" ] && break
+  sleep 0.1
+done
+"$python" -c 'import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)))
+s.sendall(b"hello not-the-token 0 2 stranger 1\nbye failed RuntimeError: stranger\n")
+s.close()' "$address"
+wait $job
+status=$?
+problems=""
+[ $status -eq 0 ] || problems="$problems; exit $status"
+trained "$work/5.log" 2 2 || problems="$problems; did not finish well"
+grep -q stranger "$work/5.log" && problems="$problems; the stranger was heard"
+verdict "5. a connection without the job's token is dropped" "$work/5.log" "$problems"
 
 echo "elastic-local: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -5,7 +5,8 @@
 # LAUNCHER: the MPI launcher of the build (Open MPI's mpirun or a Hydra mpiexec), which chorusrun
 # uses in every job (CHORUS_MPIRUN); default mpirun.
 # sge:       a 4-rank train_mlp job submitted with qsub -pe mpi 4 (chorusrun reads $PE_HOSTFILE),
-#            and examples/pytorch_ddp.py on the torch.distributed backend where it was built
+#            examples/pytorch_ddp.py on the torch.distributed backend where it was built, and
+#            examples/pytorch_elastic.py under chorusrun --elastic (hosts from the allocation)
 # slurm:     the same with sbatch -n 4 (chorusrun inside the allocation)
 # multihost: 2 emulated hosts x 2 ranks: topology, ring and hierarchical allreduce across hosts,
 #            fatal errors on one rank, and chorus-bench across them, also over a link capped at
@@ -59,6 +60,13 @@ sge)
         expect "4-rank DDP on the chorus backend under SGE" \
             "backend chorus: final weights identical on all 4 ranks" "$work/ddp.out"
     fi
+    (cd "$source" && timeout 300 qsub -sync y -pe mpi 4 -cwd -j y \
+        -v CHORUS_BUILD="$build",CHORUS_MPIRUN="$CHORUS_MPIRUN" \
+        -o "$work/elastic.out" examples/sge/pytorch_elastic.sge --epochs 2) > "$work/qsub.log" 2>&1
+    cat "$work/qsub.log" "$work/elastic.out" 2>/dev/null
+    expect "elastic job: hosts from the PE hostfile" "generation 0: 4 ranks on" "$work/elastic.out"
+    expect "4-rank elastic training under SGE" "final weights identical on all 4 ranks" \
+        "$work/elastic.out"
     ;;
 slurm)
     trap '"$infra/slurm-down.sh" >/dev/null 2>&1; "$infra/netns-down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT
@@ -79,6 +87,12 @@ slurm)
         expect "4-rank DDP on the chorus backend under Slurm" \
             "backend chorus: final weights identical on all 4 ranks" "$work/ddp.out"
     fi
+    (cd "$source" && CHORUS_BUILD=$build timeout 300 sbatch -W -n 4 -o "$work/elastic.out" \
+        examples/slurm/pytorch_elastic.sbatch --epochs 2) > "$work/sbatch.log" 2>&1
+    cat "$work/sbatch.log" "$work/elastic.out" 2>/dev/null
+    expect "elastic job: nodes from the allocation" "generation 0: 4 ranks on" "$work/elastic.out"
+    expect "4-rank elastic training under Slurm" "final weights identical on all 4 ranks" \
+        "$work/elastic.out"
     ;;
 multihost)
     trap '"$infra/netns-down.sh" >/dev/null 2>&1; rm -rf "$work"' EXIT

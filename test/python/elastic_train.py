@@ -63,9 +63,11 @@ def probe_loss():
 
 
 def commit(state):
-    # said first: a commit that another rank's death interrupts may still be the newest one
-    # stored (this rank wrote it), and one that raises HostsUpdatedInterrupt was made all the same
-    say(f"commit {state._commits + 1} eval={probe_loss()!r}")
+    # Said first: a commit that another rank's death interrupts may still be the newest one
+    # stored (this rank wrote it), and one that raises HostsUpdatedInterrupt was made all the
+    # same. Said by the last rank too, for when rank 0's host is the one killed.
+    if hvd.rank() in (0, hvd.size() - 1):
+        print(f"commit {state._commits + 1} eval={probe_loss()!r}", flush=True)
     state.commit()
 
 

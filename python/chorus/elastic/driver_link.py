@@ -1,6 +1,7 @@
-"""A rank's line to chorusrun's elastic driver (CHORUS_ELASTIC_DRIVER=address:port).
+"""A rank's line to chorusrun's elastic driver (CHORUS_ELASTIC_DRIVER=TOKEN@ADDRESS:PORT).
 
-One TCP connection per rank, lines of text. The rank says who it is (hello), rank 0 reports
+One TCP connection per rank, lines of text. The rank says who it is (hello, with the job's
+token: the driver drops a connection that does not present it), rank 0 reports
 commits, and every rank says how it leaves (bye done | bye restart REASON | bye failed TEXT). A
 rank that disappears without a bye has failed: that is how the driver tells the host that failed
 from the hosts whose ranks it stopped. The driver sends `hosts-updated NUMBER KIND` when the
@@ -14,6 +15,7 @@ import threading
 
 class DriverLink:
     def __init__(self, address):
+        self._token, _, address = address.rpartition("@")
         host, _, port = address.rpartition(":")
         self._socket = socket.create_connection((host, int(port)), timeout=30)
         self._socket.settimeout(None)
@@ -60,7 +62,7 @@ class DriverLink:
                 pass  # the driver is gone or unreachable: nothing to tell it then
 
     def hello(self, rank, size):
-        self.send(f"hello {rank} {size} {socket.gethostname()} {os.getpid()}")
+        self.send(f"hello {self._token} {rank} {size} {socket.gethostname()} {os.getpid()}")
 
     def close(self):
         try:
