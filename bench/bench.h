@@ -49,6 +49,11 @@ double cache_line_round_trip(void);
 
 /* The modes. Each returns the process's exit status (non-zero when a result was wrong). */
 int sweep_benchmark(const struct options *o);
+/* sweep.c's parts for chorus-tune: the element count of a sweep's `bytes` for o's collective,
+ * and one size timed through chorus (seconds per operation, the slowest rank's; `wrong`: wrong
+ * elements of a checked run, summed over ranks). */
+size_t sweep_count(const struct options *o, size_t bytes);
+double sweep_measure_chorus(const struct options *o, size_t count, long *wrong);
 void cycle_benchmark(int tensors, chorus_collective collective);
 void workload_benchmark(const char *workload, int steps, chorus_collective collective);
 void link_benchmark(void);

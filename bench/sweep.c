@@ -306,6 +306,60 @@ static double time_operation(const struct options *o, bool use_chorus, void *buf
     return slowest;
 }
 
+size_t sweep_count(const struct options *o, size_t bytes)
+{
+    size_t count = bytes / chorus_dtype_size(o->dtype);
+    /* On a GPU, reducescatters of whole blocks per rank, as a GPU job's usually are (they go
+     * straight from input to output, without padding). */
+    bool blocks = o->collective == CHORUS_ALLGATHER || o->collective == CHORUS_ALLTOALL ||
+                  (o->device && o->collective == CHORUS_REDUCESCATTER);
+    if (blocks)
+        count -= count % (size_t)bench_size;
+    if (count == 0)
+        count = blocks ? (size_t)bench_size : 1;
+    return count;
+}
+
+/* Times `count` elements through chorus or MPI (o->iterations times, else as many as make about
+ * 0.4 GB of traffic), then checks one more operation's result; `wrong` gets the wrong elements
+ * summed over ranks. Seconds per operation, the slowest rank's. */
+static double measure(const struct options *o, bool use_chorus, size_t count, int *counts,
+                      int *displacements, long *wrong)
+{
+    size_t bytes = count * chorus_dtype_size(o->dtype);
+    for (int r = 0; r < bench_size; r++) {
+        counts[r] = o->collective == CHORUS_REDUCESCATTER
+                        ? (int)block_length(count, (size_t)bench_size, (size_t)r)
+                        : (int)(count / (size_t)bench_size);
+        displacements[r] = r * counts[r];
+    }
+    void *buffer = buffer_alloc(o, bytes);
+    void *gather_out = calloc(1, bytes ? bytes : 1);
+    int iterations = o->iterations;
+    if (iterations <= 0) {
+        double target = 4e8;
+        iterations = (int)(target / (double)(bytes + 4096));
+        iterations = iterations < 5 ? 5 : iterations > 2000 ? 2000 : iterations;
+    }
+    double seconds = time_operation(o, use_chorus, buffer, count, iterations, gather_out, counts,
+                                    displacements);
+    long mine = check(o, use_chorus, buffer, count, gather_out, counts, displacements);
+    MPI_Allreduce(&mine, wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    buffer_free(o, buffer);
+    free(gather_out);
+    return seconds;
+}
+
+double sweep_measure_chorus(const struct options *o, size_t count, long *wrong)
+{
+    int *counts = calloc((size_t)bench_size, sizeof *counts);
+    int *displacements = calloc((size_t)bench_size, sizeof *displacements);
+    double seconds = measure(o, true, count, counts, displacements, wrong);
+    free(counts);
+    free(displacements);
+    return seconds;
+}
+
 int sweep_benchmark(const struct options *o)
 {
     double memory_bandwidth = copy_bandwidth();
@@ -342,15 +396,7 @@ int sweep_benchmark(const struct options *o)
     size_t row_count = 0;
     for (size_t bytes = o->min_bytes; bytes <= o->max_bytes && row_count < ARRAY_SIZE(rows);
          bytes = (size_t)ceil((double)bytes * o->factor)) {
-        size_t count = bytes / element;
-        /* On a GPU, reducescatters of whole blocks per rank, as a GPU job's usually are (they
-         * go straight from input to output, without padding). */
-        bool blocks = o->collective == CHORUS_ALLGATHER || o->collective == CHORUS_ALLTOALL ||
-                      (o->device && o->collective == CHORUS_REDUCESCATTER);
-        if (blocks)
-            count -= count % (size_t)bench_size;
-        if (count == 0)
-            count = blocks ? (size_t)bench_size : 1;
+        size_t count = sweep_count(o, bytes);
         rows[row_count++] = (struct sweep_row){.count = count, .bytes = count * element};
         if (count * element >= o->max_bytes)
             break;
@@ -364,27 +410,8 @@ int sweep_benchmark(const struct options *o)
             chorus_shutdown();
         for (size_t i = 0; i < row_count; i++) {
             struct sweep_row *row = &rows[i];
-            for (int r = 0; r < bench_size; r++) {
-                counts[r] = o->collective == CHORUS_REDUCESCATTER
-                                ? (int)block_length(row->count, (size_t)bench_size, (size_t)r)
-                                : (int)(row->count / (size_t)bench_size);
-                displacements[r] = r * counts[r];
-            }
-            void *buffer = buffer_alloc(o, row->bytes);
-            void *gather_out = calloc(1, row->bytes);
-            int iterations = o->iterations;
-            if (iterations <= 0) {
-                double target = 4e8; /* about 0.4 GB of traffic per measurement */
-                iterations = (int)(target / (double)(row->bytes + 4096));
-                iterations = iterations < 5 ? 5 : iterations > 2000 ? 2000 : iterations;
-            }
-            row->time[pass] = time_operation(o, use_chorus, buffer, row->count, iterations,
-                                             gather_out, counts, displacements);
-            long wrong = check(o, use_chorus, buffer, row->count, gather_out, counts,
-                               displacements);
-            MPI_Allreduce(&wrong, &row->wrong[pass], 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-            buffer_free(o, buffer);
-            free(gather_out);
+            row->time[pass] = measure(o, use_chorus, row->count, counts, displacements,
+                                      &row->wrong[pass]);
         }
     }
     if (o->device)

@@ -47,7 +47,7 @@ for module in $(cd "$source/python" && find chorus -name '*.py' | sort); do
     printf '%s\n' "$listing" | grep -qx "$module" || missing="$missing $module"
 done
 for part in chorus/libchorus.so scripts/chorusrun scripts/chorusrun-elastic scripts/chorus-info \
-    scripts/chorus-bench; do
+    scripts/chorus-bench scripts/chorus-tune; do
     printf '%s\n' "$listing" | grep -q "$part\$" || missing="$missing $part"
 done
 if [ -z "$missing" ]; then ok "the wheel holds every module, libchorus and the programs"

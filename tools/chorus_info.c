@@ -7,6 +7,7 @@
  * it, and 2 on a bad option.
  */
 #include "../lib/collectives/algorithms.h"
+#include "../lib/collectives/tuning.h"
 #include "../lib/core/params.h"
 #include "../lib/gpu/gpu.h"
 #include "../lib/gpu/gpu_capability.h"
@@ -49,29 +50,43 @@ static void print_interval(char *text, size_t size, size_t min_bytes, size_t max
 /* The selection table, a row a line: its conditions, the algorithm, and what chose it. A call
  * runs the first row whose conditions hold; an algorithm that cannot run it declines, and the
  * next row runs. */
-static void print_selection_table(void)
+static void print_rules(const struct selection_rule *rules, size_t count)
 {
     static const char *const placements[] = {"any", "shared host", "one host"};
-    size_t count = 0;
-    const struct selection_rule *rules = selection_rules(&count);
-    printf("\nSelection table (first row that holds; an algorithm that declines gives way to the "
-           "next):\n");
     printf("  %-10s %-19s %-12s %-8s %-22s %s\n", "collective", "algorithm", "placement", "ranks",
            "bytes", "why");
     for (size_t i = 0; i < count; i++) {
         const struct selection_rule *rule = &rules[i];
-        char ranks[32] = "any", bytes[64] = "any", high[24];
+        char ranks[40] = "any", bytes[64] = "any", high[24];
         if (rule->min_ranks || rule->max_ranks)
             snprintf(ranks, sizeof ranks, "%d-%s%s", rule->min_ranks ? rule->min_ranks : 1,
                      rule->max_ranks ? (snprintf(high, sizeof high, "%d", rule->max_ranks), high)
                                      : "",
                      rule->power_of_two_ranks ? " 2^k" : "");
+        if (rule->local_ranks)
+            snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), "%s%d/host",
+                     strcmp(ranks, "any") == 0 ? (ranks[0] = '\0', "") : " ", rule->local_ranks);
         if (rule->min_bytes || rule->max_bytes)
             print_interval(bytes, sizeof bytes, rule->min_bytes, rule->max_bytes);
         printf("  %-10s %-19s %-12s %-8s %-22s %s\n", chorus_collective_name(rule->collective),
                algorithm_name(rule->collective, rule->algorithm), placements[rule->placement],
                ranks, bytes, rule->provenance);
     }
+}
+
+static void print_selection_table(const char *tuning_file)
+{
+    size_t count = 0;
+    const struct selection_rule *rules = selection_tuned_rules(&count);
+    if (count > 0) {
+        printf("\nRows from CHORUS_TUNING_FILE %s (tried before the built-in table):\n",
+               tuning_file);
+        print_rules(rules, count);
+    }
+    rules = selection_rules(&count);
+    printf("\nSelection table (first row that holds; an algorithm that declines gives way to the "
+           "next):\n");
+    print_rules(rules, count);
 }
 
 static int count_objects(hwloc_topology_t topology, hwloc_obj_type_t type)
@@ -336,8 +351,25 @@ int main(int argc, char **argv)
             printf("  %-10s %-19s %s\n", chorus_collective_name(collectives[c]),
                    algorithm_name(collectives[c], (int)i), table[i].summary);
     }
-    print_selection_table();
+    struct tuning_table tuning = {0};
+    if (set.values.tuning_file[0] != '\0') {
+        char *text = NULL;
+        size_t length = 0;
+        if (tuning_read_file(set.values.tuning_file, &text, &length, error, sizeof error) !=
+                CHORUS_OK ||
+            tuning_parse(text, set.values.tuning_file, &tuning, error, sizeof error) !=
+                CHORUS_OK) {
+            fprintf(stderr, "chorus-info: %s\n", error);
+            free(text);
+            return 1;
+        }
+        free(text);
+        selection_use_tuned(tuning.rules, tuning.count);
+    }
+    print_selection_table(set.values.tuning_file);
     print_gpu_routes();
     print_plan(&set.values, nranks, local_ranks);
+    selection_use_tuned(NULL, 0);
+    tuning_free(&tuning);
     return 0;
 }

@@ -167,6 +167,7 @@ struct selection_rule {
     int algorithm;
     enum placement placement;
     int min_ranks, max_ranks; /* inclusive; 0: no bound */
+    int local_ranks;          /* exactly this many ranks per host; 0: any (tuning files) */
     size_t min_bytes;         /* inclusive */
     size_t max_bytes;         /* inclusive; 0: no bound */
     const char *provenance;   /* which machine and benchmark chose this row */
@@ -175,6 +176,12 @@ struct selection_rule {
 
 /* The selection table, and how many rows it has. */
 const struct selection_rule *selection_rules(size_t *count);
+
+/* Rows measured on the job's own hosts (a tuning file), tried before the built-in ones; NULL
+ * and 0 for none. The caller keeps them alive until it replaces them. Set at init by the
+ * background thread before any collective runs, and read only by it. */
+void selection_use_tuned(const struct selection_rule *rules, size_t count);
+const struct selection_rule *selection_tuned_rules(size_t *count);
 
 /* What the selection looks at: the call's bytes (the whole buffer, or every rank's blocks
  * together for an allgather), the job's ranks, and ranks per host when every host runs the same
@@ -195,7 +202,8 @@ size_t selection_candidates(chorus_collective collective, const struct selection
 
 /* The candidates at each size (powers of 2 from 1 B to 1 GiB) for `query` without its bytes,
  * runs of sizes with the same candidates merged: `row` gets each run's first and last size and
- * the algorithms, "a, then b". For chorus-info and the log. */
+ * the algorithms, "a, then b" ("a (tuning file)" for a tuned row's). For chorus-info and the
+ * log. */
 void selection_plan(chorus_collective collective, const struct selection_query *query,
                     void (*row)(void *context, chorus_collective collective, size_t from,
                                 size_t to, const char *chain),

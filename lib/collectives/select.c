@@ -9,7 +9,8 @@
  * (AMD EPYC, 1 MiB L2 per core, 32 MiB L3; Debian 12, Open MPI 4.1.4 over vader, 2026-11-22)
  * with `chorus-bench -b 1K -e 256M -f 4`, forcing each algorithm in turn and comparing the ratio
  * to plain MPI in the same run. The rows for a single host with two ranks are the least general:
- * on hosts with more cores they are the first to revisit.
+ * on hosts with more cores they are the first to revisit. chorus-tune measures the rows for the
+ * user's own hosts; a tuning file's rows (CHORUS_TUNING_FILE, tuning.c) come before these.
  */
 #include "algorithms.h"
 
@@ -215,6 +216,21 @@ const struct selection_rule *selection_rules(size_t *count)
     return rules;
 }
 
+static const struct selection_rule *tuned_rules;
+static size_t tuned_count;
+
+void selection_use_tuned(const struct selection_rule *rules_from_file, size_t count)
+{
+    tuned_rules = rules_from_file;
+    tuned_count = rules_from_file != NULL ? count : 0;
+}
+
+const struct selection_rule *selection_tuned_rules(size_t *count)
+{
+    *count = tuned_count;
+    return tuned_rules;
+}
+
 static bool placement_holds(enum placement placement, int nranks, int local_ranks)
 {
     switch (placement) {
@@ -235,26 +251,49 @@ static bool rule_holds(const struct selection_rule *rule, const struct selection
            (rule->max_ranks == 0 || query->nranks <= rule->max_ranks) &&
            query->bytes >= rule->min_bytes &&
            (rule->max_bytes == 0 || query->bytes <= rule->max_bytes) &&
+           (rule->local_ranks == 0 || query->local_ranks == rule->local_ranks) &&
            (!rule->power_of_two_ranks || (query->nranks & (query->nranks - 1)) == 0);
 }
 
-size_t selection_candidates(chorus_collective collective, const struct selection_query *query,
-                            int *candidates, size_t capacity)
+/* Appends the algorithms of the rows of `table` that hold and are not listed yet. */
+static size_t add_candidates(const struct selection_rule *table, size_t rows,
+                             chorus_collective collective, const struct selection_query *query,
+                             int *candidates, size_t count, size_t capacity)
+{
+    for (size_t i = 0; i < rows && count < capacity; i++) {
+        if (table[i].collective != collective || !rule_holds(&table[i], query))
+            continue;
+        bool listed = false;
+        for (size_t c = 0; c < count; c++)
+            listed |= candidates[c] == table[i].algorithm;
+        if (!listed)
+            candidates[count++] = table[i].algorithm;
+    }
+    return count;
+}
+
+/* The candidates, and how many of them came before the built-in rows (forced or tuned). */
+static size_t candidates_and_origin(chorus_collective collective,
+                                    const struct selection_query *query, int *candidates,
+                                    size_t capacity, size_t *before_table)
 {
     size_t count = 0;
     if (query->forced >= 0 && (size_t)query->forced < algorithm_count(collective) &&
         count < capacity)
         candidates[count++] = query->forced;
-    for (size_t i = 0; i < ARRAY_LENGTH(rules) && count < capacity; i++) {
-        if (rules[i].collective != collective || !rule_holds(&rules[i], query))
-            continue;
-        bool listed = false;
-        for (size_t c = 0; c < count; c++)
-            listed |= candidates[c] == rules[i].algorithm;
-        if (!listed)
-            candidates[count++] = rules[i].algorithm;
-    }
-    return count;
+    size_t forced = count;
+    count = add_candidates(tuned_rules, tuned_count, collective, query, candidates, count,
+                           capacity);
+    *before_table = count - forced;
+    return add_candidates(rules, ARRAY_LENGTH(rules), collective, query, candidates, count,
+                          capacity);
+}
+
+size_t selection_candidates(chorus_collective collective, const struct selection_query *query,
+                            int *candidates, size_t capacity)
+{
+    size_t tuned = 0;
+    return candidates_and_origin(collective, query, candidates, capacity, &tuned);
 }
 
 #define PLAN_LARGEST ((size_t)1 << 30)
@@ -264,17 +303,21 @@ void selection_plan(chorus_collective collective, const struct selection_query *
                                 size_t to, const char *chain),
                     void *context)
 {
-    char previous[160] = "";
+    char previous[200] = "";
     size_t from = 1;
     for (size_t bytes = 1; bytes <= PLAN_LARGEST; bytes *= 2) {
         struct selection_query at = *query;
         at.bytes = bytes;
         int candidates[ALGORITHMS_MAX];
-        size_t count = selection_candidates(collective, &at, candidates, ARRAY_LENGTH(candidates));
-        char chain[160] = "";
+        size_t tuned = 0;
+        size_t count = candidates_and_origin(collective, &at, candidates,
+                                             ARRAY_LENGTH(candidates), &tuned);
+        size_t forced = at.forced >= 0 && (size_t)at.forced < algorithm_count(collective);
+        char chain[200] = "";
         for (size_t i = 0; i < count; i++)
-            snprintf(chain + strlen(chain), sizeof chain - strlen(chain), "%s%s",
-                     i ? ", then " : "", algorithm_name(collective, candidates[i]));
+            snprintf(chain + strlen(chain), sizeof chain - strlen(chain), "%s%s%s",
+                     i ? ", then " : "", algorithm_name(collective, candidates[i]),
+                     i >= forced && i < forced + tuned ? " (tuning file)" : "");
         if (bytes > 1 && strcmp(chain, previous) != 0) {
             row(context, collective, from, bytes / 2, previous);
             from = bytes;

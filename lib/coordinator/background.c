@@ -35,6 +35,7 @@
 #include "../transport/point_to_point.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +325,103 @@ static chorus_status agree_on_parameters(struct background *background, char *er
     return CHORUS_OK;
 }
 
+/* 64-bit FNV-1a of a text: whether two ranks hold the same tuning file. */
+static uint64_t text_digest(const char *text, size_t length)
+{
+    uint64_t digest = 14695981039346656037ULL;
+    for (size_t i = 0; i < length; i++)
+        digest = (digest ^ (unsigned char)text[i]) * 1099511628211ULL;
+    return digest;
+}
+
+/* CHORUS_TUNING_FILE: rank 0 reads the file and sends its text to every rank, which parses it
+ * (so every rank selects alike, and a malformed file fails init on every rank, naming the
+ * line). Ranks that hold a different copy at the same path are named in a warning: rank 0's is
+ * used. */
+static chorus_status agree_on_tuning_file(struct background *background, char *error,
+                                          size_t error_size)
+{
+    struct chorus_context *context = background->context;
+    const char *path = context->params.values.tuning_file; /* rank 0's, as every wire setting */
+    MPI_Comm comm = context->control_comm;
+    chorus_status status = CHORUS_OK;
+    char *text = NULL;
+    uint64_t *digests = NULL;
+    /* rank 0's status, the text's length, its message when it failed */
+    struct {
+        int status;
+        unsigned length;
+        char message[512];
+    } head = {CHORUS_OK, 0, ""};
+    if (path[0] == '\0')
+        return CHORUS_OK;
+    size_t length = 0;
+    chorus_status read = tuning_read_file(path, &text, &length, head.message,
+                                          sizeof head.message);
+    if (background->rank == 0) {
+        head.status = read;
+        head.length = read == CHORUS_OK ? (unsigned)length : 0;
+    }
+    uint64_t mine = read == CHORUS_OK ? text_digest(text, length) : 0;
+    if (background->rank == 0)
+        digests = calloc((size_t)background->size, sizeof *digests);
+    if (MPI_Bcast(&head, (int)sizeof head, MPI_BYTE, 0, comm) != MPI_SUCCESS ||
+        MPI_Gather(&mine, 1, MPI_UINT64_T, digests, 1, MPI_UINT64_T, 0, comm) != MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Bcast failed during init (CHORUS_TUNING_FILE)");
+        status = CHORUS_ERR_MPI;
+        goto out;
+    }
+    if (head.status != CHORUS_OK) {
+        snprintf(error, error_size, "rank 0: %s", head.message);
+        status = (chorus_status)head.status;
+        goto out;
+    }
+    if (background->rank != 0) {
+        free(text);
+        text = malloc((size_t)head.length + 1);
+        if (text == NULL) {
+            snprintf(error, error_size, "out of memory (CHORUS_TUNING_FILE)");
+            status = CHORUS_ERR_OUT_OF_MEMORY;
+        }
+    }
+    int have = status == CHORUS_OK, all = 0;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (!all) {
+        if (status == CHORUS_OK) {
+            snprintf(error, error_size, "another rank ran out of memory (CHORUS_TUNING_FILE)");
+            status = CHORUS_ERR_OUT_OF_MEMORY;
+        }
+        goto out;
+    }
+    if (MPI_Bcast(text, (int)head.length, MPI_CHAR, 0, comm) != MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Bcast failed during init (CHORUS_TUNING_FILE)");
+        status = CHORUS_ERR_MPI;
+        goto out;
+    }
+    text[head.length] = '\0';
+    status = tuning_parse(text, path, &background->tuning, error, error_size);
+    if (status != CHORUS_OK)
+        goto out;
+    selection_use_tuned(background->tuning.rules, background->tuning.count);
+    if (background->rank == 0) {
+        char differing[256] = "";
+        for (int r = 1; r < background->size; r++)
+            if (digests != NULL && digests[r] != 0 && digests[r] != digests[0] &&
+                strlen(differing) + 12 < sizeof differing)
+                snprintf(differing + strlen(differing), sizeof differing - strlen(differing),
+                         "%s%d", differing[0] ? "," : "", r);
+        if (differing[0] != '\0')
+            LOG(LOG_WARNING, "init", "CHORUS_TUNING_FILE %s: rank(s) %s hold a different copy; "
+                "rank 0's is used on every rank", path, differing);
+        LOG(LOG_INFO, "init", "CHORUS_TUNING_FILE %s: %zu row(s) tried before the built-in ones",
+            path, background->tuning.count);
+    }
+out:
+    free(digests);
+    free(text);
+    return status;
+}
+
 /* A positive whole number in the environment variable `name`, else 0. */
 static long environment_count(const char *name)
 {
@@ -482,6 +580,9 @@ static chorus_status start(struct background *background, char *error, size_t er
     if (status != CHORUS_OK)
         return status;
     log_set_level((enum log_level)context->params.values.log_level);
+    status = agree_on_tuning_file(background, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
     status = topology_discover(context, error, error_size);
     if (status != CHORUS_OK)
         return status;
@@ -613,6 +714,10 @@ void coord_teardown(struct background *background)
     if (background->channel.release != NULL)
         background->channel.release(background->channel.state, failed);
     background->channel = (struct coord_channel){0};
+    if (background->tuning.count > 0) {
+        selection_use_tuned(NULL, 0);
+        tuning_free(&background->tuning);
+    }
 }
 
 void *coord_thread_main(void *argument)

@@ -19,6 +19,8 @@
 #include "ordered.h"
 #include "rounds.h"
 
+#include "../collectives/tuning.h"
+
 struct background {
     struct chorus_context *context;
     int rank;
@@ -31,6 +33,7 @@ struct background {
     struct star star;
     struct rounds rounds;
     struct ordered ordered;
+    struct tuning_table tuning; /* CHORUS_TUNING_FILE's rows, in use by the selection */
 };
 
 /* Prepares the parts of `background`, whose context, rank, size and channel are set, and whose

@@ -73,6 +73,10 @@ const struct param_definition param_table[] = {
      "error, warning, info, debug or trace", NULL},
     {"CHORUS_TIMELINE", PARAM_PATH, "", FIELD(timeline), -1, false,
      "file to which rank 0 writes a Chrome trace of every operation (empty: off)", NULL},
+    {"CHORUS_TUNING_FILE", PARAM_PATH, "", FIELD(tuning_file), -1, true,
+     "selection-table rows measured on these hosts (chorus-tune -o FILE writes them), tried "
+     "before the built-in rows; rank 0 reads the file at init and every rank uses its rows "
+     "(empty: none)", NULL},
     {"CHORUS_ALLREDUCE_ALGO", PARAM_ALGORITHM, "auto", FIELD(allreduce_algorithm),
      CHORUS_ALLREDUCE, true, "allreduce algorithm: auto or a name (chorus-info lists them)", NULL},
     {"CHORUS_BROADCAST_ALGO", PARAM_ALGORITHM, "auto", FIELD(broadcast_algorithm),
@@ -152,7 +156,7 @@ bool parse_bytes(const char *text, size_t *bytes)
     return true;
 }
 
-static bool parse_count(const char *text, size_t *count)
+bool parse_count(const char *text, size_t *count)
 {
     if (!isdigit((unsigned char)*text))
         return false;

@@ -41,6 +41,7 @@ struct chorus_params {
     bool fusion_copier;            /* a thread packs and unpacks while collectives run */
     bool abort_on_failure;         /* MPI_Abort after a fatal error */
     char timeline[PARAM_TEXT_LENGTH];
+    char tuning_file[PARAM_TEXT_LENGTH];
     char allreduce_algorithm[PARAM_TEXT_LENGTH];
     char broadcast_algorithm[PARAM_TEXT_LENGTH];
     char allgather_algorithm[PARAM_TEXT_LENGTH];
@@ -106,5 +107,7 @@ const char *param_source_name(enum param_source source);
 
 /* Parses "128M", "64k", "1048576", "1G" into bytes; false on garbage, negatives or overflow. */
 bool parse_bytes(const char *text, size_t *bytes);
+/* Parses a whole number (digits only); false on anything else or overflow. */
+bool parse_count(const char *text, size_t *count);
 
 #endif

@@ -1,0 +1,39 @@
+/*
+ * tuning.h — tuning files: rows of the selection table measured on the user's own hosts
+ * (chorus-tune -o FILE writes one), read at init from CHORUS_TUNING_FILE and tried before the
+ * built-in rows (select.c). The format, a line each:
+ *
+ *     chorus-tuning 1                      first line: the format and its version
+ *     # a comment                          (blank lines too)
+ *     COLLECTIVE ALGORITHM [CONDITION...] [# why: the measurement behind the row]
+ *
+ * CONDITIONs: bytes=LOW-HIGH (inclusive; either side may be left out; K, M, G suffixes are
+ * powers of 1024), ranks=N or ranks=LOW-HIGH, local_ranks=N (ranks per host), placement=any,
+ * shared-host or one-host, power_of_two (ranks). A row without conditions holds everywhere.
+ */
+#ifndef CHORUS_TUNING_H
+#define CHORUS_TUNING_H
+
+#include "algorithms.h"
+
+#define TUNING_FILE_LIMIT ((size_t)1 << 20) /* bytes */
+#define TUNING_ROWS_LIMIT 1024
+
+struct tuning_table {
+    struct selection_rule *rules; /* provenance strings owned by the table */
+    size_t count;
+};
+
+/* Parses `text` (the contents of the file called `source`, for messages) into `table`. On a
+ * malformed line returns CHORUS_ERR_BAD_PARAMETER with a message naming the file, the line and
+ * what is wrong, and leaves `table` empty. */
+chorus_status tuning_parse(const char *text, const char *source, struct tuning_table *table,
+                           char *error, size_t error_size);
+
+/* Reads the file at `path` (at most TUNING_FILE_LIMIT bytes) into a malloc'd text. */
+chorus_status tuning_read_file(const char *path, char **text, size_t *length, char *error,
+                               size_t error_size);
+
+void tuning_free(struct tuning_table *table);
+
+#endif
