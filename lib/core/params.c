@@ -307,11 +307,15 @@ static chorus_status bad_value(char *error, size_t error_size, const char *name,
  * the job scripts' (CHORUS_BUILD). Not unknown, so not warned about. */
 static bool outside_library(const char *name, size_t length)
 {
-    /* The Python binding's, chorusrun's and its elastic driver's (chorus.elastic). */
-    static const char *const names[] = {"CHORUS_LIBRARY", "CHORUS_C10D_EXTENSION",
-                                        "CHORUS_MASTER_ADDR", "CHORUS_MPIRUN", "CHORUS_BUILD",
-                                        "CHORUS_ELASTIC_DRIVER", "CHORUS_ELASTIC_STORE",
-                                        "CHORUS_ELASTIC_GENERATION", "CHORUS_PYTHON"};
+    /* The Python binding's, chorusrun's and its elastic driver's (chorus.elastic), and
+     * tools/run-tests'. */
+    static const char *const names[] = {
+        "CHORUS_LIBRARY",         "CHORUS_C10D_EXTENSION", "CHORUS_MASTER_ADDR",
+        "CHORUS_MPIRUN",          "CHORUS_BUILD",          "CHORUS_ELASTIC_DRIVER",
+        "CHORUS_ELASTIC_STORE",   "CHORUS_ELASTIC_GENERATION", "CHORUS_PYTHON",
+        "CHORUS_MESON_OPTIONS",   "CHORUS_BUILD_DIR",      "CHORUS_TSAN_BUILD_DIR",
+        "CHORUS_ASAN_BUILD_DIR",  "CHORUS_MPICH_BUILD_DIR", "CHORUS_TSAN", "CHORUS_ASAN",
+        "CHORUS_MPICH",           "CHORUS_FUZZ_SECONDS"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strlen(names[i]) == length && strncmp(name, names[i], length) == 0)
             return true;
