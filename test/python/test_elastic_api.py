@@ -158,8 +158,10 @@ def commit_store(rank, size):
     check(store.newest() == 2 and store.read(2) == b"two", "the store's newest commit is 2")
     check(sorted(os.listdir(store.directory)) == [".commit-3.999.tmp", "commit-2.bin"],
           f"only the newest commit kept: {sorted(os.listdir(store.directory))}")
+    hvd.barrier()  # remove() also removes the shared root once empty: after every rank wrote
     store.remove()
     check(not os.path.exists(store.directory), "remove() leaves nothing behind")
+    hvd.barrier()
 
     # A restart: every rank a host of its own; only the last rank holds commit 7, rank 0
     # commit 3, the others none.
