@@ -293,7 +293,7 @@ static void report(FILE *file, chorus_collective collective, struct candidate *c
     printf("\n# %s, %d ranks, %d per host: the built-in choice against the best algorithm "
            "(medians of %d rounds, [fastest-slowest])\n", name, bench_size, p->local_ranks,
            rounds);
-    printf("#%11s  %-20s %22s  %-20s %22s  %6s  %s\n", "size (B)", "built-in", "time (us)",
+    printf("#%11s  %-19s %30s  %-19s %30s  %6s  %s\n", "size (B)", "built-in", "time (us)",
            "best", "time (us)", "ratio", "row");
     int winner[SIZES_MAX];
     struct spread best_spread[SIZES_MAX], builtin_spread[SIZES_MAX];
@@ -316,12 +316,12 @@ static void report(FILE *file, chorus_collective collective, struct candidate *c
         winner[s] = beyond_noise ? best : 0;
         best_spread[s] = best_seen;
         builtin_spread[s] = builtin;
-        char low[24], high[24];
+        char low[48], high[48];
         snprintf(low, sizeof low, "%.1f [%.1f-%.1f]", builtin.median * 1e6, builtin.low * 1e6,
                  builtin.high * 1e6);
         snprintf(high, sizeof high, "%.1f [%.1f-%.1f]", best_seen.median * 1e6,
                  best_seen.low * 1e6, best_seen.high * 1e6);
-        printf(" %11zu  %-20s %22s  %-20s %22s  %6.2f  %s\n", sizes[s], candidates[0].ran[s],
+        printf(" %11zu  %-19s %30s  %-19s %30s  %6.2f  %s\n", sizes[s], candidates[0].ran[s],
                low, best ? candidates[best].ran[s] : "(built-in)", high,
                builtin.median / best_seen.median,
                beyond_noise ? "yes" : differs ? "no: within noise" : "no: built-in is best");
