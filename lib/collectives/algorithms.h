@@ -167,11 +167,12 @@ struct selection_rule {
     int algorithm;
     enum placement placement;
     int min_ranks, max_ranks; /* inclusive; 0: no bound */
-    int local_ranks;          /* exactly this many ranks per host; 0: any (tuning files) */
     size_t min_bytes;         /* inclusive */
     size_t max_bytes;         /* inclusive; 0: no bound */
     const char *provenance;   /* which machine and benchmark chose this row */
     bool power_of_two_ranks;  /* only when the ranks are a power of two */
+    /* Last, so that the built-in rows' positional initializers keep their meaning. */
+    int local_ranks; /* exactly this many ranks per host; 0: any (tuning files) */
 };
 
 /* The selection table, and how many rows it has. */
