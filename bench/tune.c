@@ -46,7 +46,6 @@ struct tune_options {
 struct placement_info {
     int local_ranks; /* as the selection sees them: ranks per host when every host has as many */
     int hosts;
-    bool one_host;
     char names[512]; /* the hosts, comma-separated */
 };
 
@@ -80,11 +79,8 @@ static bool parse_collectives(const char *text, bool *chosen)
     memset(chosen, 0, CHORUS_COLLECTIVE_COUNT * sizeof *chosen);
     char *save = NULL;
     for (char *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        int c = 0;
-        while (c < CHORUS_COLLECTIVE_COUNT &&
-               strcmp(chorus_collective_name((chorus_collective)c), name) != 0)
-            c++;
-        if (c == CHORUS_COLLECTIVE_COUNT)
+        int c = collective_find(name);
+        if (c < 0)
             return false;
         chosen[c] = true;
     }
@@ -159,7 +155,6 @@ static void find_placement(struct placement_info *p)
     MPI_Allreduce(&leader, &leaders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     p->local_ranks = low == high ? local_size : 1;
     p->hosts = leaders;
-    p->one_host = leaders == 1;
     char name[MPI_MAX_PROCESSOR_NAME] = "";
     int length = 0;
     MPI_Get_processor_name(name, &length);
@@ -175,16 +170,6 @@ static void find_placement(struct placement_info *p)
                      p->names[0] ? "," : "", all + (size_t)r * MPI_MAX_PROCESSOR_NAME);
     free(all);
     free(leading);
-}
-
-static bool placement_allows(enum placement needs, const struct placement_info *p)
-{
-    switch (needs) {
-    case PLACEMENT_ANY: return true;
-    case PLACEMENT_SHARED_HOST: return p->local_ranks > 1;
-    case PLACEMENT_ONE_HOST: return p->one_host && bench_size > 1;
-    }
-    return false;
 }
 
 /* The bytes the selection table sees for a sweep's buffer of `bytes`: an alltoall counts every
@@ -368,7 +353,7 @@ static bool tune_collective(const struct tune_options *t, chorus_collective coll
     size_t algorithms = 0;
     const struct algorithm *table = algorithm_table(collective, &algorithms);
     for (size_t a = 0; a < algorithms && count < CANDIDATES_MAX; a++)
-        if (placement_allows(table[a].needs, p))
+        if (selection_placement_holds(table[a].needs, bench_size, p->local_ranks))
             candidates[count++] = (struct candidate){.id = (int)a};
     struct options o = {.collective = collective, .dtype = CHORUS_FLOAT32, .factor = t->factor,
                         .iterations = t->iterations, .warmup = 2};
@@ -456,7 +441,7 @@ int main(int argc, char **argv)
                t.max_bytes, t.factor, t.rounds);
     bool right = true;
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT && right; c++)
-        if (t.collectives[c] && algorithm_count((chorus_collective)c) > 0)
+        if (t.collectives[c])
             right = tune_collective(&t, (chorus_collective)c, &p, directory, file);
     if (bench_rank == 0) {
         rmdir(directory);

@@ -175,6 +175,10 @@ struct selection_rule {
     int local_ranks; /* exactly this many ranks per host; 0: any (tuning files) */
 };
 
+/* Whether `placement` holds for a job of `nranks` with `local_ranks` per host (as in
+ * selection_query): what a row, or an algorithm's `needs`, asks of the placement. */
+bool selection_placement_holds(enum placement placement, int nranks, int local_ranks);
+
 /* The selection table, and how many rows it has. */
 const struct selection_rule *selection_rules(size_t *count);
 

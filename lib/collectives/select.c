@@ -231,7 +231,7 @@ const struct selection_rule *selection_tuned_rules(size_t *count)
     return tuned_rules;
 }
 
-static bool placement_holds(enum placement placement, int nranks, int local_ranks)
+bool selection_placement_holds(enum placement placement, int nranks, int local_ranks)
 {
     switch (placement) {
     case PLACEMENT_ANY:
@@ -246,7 +246,7 @@ static bool placement_holds(enum placement placement, int nranks, int local_rank
 
 static bool rule_holds(const struct selection_rule *rule, const struct selection_query *query)
 {
-    return placement_holds(rule->placement, query->nranks, query->local_ranks) &&
+    return selection_placement_holds(rule->placement, query->nranks, query->local_ranks) &&
            (rule->min_ranks == 0 || query->nranks >= rule->min_ranks) &&
            (rule->max_ranks == 0 || query->nranks <= rule->max_ranks) &&
            query->bytes >= rule->min_bytes &&
@@ -272,19 +272,19 @@ static size_t add_candidates(const struct selection_rule *table, size_t rows,
     return count;
 }
 
-/* The candidates, and how many of them came before the built-in rows (forced or tuned). */
+/* The candidates; those at tuned_from .. tuned_to - 1 came from the tuning file's rows. */
 static size_t candidates_and_origin(chorus_collective collective,
                                     const struct selection_query *query, int *candidates,
-                                    size_t capacity, size_t *before_table)
+                                    size_t capacity, size_t *tuned_from, size_t *tuned_to)
 {
     size_t count = 0;
     if (query->forced >= 0 && (size_t)query->forced < algorithm_count(collective) &&
         count < capacity)
         candidates[count++] = query->forced;
-    size_t forced = count;
+    *tuned_from = count;
     count = add_candidates(tuned_rules, tuned_count, collective, query, candidates, count,
                            capacity);
-    *before_table = count - forced;
+    *tuned_to = count;
     return add_candidates(rules, ARRAY_LENGTH(rules), collective, query, candidates, count,
                           capacity);
 }
@@ -292,8 +292,9 @@ static size_t candidates_and_origin(chorus_collective collective,
 size_t selection_candidates(chorus_collective collective, const struct selection_query *query,
                             int *candidates, size_t capacity)
 {
-    size_t tuned = 0;
-    return candidates_and_origin(collective, query, candidates, capacity, &tuned);
+    size_t tuned_from = 0, tuned_to = 0;
+    return candidates_and_origin(collective, query, candidates, capacity, &tuned_from,
+                                 &tuned_to);
 }
 
 #define PLAN_LARGEST ((size_t)1 << 30)
@@ -309,15 +310,14 @@ void selection_plan(chorus_collective collective, const struct selection_query *
         struct selection_query at = *query;
         at.bytes = bytes;
         int candidates[ALGORITHMS_MAX];
-        size_t tuned = 0;
+        size_t tuned_from = 0, tuned_to = 0;
         size_t count = candidates_and_origin(collective, &at, candidates,
-                                             ARRAY_LENGTH(candidates), &tuned);
-        size_t forced = at.forced >= 0 && (size_t)at.forced < algorithm_count(collective);
+                                             ARRAY_LENGTH(candidates), &tuned_from, &tuned_to);
         char chain[200] = "";
         for (size_t i = 0; i < count; i++)
             snprintf(chain + strlen(chain), sizeof chain - strlen(chain), "%s%s%s",
                      i ? ", then " : "", algorithm_name(collective, candidates[i]),
-                     i >= forced && i < forced + tuned ? " (tuning file)" : "");
+                     i >= tuned_from && i < tuned_to ? " (tuning file)" : "");
         if (bytes > 1 && strcmp(chain, previous) != 0) {
             row(context, collective, from, bytes / 2, previous);
             from = bytes;

@@ -13,19 +13,6 @@
 
 #define TUNING_HEADER "chorus-tuning 1"
 
-static chorus_collective collective_named(const char *name, bool *found)
-{
-    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++) {
-        if (algorithm_count((chorus_collective)c) > 0 &&
-            strcmp(chorus_collective_name((chorus_collective)c), name) == 0) {
-            *found = true;
-            return (chorus_collective)c;
-        }
-    }
-    *found = false;
-    return CHORUS_ALLREDUCE;
-}
-
 /* "LOW-HIGH", "LOW-", "-HIGH" or "N" (both bounds N) of whole numbers or sizes. */
 static bool parse_range(const char *text, bool sizes, size_t *low, size_t *high)
 {
@@ -112,13 +99,13 @@ static bool parse_row(char *line, const char *source, size_t number, struct sele
     char *save = NULL;
     char *collective_word = strtok_r(line, " \t\r", &save);
     char *algorithm_word = strtok_r(NULL, " \t\r", &save);
-    bool found = false;
-    chorus_collective collective = collective_named(collective_word, &found);
-    if (!found) {
+    int collective_id = collective_find(collective_word);
+    if (collective_id < 0) {
         snprintf(why, why_size, "unknown collective '%s' (allreduce, broadcast, allgather, "
                  "reducescatter, alltoall)", collective_word);
         return false;
     }
+    chorus_collective collective = (chorus_collective)collective_id;
     int algorithm = algorithm_word ? algorithm_find(collective, algorithm_word) : -1;
     if (algorithm < 0) {
         char *names = algorithm_names(collective);

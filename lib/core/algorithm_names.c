@@ -92,6 +92,15 @@ int algorithm_find(chorus_collective collective, const char *name)
     return -1;
 }
 
+int collective_find(const char *name)
+{
+    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
+        if (algorithm_count((chorus_collective)c) > 0 &&
+            strcmp(chorus_collective_name((chorus_collective)c), name) == 0)
+            return c;
+    return -1;
+}
+
 char *algorithm_names(chorus_collective collective)
 {
     size_t count = 0;
