@@ -57,7 +57,7 @@ static void print_rules(const struct selection_rule *rules, size_t count)
            "bytes", "why");
     for (size_t i = 0; i < count; i++) {
         const struct selection_rule *rule = &rules[i];
-        char ranks[40] = "any", bytes[64] = "any", high[24];
+        char ranks[40] = "", bytes[64] = "any", high[24];
         if (rule->min_ranks || rule->max_ranks)
             snprintf(ranks, sizeof ranks, "%d-%s%s", rule->min_ranks ? rule->min_ranks : 1,
                      rule->max_ranks ? (snprintf(high, sizeof high, "%d", rule->max_ranks), high)
@@ -65,7 +65,9 @@ static void print_rules(const struct selection_rule *rules, size_t count)
                      rule->power_of_two_ranks ? " 2^k" : "");
         if (rule->local_ranks)
             snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), "%s%d/host",
-                     strcmp(ranks, "any") == 0 ? (ranks[0] = '\0', "") : " ", rule->local_ranks);
+                     ranks[0] ? " " : "", rule->local_ranks);
+        if (ranks[0] == '\0')
+            snprintf(ranks, sizeof ranks, "any");
         if (rule->min_bytes || rule->max_bytes)
             print_interval(bytes, sizeof bytes, rule->min_bytes, rule->max_bytes);
         printf("  %-10s %-19s %-12s %-8s %-22s %s\n", chorus_collective_name(rule->collective),
