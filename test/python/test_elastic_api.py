@@ -23,16 +23,9 @@ import torch
 
 import chorus.core
 import chorus.torch as hvd
+from checks import check, counts
 from chorus.elastic import CommitStore
 from chorus.torch.elastic import sampler as sampler_module
-
-failures = []
-
-
-def check(condition, what):
-    if not condition:
-        failures.append(what)
-        print(f"rank {hvd.rank()}: FAILED: {what}", file=sys.stderr, flush=True)
 
 
 def object_state(rank, size):
@@ -230,10 +223,12 @@ def main():
     for part in (object_state, torch_state, callbacks, run_without_driver, host_updates,
                  commit_store, sampler):
         part(rank, size)
+    totals = hvd.allreduce(torch.tensor([counts["passed"], counts["failed"]], dtype=torch.int64),
+                           op=hvd.Sum, name="verdict")
     hvd.shutdown()
-    print(f"elastic api np={size} rank {rank}: {0 if failures else 1} passed, "
-          f"{1 if failures else 0} failed", flush=True)
-    return 1 if failures else 0
+    if rank == 0:
+        print(f"elastic api np={size}: {totals[0]} passed, {totals[1]} failed", flush=True)
+    return 1 if totals[1] else 0
 
 
 if __name__ == "__main__":
