@@ -64,6 +64,11 @@ class DriverLink:
     def hello(self, rank, size):
         self.send(f"hello {self._token} {rank} {size} {socket.gethostname()} {os.getpid()}")
 
+    def leave(self, how):
+        """Says how this rank leaves (`done`, `restart REASON`, `failed TEXT`) and closes."""
+        self.send(f"bye {how}")
+        self.close()
+
     def close(self):
         try:
             self._socket.shutdown(socket.SHUT_WR)

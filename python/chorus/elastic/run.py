@@ -21,8 +21,7 @@ EXIT_RESTART = 75
 
 
 def _leave(link, reason, clean):
-    link.send(f"bye restart {reason}")
-    link.close()
+    link.leave(f"restart {reason}")
     sys.stdout.flush()
     sys.stderr.flush()
     if clean:
@@ -64,18 +63,16 @@ def run_fn(func, state_type_check=None):
             state.restore()
             if link is None:
                 raise
-            print(f"chorus.elastic: rank {rank()}: {str(e).splitlines()[0]}; leaving so that "
-                  "the driver restarts the job from the last commit", file=sys.stderr,
-                  flush=True)
-            _leave(link, "failure " + str(e).splitlines()[0][:400], clean=False)
+            first_line = str(e).splitlines()[0]
+            print(f"chorus.elastic: rank {rank()}: {first_line}; leaving so that the driver "
+                  "restarts the job from the last commit", file=sys.stderr, flush=True)
+            _leave(link, "failure " + first_line[:400], clean=False)
         except BaseException as e:
             if link is not None:
-                link.send(f"bye failed {type(e).__name__}: {e}")
-                link.close()
+                link.leave(f"failed {type(e).__name__}: {e}")
             raise
         state._finished()
         if link is not None:
-            link.send("bye done")
-            link.close()
+            link.leave("done")
         return result
     return wrapper

@@ -58,18 +58,16 @@ class CommitStore:
                     pass
 
     def remove(self):
-        """The job is done: its commits are no longer needed on this host."""
-        for number in self._commits():
+        """The job is done: its commits (and any half-written one) are no longer needed."""
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            names = []
+        for name in names:
             try:
-                os.unlink(self._path(number))
+                os.unlink(os.path.join(self.directory, name))
             except FileNotFoundError:
                 pass
-        for leftover in os.listdir(self.directory) if os.path.isdir(self.directory) else []:
-            if leftover.endswith(".tmp"):
-                try:
-                    os.unlink(os.path.join(self.directory, leftover))
-                except FileNotFoundError:
-                    pass
         try:
             os.rmdir(self.directory)
             os.rmdir(os.path.dirname(self.directory))  # the last host of a shared directory
