@@ -31,6 +31,7 @@ struct options {
     int ratio_count;
     const char *compare;       /* --compare PARAMS: a second chorus configuration */
     const char *step_timeline; /* --step-timeline FILE */
+    bool autotune; /* --autotune: with --workload, CHORUS_AUTOTUNE=on against the defaults */
 };
 
 /* This process's rank and the job's size in MPI_COMM_WORLD. */
@@ -56,6 +57,8 @@ size_t sweep_count(const struct options *o, size_t bytes);
 double sweep_measure_chorus(const struct options *o, size_t count, long *wrong);
 void cycle_benchmark(int tensors, chorus_collective collective);
 void workload_benchmark(const char *workload, int steps, chorus_collective collective);
+/* step.c: --workload MODEL --autotune, on the plain step. */
+void workload_autotune(const char *workload, int steps);
 void link_benchmark(void);
 
 #endif

@@ -79,12 +79,15 @@ int main(int argc, char **argv)
                                               .ratios = o.ratios, .ratio_count = o.ratio_count,
                                               .compare = o.compare,
                                               .timeline = o.step_timeline};
-            long wrong = overlap_benchmark(&overlap, bench_rank, bench_size);
+            long wrong = o.autotune ? overlap_autotune(&overlap, bench_rank, bench_size)
+                                    : overlap_benchmark(&overlap, bench_rank, bench_size);
             chorus_shutdown();
             MPI_Finalize();
             return wrong == 0 ? 0 : 1;
         }
-        if (o.workload != NULL)
+        if (o.workload != NULL && o.autotune)
+            workload_autotune(o.workload, o.steps > 0 ? o.steps : 20);
+        else if (o.workload != NULL)
             workload_benchmark(o.workload, o.steps > 0 ? o.steps : 20, o.collective);
         else
             cycle_benchmark(o.cycle_tensors, o.collective);

@@ -46,6 +46,9 @@ static const char usage_text[] =
     "                         MPI_Iallreduce per tensor, as exposed communication\n"
     "      --compute-ratio L  compute per step as multiples of the communication (default 1,3)\n"
     "      --compare PARAMS   also a chorus row with these parameters (\"NAME=value,...\")\n"
+    "      --autotune         with --workload (and --overlap): chorus with CHORUS_AUTOTUNE=on\n"
+    "                         against its defaults, in interleaved rounds: the step after\n"
+    "                         tuning, and what the tuning steps cost\n"
     "      --step-timeline F  write one step per ratio to timeline F (F.1, ...), with the\n"
     "                         compute spans\n"
     "      --cycle N          a step of N tiny tensors: the negotiation's cost\n"
@@ -107,6 +110,7 @@ int parse_options(int argc, char **argv, struct options *o)
         {"compare", required_argument, NULL, 'P'},
         {"step-timeline", required_argument, NULL, 'T'},
         {"ordered", no_argument, NULL, 'Q'},
+        {"autotune", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     static const char *const collectives[] = {"allreduce", "broadcast", "allgather",
@@ -158,6 +162,9 @@ int parse_options(int argc, char **argv, struct options *o)
             break;
         case 'Q':
             o->ordered = true;
+            break;
+        case 'A':
+            o->autotune = true;
             break;
         case 'D':
             ok = strcmp(value, "cuda") == 0;

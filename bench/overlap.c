@@ -7,6 +7,7 @@
  */
 #include "overlap.h"
 
+#include "autotune.h"
 #include "workload.h"
 
 #include <chorus.h>
@@ -210,25 +211,54 @@ static void print_table(const struct samples samples[VARIANT_COUNT], const char 
     }
 }
 
-long overlap_benchmark(const struct overlap_options *options, int rank, int size)
+/* The plan of `workload`'s steps, with the busy work's rate (iterations per second) and the
+ * communication it is scaled to (blocking MPI per tensor, nothing else), measured with chorus
+ * shut down. */
+static struct step_plan prepare_plan(const char *workload, int rank, int size, size_t *total,
+                                     double *rate, double *communication)
 {
-    size_t count = 0, total = 0;
-    struct gradient *gradients = load_gradients(options->workload, rank, &count, &total);
+    size_t count = 0;
+    struct gradient *gradients = load_gradients(workload, rank, &count, total);
     struct step_plan plan = {.gradients = gradients, .count = count,
                              .work = calloc(count, sizeof(long)),
                              .handles = calloc(count, sizeof(chorus_handle *)),
                              .requests = calloc(count, sizeof(MPI_Request)),
                              .expected = (float)(size + 1) / 2};
-    chorus_shutdown(); /* the calibration and the baselines run without chorus's thread */
-    double rate = calibrate_work(size);
-    /* The communication the compute is scaled to: blocking MPI per tensor, nothing else. */
+    chorus_shutdown();
+    *rate = calibrate_work(size);
     double reference[5];
     for (int s = 0; s < 6; s++) {
         double t = overlap_step(&plan, MPI_BLOCKING, false);
         if (s > 0)
             reference[s - 1] = t;
     }
-    double communication = median(reference, 5);
+    *communication = median(reference, 5);
+    return plan;
+}
+
+static void release_plan(struct step_plan *plan)
+{
+    free(plan->work);
+    free(plan->handles);
+    free(plan->requests);
+    free_gradients(plan->gradients, plan->count);
+}
+
+/* Spreads `compute` seconds of busy work over the gradients by size. */
+static void spread_work(struct step_plan *plan, double compute, double rate, size_t total)
+{
+    for (size_t i = 0; i < plan->count; i++)
+        plan->work[i] =
+            (long)(compute * rate * (double)plan->gradients[i].count / (double)total);
+}
+
+long overlap_benchmark(const struct overlap_options *options, int rank, int size)
+{
+    size_t total = 0;
+    double rate = 0, communication = 0;
+    struct step_plan plan =
+        prepare_plan(options->workload, rank, size, &total, &rate, &communication);
+    size_t count = plan.count;
     int rounds = (options->steps + STEPS_PER_ROUND - 1) / STEPS_PER_ROUND;
     if (rank == 0)
         printf("# overlap: %d ranks; each gradient is submitted as backward produces it (last "
@@ -239,8 +269,7 @@ long overlap_benchmark(const struct overlap_options *options, int rank, int size
     long wrong = 0;
     for (int r = 0; r < options->ratio_count; r++) {
         double compute = options->ratios[r] * communication;
-        for (size_t i = 0; i < count; i++)
-            plan.work[i] = (long)(compute * rate * (double)gradients[i].count / (double)total);
+        spread_work(&plan, compute, rate, total);
         struct samples samples[VARIANT_COUNT];
         for (int v = 0; v < VARIANT_COUNT; v++)
             samples[v] = (struct samples){
@@ -285,9 +314,38 @@ long overlap_benchmark(const struct overlap_options *options, int rank, int size
             free(samples[v].round_medians);
         }
     }
-    free(plan.work);
-    free(plan.handles);
-    free(plan.requests);
-    free_gradients(gradients, count);
+    release_plan(&plan);
+    return wrong;
+}
+
+static double run_overlap_step(void *state)
+{
+    return overlap_step(state, CHORUS_DEFAULT, false);
+}
+
+static void refill(void *state)
+{
+    fill_gradients(state, bench_rank);
+}
+
+long overlap_autotune(const struct overlap_options *options, int rank, int size)
+{
+    size_t total = 0;
+    double rate = 0, communication = 0;
+    struct step_plan plan =
+        prepare_plan(options->workload, rank, size, &total, &rate, &communication);
+    struct autotune_step step = {.run = run_overlap_step, .restarted = refill, .state = &plan};
+    for (int r = 0; r < options->ratio_count; r++) {
+        spread_work(&plan, options->ratios[r] * communication, rate, total);
+        char title[200];
+        snprintf(title, sizeof title, "overlap workload=%s compute_ratio=%g compute_ms=%.1f",
+                 options->workload, options->ratios[r], options->ratios[r] * communication * 1e3);
+        autotune_benchmark(&step, options->steps, title);
+    }
+    long wrong = 0;
+    MPI_Allreduce(&plan.wrong, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0 && wrong > 0)
+        printf("# %ld wrong averages\n", wrong);
+    release_plan(&plan);
     return wrong;
 }

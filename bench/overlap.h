@@ -20,5 +20,8 @@ struct overlap_options {
 /* Runs the measurement and prints its tables on rank 0; returns the number of wrong results
  * (chorus's averages are checked after every step). */
 long overlap_benchmark(const struct overlap_options *options, int rank, int size);
+/* --overlap --autotune: CHORUS_AUTOTUNE=on against the defaults on this step (autotune.h), per
+ * compute ratio; returns the number of wrong averages. */
+long overlap_autotune(const struct overlap_options *options, int rank, int size);
 
 #endif

@@ -6,6 +6,7 @@
  */
 #include "bench.h"
 
+#include "autotune.h"
 #include "workload.h"
 
 #include <mpi.h>
@@ -145,4 +146,30 @@ void workload_benchmark(const char *workload, int steps, chorus_collective colle
     free_gradients(gradients, count);
     free(handles);
     free(packed);
+}
+
+struct plain_step {
+    struct gradient *gradients;
+    size_t count;
+    chorus_handle **handles;
+};
+
+static double run_plain_step(void *state)
+{
+    struct plain_step *step = state;
+    return chorus_step(step->gradients, step->count, step->handles);
+}
+
+void workload_autotune(const char *workload, int steps)
+{
+    size_t count = 0, total = 0;
+    struct plain_step plain = {.gradients = load_gradients(workload, bench_rank, &count, &total)};
+    plain.count = count;
+    plain.handles = calloc(count, sizeof *plain.handles);
+    struct autotune_step step = {.run = run_plain_step, .state = &plain};
+    char title[160];
+    snprintf(title, sizeof title, "workload=%s", workload);
+    autotune_benchmark(&step, steps, title);
+    free_gradients(plain.gradients, count);
+    free(plain.handles);
 }

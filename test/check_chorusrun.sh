@@ -145,17 +145,22 @@ if [ $? -eq 2 ] && printf '%s' "$out" | grep -q SLURM_NTASKS; then ok "-np above
 else bad "SLURM_NTASKS: $out"; fi
 out=$("$chorusrun" --dry-run --fusion-threshold-mb 32 --cycle-time-ms 2.5 --disable-cache \
     --timeline-filename /tmp/t.json --log-level FATAL --start-timeout 30 --network-interface eth0 \
-    -np 2 true 2>&1)
+    --autotune --autotune-log-file /tmp/a.csv --autotune-steps-per-sample 4 -np 2 true 2>&1)
 missing=""
 for word in "'CHORUS_FUSION_THRESHOLD=32M'" "'CHORUS_CYCLE_TIME_MS=2.5'" \
     "'CHORUS_CACHE_CAPACITY=0'" "'CHORUS_TIMELINE=/tmp/t.json'" "'CHORUS_LOG_LEVEL=error'" "'CHORUS_TIMEOUT_SECONDS=30'" \
-    "'NCCL_SOCKET_IFNAME=eth0'" "$([ "$kind" = hydra ] && echo "'-iface' 'eth0'" || echo "'btl_tcp_if_include' 'eth0'")"; do
+    "'CHORUS_AUTOTUNE=on'" "'CHORUS_AUTOTUNE_LOG=/tmp/a.csv'" \
+    "'CHORUS_AUTOTUNE_STEPS_PER_TRIAL=4'" "'NCCL_SOCKET_IFNAME=eth0'" "$([ "$kind" = hydra ] && echo "'-iface' 'eth0'" || echo "'btl_tcp_if_include' 'eth0'")"; do
     # Hydra is given each setting as -genv NAME VALUE.
     [ "$kind" = openmpi ] || word=$(printf '%s' "$word" | sed "s/=/' '/")
     printf '%s' "$out" | grep -qF -- "$word" || missing="$missing $word"
 done
 if [ -z "$missing" ]; then ok "horovodrun's options mapped"
 else bad "horovodrun options:$missing"; fi
+out=$("$chorusrun" --autotune-bayes-opt-max-samples 20 -np 2 true 2>&1)
+if [ $? -eq 2 ] && printf '%s' "$out" | grep -q -- "--autotune-bayes-opt-max-samples"; then
+    ok "horovodrun's Bayesian-optimisation option named as unsupported"
+else bad "--autotune-bayes-opt-max-samples: $out"; fi
 out=$("$chorusrun" --gloo -np 2 true 2>&1)
 if [ $? -eq 2 ] && printf '%s' "$out" | grep -q -- "horovodrun's option --gloo"; then
     ok "an unsupported horovodrun option named"; else bad "--gloo: $out"; fi

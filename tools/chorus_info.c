@@ -260,7 +260,8 @@ static void print_parameters_markdown(void)
            "A job script's `HOROVOD_*` variables are read as their chorus namesakes\n"
            "(`HOROVOD_FUSION_THRESHOLD`, `HOROVOD_CYCLE_TIME`, `HOROVOD_CACHE_CAPACITY`,\n"
            "`HOROVOD_TIMELINE`, `HOROVOD_STALL_CHECK_TIME_SECONDS`,\n"
-           "`HOROVOD_STALL_SHUTDOWN_TIME_SECONDS`, `HOROVOD_LOG_LEVEL`); the `CHORUS_*` variable\n"
+           "`HOROVOD_STALL_SHUTDOWN_TIME_SECONDS`, `HOROVOD_LOG_LEVEL`, `HOROVOD_AUTOTUNE`,\n"
+           "`HOROVOD_AUTOTUNE_LOG`, `HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE`); the `CHORUS_*` variable\n"
            "wins where both are set.\n\n"
            "| variable | default | values | meaning |\n|---|---|---|---|\n");
     for (size_t i = 0; i < param_count; i++) {

@@ -483,9 +483,10 @@ static void log_start(const struct background *background)
     transport_mpi_library(mpi, sizeof mpi);
     LOG(LOG_INFO, "init", "chorus %s over %s", chorus_version(), mpi);
     LOG(LOG_INFO, "init",
-        "fusion up to %zu bytes (tensors up to %zu), cycle %g ms, response cache %zu entries, "
-        "stall warning %g s, stall failure %g s",
+        "fusion up to %zu bytes (tensors up to %zu), cycle %g ms%s, response cache %zu "
+        "entries, stall warning %g s, stall failure %g s",
         params->fusion_threshold, params->fusion_tensor_limit, params->cycle_time_ms,
+        params->autotune ? " (tuned during the first steps: CHORUS_AUTOTUNE)" : "",
         params->cache_capacity, params->stall_warning_seconds, params->stall_shutdown_seconds);
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++) {
         struct selection_query query = {.nranks = executor->nranks,
@@ -512,6 +513,17 @@ chorus_status coord_setup(struct background *background, char *error, size_t err
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
     background->star.rounds_mode = background->rounds.on;
+    if (!autotune_init(&background->autotune, &context->params.values,
+                       autotune_fixed_settings(&context->params), rank, background->size,
+                       &background->channel, &background->runner)) {
+        snprintf(error, error_size, "out of memory");
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    if (background->autotune.on) {
+        background->autotune.while_waiting = star_while_waiting;
+        background->autotune.waiting_owner = &background->star;
+        background->star.autotune = &background->autotune;
+    }
     if (rank == 0 && params->timeline[0] != '\0') {
         struct timeline *timeline = timeline_open(params->timeline, error, error_size);
         if (timeline == NULL)
@@ -709,6 +721,7 @@ void coord_teardown(struct background *background)
     ordered_release(&background->ordered);
     runner_release(&background->runner);
     rounds_release(&background->rounds);
+    autotune_release(&background->autotune);
     star_release(&background->star);
     pending_destroy(&background->pending);
     if (background->channel.release != NULL)

@@ -15,6 +15,7 @@
 #ifndef CHORUS_BACKGROUND_H
 #define CHORUS_BACKGROUND_H
 
+#include "autotune.h"
 #include "coordinator.h"
 #include "ordered.h"
 #include "rounds.h"
@@ -34,6 +35,7 @@ struct background {
     struct rounds rounds;
     struct ordered ordered;
     struct tuning_table tuning; /* CHORUS_TUNING_FILE's rows, in use by the selection */
+    struct autotune autotune;
 };
 
 /* Prepares the parts of `background`, whose context, rank, size and channel are set, and whose

@@ -12,8 +12,9 @@
 
 #include "../core/common.h"
 
-/* Negotiation's message tags (the abort notice travels on its own, see abort.h). */
-enum { CHANNEL_REQUESTS = 1, CHANNEL_RESPONSES = 2 };
+/* The message tags: negotiation's, and autotune's settings (autotune.h). Tag 3 is the abort
+ * notice's, which travels on its own (abort.h). */
+enum { CHANNEL_REQUESTS = 1, CHANNEL_RESPONSES = 2, CHANNEL_AUTOTUNE = 4 };
 
 struct coord_channel {
     void *state;

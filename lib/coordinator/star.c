@@ -5,6 +5,8 @@
  */
 #include "star.h"
 
+#include "autotune.h"
+
 #include "../core/log.h"
 #include "../core/timeline.h"
 
@@ -216,6 +218,8 @@ void star_execute(struct star *star, const struct wire_response *responses, size
     liveness_batch_done(&star->liveness, monotonic_seconds());
     if (status != CHORUS_OK)
         report_fail(report, status, "%s", error);
+    else if (star->autotune != NULL)
+        autotune_batch_done(star->autotune, responses, count, report);
 }
 
 /* Sends a heartbeat if this rank has been quiet for its spacing (liveness.h); with rounds,

@@ -39,6 +39,7 @@ struct star {
     double last_stall_check;
     size_t messages_sent;         /* negotiation's messages (not the rounds'), for the log */
     size_t messages_received;
+    struct autotune *autotune;    /* CHORUS_AUTOTUNE: told of every list run (autotune.h) */
 };
 
 /* False when out of memory. */

@@ -36,6 +36,14 @@ const struct param_definition param_table[] = {
      "buffering); worth it only with spare cores", NULL},
     {"CHORUS_CYCLE_TIME_MS", PARAM_SECONDS, "0", FIELD(cycle_time_ms), -1, true,
      "minimum spacing of negotiation cycles in milliseconds; larger values fuse more", NULL},
+    {"CHORUS_AUTOTUNE", PARAM_SWITCH, "off", FIELD(autotune), -1, true,
+     "on: during the first steps of training, try fusion's tensor limit and threshold and the "
+     "cycle time (those not set by the user), and keep the settings under which a step's "
+     "tensors go through fastest; every rank changes settings at the same point", NULL},
+    {"CHORUS_AUTOTUNE_LOG", PARAM_PATH, "", FIELD(autotune_log), -1, false,
+     "CSV file to which rank 0 writes each autotune trial and the choice (empty: none)", NULL},
+    {"CHORUS_AUTOTUNE_STEPS_PER_TRIAL", PARAM_COUNT, "5", FIELD(autotune_steps_per_trial), -1,
+     true, "training steps measured per autotune trial (0 counts as 1)", NULL},
     {"CHORUS_CACHE_CAPACITY", PARAM_COUNT, "1024", FIELD(cache_capacity), -1, true,
      "entries of the response cache; 0 turns the cache off", NULL},
     {"CHORUS_STAGING_AREAS", PARAM_AREAS, "0", FIELD(staging_areas), -1, true,
@@ -294,6 +302,12 @@ static const struct param_definition *param_find(const char *name, size_t name_l
     return NULL;
 }
 
+int param_index(const char *name)
+{
+    size_t index = 0;
+    return param_find(name, strlen(name), &index) != NULL ? (int)index : -1;
+}
+
 static chorus_status bad_value(char *error, size_t error_size, const char *name,
                                const char *value, const char *why, const char *where)
 {
@@ -334,6 +348,9 @@ static const struct {
     {"HOROVOD_STALL_CHECK_TIME_SECONDS", "CHORUS_STALL_WARNING_SECONDS"},
     {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "CHORUS_STALL_SHUTDOWN_SECONDS"},
     {"HOROVOD_LOG_LEVEL", "CHORUS_LOG_LEVEL"},
+    {"HOROVOD_AUTOTUNE", "CHORUS_AUTOTUNE"},
+    {"HOROVOD_AUTOTUNE_LOG", "CHORUS_AUTOTUNE_LOG"},
+    {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "CHORUS_AUTOTUNE_STEPS_PER_TRIAL"},
 };
 
 static chorus_status load_horovod_aliases(struct param_set *set, char *const *environment,

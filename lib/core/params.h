@@ -40,6 +40,9 @@ struct chorus_params {
     int compression;               /* chorus_compression for CHORUS_COMPRESSION_DEFAULT */
     bool fusion_copier;            /* a thread packs and unpacks while collectives run */
     bool abort_on_failure;         /* MPI_Abort after a fatal error */
+    bool autotune;                 /* tune the online settings during the first steps */
+    size_t autotune_steps_per_trial;
+    char autotune_log[PARAM_TEXT_LENGTH];
     char timeline[PARAM_TEXT_LENGTH];
     char tuning_file[PARAM_TEXT_LENGTH];
     char allreduce_algorithm[PARAM_TEXT_LENGTH];
@@ -86,7 +89,7 @@ extern const size_t param_count;
 
 struct param_set {
     struct chorus_params values;
-    enum param_source sources[24];
+    enum param_source sources[32];
     char unknown_variables[PARAM_TEXT_LENGTH]; /* CHORUS_* variables not in the table */
 };
 
@@ -99,6 +102,9 @@ chorus_status params_load(struct param_set *set, char *const *environment, const
 /* Copies the wire-shaping values of `rank0` into `set`, marking changed ones as from rank 0.
  * Returns how many values differed. */
 size_t params_adopt_rank0(struct param_set *set, const struct chorus_params *rank0);
+
+/* The index of parameter `name` in param_table, or -1. */
+int param_index(const char *name);
 
 /* Writes the value of parameter `index` as text. */
 void params_format_value(const struct chorus_params *values, size_t index, char *text,

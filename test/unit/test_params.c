@@ -74,8 +74,14 @@ START_TEST(horovod_variables_are_aliases)
                            "HOROVOD_CACHE_CAPACITY=9", "CHORUS_CACHE_CAPACITY=7",
                            "HOROVOD_TIMELINE=/tmp/t.json", "HOROVOD_STALL_CHECK_TIME_SECONDS=5",
                            "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=30", "HOROVOD_LOG_LEVEL=fatal",
-                           "HOROVOD_GPU_OPERATIONS=NCCL", NULL};
+                           "HOROVOD_GPU_OPERATIONS=NCCL", "HOROVOD_AUTOTUNE=1",
+                           "HOROVOD_AUTOTUNE_LOG=/tmp/a.csv",
+                           "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=10", NULL};
     ck_assert_int_eq(load(environment, NULL), CHORUS_OK);
+    ck_assert(set.values.autotune);
+    ck_assert_str_eq(set.values.autotune_log, "/tmp/a.csv");
+    ck_assert_uint_eq(set.values.autotune_steps_per_trial, 10);
+    ck_assert_int_eq(set.sources[param_index("CHORUS_AUTOTUNE")], PARAM_SOURCE_HOROVOD);
     ck_assert_uint_eq(set.values.fusion_threshold, 1048576);
     ck_assert(set.values.cycle_time_ms == 3.5);
     ck_assert_uint_eq(set.values.cache_capacity, 7);

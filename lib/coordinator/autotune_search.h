@@ -1,0 +1,63 @@
+/*
+ * autotune_search.h — which online settings CHORUS_AUTOTUNE tries next, given the scores of
+ * the trials so far (bytes reduced per second over a trial's steps). Free of MPI and clocks,
+ * so unit tests feed it made-up scores.
+ *
+ * The search is a coordinate search over a few values per setting, then a confirmation:
+ *   1. a baseline trial of the starting settings;
+ *   2. for each setting not fixed by the user, every other candidate value, the rest held at
+ *      the best so far; a value replaces the best only when it scores AUTOTUNE_MARGIN higher;
+ *   3. when the best differs from the starting settings, the two alternate for
+ *      AUTOTUNE_CONFIRM_ROUNDS rounds each, and the best is kept only when its total beats
+ *      the starting settings' by AUTOTUNE_MARGIN: one lucky trial on a noisy host does not move
+ *      training onto slower settings.
+ * At most 1 + 3 x 3 + 2 x AUTOTUNE_CONFIRM_ROUNDS trials. Why not Horovod's Bayesian
+ * optimisation: with three settings and a handful of values each, the grid is small enough to
+ * walk, and a walk is the same on every run, which a user reading the log can follow.
+ */
+#ifndef CHORUS_AUTOTUNE_SEARCH_H
+#define CHORUS_AUTOTUNE_SEARCH_H
+
+#include <stdbool.h>
+
+enum autotune_setting {
+    AUTOTUNE_FUSION_TENSOR_LIMIT, /* bytes: tensors up to this size are fused */
+    AUTOTUNE_FUSION_THRESHOLD,    /* bytes: the largest fusion buffer */
+    AUTOTUNE_CYCLE_TIME,          /* milliseconds between negotiation cycles */
+    AUTOTUNE_SETTING_COUNT
+};
+
+#define AUTOTUNE_CANDIDATES 4
+#define AUTOTUNE_MARGIN 0.02
+#define AUTOTUNE_CONFIRM_ROUNDS 3
+
+enum autotune_phase { SEARCH_BASELINE, SEARCH_COORDINATE, SEARCH_CONFIRM, SEARCH_SETTLED };
+
+struct autotune_search {
+    enum autotune_phase phase;
+    unsigned fixed_mask; /* bit s: setting s keeps its starting value */
+    double start[AUTOTUNE_SETTING_COUNT];
+    double best[AUTOTUNE_SETTING_COUNT];
+    double trial[AUTOTUNE_SETTING_COUNT]; /* what runs now */
+    double best_score;
+    int setting;   /* SEARCH_COORDINATE: the setting being varied */
+    int candidate; /* its candidate value being tried */
+    double setting_best_value, setting_best_score;
+    int confirm_trial; /* SEARCH_CONFIRM: even trials run `start`, odd ones `best` */
+    double start_total, best_total;
+};
+
+/* The values tried for `setting`, AUTOTUNE_CANDIDATES of them, smallest first. */
+const double *autotune_candidates(enum autotune_setting setting);
+const char *autotune_setting_name(enum autotune_setting setting);
+const char *autotune_phase_name(enum autotune_phase phase);
+
+/* Starts at `start` (the first trial runs it); settings in `fixed_mask` are never varied. */
+void autotune_search_start(struct autotune_search *search,
+                           const double start[AUTOTUNE_SETTING_COUNT], unsigned fixed_mask);
+
+/* Records the score of the trial that ran (search->trial) and moves to the next one. Returns
+ * false once settled: search->trial then holds the settings chosen for the rest of the run. */
+bool autotune_search_record(struct autotune_search *search, double score);
+
+#endif
