@@ -2,7 +2,7 @@
  * autotune.c — chorus-bench --workload MODEL --autotune [--overlap]: what CHORUS_AUTOTUNE gains
  * and what its tuning costs. Each round runs chorus with its defaults for --steps steps, then
  * chorus with CHORUS_AUTOTUNE=on from its first step until rank 0's autotune log says it
- * settled, then --steps steps more. Per round: the default's median step, the tuned median
+ * settled, then --steps steps more, then the defaults again (their two medians averaged). Per round: the default's median step, the tuned median
  * step, how many steps tuning took, and their cost: the time they took beyond the same number
  * of tuned steps, as a share of a 1,000-step run at the tuned speed. Rounds interleave the two,
  * so a host that slows down for a while slows both.
@@ -18,7 +18,10 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { ROUNDS = 5, TUNING_STEP_LIMIT = 600, WARMUP_STEPS = 3 };
+/* The defaults are measured after as many steps as tuning takes at most (16 trials of 5 steps
+ * and their warm-up steps), so that both sides are measured equally warm: across hosts, TCP's
+ * windows and buffers keep growing for tens of steps. */
+enum { ROUNDS = 5, TUNING_STEP_LIMIT = 600, WARMUP_STEPS = 100 };
 
 struct round_result {
     double default_ms, tuned_ms;
@@ -60,15 +63,23 @@ static double median_of_steps(const struct autotune_step *step, int steps)
     return result;
 }
 
-static void run_round(const struct autotune_step *step, int steps, const char *log_path,
-                      struct round_result *result)
+/* The median step of chorus with its defaults, after a fresh init and warm-up steps. */
+static double default_median(const struct autotune_step *step, int steps)
 {
     restart_chorus(NULL);
     if (step->restarted != NULL)
         step->restarted(step->state);
     for (int s = 0; s < WARMUP_STEPS; s++)
         step->run(step->state);
-    result->default_ms = median_of_steps(step, steps);
+    double result = median_of_steps(step, steps);
+    chorus_shutdown();
+    return result;
+}
+
+static void run_round(const struct autotune_step *step, int steps, const char *log_path,
+                      struct round_result *result)
+{
+    double before = default_median(step, steps);
 
     char parameters[600];
     snprintf(parameters, sizeof parameters, "CHORUS_AUTOTUNE=on;CHORUS_AUTOTUNE_LOG=%s",
@@ -94,6 +105,9 @@ static void run_round(const struct autotune_step *step, int steps, const char *l
     free(tuning);
     chorus_shutdown();
     remove(log_path);
+    /* The defaults measured on both sides of the tuned steps: a host that slowed down or sped
+     * up meanwhile moves both. */
+    result->default_ms = (before + default_median(step, steps)) / 2;
 }
 
 void autotune_benchmark(const struct autotune_step *step, int steps, const char *title)
@@ -105,9 +119,9 @@ void autotune_benchmark(const struct autotune_step *step, int steps, const char 
         run_round(step, steps, log_path, &results[r]);
     if (bench_rank != 0)
         return;
-    printf("# autotune, %s: %d ranks; %d interleaved rounds of chorus with its defaults (%d "
-           "steps after %d warm-up), then CHORUS_AUTOTUNE=on from its first step until it "
-           "settled, then %d steps more\n",
+    printf("# autotune, %s: %d ranks; %d rounds of: chorus with its defaults (%d steps after %d "
+           "warm-up steps), CHORUS_AUTOTUNE=on from its first step until it settled and %d "
+           "steps more, the defaults again (the two medians averaged)\n",
            title, bench_size, ROUNDS, steps, WARMUP_STEPS, steps);
     printf("# cost: the tuning steps' time beyond as many tuned steps, as a share of a "
            "1,000-step run at the tuned speed\n");

@@ -56,7 +56,9 @@ int sweep_benchmark(const struct options *o);
 size_t sweep_count(const struct options *o, size_t bytes);
 double sweep_measure_chorus(const struct options *o, size_t count, long *wrong);
 void cycle_benchmark(int tensors, chorus_collective collective);
-void workload_benchmark(const char *workload, int steps, chorus_collective collective);
+/* With `timeline` (or NULL), `steps` more steps of the default configuration go to it. */
+void workload_benchmark(const char *workload, int steps, chorus_collective collective,
+                        const char *timeline);
 /* step.c: --workload MODEL --autotune, on the plain step. */
 void workload_autotune(const char *workload, int steps);
 void link_benchmark(void);

@@ -88,7 +88,8 @@ int main(int argc, char **argv)
         if (o.workload != NULL && o.autotune)
             workload_autotune(o.workload, o.steps > 0 ? o.steps : 20);
         else if (o.workload != NULL)
-            workload_benchmark(o.workload, o.steps > 0 ? o.steps : 20, o.collective);
+            workload_benchmark(o.workload, o.steps > 0 ? o.steps : 20, o.collective,
+                               o.step_timeline);
         else
             cycle_benchmark(o.cycle_tensors, o.collective);
         chorus_shutdown();

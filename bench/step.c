@@ -104,7 +104,8 @@ static const char *format_label(const char *collective, const char *what)
     return label;
 }
 
-void workload_benchmark(const char *workload, int steps, chorus_collective collective)
+void workload_benchmark(const char *workload, int steps, chorus_collective collective,
+                        const char *timeline)
 {
     workload_collective = collective;
     size_t count = 0, total = 0;
@@ -115,6 +116,16 @@ void workload_benchmark(const char *workload, int steps, chorus_collective colle
     double bandwidth = copy_bandwidth();
     double round_trip = cache_line_round_trip();
     double fused = measure_steps(0, steps, gradients, count, packed, total, handles);
+    if (timeline != NULL) {
+        /* Rank 0's view of the default configuration's steps, for bench/timeline-phases. */
+        if (chorus_start_timeline(timeline) != CHORUS_OK) {
+            fprintf(stderr, "chorus-bench: %s\n", chorus_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        for (int s = 0; s < steps; s++)
+            chorus_step(gradients, count, handles);
+        chorus_stop_timeline();
+    }
     restart_chorus("CHORUS_FUSION_THRESHOLD=0");
     double unfused = measure_steps(0, steps, gradients, count, packed, total, handles);
     /* The baselines run without chorus's background thread polling MPI beside them. */

@@ -122,17 +122,21 @@ bool autotune_search_record(struct autotune_search *search, double score)
         }
         break;
     case SEARCH_CONFIRM:
-        if (search->confirm_trial % 2 == 0)
+        if (search->confirm_trial % 2 == 0) {
             search->start_total += score;
-        else
+            search->start_last = score;
+        } else {
             search->best_total += score;
+            search->best_wins += score > search->start_last;
+        }
         search->confirm_trial++;
         if (search->confirm_trial < 2 * AUTOTUNE_CONFIRM_ROUNDS) {
             memcpy(search->trial, search->confirm_trial % 2 == 0 ? search->start : search->best,
                    sizeof search->trial);
             return true;
         }
-        settle_on(search, search->best_total > search->start_total * (1 + AUTOTUNE_MARGIN)
+        settle_on(search, search->best_wins == AUTOTUNE_CONFIRM_ROUNDS &&
+                                  search->best_total > search->start_total * (1 + AUTOTUNE_MARGIN)
                               ? search->best
                               : search->start);
         return false;

@@ -8,9 +8,10 @@
  *   2. for each setting not fixed by the user, every other candidate value, the rest held at
  *      the best so far; a value replaces the best only when it scores AUTOTUNE_MARGIN higher;
  *   3. when the best differs from the starting settings, the two alternate for
- *      AUTOTUNE_CONFIRM_ROUNDS rounds each, and the best is kept only when its total beats
- *      the starting settings' by AUTOTUNE_MARGIN: one lucky trial on a noisy host does not move
- *      training onto slower settings.
+ *      AUTOTUNE_CONFIRM_ROUNDS pairs of trials, and the best is kept only when it wins every
+ *      pair and its total beats the starting settings' by AUTOTUNE_MARGIN: on a noisy host a
+ *      setting no better than the start survives this one time in eight at most, and one lucky
+ *      trial never moves training onto slower settings.
  * At most 1 + 3 x 3 + 2 x AUTOTUNE_CONFIRM_ROUNDS trials. Why not Horovod's Bayesian
  * optimisation: with three settings and a handful of values each, the grid is small enough to
  * walk, and a walk is the same on every run, which a user reading the log can follow.
@@ -45,6 +46,8 @@ struct autotune_search {
     double setting_best_value, setting_best_score;
     int confirm_trial; /* SEARCH_CONFIRM: even trials run `start`, odd ones `best` */
     double start_total, best_total;
+    double start_last; /* the score of the trial of `start` just before */
+    int best_wins;     /* pairs in which `best` scored higher */
 };
 
 /* The values tried for `setting`, AUTOTUNE_CANDIDATES of them, smallest first. */
