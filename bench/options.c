@@ -45,7 +45,7 @@ static const char usage_text[] =
     "                         work, as in backward; chorus against MPI_Allreduce and\n"
     "                         MPI_Iallreduce per tensor, as exposed communication\n"
     "      --compute-ratio L  compute per step as multiples of the communication (default 1,3)\n"
-    "      --compare PARAMS   also a chorus row with these parameters (\"NAME=value,...\")\n"
+    "      --compare PARAMS   also a chorus row with these parameters (\"NAME=value;...\")\n"
     "      --autotune         with --workload (and --overlap): chorus with CHORUS_AUTOTUNE=on\n"
     "                         against its defaults, in interleaved rounds: the step after\n"
     "                         tuning, and what the tuning steps cost\n"

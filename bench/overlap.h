@@ -13,7 +13,7 @@ struct overlap_options {
     int steps;              /* timed steps per variant and compute ratio */
     const double *ratios;   /* compute time as multiples of the communication time */
     int ratio_count;
-    const char *compare;    /* a second chorus configuration ("NAME=value,..."), or NULL */
+    const char *compare;    /* a second chorus configuration ("NAME=value;..."), or NULL */
     const char *timeline;   /* write one step per ratio to this timeline file, or NULL */
 };
 

@@ -23,7 +23,7 @@ double now(void); /* CLOCK_MONOTONIC seconds, the clock chorus_timeline_mark tak
 int compare_doubles(const void *a, const void *b);
 double median(double *values, int count); /* sorts `values` */
 
-/* chorus_shutdown, then chorus_init with `parameters` ("NAME=value,..." or NULL); aborts the
+/* chorus_shutdown, then chorus_init with `parameters` ("NAME=value;..." or NULL); aborts the
  * job when init fails. */
 void restart_chorus(const char *parameters);
 
