@@ -4,7 +4,8 @@
 #   - at 2, 3 (a process set beside the job's tensors) and 4 ranks: every rank logs that it
 #     settled, once, on the same settings after the same number of trials; rank 0's CSV log has
 #     a row per trial, numbered from 1, and a settled row with those settings;
-#   - CHORUS_FUSION_THRESHOLD set by the user: never varied, and said so;
+#   - CHORUS_FUSION_THRESHOLD set by the user: never varied, and said so; set to 0 (fusion
+#     off), the tensor limit is not tried either;
 #   - tensor names that never repeat: no steps to tune on, a warning, the starting settings kept.
 # Usage: check_autotune.sh "LAUNCHER [OPTIONS]" MPI_AUTOTUNE
 set -u
@@ -62,6 +63,17 @@ if [ $status -eq 0 ] && [ "$thresholds" = "33554432 " ] &&
   ok "a threshold the user set stays at 32M in every trial"
 else
   bad "the user's threshold (exit $status, thresholds tried: $thresholds)"
+fi
+
+out=$(CHORUS_FUSION_THRESHOLD=0 run 2 40)
+status=$?
+limits=$(grep '^[0-9]' "$work/log.csv" 2>/dev/null | cut -d, -f3 | sort -u | tr '\n' ' ')
+if [ $status -eq 0 ] && [ "$limits" = "65536 " ] &&
+   printf '%s\n' "$out" | grep -q 'fusion_tensor_limit_bytes stays as the user set it' &&
+   printf '%s\n' "$out" | grep -q 'np=2: [0-9]* passed, 0 failed'; then
+  ok "fusion turned off by the user: the tensor limit is not tried either"
+else
+  bad "fusion off (exit $status, tensor limits tried: $limits)"
 fi
 
 out=$(run 2 --fresh-names)

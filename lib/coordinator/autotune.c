@@ -34,6 +34,9 @@ unsigned autotune_fixed_settings(const struct param_set *set)
         if (index >= 0 && set->sources[index] != PARAM_SOURCE_DEFAULT)
             mask |= 1u << s;
     }
+    /* Fusion turned off by the user: no tensor limit changes anything. */
+    if ((mask & (1u << AUTOTUNE_FUSION_THRESHOLD)) && set->values.fusion_threshold == 0)
+        mask |= 1u << AUTOTUNE_FUSION_TENSOR_LIMIT;
     return mask;
 }
 

@@ -288,6 +288,9 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
             executor_abort(executor, outcome, detail);
             executor->fatal_error(executor->owner, outcome, detail);
         }
+        /* The trace holds an operation before its owner learns it completed: a program may end
+         * at once (without chorus_shutdown), and its last operations belong in the trace. */
+        timeline_flush(executor->timeline);
         for (size_t m = 0; m < batch->count; m++) {
             if (requests[m] == NULL)
                 continue;
