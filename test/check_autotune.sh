@@ -54,27 +54,23 @@ for np in 2 3 4; do
   fi
 done
 
-out=$(CHORUS_FUSION_THRESHOLD=32M run 2 60)
-status=$?
-thresholds=$(grep '^[0-9]' "$work/log.csv" 2>/dev/null | cut -d, -f4 | sort -u | tr '\n' ' ')
-if [ $status -eq 0 ] && [ "$thresholds" = "33554432 " ] &&
-   printf '%s\n' "$out" | grep -q 'fusion_threshold_bytes stays as the user set it' &&
-   printf '%s\n' "$out" | grep -q 'np=2: [0-9]* passed, 0 failed'; then
-  ok "a threshold the user set stays at 32M in every trial"
-else
-  bad "the user's threshold (exit $status, thresholds tried: $thresholds)"
-fi
-
-out=$(CHORUS_FUSION_THRESHOLD=0 run 2 40)
-status=$?
-limits=$(grep '^[0-9]' "$work/log.csv" 2>/dev/null | cut -d, -f3 | sort -u | tr '\n' ' ')
-if [ $status -eq 0 ] && [ "$limits" = "65536 " ] &&
-   printf '%s\n' "$out" | grep -q 'fusion_tensor_limit_bytes stays as the user set it' &&
-   printf '%s\n' "$out" | grep -q 'np=2: [0-9]* passed, 0 failed'; then
-  ok "fusion turned off by the user: the tensor limit is not tried either"
-else
-  bad "fusion off (exit $status, tensor limits tried: $limits)"
-fi
+# stays THRESHOLD COLUMN VALUE SETTING WHAT: with CHORUS_FUSION_THRESHOLD=THRESHOLD, every trial
+# in rank 0's log has VALUE in COLUMN, and the log says that SETTING stays as the user set it.
+stays() {
+  out=$(CHORUS_FUSION_THRESHOLD=$1 run 2 40)
+  status=$?
+  tried=$(grep '^[0-9]' "$work/log.csv" 2>/dev/null | cut -d, -f"$2" | sort -u | tr '\n' ' ')
+  if [ $status -eq 0 ] && [ "$tried" = "$3 " ] &&
+     printf '%s\n' "$out" | grep -q "$4 stays as the user set it" &&
+     printf '%s\n' "$out" | grep -q 'np=2: [0-9]* passed, 0 failed'; then
+    ok "$5"
+  else
+    bad "$5 (exit $status, values tried: $tried)"
+  fi
+}
+stays 32M 4 33554432 fusion_threshold_bytes "a threshold the user set stays at 32M in every trial"
+stays 0 3 65536 fusion_tensor_limit_bytes \
+  "fusion turned off by the user: the tensor limit is not tried either"
 
 out=$(run 2 --fresh-names)
 status=$?
