@@ -65,33 +65,30 @@ static void apply(struct autotune *autotune, const double *settings)
     }
 }
 
-bool autotune_init(struct autotune *autotune, struct chorus_params *params, unsigned fixed_mask,
-                   int rank, int size, struct coord_channel *channel, struct runner *runner)
+void autotune_init(struct autotune *autotune, struct chorus_params *params, unsigned fixed_mask,
+                   int rank, int size, struct coord_channel *channel, const int *other_ranks,
+                   struct runner *runner)
 {
     *autotune = (struct autotune){.on = params->autotune,
                                   .rank = rank,
                                   .size = size,
                                   .channel = channel,
+                                  .other_ranks = other_ranks,
                                   .runner = runner,
                                   .params = params,
                                   .warmup_steps = AUTOTUNE_FIRST_WARMUP_STEPS,
                                   .trial = 1};
     name_table_init(&autotune->names_seen);
     if (!autotune->on)
-        return true;
+        return;
     autotune->steps_per_trial =
         params->autotune_steps_per_trial > 0 ? (unsigned)params->autotune_steps_per_trial : 1;
     autotune->start[AUTOTUNE_FUSION_TENSOR_LIMIT] = (double)params->fusion_tensor_limit;
     autotune->start[AUTOTUNE_FUSION_THRESHOLD] = (double)params->fusion_threshold;
     autotune->start[AUTOTUNE_CYCLE_TIME] = params->cycle_time_ms;
     if (rank != 0)
-        return true;
+        return;
     autotune_search_start(&autotune->search, autotune->start, fixed_mask);
-    autotune->other_ranks = malloc((size_t)(size > 1 ? size - 1 : 1) * sizeof(int));
-    if (autotune->other_ranks == NULL)
-        return false;
-    for (int r = 1; r < size; r++)
-        autotune->other_ranks[r - 1] = r;
     for (int s = 0; s < AUTOTUNE_SETTING_COUNT; s++)
         if (fixed_mask & (1u << s))
             LOG(LOG_INFO, "autotune", "%s stays as the user set it",
@@ -108,7 +105,6 @@ bool autotune_init(struct autotune *autotune, struct chorus_params *params, unsi
                     autotune_setting_name(AUTOTUNE_FUSION_THRESHOLD),
                     autotune_setting_name(AUTOTUNE_CYCLE_TIME));
     }
-    return true;
 }
 
 void autotune_release(struct autotune *autotune)
@@ -116,7 +112,6 @@ void autotune_release(struct autotune *autotune)
     if (autotune->log != NULL)
         fclose(autotune->log);
     free(autotune->anchor);
-    free(autotune->other_ranks);
     name_table_destroy(&autotune->names_seen);
     *autotune = (struct autotune){0};
 }

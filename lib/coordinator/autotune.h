@@ -56,17 +56,19 @@ struct autotune {
     /* Rank 0. */
     struct autotune_search search;
     FILE *log;
-    int *other_ranks;
+    const int *other_ranks; /* ranks 1 .. size-1, where rank 0's settings go (the star's) */
     /* Called while a rank waits for rank 0's settings (heartbeats). */
     void (*while_waiting)(void *owner);
     void *waiting_owner;
 };
 
 /* Sets up from `params` (CHORUS_AUTOTUNE and its companions; their values are rank 0's).
- * `fixed_mask` (rank 0's): settings the user set, which stay as they are. Rank 0 opens
- * CHORUS_AUTOTUNE_LOG; a log that cannot be opened is a warning. False when out of memory. */
-bool autotune_init(struct autotune *autotune, struct chorus_params *params, unsigned fixed_mask,
-                   int rank, int size, struct coord_channel *channel, struct runner *runner);
+ * `fixed_mask` (rank 0's): settings the user set, which stay as they are. `other_ranks` (ranks
+ * 1 .. size-1, the star's list) must outlive the autotune. Rank 0 opens CHORUS_AUTOTUNE_LOG; a
+ * log that cannot be opened is a warning. */
+void autotune_init(struct autotune *autotune, struct chorus_params *params, unsigned fixed_mask,
+                   int rank, int size, struct coord_channel *channel, const int *other_ranks,
+                   struct runner *runner);
 void autotune_release(struct autotune *autotune);
 
 /* After every rank ran `responses` (count of them) without error: counts steps and bytes, and

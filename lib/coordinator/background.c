@@ -513,12 +513,9 @@ chorus_status coord_setup(struct background *background, char *error, size_t err
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
     background->star.rounds_mode = background->rounds.on;
-    if (!autotune_init(&background->autotune, &context->params.values,
-                       autotune_fixed_settings(&context->params), rank, background->size,
-                       &background->channel, &background->runner)) {
-        snprintf(error, error_size, "out of memory");
-        return CHORUS_ERR_OUT_OF_MEMORY;
-    }
+    autotune_init(&background->autotune, &context->params.values,
+                  autotune_fixed_settings(&context->params), rank, background->size,
+                  &background->channel, background->star.other_ranks, &background->runner);
     if (background->autotune.on) {
         background->autotune.while_waiting = star_while_waiting;
         background->autotune.waiting_owner = &background->star;
