@@ -3,6 +3,7 @@
  * fails the run, naming it.
  */
 #include "bench.h"
+#include "workload.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -46,6 +47,9 @@ static const char usage_text[] =
     "                         MPI_Iallreduce per tensor, as exposed communication\n"
     "      --compute-ratio L  compute per step as multiples of the communication (default 1,3)\n"
     "      --compare PARAMS   also a chorus row with these parameters (\"NAME=value;...\")\n"
+    "      --shared-heap      host buffers and gradients from chorus_mem_alloc (the shared\n"
+    "                         heap), which allreduces on one host reduce in place; MPI gets\n"
+    "                         the same buffers\n"
     "      --autotune         with --workload (and --overlap): chorus with CHORUS_AUTOTUNE=on\n"
     "                         against its defaults, in interleaved rounds: the step after\n"
     "                         tuning, and what the tuning steps cost\n"
@@ -112,6 +116,7 @@ int parse_options(int argc, char **argv, struct options *o)
         {"step-timeline", required_argument, NULL, 'T'},
         {"ordered", no_argument, NULL, 'Q'},
         {"autotune", no_argument, NULL, 'A'},
+        {"shared-heap", no_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     static const char *const collectives[] = {"allreduce", "broadcast", "allgather",
@@ -166,6 +171,9 @@ int parse_options(int argc, char **argv, struct options *o)
             break;
         case 'A':
             o->autotune = true;
+            break;
+        case 'H':
+            bench_shared_heap = true;
             break;
         case 'D':
             ok = strcmp(value, "cuda") == 0;

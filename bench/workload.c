@@ -10,6 +10,30 @@
 #include <string.h>
 #include <time.h>
 
+bool bench_shared_heap;
+
+void *bench_host_alloc(size_t bytes, bool shared)
+{
+    void *buffer = NULL;
+    if (shared) {
+        if (chorus_mem_alloc(bytes, &buffer) != CHORUS_OK) {
+            fprintf(stderr, "chorus-bench: %s\n", chorus_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        return buffer;
+    }
+    buffer = calloc(1, bytes ? bytes : 1);
+    if (buffer == NULL)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    return buffer;
+}
+
+void bench_host_free(void *buffer)
+{
+    if (chorus_mem_free(buffer) != CHORUS_OK) /* not from the shared heap */
+        free(buffer);
+}
+
 double now(void)
 {
     struct timespec t;
@@ -86,7 +110,7 @@ struct gradient *load_gradients(const char *workload, int rank, size_t *count, s
         struct gradient *g = &gradients[(*count)++];
         snprintf(g->name, sizeof g->name, "%s", name);
         g->count = (size_t)elements;
-        g->data = malloc(g->count * sizeof(float) + 4);
+        g->data = bench_host_alloc(g->count * sizeof(float) + 4, bench_shared_heap);
         for (size_t i = 0; i < g->count; i++)
             g->data[i] = 1.0f;
         *total += g->count;
@@ -101,6 +125,6 @@ struct gradient *load_gradients(const char *workload, int rank, size_t *count, s
 void free_gradients(struct gradient *gradients, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        free(gradients[i].data);
+        bench_host_free(gradients[i].data);
     free(gradients);
 }

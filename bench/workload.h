@@ -5,6 +5,7 @@
 #ifndef CHORUS_BENCH_WORKLOAD_H
 #define CHORUS_BENCH_WORKLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct gradient {
@@ -18,6 +19,14 @@ struct gradient {
  * loaded. */
 struct gradient *load_gradients(const char *workload, int rank, size_t *count, size_t *total);
 void free_gradients(struct gradient *gradients, size_t count);
+
+/* --shared-heap: the measured host buffers and the workloads' gradients come from
+ * chorus_mem_alloc, so that allreduces on one host reduce them in place. */
+extern bool bench_shared_heap;
+/* Zeroed host memory for a measured buffer, from the shared heap (`shared`) or from calloc;
+ * aborts the job when there is none. bench_host_free frees either. */
+void *bench_host_alloc(size_t bytes, bool shared);
+void bench_host_free(void *buffer);
 
 double now(void); /* CLOCK_MONOTONIC seconds, the clock chorus_timeline_mark takes */
 int compare_doubles(const void *a, const void *b);

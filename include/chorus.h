@@ -233,6 +233,27 @@ typedef struct chorus_topology {
 CHORUS_API chorus_status chorus_get_topology(chorus_topology *topology);
 
 /* ---------------------------------------------------------------------------------------------
+ * Memory the ranks of a host share. An allreduce of a host tensor that lies in this memory on
+ * every rank of one host reads each rank's input and writes each rank's result in place: every
+ * byte crosses memory once, as in a copy, instead of about twice through the staging areas
+ * (docs/c-api.md, "Shared memory for tensors"). Allocate the gradients there, once.
+ */
+
+/* Allocates `bytes` (0 allowed) of zeroed, page-aligned host memory that the other ranks of the
+ * host can map, into *pointer. The memory stays valid until chorus_mem_free, also after
+ * chorus_shutdown; chorus_init need not have run. Other collectives, other placements and
+ * tensors that lie there on some ranks only run as for any host memory. Returns CHORUS_OK,
+ * CHORUS_ERR_INVALID_ARGUMENT (`pointer` NULL) or CHORUS_ERR_OUT_OF_MEMORY (the system refused,
+ * or the reservation, the host's memory size, is full; chorus_last_error says which). Any
+ * thread. */
+CHORUS_API chorus_status chorus_mem_alloc(size_t bytes, void **pointer);
+
+/* Frees memory from chorus_mem_alloc and gives it back to the system; NULL is allowed. Returns
+ * CHORUS_OK, or CHORUS_ERR_INVALID_ARGUMENT where `pointer` is not the start of a block from
+ * chorus_mem_alloc. No operation may still use the memory. Any thread. */
+CHORUS_API chorus_status chorus_mem_free(void *pointer);
+
+/* ---------------------------------------------------------------------------------------------
  * Collectives. A submit call validates its arguments, enqueues the operation and returns a
  * handle; the background thread runs it once every rank has submitted the same name.
  * Names identify an operation across ranks: every rank submits the same name with the same

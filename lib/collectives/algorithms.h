@@ -138,6 +138,14 @@ chorus_status allreduce_ring(const struct allreduce_args *args);
 chorus_status allreduce_recursive_doubling(const struct allreduce_args *args);
 chorus_status allreduce_rabenseifner(const struct allreduce_args *args);
 chorus_status allreduce_hierarchical(const struct allreduce_args *args);
+/* The hierarchical allreduce's path for a tensor in the shared heap on every rank of one host
+ * (allreduce_shared_heap.c): publish() writes where this rank's buffer lies in its heap, for the
+ * barrier that follows to publish, and returns whether it lies there; ranks() counts, after that
+ * barrier, the local ranks whose buffer does; when all do, allreduce_shared_heap() reduces it in
+ * place. */
+bool allreduce_shared_heap_publish(struct node_segment *node, const struct allreduce_args *args);
+int allreduce_shared_heap_ranks(const struct node_segment *node);
+chorus_status allreduce_shared_heap(struct node_segment *node, const struct allreduce_args *args);
 /* Adasum, in place (args->op is CHORUS_ADASUM, float32 or float64, no postscale). Chosen by the
  * op, not by the selection table: no other algorithm can run it. */
 chorus_status allreduce_adasum(const struct allreduce_args *args);

@@ -101,21 +101,8 @@ static void reduce_slice(const struct node_segment *node, const struct allreduce
         const unsigned char *operands[NODE_MAX_LOCAL_RANKS] = {NULL};
         for (int r = 0; r < local_size; r++)
             operands[r] = r == me ? run.input : node_staging(node, r, chunk->turn) + offset + done;
-        size_t length = run.bytes / width;
-        unsigned char *target = result + done;
-        if (local_size == 1) {
-            memcpy(target, operands[0], run.bytes);
-            scale_buffer(target, length, args->dtype, factor);
-        } else if (local_size == 2) {
-            reduce_pair_scaled(target, operands[0], operands[1], length, args->dtype, args->op,
-                               factor);
-        } else {
-            reduce_pair(target, operands[0], operands[1], length, args->dtype, args->op);
-            for (int r = 2; r + 1 < local_size; r++)
-                reduce_into(target, operands[r], length, args->dtype, args->op);
-            reduce_into_scaled(target, operands[local_size - 1], length, args->dtype, args->op,
-                               factor);
-        }
+        reduce_ranks_scaled(result + done, operands, local_size, run.bytes / width, args->dtype,
+                            args->op, factor);
         done += run.bytes;
     }
 }
@@ -212,8 +199,25 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
                             args->pieces ? args->piece_count : 1};
     size_t turn = node_segment_take_turns(node, chunks, node->staging_areas);
     struct chunk current = chunk_at(args, chunks, 0, turn, width);
-    stage(node, &buffer, &current, width);
+    /* A tensor in the shared heap on every rank of one host is reduced where it lies instead
+     * (allreduce_shared_heap.c); every rank learns whether it is at the first barrier. Ranks
+     * whose tensor lies there skip staging the first chunk, and stage it after all when another
+     * rank's does not, behind one more barrier. */
+    bool heap_path = node->shared_heap && node->cross == NULL && args->pieces == NULL;
+    bool in_heap = heap_path && allreduce_shared_heap_publish(node, args);
+    if (!in_heap)
+        stage(node, &buffer, &current, width);
     node_segment_barrier(node);
+    if (heap_path) {
+        int ranks = allreduce_shared_heap_ranks(node);
+        if (ranks == node->local_size)
+            return allreduce_shared_heap(node, args);
+        if (ranks > 0) {
+            if (in_heap)
+                stage(node, &buffer, &current, width);
+            node_segment_barrier(node);
+        }
+    }
     for (size_t k = 0; k < chunks; k++) {
         chorus_status status = reduce_own_slice(node, args, &buffer, &current, width);
         if (status != CHORUS_OK)

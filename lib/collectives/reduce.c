@@ -224,6 +224,22 @@ void reduce_pair_scaled(void *restrict result, const void *restrict a, const voi
     }
 }
 
+void reduce_ranks_scaled(void *restrict result, const unsigned char *const *operands, int ranks,
+                         size_t count, chorus_dtype dtype, chorus_op op, double factor)
+{
+    if (ranks == 1) {
+        memcpy(result, operands[0], count * chorus_dtype_size(dtype));
+        scale_buffer(result, count, dtype, factor);
+    } else if (ranks == 2) {
+        reduce_pair_scaled(result, operands[0], operands[1], count, dtype, op, factor);
+    } else {
+        reduce_pair(result, operands[0], operands[1], count, dtype, op);
+        for (int r = 2; r + 1 < ranks; r++)
+            reduce_into(result, operands[r], count, dtype, op);
+        reduce_into_scaled(result, operands[ranks - 1], count, dtype, op, factor);
+    }
+}
+
 /* The whole number n when `factor` is exactly the double nearest 1/n (an average's factor),
  * else 0. Integers are then divided by n exactly instead of multiplied by a rounded 1/n. */
 static int64_t reciprocal_divisor(double factor)

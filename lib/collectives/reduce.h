@@ -27,6 +27,12 @@ void reduce_into_scaled(void *restrict accumulator, const void *restrict operand
 void reduce_pair_scaled(void *restrict result, const void *restrict a, const void *restrict b,
                         size_t count, chorus_dtype dtype, chorus_op op, double factor);
 
+/* result = operands[0] (op) operands[1] (op) ... (op) operands[ranks - 1], in that order, times
+ * `factor`, applied by the last combination: ranks' contributions reduced in rank order, so that
+ * whoever reduces them gets the same bits. `result` overlaps none of the operands. */
+void reduce_ranks_scaled(void *restrict result, const unsigned char *const *operands, int ranks,
+                         size_t count, chorus_dtype dtype, chorus_op op, double factor);
+
 /* buffer[i] *= factor. Integers are scaled in double and rounded to the nearest integer
  * (halfway away from zero), then wrapped to the dtype. */
 void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor);

@@ -474,7 +474,12 @@ static void log_start(const struct background *background)
         "%d GPU(s) visible; host %d of %d with %d local rank(s); host's shared segment %s; "
         "negotiation by %s; heartbeats every %g s (CHORUS_TIMEOUT_SECONDS=%g)",
         gpu_device_count(), context->topology.cross_rank, context->topology.cross_size,
-        context->topology.local_size, executor->node_ready ? "ready" : "not used",
+        context->topology.local_size,
+        !executor->node_ready        ? "not used"
+        : executor->node.shared_heap ? "ready, with the peers' shared heaps mapped (in-place "
+                                       "allreduce of tensors from chorus_mem_alloc)"
+                                     : "ready (peers' shared heaps not mapped: tensors from "
+                                       "chorus_mem_alloc are staged)",
         background->rounds.on ? "ready rounds" : "star",
         liveness_heartbeat_spacing(&background->star.liveness), params->timeout_seconds);
     if (background->rank != 0)

@@ -3,6 +3,7 @@
  * memory, and the thread-local variant of the segment used by unit tests.
  */
 #include "node_segment.h"
+#include "shared_heap.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -148,17 +149,22 @@ uint64_t node_segment_largest(struct node_segment *segment, uint64_t value)
     return largest;
 }
 
-chorus_status node_single_copy_finish(struct node_segment *segment, bool copied, char *error,
-                                      size_t error_size)
+int node_segment_first_failed(struct node_segment *segment, bool succeeded)
 {
-    segment->mailbox[segment->local_rank][NODE_MAILBOX_FAILED] = !copied;
+    segment->mailbox[segment->local_rank][NODE_MAILBOX_FAILED] = !succeeded;
     node_segment_barrier(segment);
     /* A rank writes its word again only after the next call's publish barrier, which this rank
      * reaches after reading here. */
-    int failed = -1;
-    for (int r = 0; r < segment->local_size && failed < 0; r++)
+    for (int r = 0; r < segment->local_size; r++)
         if (segment->mailbox[r][NODE_MAILBOX_FAILED] != 0)
-            failed = r;
+            return r;
+    return -1;
+}
+
+chorus_status node_single_copy_finish(struct node_segment *segment, bool copied, char *error,
+                                      size_t error_size)
+{
+    int failed = node_segment_first_failed(segment, copied);
     if (failed < 0)
         return CHORUS_OK;
     snprintf(error, error_size,
@@ -222,8 +228,21 @@ struct node_segment *node_segments_create_local(int local_size, size_t chunk_byt
     for (int r = 0; r < local_size; r++)
         words[r] = (uint64_t)(uintptr_t)&word;
     bool single_copy = node_probe_peers(&segments[0], words);
-    for (int me = 0; me < local_size; me++)
+    /* The threads' shared heap is the process's own, mapped whole: buffers from it lie at their
+     * own offsets, one heap for every "rank". */
+    int heap_file = -1;
+    size_t heap_bytes = 0;
+    char ignored[256];
+    bool heap = shared_heap_open(&heap_file, &heap_bytes, ignored, sizeof ignored);
+    for (int me = 0; me < local_size; me++) {
         segments[me].single_copy = single_copy;
+        segments[me].shared_heap = heap;
+        for (int r = 0; r < local_size; r++) {
+            segments[me].heap[r] = heap ? shared_heap_base() : NULL;
+            segments[me].heap_mapped[r] = segments[me].heap_reserved[r] = heap ? heap_bytes : 0;
+            segments[me].heap_files[r] = -1;
+        }
+    }
     return segments;
 }
 

@@ -78,6 +78,15 @@ struct node_segment {
     uint64_t *mailbox[NODE_MAX_LOCAL_RANKS];          /* local rank r's mailbox words */
     int pids[NODE_MAX_LOCAL_RANKS];                   /* local rank r's process */
     bool single_copy; /* every rank may copy to and from every other's memory */
+    /* The ranks' shared heaps (shared_heap.h). shared_heap: every rank holds every other's
+     * (decided at creation, alike on every rank). Local rank r's heap is mapped here at heap[r]
+     * over its first heap_mapped[r] bytes, of heap_reserved[r]; heap_files[r] is this process's
+     * handle on it (-1 for its own heap, which is mapped whole). */
+    bool shared_heap;
+    unsigned char *heap[NODE_MAX_LOCAL_RANKS];
+    size_t heap_mapped[NODE_MAX_LOCAL_RANKS];
+    size_t heap_reserved[NODE_MAX_LOCAL_RANKS];
+    int heap_files[NODE_MAX_LOCAL_RANKS];
     uint64_t sequence;                              /* this rank's last barrier */
     uint64_t next_turn;       /* the turn the next algorithm starts at */
     bool yield_while_waiting;                       /* more ranks than cores on this host */
@@ -182,6 +191,21 @@ static inline uint64_t node_peer_address(const struct node_segment *segment, int
 }
 chorus_status node_single_copy_finish(struct node_segment *segment, bool copied, char *error,
                                       size_t error_size);
+
+/* Local rank `rank`'s shared heap at `offset`, mapped in this process for at least `bytes`
+ * (mapping more of it first where needed), or NULL where that fails. Only the background thread
+ * calls it: the mappings belong to the segment. */
+unsigned char *node_heap_at(struct node_segment *segment, int rank, uint64_t offset,
+                            size_t bytes);
+/* Opens the peers' heaps, from each local rank's process, heap file descriptor (-1: it has none)
+ * and reservation; false (closing what it opened) where any fails. */
+bool node_heap_open_peers(struct node_segment *segment, const int *files, const size_t *bytes);
+/* Unmaps and closes the peers' heaps. */
+void node_heap_close_peers(struct node_segment *segment);
+
+/* Waits until every local rank has reached this point, and returns the lowest local rank that
+ * did not succeed, or -1: every rank learns the same. */
+int node_segment_first_failed(struct node_segment *segment, bool succeeded);
 
 /* The largest of every local rank's `value`, the same on all of them (one barrier). */
 uint64_t node_segment_largest(struct node_segment *segment, uint64_t value);

@@ -118,6 +118,8 @@ _declare("chorus_process_set_add", ctypes.c_int, ctypes.POINTER(ctypes.c_int), c
 _declare("chorus_process_set_remove", ctypes.c_int, ctypes.c_int)
 _declare("chorus_process_set_ranks", ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
          ctypes.c_int, ctypes.POINTER(ctypes.c_int))
+_declare("chorus_mem_alloc", ctypes.c_int, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p))
+_declare("chorus_mem_free", ctypes.c_int, ctypes.c_void_p)
 _declare("chorus_last_error", ctypes.c_char_p)
 _declare("chorus_status_name", ctypes.c_char_p, ctypes.c_int)
 _declare("chorus_version", ctypes.c_char_p)

@@ -178,6 +178,7 @@ def torch_tests(rank, size):
         reference_optimizer.step()
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         check(torch.allclose(p, q, atol=1e-5), f"DistributedOptimizer parameter {name}")
+    shared_heap_tests(rank, size, model, optimizer)
 
     # broadcast_optimizer_state: rank 0's Adam has state after two steps of its own; the others
     # are fresh (no state) or have different state. Afterwards every rank holds rank 0's state,
@@ -204,6 +205,60 @@ def torch_tests(rank, size):
     check(same, "optimizer state equals rank 0's")
     check(hvd.broadcast_object({"a": [1, rank]}, root_rank=1 % size, name="t.object") ==
           {"a": [1, 1 % size]}, "broadcast_object")
+
+
+def shared_heap_tests(rank, size, model, optimizer):
+    """Gradients and tensors in chorus's shared heap (chorus.torch.shared_memory)."""
+    import os
+
+    import torch
+
+    import chorus.torch as hvd
+    from chorus.torch.shared_memory import (shared_gradients, shared_gradients_wanted,
+                                            shared_tensor)
+    # The optimizer above (CHORUS_SHARED_GRADIENTS on by default) moved every gradient into the
+    # heap at its first allreduce; backward accumulated into them there ever since, and
+    # zero_grad kept them there.
+    placed = optimizer._shared
+    check(len(placed) == len(list(model.parameters())) and
+          all(p.grad.data_ptr() == placed[p] for p in model.parameters()),
+          "DistributedOptimizer's gradients stay in the shared heap")
+    optimizer.zero_grad(set_to_none=True)
+    check(all(p.grad is not None and p.grad.data_ptr() == placed[p] and not p.grad.any()
+              for p in model.parameters()), "zero_grad zeroes shared gradients in place")
+    plain = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                     named_parameters=model.named_parameters(),
+                                     shared_gradients=False)
+    check(not plain._share, "shared_gradients=False")
+    os.environ["CHORUS_SHARED_GRADIENTS"] = "sometimes"
+    try:
+        shared_gradients_wanted(None)
+        check(False, "CHORUS_SHARED_GRADIENTS=sometimes is refused")
+    except ValueError as refused:
+        check("CHORUS_SHARED_GRADIENTS" in str(refused), f"the refusal names it: {refused}")
+    os.environ["CHORUS_SHARED_GRADIENTS"] = "off"
+    check(not shared_gradients_wanted(None), "CHORUS_SHARED_GRADIENTS=off")
+    del os.environ["CHORUS_SHARED_GRADIENTS"]
+    # Tensors of several of the algorithm's pieces, in the heap on every rank (reduced in place),
+    # then on rank 0 only (staged): the same sums.
+    for count, everywhere in ((300007, True), (7, True), (300007, False)):
+        if everywhere or rank == 0:
+            t = shared_tensor((count,), torch.float64)
+        else:
+            t = torch.zeros(count, dtype=torch.float64)
+        t.copy_(torch.arange(count, dtype=torch.float64) * (rank + 1))
+        hvd.allreduce_(t, op=hvd.Sum, name=f"t.shared.{count}.{everywhere}")
+        expected = torch.arange(count, dtype=torch.float64) * (size * (size + 1) / 2)
+        check(torch.equal(t, expected), f"shared tensor of {count}, everywhere={everywhere}")
+    half = shared_tensor((2, 3), torch.bfloat16)
+    check(half.shape == (2, 3) and half.dtype == torch.bfloat16 and not half.any(),
+          "shared_tensor: shape, dtype, zeros")
+    net = torch.nn.Linear(3, 2)
+    net(torch.ones(1, 3)).sum().backward()
+    before = [p.grad.clone() for p in net.parameters()]
+    check(shared_gradients(net.parameters()) == 2, "shared_gradients moves both gradients")
+    check(all(torch.equal(p.grad, b) for p, b in zip(net.parameters(), before)),
+          "shared_gradients keeps their values")
 
 
 def main():

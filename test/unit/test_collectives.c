@@ -5,6 +5,7 @@
  */
 #include "../../lib/collectives/algorithms.h"
 #include "../../lib/transport/node_segment.h"
+#include "../../lib/transport/shared_heap.h"
 #include "../../lib/collectives/pieces.h"
 #include "../common/reference.h"
 
@@ -32,6 +33,7 @@ struct rank_job {
     int calls;        /* allreduce: back-to-back calls, count growing by 37 each; 0 means 1 */
     int mixed_calls;  /* one host: this many calls rotating through the shared-memory algorithms */
     bool as_pieces;   /* hierarchical: the buffer as a list of pieces, every other out of place */
+    enum { HEAP_NONE, HEAP_EVERY_RANK, HEAP_EVEN_RANKS } heap; /* allreduce buffers' memory */
     unsigned staging_areas; /* per rank in the segment; 0: the default */
     enum staging_stores stores; /* how the staged algorithms write them */
     enum { SINGLE_COPY_AS_PROBED, SINGLE_COPY_REFUSED, SINGLE_COPY_BROKEN } single_copy;
@@ -123,7 +125,12 @@ static void *run_rank(void *argument)
         size_t element = chorus_dtype_size(job->dtype);
         size_t count = job->count + (size_t)call * 37;
         uint64_t seed = job->seed + (uint64_t)call;
-        void *buffer = malloc(count * element + 1);
+        bool in_heap = job->heap == HEAP_EVERY_RANK || (job->heap == HEAP_EVEN_RANKS &&
+                                                        job->rank % 2 == 0);
+        char heap_error[256];
+        void *buffer = in_heap ? shared_heap_alloc(count * element + 1, heap_error,
+                                                   sizeof heap_error)
+                               : malloc(count * element + 1);
         reference_fill(buffer, count, job->dtype, job->op, seed, job->rank);
         struct allreduce_args args = {.transport = &transport,
                                       .scratch = &scratch,
@@ -147,7 +154,10 @@ static void *run_rank(void *argument)
                                       sizeof why) >= 0)
             snprintf(job->failure, sizeof job->failure, "rank %d, call %d: %s", job->rank, call,
                      why);
-        free(buffer);
+        if (in_heap)
+            shared_heap_free(buffer);
+        else
+            free(buffer);
     }
     if (job->collective == CHORUS_BROADCAST) {
         uint8_t *buffer = malloc(job->count + 1);
@@ -418,6 +428,40 @@ START_TEST(hierarchical_reduces_a_list_of_pieces)
                                    .stores = d % 2 ? STAGING_STORES_STREAMING
                                                    : STAGING_STORES_CACHED,
                                    .seed = 606 + c};
+            assert_case_passes(job, nranks);
+        }
+}
+END_TEST
+
+/* Tensors in the shared heap: reduced in place where every rank's lies there (each rank's
+ * slice straight from every buffer into every buffer), staged where only some ranks' do; calls
+ * in a row whose lengths change, so that slices move between calls. */
+START_TEST(hierarchical_reduces_shared_heap_tensors)
+{
+    int nranks = _i;
+    const struct {
+        chorus_dtype dtype;
+        chorus_op op;
+        size_t count;
+        double postscale;
+    } cases[] = {{CHORUS_FLOAT32, CHORUS_SUM, 1, 0},
+                 {CHORUS_FLOAT64, CHORUS_SUM, 100003, 0.25},
+                 {CHORUS_INT32, CHORUS_MAX, 4099, 0},
+                 {CHORUS_FLOAT16, CHORUS_SUM, 65537, 0},
+                 {CHORUS_FLOAT32, CHORUS_PRODUCT, 3, 0}};
+    for (int heap = HEAP_EVERY_RANK; heap <= HEAP_EVEN_RANKS; heap++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            struct rank_job job = {.collective = CHORUS_ALLREDUCE,
+                                   .algorithm = ALLREDUCE_HIERARCHICAL,
+                                   .dtype = cases[c].dtype,
+                                   .op = cases[c].op,
+                                   .count = cases[c].count,
+                                   .calls = 12,
+                                   .postscale = cases[c].postscale,
+                                   .heap = heap,
+                                   .stores = c % 2 ? STAGING_STORES_STREAMING
+                                                   : STAGING_STORES_CACHED,
+                                   .seed = 4242 + c};
             assert_case_passes(job, nranks);
         }
 }
@@ -1055,6 +1099,7 @@ int main(void)
     tcase_add_loop_test(allreduce, shared_memory_algorithms_back_to_back_share_the_segment_safely,
                         1, 6);
     tcase_add_loop_test(allreduce, hierarchical_reduces_a_list_of_pieces, 1, 6);
+    tcase_add_loop_test(allreduce, hierarchical_reduces_shared_heap_tensors, 1, 6);
     suite_add_tcase(suite, allreduce);
     TCase *others = tcase_create("broadcast_allgather");
     tcase_set_timeout(others, 300);

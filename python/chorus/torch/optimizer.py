@@ -1,6 +1,7 @@
 """DistributedOptimizer for chorus.torch, as horovod/torch/optimizer.py: gradients are
 allreduced as backward produces them, and step() waits for them."""
 import contextlib
+import inspect
 import warnings
 
 import torch
@@ -9,11 +10,16 @@ from .compression import Compression, _wire
 from .mpi_ops import (_OPS, Adasum, Average, Sum, _resolve_op, allreduce_async_,
                       sparse_allreduce_async, synchronize)
 from .process_sets import _set_id
+from .shared_memory import share_gradient, shared_gradients_wanted
+
+# torch's own default for zero_grad(set_to_none=...): False in 1.13, True from 2.0.
+_SET_TO_NONE_DEFAULT = inspect.signature(torch.optim.Optimizer.zero_grad).parameters[
+    "set_to_none"].default
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, sparse_as_dense, process_set):
+                 gradient_predivide_factor, sparse_as_dense, process_set, shared):
         super(self.__class__, self).__init__(params)
         self._process_set = process_set
         all_parameters = [p for group in self.param_groups for p in group["params"]]
@@ -58,6 +64,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._skip_synchronize = False
         self._register_hooks()
+        # Gradients in the shared heap are allreduced in place on one host (shared_memory.py).
+        # Each dense CPU gradient moves there when it is first allreduced (whether a parameter's
+        # gradients come sparse is known only then); backward then accumulates into it, and
+        # zero_grad keeps it there. Where each lies, by parameter:
+        self._share = shared_gradients_wanted(shared)
+        self._shared = {}
 
     def _register_hooks(self):
         for group in self.param_groups:
@@ -86,6 +98,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # Horovod makes it sparse again after the allreduce (SparseAdam needs that).
             p.grad = p.grad.to_dense()
             self._resparsify.add(p)
+        elif self._share and p not in self._shared and p.grad.device.type == "cpu":
+            self._shared[p] = share_gradient(p)
         self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
                                             op=self._op, prescale_factor=prescale,
                                             postscale_factor=postscale,
@@ -193,7 +207,26 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._handles:
             raise AssertionError("zero_grad() while gradient allreduces are in flight; call "
                                  "step() or synchronize() first")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
+        if not self._shared:
+            return super(self.__class__, self).zero_grad(*args, **kwargs)
+        # Gradients in the shared heap stay there, zeroed: set to None, the next ones would come
+        # from torch's allocator, and be staged again. The optimizer steps alike either way,
+        # since synchronize() gives every unused parameter a zero gradient (as Horovod does).
+        set_to_none = args[0] if args else kwargs.get("set_to_none", _SET_TO_NONE_DEFAULT)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if self._shared.get(p) == p.grad.data_ptr():
+                    p.grad.zero_()
+                elif set_to_none:
+                    p.grad = None
+                else:
+                    if p.grad.grad_fn is not None:
+                        p.grad.detach_()
+                    else:
+                        p.grad.requires_grad_(False)
+                    p.grad.zero_()
 
 
 def _is_distributed(optimizer):
@@ -203,7 +236,8 @@ def _is_distributed(optimizer):
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
-                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
+                         num_groups=0, groups=None, sparse_as_dense=False, process_set=None,
+                         shared_gradients=None):
     """Wraps `optimizer`: every gradient is allreduced (averaged) as soon as backward produces it,
     and step() waits for all of them before updating (among the ranks of `process_set`, if
     given). With backward_passes_per_step > 1,
@@ -211,7 +245,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     `num_groups` are accepted for Horovod's scripts (its order of arguments) and change nothing:
     chorus fuses small gradients anyway.
     op=Adasum is Horovod's Adasum optimizer: every rank steps with its own gradients and the
-    updates are combined with Adasum (float32 and float64 parameters)."""
+    updates are combined with Adasum (float32 and float64 parameters).
+    shared_gradients (chorus's own; None: CHORUS_SHARED_GRADIENTS, default on) puts the gradients
+    of CPU parameters in chorus's shared heap, where allreduces on one host run in place
+    (chorus.torch.shared_memory); zero_grad() then zeroes them there instead of setting them to
+    None."""
     _set_id(process_set)  # an unknown set fails here, not at the first gradient
     if groups is not None and not isinstance(groups, (int, list)):
         raise ValueError(f"groups={groups!r} must be a number or a list of parameter lists")
@@ -220,5 +258,5 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, sparse_as_dense, process_set)
+               op, gradient_predivide_factor, sparse_as_dense, process_set, shared_gradients)
 
