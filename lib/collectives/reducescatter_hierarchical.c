@@ -7,7 +7,8 @@
  * It moves more than a reducescatter must (every rank copies out the whole result), but with
  * several ranks on a host and large tensors that beats the ring through MPI, whose every step
  * is a message (np=4 on 2 cores, 4 MiB: 1.2-1.4 ms against 2.2-3.3 ms for the ring). Across
- * hosts the cross-host step moves only each rank's slice.
+ * hosts its cross-host step allreduces each rank's slice, twice the bytes a reducescatter must
+ * move there, so the selection table runs it on one host only (select.c).
  */
 #include "algorithms.h"
 #include "pieces.h"
