@@ -15,6 +15,7 @@
  * table keeps deciding, so the file cannot make a size slower than the noise allows.
  */
 #include "bench.h"
+#include "tune_settings.h"
 
 #include "../lib/collectives/algorithms.h"
 #include "../lib/core/algorithm_names.h"
@@ -41,6 +42,7 @@ struct tune_options {
     int rounds;
     int iterations;
     bool collectives[CHORUS_COLLECTIVE_COUNT];
+    bool settings; /* also the settings rows (tune_settings.c) */
 };
 
 struct placement_info {
@@ -61,15 +63,17 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: chorus-tune [-o FILE] [--quick] [-c COLLECTIVE,...] [-b MIN] [-e MAX] "
             "[-f FACTOR]\n"
-            "                   [-r ROUNDS] [-n ITERATIONS]\n"
+            "                   [-r ROUNDS] [-n ITERATIONS] [--no-settings]\n"
             "Run under the job's launcher, on its hosts and ranks. Times every algorithm that can\n"
             "run each collective in this placement, and the built-in choice, at each size from\n"
             "MIN to MAX (times FACTOR; default 4K to 64M, x4) in ROUNDS interleaved rounds\n"
             "(default 3), results checked; prints how the best compares with the built-in\n"
             "choice at each size, and writes the rows where it wins beyond noise to FILE for\n"
-            "CHORUS_TUNING_FILE. --quick: 64K to 4M, x8, 2 rounds, 5 iterations (a few seconds,\n"
-            "for tests). -c: allreduce, broadcast, allgather, reducescatter, alltoall (default\n"
-            "all).\n");
+            "CHORUS_TUNING_FILE. Then the settings beside them (staging areas and stores where\n"
+            "ranks share a host, the fusion threshold on bursts of small tensors): a `setting`\n"
+            "row where a value beats the default beyond noise (--no-settings: not measured).\n"
+            "--quick: 64K to 4M, x8, 2 rounds, 5 iterations (seconds, for tests). -c:\n"
+            "allreduce, broadcast, allgather, reducescatter, alltoall (default all).\n");
 }
 
 static bool parse_collectives(const char *text, bool *chosen)
@@ -93,9 +97,9 @@ static int parse_tune_options(int argc, char **argv, struct tune_options *o)
     static const struct option long_options[] = {
         {"output", required_argument, NULL, 'o'}, {"quick", no_argument, NULL, 'q'},
         {"collectives", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"no-settings", no_argument, NULL, 'S'}, {NULL, 0, NULL, 0}};
     *o = (struct tune_options){.min_bytes = 4 << 10, .max_bytes = 64 << 20, .factor = 4,
-                               .rounds = 3};
+                               .rounds = 3, .settings = true};
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
         o->collectives[c] = true;
     int option;
@@ -111,6 +115,7 @@ static int parse_tune_options(int argc, char **argv, struct tune_options *o)
             o->iterations = 5;
             break;
         case 'c': ok = parse_collectives(optarg, o->collectives); break;
+        case 'S': o->settings = false; break;
         case 'b': ok = parse_bytes(optarg, &o->min_bytes) && o->min_bytes > 0; break;
         case 'e': ok = parse_bytes(optarg, &o->max_bytes); break;
         case 'f': o->factor = atof(optarg); ok = o->factor > 1; break;
@@ -343,6 +348,19 @@ static void report(FILE *file, chorus_collective collective, struct candidate *c
     }
 }
 
+/* The sweep's sizes for o's collective, as the elements it measures make them; how many. */
+static int sweep_sizes(const struct tune_options *t, const struct options *o, size_t *sizes)
+{
+    int size_count = 0;
+    for (size_t bytes = t->min_bytes; bytes <= t->max_bytes && size_count < SIZES_MAX;
+         bytes = (size_t)ceil((double)bytes * t->factor)) {
+        size_t measured = sweep_count(o, bytes) * chorus_dtype_size(o->dtype);
+        if (size_count == 0 || measured > sizes[size_count - 1])
+            sizes[size_count++] = measured;
+    }
+    return size_count;
+}
+
 /* Measures one collective: every candidate at every size, `rounds` times. */
 static bool tune_collective(const struct tune_options *t, chorus_collective collective,
                             const struct placement_info *p, const char *directory, FILE *file)
@@ -358,13 +376,7 @@ static bool tune_collective(const struct tune_options *t, chorus_collective coll
     struct options o = {.collective = collective, .dtype = CHORUS_FLOAT32, .factor = t->factor,
                         .iterations = t->iterations, .warmup = 2};
     size_t sizes[SIZES_MAX];
-    int size_count = 0;
-    for (size_t bytes = t->min_bytes; bytes <= t->max_bytes && size_count < SIZES_MAX;
-         bytes = (size_t)ceil((double)bytes * t->factor)) {
-        size_t measured = sweep_count(&o, bytes) * chorus_dtype_size(o.dtype);
-        if (size_count == 0 || measured > sizes[size_count - 1])
-            sizes[size_count++] = measured;
-    }
+    int size_count = sweep_sizes(t, &o, sizes);
     bool right = true;
     static int serial; /* a timeline path this process wrote before would get ".N" added */
     for (int round = 0; round < t->rounds; round++) {
@@ -431,7 +443,8 @@ int main(int argc, char **argv)
                 "# placement: %d ranks, %d per host, %d host(s): %s\n"
                 "# sweep: %zu to %zu bytes, x%g, %d interleaved rounds; a row where an "
                 "algorithm's\n# slowest round beat the built-in choice's fastest; elsewhere the "
-                "built-in table decides\n",
+                "built-in table decides;\n# a setting where a value beat the default so at half "
+                "the sizes or more, and lost at none\n",
                 chorus_version(), when, bench_size, p.local_ranks, p.hosts, p.names,
                 t.min_bytes, t.max_bytes, t.factor, t.rounds);
     }
@@ -443,6 +456,13 @@ int main(int argc, char **argv)
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT && right; c++)
         if (t.collectives[c])
             right = tune_collective(&t, (chorus_collective)c, &p, directory, file);
+    if (right && t.settings) {
+        struct options o = {.collective = CHORUS_ALLREDUCE, .dtype = CHORUS_FLOAT32,
+                            .factor = t.factor, .iterations = t.iterations, .warmup = 2};
+        size_t sizes[SIZES_MAX];
+        int size_count = sweep_sizes(&t, &o, sizes);
+        right = tune_settings(&o, sizes, size_count, t.rounds, p.local_ranks > 1, file);
+    }
     if (bench_rank == 0) {
         rmdir(directory);
         if (file != NULL) {

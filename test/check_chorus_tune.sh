@@ -1,7 +1,8 @@
 #!/bin/sh
 # chorus-tune --quick at 2 and 4 ranks under the build's launcher: it measures every collective
 # (results checked: a wrong result fails it), prints the comparison with the built-in choice for
-# each, and writes a tuning file that chorus-info reads and with which mpi_collectives (every
+# each, measures the settings (staging areas and stores, the fusion threshold on bursts), and
+# writes a tuning file that chorus-info reads and with which mpi_collectives (every
 # collective against its reference) passes. Bad options are refused, naming them. Timings are
 # not judged here (benchmarks measure speed, not tests).
 # Usage: check_chorus_tune.sh "LAUNCHER [OPTIONS]" CHORUS_TUNE CHORUS_INFO MPI_COLLECTIVES
@@ -20,13 +21,16 @@ for np in 2 4; do
   out=$(timeout 600 $launch -np $np "$tune" --quick -o "$file" 2>&1)
   status=$?
   tables=$(printf '%s\n' "$out" | grep -c "^# [a-z]*, $np ranks, .*: the built-in choice against")
-  if [ $status -eq 0 ] && [ "$tables" -eq 5 ] && head -n 1 "$file" | grep -qx 'chorus-tuning 1'
+  settings=$(printf '%s\n' "$out" | grep -c "^# CHORUS_[A-Z_]*: each value against the default")
+  if [ $status -eq 0 ] && [ "$tables" -eq 5 ] && [ "$settings" -eq 3 ] &&
+     head -n 1 "$file" | grep -qx 'chorus-tuning 1'
   then
-    ok "np=$np: 5 collectives measured, $(grep -v '^#' "$file" | grep -vc '^chorus-tuning')" \
-      "row(s) in the file:"
+    ok "np=$np: 5 collectives and 3 settings measured," \
+      "$(grep -v '^#' "$file" | grep -vc '^chorus-tuning') row(s) in the file:"
     grep -v '^#' "$file" | grep -v '^chorus-tuning' | sed 's/^/    /'
   else
-    bad "np=$np (exit $status, $tables tables): $(printf '%s\n' "$out" | tail -20)"
+    bad "np=$np (exit $status, $tables tables, $settings settings):" \
+      "$(printf '%s\n' "$out" | tail -20)"
     continue
   fi
   if CHORUS_TUNING_FILE=$file "$info" --np $np > "$work/info" 2>&1; then

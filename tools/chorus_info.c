@@ -331,6 +331,30 @@ int main(int argc, char **argv)
         fprintf(stderr, "chorus-info: %s\n", error);
         return 1;
     }
+    struct tuning_table tuning = {0};
+    if (set.values.tuning_file[0] != '\0') {
+        char *text = NULL;
+        size_t length = 0;
+        if (tuning_read_file(set.values.tuning_file, &text, &length, error, sizeof error) !=
+                CHORUS_OK ||
+            tuning_parse(text, set.values.tuning_file, &tuning, error, sizeof error) !=
+                CHORUS_OK) {
+            fprintf(stderr, "chorus-info: %s\n", error);
+            free(text);
+            return 1;
+        }
+        free(text);
+        selection_use_tuned(tuning.rules, tuning.count);
+        /* As at init: the file's settings replace defaults, not what the user set. */
+        for (size_t i = 0; i < tuning.setting_count; i++) {
+            int parameter = tuning.settings[i].parameter;
+            char why[160];
+            if (set.sources[parameter] == PARAM_SOURCE_DEFAULT &&
+                params_store_text(&set.values, parameter, tuning.settings[i].value, why,
+                                  sizeof why))
+                set.sources[parameter] = PARAM_SOURCE_TUNING_FILE;
+        }
+    }
     print_versions();
     print_host();
     printf("\nParameters (wire-shaping ones are taken from rank 0 at init):\n");
@@ -353,21 +377,6 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < count; i++)
             printf("  %-10s %-19s %s\n", chorus_collective_name(collectives[c]),
                    algorithm_name(collectives[c], (int)i), table[i].summary);
-    }
-    struct tuning_table tuning = {0};
-    if (set.values.tuning_file[0] != '\0') {
-        char *text = NULL;
-        size_t length = 0;
-        if (tuning_read_file(set.values.tuning_file, &text, &length, error, sizeof error) !=
-                CHORUS_OK ||
-            tuning_parse(text, set.values.tuning_file, &tuning, error, sizeof error) !=
-                CHORUS_OK) {
-            fprintf(stderr, "chorus-info: %s\n", error);
-            free(text);
-            return 1;
-        }
-        free(text);
-        selection_use_tuned(tuning.rules, tuning.count);
     }
     print_selection_table(set.values.tuning_file);
     print_gpu_routes();

@@ -90,6 +90,18 @@ static bool parse_condition(char *word, struct selection_rule *rule, char *why, 
 }
 
 /* Parses one row (`line`, modified) into `rule`; false with `why` filled when malformed. */
+/* "FILE, line N: why" (the comment after '#', if any), malloc'd; NULL when out of memory. */
+static char *provenance_of(const char *source, size_t number, const char *comment)
+{
+    while (comment && (*comment == ' ' || *comment == '\t'))
+        comment++;
+    char provenance[512];
+    snprintf(provenance, sizeof provenance, "%s, line %zu%s%s", source, number,
+             comment && *comment ? ": " : "", comment ? comment : "");
+    provenance[strcspn(provenance, "\r")] = '\0';
+    return strdup(provenance);
+}
+
 static bool parse_row(char *line, const char *source, size_t number, struct selection_rule *rule,
                       char *why, size_t why_size)
 {
@@ -118,18 +130,71 @@ static bool parse_row(char *line, const char *source, size_t number, struct sele
     for (char *word = strtok_r(NULL, " \t\r", &save); word; word = strtok_r(NULL, " \t\r", &save))
         if (!parse_condition(word, rule, why, why_size))
             return false;
-    while (comment && (*comment == ' ' || *comment == '\t'))
-        comment++;
-    char provenance[512];
-    snprintf(provenance, sizeof provenance, "%s, line %zu%s%s", source, number,
-             comment && *comment ? ": " : "", comment ? comment : "");
-    provenance[strcspn(provenance, "\r")] = '\0';
-    rule->provenance = strdup(provenance);
+    rule->provenance = provenance_of(source, number, comment);
     if (rule->provenance == NULL) {
         snprintf(why, why_size, "out of memory");
         return false;
     }
     return true;
+}
+
+static bool settable(int parameter)
+{
+    static const char *const names[] = {"CHORUS_STAGING_AREAS", "CHORUS_STAGING_STORES",
+                                        "CHORUS_FUSION_THRESHOLD", "CHORUS_FUSION_TENSOR_LIMIT"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (parameter >= 0 && param_index(names[i]) == parameter)
+            return true;
+    return false;
+}
+
+/* "setting NAME=VALUE [# why]" into `setting`; false with `why` filled in. */
+static bool parse_setting(char *line, const char *source, size_t number,
+                          struct tuning_setting *setting, char *why, size_t why_size)
+{
+    char *comment = strchr(line, '#');
+    if (comment != NULL)
+        *comment++ = '\0';
+    char *save = NULL;
+    strtok_r(line, " \t\r", &save); /* "setting" */
+    char *assignment = strtok_r(NULL, " \t\r", &save);
+    char *extra = strtok_r(NULL, " \t\r", &save);
+    char *equals = assignment != NULL ? strchr(assignment, '=') : NULL;
+    if (equals == NULL || extra != NULL) {
+        snprintf(why, why_size, "a setting is 'setting NAME=VALUE', one per line");
+        return false;
+    }
+    *equals = '\0';
+    const char *value = equals + 1;
+    int parameter = param_index(assignment);
+    if (!settable(parameter)) {
+        snprintf(why, why_size, "'%.64s' cannot be set by a tuning file (%s can)", assignment,
+                 TUNING_SETTINGS);
+        return false;
+    }
+    struct chorus_params scratch;
+    char hint[160];
+    if (strlen(value) >= sizeof setting->value ||
+        !params_store_text(&scratch, parameter, value, hint, sizeof hint)) {
+        snprintf(why, why_size, "%s=%.64s: %s", assignment, value, hint);
+        return false;
+    }
+    *setting = (struct tuning_setting){.parameter = parameter,
+                                       .provenance = provenance_of(source, number, comment)};
+    snprintf(setting->value, sizeof setting->value, "%s", value);
+    if (setting->provenance == NULL) {
+        snprintf(why, why_size, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+/* Whether `line` is a setting row (its first word is "setting"). */
+static bool setting_row(const char *line)
+{
+    line += strspn(line, " \t");
+    return strncmp(line, "setting", 7) == 0 && (line[7] == ' ' || line[7] == '\t' ||
+                                                 line[7] == '\0' || line[7] == '\r');
 }
 
 static bool blank_or_comment(const char *line)
@@ -168,9 +233,25 @@ chorus_status tuning_parse(const char *text, const char *source, struct tuning_t
             header = true;
             continue;
         }
-        if (table->count == TUNING_ROWS_LIMIT) {
+        if (table->count + table->setting_count == TUNING_ROWS_LIMIT) {
             snprintf(why, sizeof why, "more than %d rows", TUNING_ROWS_LIMIT);
             goto malformed;
+        }
+        if (setting_row(line)) {
+            if (table->setting_count % 16 == 0) {
+                struct tuning_setting *grown = realloc(
+                    table->settings, (table->setting_count + 16) * sizeof *grown);
+                if (grown == NULL) {
+                    snprintf(why, sizeof why, "out of memory");
+                    goto malformed;
+                }
+                table->settings = grown;
+            }
+            if (!parse_setting(line, source, number, &table->settings[table->setting_count],
+                               why, sizeof why))
+                goto malformed;
+            table->setting_count++;
+            continue;
         }
         if (table->count % 64 == 0) {
             struct selection_rule *grown =
@@ -245,5 +326,8 @@ void tuning_free(struct tuning_table *table)
     for (size_t i = 0; i < table->count; i++)
         free((char *)table->rules[i].provenance);
     free(table->rules);
+    for (size_t i = 0; i < table->setting_count; i++)
+        free(table->settings[i].provenance);
+    free(table->settings);
     *table = (struct tuning_table){0};
 }

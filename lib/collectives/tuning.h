@@ -6,10 +6,13 @@
  *     chorus-tuning 1                      first line: the format and its version
  *     # a comment                          (blank lines too)
  *     COLLECTIVE ALGORITHM [CONDITION...] [# why: the measurement behind the row]
+ *     setting NAME=VALUE [# why]          a parameter's value measured for these hosts
  *
  * CONDITIONs: bytes=LOW-HIGH (inclusive; either side may be left out; K, M, G suffixes are
  * powers of 1024), ranks=N or ranks=LOW-HIGH, local_ranks=N (ranks per host), placement=any,
  * shared-host or one-host, power_of_two (ranks). A row without conditions holds everywhere.
+ * Settings name one of TUNING_SETTINGS; they replace the parameter's default, and a value the
+ * user set (environment, HOROVOD_* variable, chorus_init options) still wins.
  */
 #ifndef CHORUS_TUNING_H
 #define CHORUS_TUNING_H
@@ -19,9 +22,23 @@
 #define TUNING_FILE_LIMIT ((size_t)1 << 20) /* bytes */
 #define TUNING_ROWS_LIMIT 1024
 
+/* The parameters a setting row may name: those chorus-tune measures, which depend on the hosts
+ * rather than on the training job. */
+#define TUNING_SETTINGS                                                                          \
+    "CHORUS_STAGING_AREAS, CHORUS_STAGING_STORES, CHORUS_FUSION_THRESHOLD, "                     \
+    "CHORUS_FUSION_TENSOR_LIMIT"
+
+struct tuning_setting {
+    int parameter;    /* index in param_table */
+    char value[64];   /* as written; it parses */
+    char *provenance; /* "FILE, line N: why", owned by the table */
+};
+
 struct tuning_table {
     struct selection_rule *rules; /* provenance strings owned by the table */
     size_t count;
+    struct tuning_setting *settings;
+    size_t setting_count;
 };
 
 /* Parses `text` (the contents of the file called `source`, for messages) into `table`. On a

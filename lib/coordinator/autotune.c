@@ -31,7 +31,9 @@ unsigned autotune_fixed_settings(const struct param_set *set)
     unsigned mask = 0;
     for (int s = 0; s < AUTOTUNE_SETTING_COUNT; s++) {
         int index = param_index(names[s]);
-        if (index >= 0 && set->sources[index] != PARAM_SOURCE_DEFAULT)
+        /* A tuning file's value is a measured default: autotune starts from it. */
+        if (index >= 0 && set->sources[index] != PARAM_SOURCE_DEFAULT &&
+            set->sources[index] != PARAM_SOURCE_TUNING_FILE)
             mask |= 1u << s;
     }
     /* Fusion turned off by the user: no tensor limit changes anything. */

@@ -334,6 +334,48 @@ static uint64_t text_digest(const char *text, size_t length)
     return digest;
 }
 
+/* The tuning file's settings replace defaults: where rank 0 took a parameter from its default,
+ * every rank takes the file's value (each setting shapes the wire, so rank 0's value is every
+ * rank's already); a value rank 0's user set stays. */
+static chorus_status apply_tuned_settings(struct background *background, const char *path,
+                                          char *error, size_t error_size)
+{
+    struct chorus_context *context = background->context;
+    const struct tuning_table *table = &background->tuning;
+    int sources[ARRAY_LENGTH(context->params.sources)];
+    for (size_t i = 0; i < ARRAY_LENGTH(sources); i++)
+        sources[i] = (int)context->params.sources[i];
+    if (table->setting_count == 0)
+        return CHORUS_OK;
+    if (MPI_Bcast(sources, (int)ARRAY_LENGTH(sources), MPI_INT, 0, context->control_comm) !=
+        MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Bcast failed during init (CHORUS_TUNING_FILE)");
+        return CHORUS_ERR_MPI;
+    }
+    for (size_t s = 0; s < table->setting_count; s++) {
+        const struct tuning_setting *setting = &table->settings[s];
+        const char *name = param_table[setting->parameter].name;
+        if (sources[setting->parameter] != PARAM_SOURCE_DEFAULT) {
+            if (background->rank == 0)
+                LOG(LOG_INFO, "init", "CHORUS_TUNING_FILE %s: %s stays as set (%s), not %s",
+                    path, name, param_source_name((enum param_source)sources[setting->parameter]),
+                    setting->value);
+            continue;
+        }
+        char why[160];
+        if (!params_store_text(&context->params.values, setting->parameter, setting->value, why,
+                               sizeof why)) {
+            snprintf(error, error_size, "%s: %s", setting->provenance, why); /* parsed before */
+            return CHORUS_ERR_BAD_PARAMETER;
+        }
+        context->params.sources[setting->parameter] = PARAM_SOURCE_TUNING_FILE;
+        if (background->rank == 0)
+            LOG(LOG_INFO, "init", "CHORUS_TUNING_FILE %s: %s=%s (%s)", path, name,
+                setting->value, setting->provenance);
+    }
+    return CHORUS_OK;
+}
+
 /* CHORUS_TUNING_FILE: rank 0 reads the file and sends its text to every rank, which parses it
  * (so every rank selects alike, and a malformed file fails init on every rank, naming the
  * line). Ranks that hold a different copy at the same path are named in a warning: rank 0's is
@@ -403,6 +445,9 @@ static chorus_status agree_on_tuning_file(struct background *background, char *e
     if (status != CHORUS_OK)
         goto out;
     selection_use_tuned(background->tuning.rules, background->tuning.count);
+    status = apply_tuned_settings(background, path, error, error_size);
+    if (status != CHORUS_OK)
+        goto out;
     if (background->rank == 0) {
         char differing[256] = "";
         for (int r = 1; r < background->size; r++)
@@ -413,8 +458,8 @@ static chorus_status agree_on_tuning_file(struct background *background, char *e
         if (differing[0] != '\0')
             LOG(LOG_WARNING, "init", "CHORUS_TUNING_FILE %s: rank(s) %s hold a different copy; "
                 "rank 0's is used on every rank", path, differing);
-        LOG(LOG_INFO, "init", "CHORUS_TUNING_FILE %s: %zu row(s) tried before the built-in ones",
-            path, background->tuning.count);
+        LOG(LOG_INFO, "init", "CHORUS_TUNING_FILE %s: %zu row(s) tried before the built-in ones, "
+            "%zu setting(s)", path, background->tuning.count, background->tuning.setting_count);
     }
 out:
     free(digests);
@@ -470,16 +515,21 @@ static void log_start(const struct background *background)
     const struct chorus_context *context = background->context;
     const struct executor *executor = &background->runner.executor;
     const struct chorus_params *params = &context->params.values;
+    char segment[256] = "not used";
+    if (executor->node_ready)
+        snprintf(segment, sizeof segment,
+                 "ready (%u staging areas, %s stores; %s)", executor->node.staging_areas,
+                 executor->node.streaming ? "streaming" : "cached",
+                 executor->node.shared_heap
+                     ? "the peers' shared heaps mapped: tensors from chorus_mem_alloc are "
+                       "reduced in place"
+                     : "the peers' shared heaps not mapped: tensors from chorus_mem_alloc are "
+                       "staged");
     LOG(LOG_INFO, "init",
         "%d GPU(s) visible; host %d of %d with %d local rank(s); host's shared segment %s; "
         "negotiation by %s; heartbeats every %g s (CHORUS_TIMEOUT_SECONDS=%g)",
         gpu_device_count(), context->topology.cross_rank, context->topology.cross_size,
-        context->topology.local_size,
-        !executor->node_ready        ? "not used"
-        : executor->node.shared_heap ? "ready, with the peers' shared heaps mapped (in-place "
-                                       "allreduce of tensors from chorus_mem_alloc)"
-                                     : "ready (peers' shared heaps not mapped: tensors from "
-                                       "chorus_mem_alloc are staged)",
+        context->topology.local_size, segment,
         background->rounds.on ? "ready rounds" : "star",
         liveness_heartbeat_spacing(&background->star.liveness), params->timeout_seconds);
     if (background->rank != 0)

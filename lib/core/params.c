@@ -114,6 +114,8 @@ const char *param_source_name(enum param_source source)
         return "chorus_init options";
     case PARAM_SOURCE_RANK0:
         return "rank 0";
+    case PARAM_SOURCE_TUNING_FILE:
+        return "tuning file";
     }
     return "unknown";
 }
@@ -300,6 +302,16 @@ static const struct param_definition *param_find(const char *name, size_t name_l
         }
     }
     return NULL;
+}
+
+bool params_store_text(struct chorus_params *values, int index, const char *text, char *why,
+                       size_t why_size)
+{
+    if (index < 0 || (size_t)index >= param_count) {
+        snprintf(why, why_size, "no such parameter");
+        return false;
+    }
+    return param_store(values, &param_table[index], text, why, why_size);
 }
 
 int param_index(const char *name)

@@ -58,6 +58,7 @@ enum param_source {
     PARAM_SOURCE_HOROVOD, /* a HOROVOD_* variable that a Horovod job script sets */
     PARAM_SOURCE_OPTIONS,
     PARAM_SOURCE_RANK0,
+    PARAM_SOURCE_TUNING_FILE, /* a setting row of CHORUS_TUNING_FILE (tuning.h) */
 };
 
 enum param_type {
@@ -102,6 +103,11 @@ chorus_status params_load(struct param_set *set, char *const *environment, const
 /* Copies the wire-shaping values of `rank0` into `set`, marking changed ones as from rank 0.
  * Returns how many values differed. */
 size_t params_adopt_rank0(struct param_set *set, const struct chorus_params *rank0);
+
+/* Stores `text` as the value of parameter `index` in `values`; false where it does not parse,
+ * with a hint in `why`. */
+bool params_store_text(struct chorus_params *values, int index, const char *text, char *why,
+                       size_t why_size);
 
 /* The index of parameter `name` in param_table, or -1. */
 int param_index(const char *name);

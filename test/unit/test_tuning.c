@@ -5,6 +5,7 @@
  */
 #include "../../lib/collectives/tuning.h"
 #include "../../lib/core/algorithm_names.h"
+#include "../../lib/core/params.h"
 
 #include "../common/check_runner.h"
 
@@ -85,6 +86,46 @@ START_TEST(malformed_rows_name_the_line)
         ck_assert_msg(strstr(error, cases[i].message) != NULL, "case %zu: %s", i, error);
         ck_assert_uint_eq(table.count, 0);
         ck_assert_ptr_null(table.rules);
+    }
+}
+END_TEST
+
+START_TEST(settings_rows)
+{
+    ck_assert_int_eq(parse("chorus-tuning 1\n"
+                           "setting CHORUS_STAGING_AREAS=4 # 1.9 against 2.3 ms at 16 MiB\n"
+                           "allreduce ring bytes=1M-\n"
+                           "  setting CHORUS_STAGING_STORES=streaming\r\n"
+                           "setting CHORUS_FUSION_THRESHOLD=16M\n"),
+                     CHORUS_OK);
+    ck_assert_uint_eq(table.count, 1);
+    ck_assert_uint_eq(table.setting_count, 3);
+    ck_assert_int_eq(table.settings[0].parameter, param_index("CHORUS_STAGING_AREAS"));
+    ck_assert_str_eq(table.settings[0].value, "4");
+    ck_assert_str_eq(table.settings[0].provenance, "tune.txt, line 2: 1.9 against 2.3 ms at 16 MiB");
+    ck_assert_int_eq(table.settings[1].parameter, param_index("CHORUS_STAGING_STORES"));
+    ck_assert_str_eq(table.settings[1].value, "streaming");
+    ck_assert_str_eq(table.settings[2].value, "16M");
+    ck_assert_str_eq(table.settings[2].provenance, "tune.txt, line 5");
+    static const struct {
+        const char *text, *message;
+    } cases[] = {
+        {"chorus-tuning 1\nsetting CHORUS_TIMEOUT_SECONDS=5\n",
+         "line 2: 'CHORUS_TIMEOUT_SECONDS' cannot be set by a tuning file (CHORUS_STAGING_AREAS"},
+        {"chorus-tuning 1\nsetting CHORUS_STAGING_AREAS=3\n",
+         "line 2: CHORUS_STAGING_AREAS=3: expected 0 (the default), 2, 4, 8 or 16"},
+        {"chorus-tuning 1\nsetting CHORUS_STAGING_STORES=fast\n",
+         "line 2: CHORUS_STAGING_STORES=fast"},
+        {"chorus-tuning 1\nsetting CHORUS_FUSION_THRESHOLD\n", "line 2: a setting is 'setting"},
+        {"chorus-tuning 1\nsetting CHORUS_FUSION_THRESHOLD=1M 2M\n",
+         "line 2: a setting is 'setting"},
+        {"chorus-tuning 1\nsetting NO_SUCH=1\n", "line 2: 'NO_SUCH' cannot be set"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_assert_int_eq(parse(cases[i].text), CHORUS_ERR_BAD_PARAMETER);
+        ck_assert_msg(strstr(error, cases[i].message) != NULL, "case %zu: %s", i, error);
+        ck_assert_uint_eq(table.setting_count, 0);
+        ck_assert_ptr_null(table.settings);
     }
 }
 END_TEST
@@ -179,6 +220,7 @@ int main(void)
     TCase *tc = tcase_create("tuning");
     tcase_add_test(tc, rows_with_every_condition);
     tcase_add_test(tc, malformed_rows_name_the_line);
+    tcase_add_test(tc, settings_rows);
     tcase_add_test(tc, selection_tries_the_files_rows_first);
     tcase_add_test(tc, the_plan_marks_the_files_rows);
     tcase_add_test(tc, reading_a_file);

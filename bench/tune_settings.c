@@ -1,0 +1,236 @@
+/*
+ * tune_settings.c — chorus-tune's second part: the settings beside the algorithms that depend on
+ * the hosts (tuning.h's TUNING_SETTINGS). Each candidate value runs against the default in
+ * interleaved rounds, chorus restarted with it each time:
+ *   - the staging areas and the kind of store that writes them, on allreduces through the
+ *     host's segment (the sweep's sizes from 256 KiB, where it carries whole chunks);
+ *   - the fusion threshold, on bursts of small allreduces submitted together (as backward
+ *     produces them) and waited for together.
+ * A value is written as a `setting` row where it beat the default beyond noise (its slowest
+ * round faster than the default's fastest) at half the sizes or more and was slower beyond
+ * noise at none; of several, the one with the smallest product of median ratios.
+ */
+#include "tune_settings.h"
+
+#include "workload.h"
+
+#include <chorus.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VALUES_MAX 5
+#define WORKLOADS_MAX 8
+#define ROUNDS_MAX 16
+
+/* A burst: this many allreduces of this many float32 each, submitted together. */
+#define BURST_TENSOR_ELEMENTS 4096 /* 16 KiB, fused under the default tensor limit */
+
+struct setting_trial {
+    const char *name;
+    const char *values[VALUES_MAX]; /* values[0] is "" (the default) */
+    int count;
+    bool bursts; /* measured on bursts of small tensors, else on allreduces by size */
+};
+
+static const struct setting_trial trials[] = {
+    {"CHORUS_STAGING_AREAS", {"", "4", "8"}, 3, false},
+    {"CHORUS_STAGING_STORES", {"", "cached", "streaming"}, 3, false},
+    {"CHORUS_FUSION_THRESHOLD", {"", "4M", "16M"}, 3, true},
+};
+
+static bool start_with(const char *name, const char *value)
+{
+    char parameters[256];
+    if (value[0] != '\0')
+        snprintf(parameters, sizeof parameters, "CHORUS_TUNING_FILE=;%s=%s", name, value);
+    else
+        snprintf(parameters, sizeof parameters, "CHORUS_TUNING_FILE=");
+    chorus_init_options init = CHORUS_INIT_OPTIONS_INIT;
+    init.parameters = parameters;
+    if (chorus_init(&init) == CHORUS_OK)
+        return true;
+    fprintf(stderr, "chorus-tune: rank %d: chorus_init (%s): %s\n", bench_rank, parameters,
+            chorus_last_error());
+    return false;
+}
+
+/* Seconds per burst of `tensors` allreduces (the slowest rank's), results checked: `wrong`
+ * counts the wrong elements on this rank. */
+static double time_burst(size_t tensors, int iterations, long *wrong)
+{
+    float **data = malloc(tensors * sizeof *data);
+    chorus_handle **handles = malloc(tensors * sizeof *handles);
+    for (size_t t = 0; t < tensors; t++)
+        data[t] = bench_host_alloc(BURST_TENSOR_ELEMENTS * sizeof(float), false);
+    double elapsed = 0;
+    for (int i = -1; i < iterations; i++) { /* -1: a warm-up that also checks */
+        for (size_t t = 0; t < tensors; t++)
+            for (size_t e = 0; e < BURST_TENSOR_ELEMENTS; e++)
+                data[t][e] = (float)(bench_rank + 1);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double start = now();
+        for (size_t t = 0; t < tensors; t++) {
+            char name[64];
+            snprintf(name, sizeof name, "burst.%zu", t);
+            chorus_tensor tensor = {.data = data[t],
+                                    .dtype = CHORUS_FLOAT32,
+                                    .ndims = 1,
+                                    .shape = {BURST_TENSOR_ELEMENTS}};
+            if (chorus_allreduce_async(name, &tensor, NULL, CHORUS_SUM, &handles[t]) != CHORUS_OK) {
+                fprintf(stderr, "chorus-tune: rank %d: %s\n", bench_rank, chorus_last_error());
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        }
+        for (size_t t = 0; t < tensors; t++) {
+            if (chorus_wait(handles[t]) != CHORUS_OK) {
+                fprintf(stderr, "chorus-tune: rank %d: %s\n", bench_rank,
+                        chorus_handle_error(handles[t]));
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            chorus_handle_free(handles[t]);
+        }
+        if (i >= 0)
+            elapsed += now() - start;
+        else {
+            float expected = (float)bench_size * (float)(bench_size + 1) / 2;
+            for (size_t t = 0; t < tensors; t++)
+                for (size_t e = 0; e < BURST_TENSOR_ELEMENTS; e++)
+                    *wrong += data[t][e] != expected;
+        }
+    }
+    for (size_t t = 0; t < tensors; t++)
+        bench_host_free(data[t]);
+    free(data);
+    free(handles);
+    double mine = elapsed / iterations, slowest = 0;
+    MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+static double median_of(const double *values, int count, double *low, double *high)
+{
+    double sorted[ROUNDS_MAX];
+    memcpy(sorted, values, (size_t)count * sizeof *sorted);
+    qsort(sorted, (size_t)count, sizeof *sorted, compare_doubles);
+    *low = sorted[0];
+    *high = sorted[count - 1];
+    return count % 2 ? sorted[count / 2] : (sorted[count / 2 - 1] + sorted[count / 2]) / 2;
+}
+
+/* What one workload of a trial is: an allreduce of `amount` bytes, or a burst of `amount`
+ * tensors. */
+static void describe(char *text, size_t size, bool bursts, size_t amount)
+{
+    if (bursts)
+        snprintf(text, size, "burst of %zu x 16K", amount);
+    else if (amount % (1 << 20) == 0)
+        snprintf(text, size, "allreduce %zuM", amount >> 20);
+    else
+        snprintf(text, size, "allreduce %zuK", amount >> 10);
+}
+
+/* Rank 0: prints the trial's comparison and writes its row, if a value won. */
+static void decide(FILE *file, const struct setting_trial *trial, const size_t *amounts,
+                   int workloads, double seconds[VALUES_MAX][WORKLOADS_MAX][ROUNDS_MAX], int rounds)
+{
+    printf("\n# %s: each value against the default (medians of %d rounds, [fastest-slowest])\n",
+           trial->name, rounds);
+    int best = 0;
+    double best_score = 0;
+    for (int v = 1; v < trial->count; v++) {
+        int wins = 0, losses = 0;
+        double score = 0;
+        for (int w = 0; w < workloads; w++) {
+            double base_low, base_high, low, high;
+            double base = median_of(seconds[0][w], rounds, &base_low, &base_high);
+            double mine = median_of(seconds[v][w], rounds, &low, &high);
+            wins += high < base_low;
+            losses += low > base_high;
+            score += log(mine / base);
+            char what[48];
+            describe(what, sizeof what, trial->bursts, amounts[w]);
+            printf("#   %s=%-10s %-22s %10.1f us [%.1f-%.1f] against %10.1f us [%.1f-%.1f]: "
+                   "%.2f%s\n",
+                   trial->name, trial->values[v], what, mine * 1e6, low * 1e6, high * 1e6,
+                   base * 1e6, base_low * 1e6, base_high * 1e6, mine / base,
+                   high < base_low   ? " (faster beyond noise)"
+                   : low > base_high ? " (slower beyond noise)"
+                                     : "");
+        }
+        if (losses == 0 && 2 * wins >= workloads && (best == 0 || score < best_score)) {
+            best = v;
+            best_score = score;
+        }
+    }
+    if (best == 0) {
+        printf("#   no row: no value beat the default beyond noise without losing elsewhere\n");
+        return;
+    }
+    printf("#   row: %s=%s\n", trial->name, trial->values[best]);
+    if (file == NULL)
+        return;
+    fprintf(file, "setting %s=%s #", trial->name, trial->values[best]);
+    for (int w = 0; w < workloads; w++) {
+        double base_low, base_high, low, high;
+        double base = median_of(seconds[0][w], rounds, &base_low, &base_high);
+        double mine = median_of(seconds[best][w], rounds, &low, &high);
+        char what[48];
+        describe(what, sizeof what, trial->bursts, amounts[w]);
+        fprintf(file, "%s %s: %.0f us [%.0f-%.0f] against the default's %.0f us [%.0f-%.0f]",
+                w ? ";" : "", what, mine * 1e6, low * 1e6, high * 1e6, base * 1e6, base_low * 1e6,
+                base_high * 1e6);
+    }
+    fprintf(file, "\n");
+}
+
+bool tune_settings(const struct options *o, const size_t *sizes, int size_count, int rounds,
+                   bool shared_host, FILE *file)
+{
+    size_t by_size[WORKLOADS_MAX], by_burst[] = {256, 2048}; /* 4 MiB and 32 MiB of tensors */
+    int sized = 0;
+    for (int s = 0; s < size_count && sized < WORKLOADS_MAX; s++)
+        if (sizes[s] >= ((size_t)256 << 10))
+            by_size[sized++] = sizes[s];
+    if (rounds > ROUNDS_MAX)
+        rounds = ROUNDS_MAX;
+    static double seconds[VALUES_MAX][WORKLOADS_MAX][ROUNDS_MAX];
+    bool right = true;
+    for (size_t t = 0; t < sizeof trials / sizeof trials[0] && right; t++) {
+        const struct setting_trial *trial = &trials[t];
+        const size_t *amounts = trial->bursts ? by_burst : by_size;
+        int workloads = trial->bursts ? (int)(sizeof by_burst / sizeof *by_burst) : sized;
+        /* The staging settings matter only where ranks share a host's segment. */
+        if (workloads == 0 || (!trial->bursts && !shared_host))
+            continue;
+        for (int round = 0; round < rounds && right; round++) {
+            for (int k = 0; k < trial->count && right; k++) {
+                int v = (k + round) % trial->count;
+                if (!start_with(trial->name, trial->values[v]))
+                    return false;
+                for (int w = 0; w < workloads; w++) {
+                    long wrong = 0, total = 0;
+                    struct options allreduce = *o;
+                    allreduce.collective = CHORUS_ALLREDUCE;
+                    seconds[v][w][round] =
+                        trial->bursts
+                            ? time_burst(amounts[w], o->iterations ? o->iterations : 5, &wrong)
+                            : sweep_measure_chorus(&allreduce, amounts[w] / 4, &wrong);
+                    MPI_Allreduce(&wrong, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+                    if (total != 0) {
+                        right = false;
+                        if (bench_rank == 0)
+                            fprintf(stderr, "chorus-tune: %s=%s: %ld wrong elements\n", trial->name,
+                                    trial->values[v], total);
+                    }
+                }
+                chorus_shutdown();
+            }
+        }
+        if (right && bench_rank == 0)
+            decide(file, trial, amounts, workloads, seconds, rounds);
+    }
+    return right;
+}
