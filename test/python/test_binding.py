@@ -216,16 +216,39 @@ def shared_heap_tests(rank, size, model, optimizer):
     import chorus.torch as hvd
     from chorus.torch.shared_memory import (shared_gradients, shared_gradients_wanted,
                                             shared_tensor)
-    # The optimizer above (CHORUS_SHARED_GRADIENTS on by default) moved every gradient into the
-    # heap at its first allreduce; backward accumulated into them there ever since, and
-    # zero_grad kept them there.
-    placed = optimizer._shared
-    check(len(placed) == len(list(model.parameters())) and
-          all(p.grad.data_ptr() == placed[p] for p in model.parameters()),
-          "DistributedOptimizer's gradients stay in the shared heap")
-    optimizer.zero_grad(set_to_none=True)
-    check(all(p.grad is not None and p.grad.data_ptr() == placed[p] and not p.grad.any()
-              for p in model.parameters()), "zero_grad zeroes shared gradients in place")
+    # CHORUS_SHARED_GRADIENTS is on by default: gradients larger than 64 KiB move into the heap
+    # at their first allreduce (smaller ones are fused, and stay), and backward accumulates into
+    # them there from then on; zero_grad keeps them there. Training matches one process on the
+    # whole batch, as above.
+    torch.manual_seed(3)
+    wide = torch.nn.Sequential(torch.nn.Linear(256, 128), torch.nn.Tanh(), torch.nn.Linear(128, 1))
+    alone = torch.nn.Sequential(torch.nn.Linear(256, 128), torch.nn.Tanh(), torch.nn.Linear(128, 1))
+    alone.load_state_dict(wide.state_dict())
+    shared_opt = hvd.DistributedOptimizer(torch.optim.SGD(wide.parameters(), lr=0.1),
+                                          named_parameters=wide.named_parameters())
+    alone_opt = torch.optim.SGD(alone.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(4)
+    for step in range(3):
+        x = torch.randn(size * 2, 256, generator=generator)
+        y = x[:, :1]
+        shared_opt.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(wide(x[rank * 2:rank * 2 + 2]), y[rank * 2:rank * 2 + 2]
+                                     ).backward()
+        shared_opt.step()
+        alone_opt.zero_grad()
+        (sum(torch.nn.functional.mse_loss(alone(x[r * 2:r * 2 + 2]), y[r * 2:r * 2 + 2])
+             for r in range(size)) / size).backward()
+        alone_opt.step()
+    check(all(torch.allclose(p, q, atol=1e-5) for p, q in zip(wide.parameters(),
+                                                              alone.parameters())),
+          "DistributedOptimizer with shared gradients trains as one process")
+    placed = shared_opt._shared
+    big = wide[0].weight
+    check(list(placed) == [big] and big.grad.data_ptr() == placed[big],
+          f"only the 128 KiB gradient moved, and stays: {[tuple(p.shape) for p in placed]}")
+    shared_opt.zero_grad(set_to_none=True)
+    check(big.grad is not None and big.grad.data_ptr() == placed[big] and not big.grad.any() and
+          wide[0].bias.grad is None, "zero_grad zeroes shared gradients in place, others to None")
     plain = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                      named_parameters=model.named_parameters(),
                                      shared_gradients=False)

@@ -10,7 +10,7 @@ from .compression import Compression, _wire
 from .mpi_ops import (_OPS, Adasum, Average, Sum, _resolve_op, allreduce_async_,
                       sparse_allreduce_async, synchronize)
 from .process_sets import _set_id
-from .shared_memory import share_gradient, shared_gradients_wanted
+from .shared_memory import SHARED_GRADIENT_MINIMUM, share_gradient, shared_gradients_wanted
 
 # torch's own default for zero_grad(set_to_none=...): False in 1.13, True from 2.0.
 _SET_TO_NONE_DEFAULT = inspect.signature(torch.optim.Optimizer.zero_grad).parameters[
@@ -98,7 +98,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # Horovod makes it sparse again after the allreduce (SparseAdam needs that).
             p.grad = p.grad.to_dense()
             self._resparsify.add(p)
-        elif self._share and p not in self._shared and p.grad.device.type == "cpu":
+        elif (self._share and p not in self._shared and p.grad.device.type == "cpu" and
+              p.grad.numel() * p.grad.element_size() > SHARED_GRADIENT_MINIMUM):
             self._shared[p] = share_gradient(p)
         self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
                                             op=self._op, prescale_factor=prescale,

@@ -2,8 +2,8 @@
 so that an allreduce of a tensor that lies there on every rank of one host reads each rank's
 input and writes each rank's result in place, about half the memory traffic of staging it.
 
-DistributedOptimizer moves the dense gradients of CPU parameters there when it first allreduces
-them (CHORUS_SHARED_GRADIENTS, on by default); shared_gradients() and shared_tensor() do it for
+DistributedOptimizer moves the dense gradients of CPU parameters larger than 64 KiB there when it
+first allreduces them (CHORUS_SHARED_GRADIENTS, on by default); shared_gradients() and shared_tensor() do it for
 other loops."""
 import ctypes
 import os
@@ -15,6 +15,10 @@ from .. import _library as c
 from ..core import check
 
 _TRUE, _FALSE = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
+
+# DistributedOptimizer moves gradients larger than this (CHORUS_FUSION_TENSOR_LIMIT's default):
+# smaller ones are fused, and a fused batch is staged wherever its tensors lie.
+SHARED_GRADIENT_MINIMUM = 64 << 10
 
 
 def shared_tensor(shape, dtype=torch.float32):
