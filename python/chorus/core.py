@@ -4,6 +4,7 @@ import atexit
 import ctypes
 import itertools
 import threading
+import weakref
 
 from . import _library as c
 
@@ -322,3 +323,15 @@ def submit_group(args_list, keep_alive, finish=None):
     pointer = c.handle_p()
     check(c.lib.chorus_submit_group(array, len(args_list), ctypes.byref(pointer)))
     return Handle(pointer, (keep_alive, array), finish)
+
+
+def shared_block(nbytes):
+    """A zeroed block of `nbytes` in chorus's shared heap (chorus_mem_alloc), as a ctypes byte
+    array: an allreduce of a tensor that lies there on every rank of one host runs in place. The
+    block goes back to the heap when the array (and whatever views it, such as a numpy array or
+    a torch tensor made from it) is gone."""
+    pointer = ctypes.c_void_p()
+    check(c.lib.chorus_mem_alloc(nbytes, ctypes.byref(pointer)))
+    block = (ctypes.c_ubyte * max(nbytes, 1)).from_address(pointer.value)
+    weakref.finalize(block, c.lib.chorus_mem_free, pointer.value)
+    return block

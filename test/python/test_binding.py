@@ -72,6 +72,24 @@ def numpy_tests(rank, size):
     check(all(np.all(r == i * size) for i, r in enumerate(results)), "async allreduces")
 
 
+def numpy_shared_tests(rank, size):
+    """Arrays in the shared heap: reduced in place where every rank's lies there, staged where
+    only rank 0's does; the same sums either way."""
+    for count, everywhere in ((200003, True), (5, True), (200003, False)):
+        if everywhere or rank == 0:
+            a = cn.shared_array((count,), np.float64)
+            check(a.dtype == np.float64 and a.shape == (count,) and not a.any(),
+                  "shared_array: dtype, shape, zeros")
+        else:
+            a = np.zeros(count, dtype=np.float64)
+        a[:] = np.arange(count, dtype=np.float64) * (rank + 1)
+        cn.allreduce_(a, op=cn.Sum, name=f"np.shared.{count}.{everywhere}")
+        check(np.array_equal(a, np.arange(count, dtype=np.float64) * (size * (size + 1) / 2)),
+              f"numpy shared array of {count}, everywhere={everywhere}")
+    grid = cn.shared_array((3, 4), np.int32)
+    check(grid.shape == (3, 4) and grid.dtype == np.int32, "shared_array of two dimensions")
+
+
 def numpy_process_set_tests(rank, size):
     """chorus.numpy in a set of the last ranks (every rank but 0 where there are several)."""
     members = list(range(1 if size > 1 else 0, size))
@@ -288,6 +306,7 @@ def main():
     chorus.init()
     rank, size = chorus.rank(), chorus.size()
     numpy_tests(rank, size)
+    numpy_shared_tests(rank, size)
     numpy_process_set_tests(rank, size)
     error_tests(rank, size)
     torch_tests(rank, size)

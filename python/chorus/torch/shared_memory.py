@@ -5,14 +5,11 @@ input and writes each rank's result in place, about half the memory traffic of s
 DistributedOptimizer moves the dense gradients of CPU parameters larger than 64 KiB there when it
 first allreduces them (CHORUS_SHARED_GRADIENTS, on by default); shared_gradients() and shared_tensor() do it for
 other loops."""
-import ctypes
 import os
-import weakref
 
 import torch
 
-from .. import _library as c
-from ..core import check
+from ..core import shared_block
 
 _TRUE, _FALSE = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
 
@@ -26,11 +23,7 @@ def shared_tensor(shape, dtype=torch.float32):
     heap when the last tensor viewing it is gone."""
     shape = torch.Size(shape)
     nbytes = shape.numel() * torch.empty((), dtype=dtype).element_size()
-    pointer = ctypes.c_void_p()
-    check(c.lib.chorus_mem_alloc(nbytes, ctypes.byref(pointer)))
-    # The tensor keeps this buffer object alive; when it goes, so does the block.
-    block = (ctypes.c_ubyte * max(nbytes, 1)).from_address(pointer.value)
-    weakref.finalize(block, c.lib.chorus_mem_free, pointer.value)
+    block = shared_block(nbytes)  # the tensor keeps it alive; when it goes, so does the block
     return torch.frombuffer(block, dtype=torch.uint8)[:nbytes].view(dtype).view(shape)
 
 
