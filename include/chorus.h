@@ -234,9 +234,9 @@ CHORUS_API chorus_status chorus_get_topology(chorus_topology *topology);
 
 /* ---------------------------------------------------------------------------------------------
  * Memory the ranks of a host share. An allreduce of a host tensor that lies in this memory on
- * every rank of one host reads each rank's input and writes each rank's result in place: every
+ * every rank reads each rank's input and writes each rank's result in place on each host: every
  * byte crosses memory once, as in a copy, instead of about twice through the staging areas
- * (docs/c-api.md, "Shared memory for tensors"). Allocate the gradients there, once.
+ * (docs/c-api.md, "Memory for tensors: chorus_mem_alloc"). Allocate the gradients there, once.
  */
 
 /* Allocates `bytes` (0 allowed) of zeroed, page-aligned host memory that the other ranks of the

@@ -327,7 +327,7 @@ def submit_group(args_list, keep_alive, finish=None):
 
 def shared_block(nbytes):
     """A zeroed block of `nbytes` in chorus's shared heap (chorus_mem_alloc), as a ctypes byte
-    array: an allreduce of a tensor that lies there on every rank of one host runs in place. The
+    array: an allreduce of a tensor that lies there on every rank runs in place on each host. The
     block goes back to the heap when the array (and whatever views it, such as a numpy array or
     a torch tensor made from it) is gone."""
     pointer = ctypes.c_void_p()

@@ -158,7 +158,7 @@ def reducescatter(array, op=Average, name=None, prescale_factor=1.0, postscale_f
 
 def shared_array(shape, dtype=np.float32):
     """A zeroed array in chorus's shared heap (chorus_mem_alloc): an allreduce of an array that
-    lies there on every rank of one host runs in place, at about half the memory traffic."""
+    lies there on every rank runs in place on each host, at about half the memory traffic."""
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
     block = shared_block(count * dtype.itemsize)

@@ -1,6 +1,6 @@
 """Tensors in chorus's shared heap (chorus_mem_alloc): memory that the other ranks of the host map,
-so that an allreduce of a tensor that lies there on every rank of one host reads each rank's
-input and writes each rank's result in place, about half the memory traffic of staging it.
+so that an allreduce of a tensor that lies there on every rank reads each rank's input and
+writes each rank's result in place on each host, about half the memory traffic of staging it.
 
 DistributedOptimizer moves the dense gradients of CPU parameters larger than 64 KiB there when it
 first allreduces them (CHORUS_SHARED_GRADIENTS, on by default); shared_gradients() and shared_tensor() do it for
