@@ -39,40 +39,18 @@
  */
 #include "algorithms.h"
 #include "../transport/transport.h"
+#include "hierarchical_chunks.h"
 #include "pieces.h"
 #include "reduce.h"
 
 #include <stdio.h>
 #include <string.h>
 
-struct chunk {
-    size_t start; /* byte offset of this chunk in the (logical) buffer */
-    size_t elements;
-    size_t layout; /* elements the slices are cut for: this chunk has layout or layout-1 */
-    size_t turn;   /* which turn of the staging areas it uses */
-};
-
 /* The caller's buffer: its pieces, or one piece over args->buffer. */
 struct buffer {
     const struct allreduce_piece *pieces;
     size_t count;
 };
-
-/* Slices are cut for `layout` elements, the same for every chunk of a call, and the shorter
- * chunks end early: the own slice then sits at the same place in every chunk, so staging the
- * next chunk never writes where a peer is still copying the previous result from. */
-static size_t slice_offset(const struct chunk *chunk, int local_size, int owner, size_t width)
-{
-    size_t start = part_start(chunk->layout, (size_t)local_size, (size_t)owner);
-    return (start < chunk->elements ? start : chunk->elements) * width;
-}
-
-static size_t slice_bytes(const struct chunk *chunk, int local_size, int owner, size_t width)
-{
-    size_t end = part_start(chunk->layout, (size_t)local_size, (size_t)owner + 1);
-    end = (end < chunk->elements ? end : chunk->elements) * width;
-    return end - slice_offset(chunk, local_size, owner, width);
-}
 
 static void stage(const struct node_segment *node, const struct buffer *buffer,
                   const struct chunk *chunk, size_t width)
@@ -181,33 +159,20 @@ static void copy_out(const struct node_segment *node, const struct buffer *buffe
     }
 }
 
-/* Chunk `index` of `chunks` nearly equal ones. */
-static struct chunk chunk_at(const struct allreduce_args *args, size_t chunks, size_t index,
-                             size_t turn, size_t width)
-{
-    return (struct chunk){
-        .start = part_start(args->count, chunks, index) * width,
-        .elements = part_length(args->count, chunks, index),
-        .layout = part_length(args->count, chunks, 0),
-        .turn = turn,
-    };
-}
-
 chorus_status allreduce_hierarchical(const struct allreduce_args *args)
 {
     struct node_segment *node = args->node;
     if (node == NULL) /* no shared segment on this host */
         return CHORUS_ERR_NOT_SUPPORTED;
     size_t width = chorus_dtype_size(args->dtype);
-    size_t chunk_elements = node->chunk_bytes / width;
-    size_t chunks = (args->count + chunk_elements - 1) / chunk_elements;
+    size_t chunks = chunk_count(args->count, width, node->chunk_bytes);
     if (chunks == 0)
         return CHORUS_OK;
     struct allreduce_piece whole = {args->buffer, args->buffer, 0, args->count * width};
     struct buffer buffer = {args->pieces ? args->pieces : &whole,
                             args->pieces ? args->piece_count : 1};
     size_t turn = node_segment_take_turns(node, chunks, node->staging_areas);
-    struct chunk current = chunk_at(args, chunks, 0, turn, width);
+    struct chunk current = chunk_at(args->count, chunks, 0, turn, width);
     /* A tensor in the shared heap on every rank of the host is reduced where it lies instead
      * (allreduce_shared_heap.c); every rank learns whether it is at the first barrier. Ranks
      * whose tensor lies there skip staging the first chunk, and stage it after all when another
@@ -233,7 +198,7 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
             return status;
         struct chunk next = {0};
         if (k + 1 < chunks) {
-            next = chunk_at(args, chunks, k + 1, turn + k + 1, width);
+            next = chunk_at(args->count, chunks, k + 1, turn + k + 1, width);
             stage(node, &buffer, &next, width);
         }
         node_segment_barrier(node);

@@ -7,14 +7,16 @@
  * reads them there and copies the results out again, about twice a copy's traffic
  * (docs/benchmarks.md, "where a training step's time goes").
  *
- * The slice is reduced a piece at a time into an area that stays in the cache (the segment's own
- * result area), in rank order, so that every rank's result has the same bits whichever rank
- * reduced it, with the postscale applied by the last combination; the piece is then copied to
- * every rank's buffer, starting with the next rank's, so that the writers spread over the
- * buffers. Across hosts each piece (a whole chunk then) is allreduced with the ranks of the same
- * local rank on the other hosts between the two, as in the staged path. Two barriers frame the
- * call: after the first every rank's input is there and its offset published; after the last
- * every result is written, and a rank may touch its buffer again.
+ * The buffer is cut into chunks and slices as the staged path cuts it (hierarchical_chunks.h).
+ * The rank's slice of each chunk is reduced a piece at a time into an area that stays in the
+ * cache (the segment's own result area), in rank order, so that every rank's result has the
+ * same bits whichever rank reduced it, with the postscale applied by the last combination; the
+ * piece is then copied to every rank's buffer, starting with the next rank's, so that the
+ * writers spread over the buffers. Across hosts the slice is one piece, allreduced with the
+ * ranks of the same local rank on the other hosts between the two, in the same calls as the
+ * staged path makes: each host decides alone whether its tensors lie in the heap. Two barriers
+ * frame the call: after the first every rank's input is there and its offset published; after
+ * the last every result is written, and a rank may touch its buffer again.
  *
  * Measured with a two-process prototype (the development VM, 2026-11-26, 25 MiB of float32 at
  * np=2, one core each): 2.5-2.8 ms with 64 KiB pieces and ordinary stores, 3.4-3.6 ms with
@@ -23,6 +25,7 @@
  */
 #include "../transport/shared_heap.h"
 #include "algorithms.h"
+#include "hierarchical_chunks.h"
 #include "reduce.h"
 
 #include <stdio.h>
@@ -48,39 +51,60 @@ int allreduce_shared_heap_ranks(const struct node_segment *node)
     return ranks;
 }
 
-chorus_status allreduce_shared_heap(struct node_segment *node, const struct allreduce_args *args)
+/* Reduces this rank's slice of `chunk` (at `offset`, `bytes`) from every rank's buffer and
+ * writes the result into every rank's buffer, in pieces that stay in the cache (one piece, the
+ * whole slice, across hosts, where it is allreduced with the other hosts between). */
+static chorus_status reduce_slice_in_place(struct node_segment *node,
+                                           const struct allreduce_args *args,
+                                           unsigned char *const *buffers, size_t offset,
+                                           size_t bytes, double factor)
 {
     int p = node->local_size, me = node->local_rank;
     size_t width = chorus_dtype_size(args->dtype);
-    size_t first = part_start(args->count, (size_t)p, (size_t)me) * width;
-    size_t bytes = part_length(args->count, (size_t)p, (size_t)me) * width;
-    double factor = args->postscale != NULL ? *args->postscale : 1.0;
-    unsigned char *buffers[NODE_MAX_LOCAL_RANKS];
-    bool mapped = true;
-    for (int r = 0; r < p && mapped; r++) {
-        buffers[r] = node_heap_at(node, r, node->mailbox[r][NODE_MAILBOX_ADDRESS] + first, bytes);
-        mapped = buffers[r] != NULL;
-    }
-    /* Across hosts each piece is a cross-host allreduce too: a whole chunk, so that its
-     * messages are large. */
     size_t piece_bytes = node->cross == NULL && PIECE_BYTES < node->chunk_bytes
                              ? PIECE_BYTES
                              : node->chunk_bytes;
     piece_bytes -= piece_bytes % width;
-    chorus_status status = CHORUS_OK;
-    for (size_t done = 0; mapped && status == CHORUS_OK && done < bytes; done += piece_bytes) {
+    for (size_t done = 0; done < bytes; done += piece_bytes) {
         size_t length = (bytes - done < piece_bytes ? bytes - done : piece_bytes) / width;
         unsigned char *operands[NODE_MAX_LOCAL_RANKS];
         for (int r = 0; r < p; r++)
-            operands[r] = buffers[r] + done;
+            operands[r] = buffers[r] + offset + done;
         reduce_ranks_scaled(node->own_result, (const unsigned char *const *)operands, p, length,
                             args->dtype, args->op, node->cross == NULL ? factor : 1.0);
-        if (node->cross != NULL)
-            status = allreduce_slice_across_hosts(node, args, node->own_result, length * width,
-                                                  factor);
-        if (status == CHORUS_OK)
-            for (int step = 1; step <= p; step++)
-                memcpy(operands[(me + step) % p], node->own_result, length * width);
+        if (node->cross != NULL) {
+            chorus_status status = allreduce_slice_across_hosts(node, args, node->own_result,
+                                                                length * width, factor);
+            if (status != CHORUS_OK)
+                return status;
+        }
+        for (int step = 1; step <= p; step++)
+            memcpy(operands[(me + step) % p], node->own_result, length * width);
+    }
+    return CHORUS_OK;
+}
+
+chorus_status allreduce_shared_heap(struct node_segment *node, const struct allreduce_args *args)
+{
+    int p = node->local_size, me = node->local_rank;
+    size_t width = chorus_dtype_size(args->dtype);
+    double factor = args->postscale != NULL ? *args->postscale : 1.0;
+    unsigned char *buffers[NODE_MAX_LOCAL_RANKS];
+    bool mapped = true;
+    for (int r = 0; r < p && mapped; r++) {
+        buffers[r] = node_heap_at(node, r, node->mailbox[r][NODE_MAILBOX_ADDRESS],
+                                  args->count * width);
+        mapped = buffers[r] != NULL;
+    }
+    /* Cut as the staged path cuts (hierarchical_chunks.h): across hosts the other hosts may
+     * have taken it, and the slices they allreduce with this rank must be the same. */
+    size_t chunks = chunk_count(args->count, width, node->chunk_bytes);
+    chorus_status status = CHORUS_OK;
+    for (size_t k = 0; mapped && status == CHORUS_OK && k < chunks; k++) {
+        struct chunk chunk = chunk_at(args->count, chunks, k, 0, width);
+        status = reduce_slice_in_place(node, args, buffers,
+                                       chunk.start + slice_offset(&chunk, p, me, width),
+                                       slice_bytes(&chunk, p, me, width), factor);
     }
     if (status != CHORUS_OK) {
         /* The other hosts' ranks failed this call alike; this host's ranks still meet at the

@@ -33,7 +33,9 @@ struct rank_job {
     int calls;        /* allreduce: back-to-back calls, count growing by 37 each; 0 means 1 */
     int mixed_calls;  /* one host: this many calls rotating through the shared-memory algorithms */
     bool as_pieces;   /* hierarchical: the buffer as a list of pieces, every other out of place */
-    enum { HEAP_NONE, HEAP_EVERY_RANK, HEAP_EVEN_RANKS } heap; /* allreduce buffers' memory */
+    /* allreduce buffers' memory: the heap on every rank, on even ranks, on the first half (at
+     * 4 ranks, every rank of the first emulated host: one host in place, the other staged) */
+    enum { HEAP_NONE, HEAP_EVERY_RANK, HEAP_EVEN_RANKS, HEAP_FIRST_HALF } heap;
     unsigned staging_areas; /* per rank in the segment; 0: the default */
     enum staging_stores stores; /* how the staged algorithms write them */
     enum { SINGLE_COPY_AS_PROBED, SINGLE_COPY_REFUSED, SINGLE_COPY_BROKEN } single_copy;
@@ -125,8 +127,9 @@ static void *run_rank(void *argument)
         size_t element = chorus_dtype_size(job->dtype);
         size_t count = job->count + (size_t)call * 37;
         uint64_t seed = job->seed + (uint64_t)call;
-        bool in_heap = job->heap == HEAP_EVERY_RANK || (job->heap == HEAP_EVEN_RANKS &&
-                                                        job->rank % 2 == 0);
+        bool in_heap = job->heap == HEAP_EVERY_RANK ||
+                       (job->heap == HEAP_EVEN_RANKS && job->rank % 2 == 0) ||
+                       (job->heap == HEAP_FIRST_HALF && job->rank < job->nranks / 2);
         char heap_error[256];
         void *buffer = in_heap ? shared_heap_alloc(count * element + 1, heap_error,
                                                    sizeof heap_error)
@@ -434,8 +437,9 @@ START_TEST(hierarchical_reduces_a_list_of_pieces)
 END_TEST
 
 /* Tensors in the shared heap: reduced in place where every rank's lies there (each rank's
- * slice straight from every buffer into every buffer), staged where only some ranks' do; calls
- * in a row whose lengths change, so that slices move between calls. */
+ * slice straight from every buffer into every buffer), staged where only some ranks' do, and
+ * across 2 emulated hosts in place on both, or on one while the other stages; calls in a row
+ * whose lengths change, so that slices move between calls. */
 START_TEST(hierarchical_reduces_shared_heap_tensors)
 {
     int nranks = _i;
@@ -449,7 +453,7 @@ START_TEST(hierarchical_reduces_shared_heap_tensors)
                  {CHORUS_INT32, CHORUS_MAX, 4099, 0},
                  {CHORUS_FLOAT16, CHORUS_SUM, 65537, 0},
                  {CHORUS_FLOAT32, CHORUS_PRODUCT, 3, 0}};
-    for (int heap = HEAP_EVERY_RANK; heap <= HEAP_EVEN_RANKS; heap++)
+    for (int heap = HEAP_EVERY_RANK; heap <= HEAP_FIRST_HALF; heap++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             struct rank_job job = {.collective = CHORUS_ALLREDUCE,
                                    .algorithm = ALLREDUCE_HIERARCHICAL,
