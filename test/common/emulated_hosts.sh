@@ -11,6 +11,9 @@ emulated_hosts_remove() {
   for i in $(seq 1 "$3"); do
     ip netns pids "$1$i" 2>/dev/null | xargs -r kill -9 2>/dev/null
     ip netns del "$1$i" 2>/dev/null
+    # The kernel tears a namespace down in the background: its end of the pair may outlive
+    # the name for a while, and a run right after would find the name taken.
+    ip link del "veth-$1$i" 2>/dev/null
   done
   ip link del "$2" 2>/dev/null
 }
