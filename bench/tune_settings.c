@@ -2,10 +2,19 @@
  * tune_settings.c — chorus-tune's second part: the settings beside the algorithms that depend on
  * the hosts (tuning.h's TUNING_SETTINGS). Each candidate value runs against the default in
  * interleaved rounds, chorus restarted with it each time:
- *   - the staging areas and the kind of store that writes them, on allreduces through the
- *     host's segment (the sweep's sizes from 256 KiB, where it carries whole chunks);
+ *   - the staging areas, on allreduces through the host's segment (the sweep's sizes from
+ *     256 KiB, where it carries whole chunks) and on a step of 40 tensors of 16 KiB to 4 MiB
+ *     submitted together: alone, a setting can win that loses in a step (4 ranks on 2 cores,
+ *     2026-11-26: ordinary stores took 0.73-0.88x the time of streaming ones on allreduces from
+ *     256 KiB to 64 MiB, 2.5x on ResNet-50's steps);
  *   - the fusion threshold, on bursts of small allreduces submitted together (as backward
  *     produces them) and waited for together.
+ * The kind of store is left to the topology (node_segment.h), as chorus decides it: measured, it
+ * follows where the cores happen to sit during the measurement. On the development VM, whose
+ * hypervisor moves its two vCPUs between a shared and a split cache every few seconds, three
+ * rounds at np=2 all saw the shared one and wrote CHORUS_STAGING_STORES=cached (0.67x on the
+ * step); in 5 interleaved rounds of ResNet-50 steps afterwards it took 3.3x the default's time
+ * (11.6-63.4 ms against 13.4-24.2). A tuning file may still set it by hand.
  * A value is written as a `setting` row where it beat the default beyond noise (its slowest
  * round faster than the default's fastest) at half the sizes or more and was slower beyond
  * noise at none; of several, the one with the smallest product of median ratios.
@@ -27,17 +36,30 @@
 
 /* A burst: this many allreduces of this many float32 each, submitted together. */
 #define BURST_TENSOR_ELEMENTS 4096 /* 16 KiB, fused under the default tensor limit */
+/* A step's tensors cycle through these sizes (16 KiB to 4 MiB): 40 of them are 55 MB. */
+static const size_t step_elements[] = {4096, 65536, 262144, 1048576};
+#define STEP_TENSORS 40
+
+/* What one measurement of a trial runs. */
+enum workload_kind {
+    WORKLOAD_SIZE,  /* one allreduce of `amount` bytes */
+    WORKLOAD_BURST, /* `amount` allreduces of 16 KiB */
+    WORKLOAD_STEP,  /* `amount` allreduces of the step's sizes */
+};
+struct workload {
+    enum workload_kind kind;
+    size_t amount;
+};
 
 struct setting_trial {
     const char *name;
     const char *values[VALUES_MAX]; /* values[0] is "" (the default) */
     int count;
-    bool bursts; /* measured on bursts of small tensors, else on allreduces by size */
+    bool bursts; /* measured on bursts of small tensors, else on allreduces by size and a step */
 };
 
 static const struct setting_trial trials[] = {
     {"CHORUS_STAGING_AREAS", {"", "4", "8"}, 3, false},
-    {"CHORUS_STAGING_STORES", {"", "cached", "streaming"}, 3, false},
     {"CHORUS_FUSION_THRESHOLD", {"", "4M", "16M"}, 3, true},
 };
 
@@ -57,18 +79,23 @@ static bool start_with(const char *name, const char *value)
     return false;
 }
 
-/* Seconds per burst of `tensors` allreduces (the slowest rank's), results checked: `wrong`
- * counts the wrong elements on this rank. */
-static double time_burst(size_t tensors, int iterations, long *wrong)
+/* Seconds per burst of `tensors` allreduces submitted together (16 KiB each, or with `mixed`
+ * the step's sizes), the slowest rank's, results checked: `wrong` counts the wrong elements on
+ * this rank. */
+static double time_burst(size_t tensors, bool mixed, int iterations, long *wrong)
 {
     float **data = malloc(tensors * sizeof *data);
+    size_t *elements = malloc(tensors * sizeof *elements);
     chorus_handle **handles = malloc(tensors * sizeof *handles);
-    for (size_t t = 0; t < tensors; t++)
-        data[t] = bench_host_alloc(BURST_TENSOR_ELEMENTS * sizeof(float), false);
+    for (size_t t = 0; t < tensors; t++) {
+        elements[t] = mixed ? step_elements[t % (sizeof step_elements / sizeof *step_elements)]
+                            : BURST_TENSOR_ELEMENTS;
+        data[t] = bench_host_alloc(elements[t] * sizeof(float), false);
+    }
     double elapsed = 0;
     for (int i = -1; i < iterations; i++) { /* -1: a warm-up that also checks */
         for (size_t t = 0; t < tensors; t++)
-            for (size_t e = 0; e < BURST_TENSOR_ELEMENTS; e++)
+            for (size_t e = 0; e < elements[t]; e++)
                 data[t][e] = (float)(bench_rank + 1);
         MPI_Barrier(MPI_COMM_WORLD);
         double start = now();
@@ -78,7 +105,7 @@ static double time_burst(size_t tensors, int iterations, long *wrong)
             chorus_tensor tensor = {.data = data[t],
                                     .dtype = CHORUS_FLOAT32,
                                     .ndims = 1,
-                                    .shape = {BURST_TENSOR_ELEMENTS}};
+                                    .shape = {(int64_t)elements[t]}};
             if (chorus_allreduce_async(name, &tensor, NULL, CHORUS_SUM, &handles[t]) != CHORUS_OK) {
                 fprintf(stderr, "chorus-tune: rank %d: %s\n", bench_rank, chorus_last_error());
                 MPI_Abort(MPI_COMM_WORLD, 1);
@@ -97,13 +124,14 @@ static double time_burst(size_t tensors, int iterations, long *wrong)
         else {
             float expected = (float)bench_size * (float)(bench_size + 1) / 2;
             for (size_t t = 0; t < tensors; t++)
-                for (size_t e = 0; e < BURST_TENSOR_ELEMENTS; e++)
+                for (size_t e = 0; e < elements[t]; e++)
                     *wrong += data[t][e] != expected;
         }
     }
     for (size_t t = 0; t < tensors; t++)
         bench_host_free(data[t]);
     free(data);
+    free(elements);
     free(handles);
     double mine = elapsed / iterations, slowest = 0;
     MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -120,20 +148,20 @@ static double median_of(const double *values, int count, double *low, double *hi
     return count % 2 ? sorted[count / 2] : (sorted[count / 2 - 1] + sorted[count / 2]) / 2;
 }
 
-/* What one workload of a trial is: an allreduce of `amount` bytes, or a burst of `amount`
- * tensors. */
-static void describe(char *text, size_t size, bool bursts, size_t amount)
+static void describe(char *text, size_t size, const struct workload *workload)
 {
-    if (bursts)
-        snprintf(text, size, "burst of %zu x 16K", amount);
-    else if (amount % (1 << 20) == 0)
-        snprintf(text, size, "allreduce %zuM", amount >> 20);
+    if (workload->kind == WORKLOAD_BURST)
+        snprintf(text, size, "burst of %zu x 16K", workload->amount);
+    else if (workload->kind == WORKLOAD_STEP)
+        snprintf(text, size, "step of %zu x 16K-4M", workload->amount);
+    else if (workload->amount % (1 << 20) == 0)
+        snprintf(text, size, "allreduce %zuM", workload->amount >> 20);
     else
-        snprintf(text, size, "allreduce %zuK", amount >> 10);
+        snprintf(text, size, "allreduce %zuK", workload->amount >> 10);
 }
 
 /* Rank 0: prints the trial's comparison and writes its row, if a value won. */
-static void decide(FILE *file, const struct setting_trial *trial, const size_t *amounts,
+static void decide(FILE *file, const struct setting_trial *trial, const struct workload *amounts,
                    int workloads, double seconds[VALUES_MAX][WORKLOADS_MAX][ROUNDS_MAX], int rounds)
 {
     printf("\n# %s: each value against the default (medians of %d rounds, [fastest-slowest])\n",
@@ -151,7 +179,7 @@ static void decide(FILE *file, const struct setting_trial *trial, const size_t *
             losses += low > base_high;
             score += log(mine / base);
             char what[48];
-            describe(what, sizeof what, trial->bursts, amounts[w]);
+            describe(what, sizeof what, &amounts[w]);
             printf("#   %s=%-10s %-22s %10.1f us [%.1f-%.1f] against %10.1f us [%.1f-%.1f]: "
                    "%.2f%s\n",
                    trial->name, trial->values[v], what, mine * 1e6, low * 1e6, high * 1e6,
@@ -178,7 +206,7 @@ static void decide(FILE *file, const struct setting_trial *trial, const size_t *
         double base = median_of(seconds[0][w], rounds, &base_low, &base_high);
         double mine = median_of(seconds[best][w], rounds, &low, &high);
         char what[48];
-        describe(what, sizeof what, trial->bursts, amounts[w]);
+        describe(what, sizeof what, &amounts[w]);
         fprintf(file, "%s %s: %.0f us [%.0f-%.0f] against the default's %.0f us [%.0f-%.0f]",
                 w ? ";" : "", what, mine * 1e6, low * 1e6, high * 1e6, base * 1e6, base_low * 1e6,
                 base_high * 1e6);
@@ -189,18 +217,22 @@ static void decide(FILE *file, const struct setting_trial *trial, const size_t *
 bool tune_settings(const struct options *o, const size_t *sizes, int size_count, int rounds,
                    bool shared_host, FILE *file)
 {
-    size_t by_size[WORKLOADS_MAX], by_burst[] = {256, 2048}; /* 4 MiB and 32 MiB of tensors */
+    /* Staging: the sizes from 256 KiB and a step; fusion: bursts of 4 MiB and 32 MiB. */
+    struct workload by_size[WORKLOADS_MAX],
+        by_burst[] = {{WORKLOAD_BURST, 256}, {WORKLOAD_BURST, 2048}};
     int sized = 0;
-    for (int s = 0; s < size_count && sized < WORKLOADS_MAX; s++)
+    for (int s = 0; s < size_count && sized + 1 < WORKLOADS_MAX; s++)
         if (sizes[s] >= ((size_t)256 << 10))
-            by_size[sized++] = sizes[s];
+            by_size[sized++] = (struct workload){WORKLOAD_SIZE, sizes[s]};
+    if (sized > 0)
+        by_size[sized++] = (struct workload){WORKLOAD_STEP, STEP_TENSORS};
     if (rounds > ROUNDS_MAX)
         rounds = ROUNDS_MAX;
     static double seconds[VALUES_MAX][WORKLOADS_MAX][ROUNDS_MAX];
     bool right = true;
     for (size_t t = 0; t < sizeof trials / sizeof trials[0] && right; t++) {
         const struct setting_trial *trial = &trials[t];
-        const size_t *amounts = trial->bursts ? by_burst : by_size;
+        const struct workload *amounts = trial->bursts ? by_burst : by_size;
         int workloads = trial->bursts ? (int)(sizeof by_burst / sizeof *by_burst) : sized;
         /* The staging settings matter only where ranks share a host's segment. */
         if (workloads == 0 || (!trial->bursts && !shared_host))
@@ -214,10 +246,12 @@ bool tune_settings(const struct options *o, const size_t *sizes, int size_count,
                     long wrong = 0, total = 0;
                     struct options allreduce = *o;
                     allreduce.collective = CHORUS_ALLREDUCE;
+                    int iterations = o->iterations ? o->iterations : 5;
                     seconds[v][w][round] =
-                        trial->bursts
-                            ? time_burst(amounts[w], o->iterations ? o->iterations : 5, &wrong)
-                            : sweep_measure_chorus(&allreduce, amounts[w] / 4, &wrong);
+                        amounts[w].kind == WORKLOAD_SIZE
+                            ? sweep_measure_chorus(&allreduce, amounts[w].amount / 4, &wrong)
+                            : time_burst(amounts[w].amount, amounts[w].kind == WORKLOAD_STEP,
+                                         iterations, &wrong);
                     MPI_Allreduce(&wrong, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
                     if (total != 0) {
                         right = false;
