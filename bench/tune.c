@@ -69,9 +69,10 @@ static void usage(FILE *to)
             "MIN to MAX (times FACTOR; default 4K to 64M, x4) in ROUNDS interleaved rounds\n"
             "(default 3), results checked; prints how the best compares with the built-in\n"
             "choice at each size, and writes the rows where it wins beyond noise to FILE for\n"
-            "CHORUS_TUNING_FILE. Then the settings beside them (staging areas and stores where\n"
-            "ranks share a host, the fusion threshold on bursts of small tensors): a `setting`\n"
-            "row where a value beats the default beyond noise (--no-settings: not measured).\n"
+            "CHORUS_TUNING_FILE. Then the settings beside them (staging areas and their\n"
+            "size where ranks share hosts, the fusion threshold on bursts of small tensors):\n"
+            "a `setting` row where a value beats the default beyond noise (--no-settings: not\n"
+            "measured).\n"
             "--quick: 64K to 4M, x8, 2 rounds, 5 iterations (seconds, for tests). -c:\n"
             "allreduce, broadcast, allgather, reducescatter, alltoall (default all).\n");
 }
@@ -461,7 +462,7 @@ int main(int argc, char **argv)
                             .factor = t.factor, .iterations = t.iterations, .warmup = 2};
         size_t sizes[SIZES_MAX];
         int size_count = sweep_sizes(&t, &o, sizes);
-        right = tune_settings(&o, sizes, size_count, t.rounds, p.local_ranks > 1, file);
+        right = tune_settings(&o, sizes, size_count, t.rounds, p.local_ranks, p.hosts, file);
     }
     if (bench_rank == 0) {
         rmdir(directory);

@@ -2,8 +2,9 @@
  * tune_settings.c — chorus-tune's second part: the settings beside the algorithms that depend on
  * the hosts (tuning.h's TUNING_SETTINGS). Each candidate value runs against the default in
  * interleaved rounds, chorus restarted with it each time:
- *   - the staging areas, on allreduces through the host's segment (the sweep's sizes from
- *     256 KiB, where it carries whole chunks) and on a step of 40 tensors of 16 KiB to 4 MiB
+ *   - the staging areas, their count and their size (CHORUS_SEGMENT_CHUNK on one host,
+ *     CHORUS_CROSS_HOST_CHUNK across hosts), on allreduces through the host's segment (the sweep's
+ * sizes from 256 KiB, where it carries whole chunks) and on a step of 40 tensors of 16 KiB to 4 MiB
  *     submitted together: alone, a setting can win that loses in a step (4 ranks on 2 cores,
  *     2026-11-26: ordinary stores took 0.73-0.88x the time of streaming ones on allreduces from
  *     256 KiB to 64 MiB, 2.5x on ResNet-50's steps);
@@ -51,16 +52,27 @@ struct workload {
     size_t amount;
 };
 
+/* Where a setting matters. */
+enum trial_placement {
+    ANY_PLACEMENT,
+    SHARED_HOSTS,  /* ranks share hosts (a segment) */
+    ONE_HOST,      /* every rank on one host, several of them */
+    SEVERAL_HOSTS, /* ranks share hosts, and there are several */
+};
+
 struct setting_trial {
     const char *name;
     const char *values[VALUES_MAX]; /* values[0] is "" (the default) */
     int count;
     bool bursts; /* measured on bursts of small tensors, else on allreduces by size and a step */
+    enum trial_placement where;
 };
 
 static const struct setting_trial trials[] = {
-    {"CHORUS_STAGING_AREAS", {"", "4", "8"}, 3, false},
-    {"CHORUS_FUSION_THRESHOLD", {"", "4M", "16M"}, 3, true},
+    {"CHORUS_STAGING_AREAS", {"", "4", "8"}, 3, false, SHARED_HOSTS},
+    {"CHORUS_SEGMENT_CHUNK", {"", "256K", "1M"}, 3, false, ONE_HOST},
+    {"CHORUS_CROSS_HOST_CHUNK", {"", "1M", "16M"}, 3, false, SEVERAL_HOSTS},
+    {"CHORUS_FUSION_THRESHOLD", {"", "4M", "16M"}, 3, true, ANY_PLACEMENT},
 };
 
 static bool start_with(const char *name, const char *value)
@@ -215,7 +227,7 @@ static void decide(FILE *file, const struct setting_trial *trial, const struct w
 }
 
 bool tune_settings(const struct options *o, const size_t *sizes, int size_count, int rounds,
-                   bool shared_host, FILE *file)
+                   int local_ranks, int hosts, FILE *file)
 {
     /* Staging: the sizes from 256 KiB and a step; fusion: bursts of 4 MiB and 32 MiB. */
     struct workload by_size[WORKLOADS_MAX],
@@ -234,8 +246,11 @@ bool tune_settings(const struct options *o, const size_t *sizes, int size_count,
         const struct setting_trial *trial = &trials[t];
         const struct workload *amounts = trial->bursts ? by_burst : by_size;
         int workloads = trial->bursts ? (int)(sizeof by_burst / sizeof *by_burst) : sized;
-        /* The staging settings matter only where ranks share a host's segment. */
-        if (workloads == 0 || (!trial->bursts && !shared_host))
+        bool shared = local_ranks > 1;
+        bool applies = trial->where == ANY_PLACEMENT || (trial->where == SHARED_HOSTS && shared) ||
+                       (trial->where == ONE_HOST && shared && hosts == 1) ||
+                       (trial->where == SEVERAL_HOSTS && shared && hosts > 1);
+        if (workloads == 0 || !applies)
             continue;
         for (int round = 0; round < rounds && right; round++) {
             for (int k = 0; k < trial->count && right; k++) {

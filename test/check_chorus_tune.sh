@@ -1,7 +1,7 @@
 #!/bin/sh
 # chorus-tune --quick at 2 and 4 ranks under the build's launcher: it measures every collective
 # (results checked: a wrong result fails it), prints the comparison with the built-in choice for
-# each, measures the settings (staging areas, the fusion threshold on bursts), and
+# each, measures the settings (staging areas and their size, the fusion threshold on bursts), and
 # writes a tuning file that chorus-info reads and with which mpi_collectives (every
 # collective against its reference) passes. Bad options are refused, naming them. Timings are
 # not judged here (benchmarks measure speed, not tests).
@@ -22,10 +22,10 @@ for np in 2 4; do
   status=$?
   tables=$(printf '%s\n' "$out" | grep -c "^# [a-z]*, $np ranks, .*: the built-in choice against")
   settings=$(printf '%s\n' "$out" | grep -c "^# CHORUS_[A-Z_]*: each value against the default")
-  if [ $status -eq 0 ] && [ "$tables" -eq 5 ] && [ "$settings" -eq 2 ] &&
+  if [ $status -eq 0 ] && [ "$tables" -eq 5 ] && [ "$settings" -eq 3 ] &&
      head -n 1 "$file" | grep -qx 'chorus-tuning 1'
   then
-    ok "np=$np: 5 collectives and 2 settings measured," \
+    ok "np=$np: 5 collectives and 3 settings measured," \
       "$(grep -v '^#' "$file" | grep -vc '^chorus-tuning') row(s) in the file:"
     grep -v '^#' "$file" | grep -v '^chorus-tuning' | sed 's/^/    /'
   else

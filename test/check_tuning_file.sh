@@ -6,7 +6,8 @@
 #     built-in table picks the shared segment on one host);
 #   - rank 0's file malformed: init fails on every rank, naming the file and the line;
 #   - rank 0's file missing: init fails on every rank, naming it;
-#   - rank 0's file's settings: every rank's segment takes the file's staging areas, and a
+#   - rank 0's file's settings: every rank's segment takes the file's staging areas, their size
+#     and their stores, and a
 #     setting rank 0's user set (CHORUS_FUSION_THRESHOLD in its environment) stays.
 # (Open MPI's mpirun is told to let the other ranks finish when one exits with an error, so that
 # every rank's message arrives. Hydra's mpiexec ends them all and their last output may be lost:
@@ -72,16 +73,18 @@ if [ $status -ne 0 ] && [ "$named" -ge $want ] && ! printf '%s' "$out" | grep -q
 else
   bad "missing file (exit $status, named by $named of 3): $(printf '%s\n' "$out" | head -5)"
 fi
-printf 'chorus-tuning 1\nsetting CHORUS_STAGING_AREAS=8 # test\nsetting CHORUS_FUSION_THRESHOLD=4M\nsetting CHORUS_STAGING_STORES=streaming\n' \
+printf 'chorus-tuning 1\nsetting CHORUS_STAGING_AREAS=8 # test\nsetting CHORUS_FUSION_THRESHOLD=4M\nsetting CHORUS_STAGING_STORES=streaming\nsetting CHORUS_SEGMENT_CHUNK=256K\n' \
   > "$work/settings"
 out=$(CHORUS_LOG_LEVEL=info mpmd "$work/settings" "$work/good" "CHORUS_FUSION_THRESHOLD=32M")
 status=$?
-segments=$(printf '%s\n' "$out" | grep -c "shared segment ready (8 staging areas, streaming stores")
+segments=$(printf '%s\n' "$out" |
+  grep -c "shared segment ready (8 staging areas of 262144 bytes, streaming stores")
 kept=$(printf '%s\n' "$out" | grep -c "CHORUS_FUSION_THRESHOLD stays as set (environment), not 4M")
 fusion=$(printf '%s\n' "$out" | grep -c "fusion up to 33554432 bytes")
 if [ $status -eq 0 ] && [ "$segments" -eq 3 ] && [ "$kept" -eq 1 ] && [ "$fusion" -eq 1 ] &&
    printf '%s\n' "$out" | grep -q 'np=3: [0-9]* passed, 0 failed'; then
-  ok "rank 0's settings on every rank (8 staging areas, streaming, on $segments), its user's fusion threshold kept"
+  ok "rank 0's settings on every rank (8 staging areas of 256 KiB, streaming, on $segments)," \
+    "its user's fusion threshold kept"
 else
   bad "settings (exit $status, segments $segments, kept $kept, fusion $fusion): $(printf '%s\n' "$out" | grep -v INFO | tail -5)"
 fi

@@ -140,7 +140,8 @@ static bool parse_row(char *line, const char *source, size_t number, struct sele
 
 static bool settable(int parameter)
 {
-    static const char *const names[] = {"CHORUS_STAGING_AREAS", "CHORUS_STAGING_STORES",
+    static const char *const names[] = {"CHORUS_STAGING_AREAS",    "CHORUS_STAGING_STORES",
+                                        "CHORUS_SEGMENT_CHUNK",    "CHORUS_CROSS_HOST_CHUNK",
                                         "CHORUS_FUSION_THRESHOLD", "CHORUS_FUSION_TENSOR_LIMIT"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (parameter >= 0 && param_index(names[i]) == parameter)

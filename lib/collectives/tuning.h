@@ -25,8 +25,8 @@
 /* The parameters a setting row may name: those chorus-tune measures, which depend on the hosts
  * rather than on the training job. */
 #define TUNING_SETTINGS                                                                          \
-    "CHORUS_STAGING_AREAS, CHORUS_STAGING_STORES, CHORUS_FUSION_THRESHOLD, "                     \
-    "CHORUS_FUSION_TENSOR_LIMIT"
+    "CHORUS_STAGING_AREAS, CHORUS_STAGING_STORES, CHORUS_SEGMENT_CHUNK, "                        \
+    "CHORUS_CROSS_HOST_CHUNK, CHORUS_FUSION_THRESHOLD, CHORUS_FUSION_TENSOR_LIMIT"
 
 struct tuning_setting {
     int parameter;    /* index in param_table */

@@ -518,7 +518,8 @@ static void log_start(const struct background *background)
     char segment[256] = "not used";
     if (executor->node_ready)
         snprintf(segment, sizeof segment,
-                 "ready (%u staging areas, %s stores; %s)", executor->node.staging_areas,
+                 "ready (%u staging areas of %zu bytes, %s stores; %s)",
+                 executor->node.staging_areas, executor->node.chunk_bytes,
                  executor->node.streaming ? "streaming" : "cached",
                  executor->node.shared_heap
                      ? "the peers' shared heaps mapped: tensors from chorus_mem_alloc are "
@@ -592,6 +593,8 @@ chorus_status coord_setup(struct background *background, char *error, size_t err
     executor->fusion_tensor_limit = params->fusion_tensor_limit;
     executor->timeout_seconds = params->timeout_seconds;
     executor->staging_areas = (unsigned)params->staging_areas;
+    executor->segment_chunk = params->segment_chunk;
+    executor->cross_host_chunk = params->cross_host_chunk;
     executor->local_ranks = context->topology.homogeneous ? context->topology.local_size : 1;
     executor->oversubscribed = context->topology.pus > 0 &&
                                (size_t)context->topology.local_size > context->topology.pus;

@@ -48,6 +48,13 @@ const struct param_definition param_table[] = {
      "entries of the response cache; 0 turns the cache off", NULL},
     {"CHORUS_STAGING_AREAS", PARAM_AREAS, "0", FIELD(staging_areas), -1, true,
      "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0: 2", NULL},
+    {"CHORUS_SEGMENT_CHUNK", PARAM_CHUNK, "0", FIELD(segment_chunk), -1, true,
+     "bytes of each staging area in the host's shared segment when every rank is on one host, "
+     "the chunk the hierarchical allreduce and the shared-memory collectives move at a time; "
+     "0: 512K (a power of two from 4K to 256M)", NULL},
+    {"CHORUS_CROSS_HOST_CHUNK", PARAM_CHUNK, "0", FIELD(cross_host_chunk), -1, true,
+     "the same when the job spans hosts, where each chunk's slice also crosses the network in "
+     "one allreduce; 0: 4M (a power of two from 4K to 256M)", NULL},
     {"CHORUS_STAGING_STORES", PARAM_CHOICE, "auto", FIELD(staging_stores), -1, true,
      "how the algorithms through the host's shared segment write their staging areas: cached "
      "(ordinary stores), streaming (non-temporal stores, straight to memory), or auto: cached "
@@ -216,6 +223,16 @@ static bool param_store(struct chorus_params *values, const struct param_definit
         if (!parse_count(text, &count) || count > PARAM_COUNT_LIMIT)
             return false;
         *(size_t *)field = count;
+        return true;
+    }
+    case PARAM_CHUNK: {
+        snprintf(why, why_size, "expected 0 (the default) or a power of two from 4K to 256M");
+        size_t bytes = 0;
+        if (!parse_bytes(text, &bytes) ||
+            (bytes != 0 && (bytes < 4096 || bytes > ((size_t)256 << 20) ||
+                            (bytes & (bytes - 1)) != 0)))
+            return false;
+        *(size_t *)field = bytes;
         return true;
     }
     case PARAM_AREAS: {
@@ -478,6 +495,7 @@ static size_t param_field_size(enum param_type type)
     case PARAM_BYTES:
     case PARAM_COUNT:
     case PARAM_AREAS:
+    case PARAM_CHUNK:
         return sizeof(size_t);
     case PARAM_SECONDS:
         return sizeof(double);
@@ -525,6 +543,7 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
     case PARAM_BYTES:
     case PARAM_COUNT:
     case PARAM_AREAS:
+    case PARAM_CHUNK:
         snprintf(text, text_size, "%zu", *(const size_t *)field);
         return;
     case PARAM_SECONDS:

@@ -30,6 +30,8 @@ struct chorus_params {
     double cycle_time_ms;          /* minimum spacing of negotiation cycles */
     size_t cache_capacity;         /* response cache entries */
     size_t staging_areas;          /* per rank in the host's segment; 0 = the default */
+    size_t segment_chunk;          /* bytes of a staging area on one host; 0 = the default */
+    size_t cross_host_chunk;       /* bytes of a staging area across hosts; 0 = the default */
     int staging_stores;            /* enum staging_stores: auto, cached, streaming */
     int negotiation;               /* enum negotiation_protocol: auto, star, rounds */
     int joined_gathers;            /* enum joined_gathers: run, fail */
@@ -65,6 +67,7 @@ enum param_type {
     PARAM_BYTES,     /* size_t with optional K/M/G/T suffix (powers of 1024) */
     PARAM_COUNT,     /* size_t, at most PARAM_COUNT_LIMIT */
     PARAM_AREAS,     /* size_t: 0 (the default), 2, 4, 8 or 16 */
+    PARAM_CHUNK,     /* size_t: 0 (the default) or a power of two from 4K to 256M, as bytes */
     PARAM_SECONDS,   /* double >= 0 */
     PARAM_LOG_LEVEL, /* error|warning|info|debug|trace */
     PARAM_PATH,      /* any text */

@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bytes of each of a rank's staging areas in the host's shared segment. Measured with the
+/* Bytes of each of a rank's staging areas in the host's shared segment, unless
+ * CHORUS_SEGMENT_CHUNK says otherwise (CHORUS_CROSS_HOST_CHUNK across hosts). Measured with the
  * algorithm alone (np=2, 256 KiB-64 MiB, 3 interleaved rounds, 2026-11-22) on the development VM
  * (1 MiB L2 per core): 512 KiB was fastest (1 MiB in 67-78 us, 64 MiB in 9.3-10 ms), ahead of
  * 256 KiB (94-100 us, 10.1-10.7 ms), 1 MiB and 2 MiB. */
@@ -54,7 +55,10 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
     MPI_Comm_size(executor->cross_comm, &hosts);
     chorus_status status = node_segment_create_mpi(
         &executor->node, &executor->node_comm, &executor->cross_comm,
-        hosts > 1 ? CROSS_HOST_CHUNK_BYTES : NODE_CHUNK_BYTES, executor->staging_areas,
+        hosts > 1 ? (executor->cross_host_chunk ? executor->cross_host_chunk
+                                                : CROSS_HOST_CHUNK_BYTES)
+                  : (executor->segment_chunk ? executor->segment_chunk : NODE_CHUNK_BYTES),
+        executor->staging_areas,
         executor->staging_streaming, executor->oversubscribed, error, error_size);
     executor->node_ready = status == CHORUS_OK;
     executor->node.timeout_seconds = executor->timeout_seconds;
@@ -434,6 +438,8 @@ void executor_init_for_set(struct executor *executor, struct executor *parent, c
     executor->timeout_seconds = parent->timeout_seconds;
     executor->oversubscribed = parent->oversubscribed;
     executor->staging_areas = parent->staging_areas;
+    executor->segment_chunk = parent->segment_chunk;
+    executor->cross_host_chunk = parent->cross_host_chunk;
     executor->staging_streaming = parent->staging_streaming;
     executor->local_ranks = 1; /* until executor_prepare_set */
     memcpy(executor->forced_algorithm, parent->forced_algorithm,

@@ -31,6 +31,8 @@ struct executor {
     double timeout_seconds; /* bound on a batch's waits for other ranks and the GPU; 0: none */
     double batch_started;   /* when the running batch started, for that bound */
     unsigned staging_areas; /* per rank in the host's segment; 0: the default */
+    size_t segment_chunk;    /* bytes of a staging area on one host; 0: NODE_CHUNK_BYTES */
+    size_t cross_host_chunk; /* the same across hosts; 0: CROSS_HOST_CHUNK_BYTES */
     bool staging_streaming;  /* staging areas written with streaming stores (node_segment.h) */
     int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: tuning table */
     struct gpu_context *gpu;

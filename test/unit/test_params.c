@@ -151,6 +151,16 @@ START_TEST(malformed_values_name_variable_and_value)
     ck_assert_msg(strstr(error, "CHORUS_STAGING_AREAS") && strstr(error, "16"), "%s", error);
     char *four_areas[] = {"CHORUS_STAGING_AREAS=4", NULL};
     ck_assert_int_eq(load(four_areas, NULL), CHORUS_OK);
+    /* Chunks: a power of two from 4K to 256M, or 0 for the default. */
+    const char *bad_chunks[] = {"CHORUS_SEGMENT_CHUNK=3000", "CHORUS_SEGMENT_CHUNK=2K",
+                                "CHORUS_CROSS_HOST_CHUNK=512M", "CHORUS_CROSS_HOST_CHUNK=lots"};
+    for (size_t i = 0; i < sizeof bad_chunks / sizeof *bad_chunks; i++) {
+        char *chunk[] = {(char *)bad_chunks[i], NULL};
+        ck_assert_int_eq(load(chunk, NULL), CHORUS_ERR_BAD_PARAMETER);
+        ck_assert_msg(strstr(error, "power of two from 4K to 256M"), "%s", error);
+    }
+    char *good_chunks[] = {"CHORUS_SEGMENT_CHUNK=256K", "CHORUS_CROSS_HOST_CHUNK=16M", NULL};
+    ck_assert_int_eq(load(good_chunks, NULL), CHORUS_OK);
     char *huge_cache[] = {"CHORUS_CACHE_CAPACITY=18446744073709551615", NULL};
     ck_assert_int_eq(load(huge_cache, NULL), CHORUS_ERR_BAD_PARAMETER);
     ck_assert_ptr_nonnull(strstr(error, "CHORUS_CACHE_CAPACITY"));
