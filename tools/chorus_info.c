@@ -345,16 +345,15 @@ int main(int argc, char **argv)
             return 1;
         }
         free(text);
-        selection_use_tuned(tuning.rules, tuning.count);
         /* As at init: the file's settings replace defaults, not what the user set. */
-        for (size_t i = 0; i < tuning.setting_count; i++) {
-            int parameter = tuning.settings[i].parameter;
-            char why[160];
-            if (set.sources[parameter] == PARAM_SOURCE_DEFAULT &&
-                params_store_text(&set.values, parameter, tuning.settings[i].value, why,
-                                  sizeof why))
-                set.sources[parameter] = PARAM_SOURCE_TUNING_FILE;
+        enum param_source deciding[ARRAY_LENGTH(set.sources)];
+        memcpy(deciding, set.sources, sizeof deciding);
+        if (!tuning_apply_settings(&tuning, &set, deciding, error, sizeof error)) {
+            fprintf(stderr, "chorus-info: %s\n", error);
+            tuning_free(&tuning);
+            return 1;
         }
+        selection_use_tuned(tuning.rules, tuning.count);
     }
     print_versions();
     print_host();

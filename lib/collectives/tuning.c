@@ -322,6 +322,24 @@ out:
     return status;
 }
 
+bool tuning_apply_settings(const struct tuning_table *table, struct param_set *set,
+                           const enum param_source *deciding, char *error, size_t error_size)
+{
+    for (size_t s = 0; s < table->setting_count; s++) {
+        const struct tuning_setting *setting = &table->settings[s];
+        if (deciding[setting->parameter] != PARAM_SOURCE_DEFAULT)
+            continue;
+        char why[160];
+        if (!params_store_text(&set->values, setting->parameter, setting->value, why,
+                               sizeof why)) {
+            snprintf(error, error_size, "%s: %s", setting->provenance, why);
+            return false;
+        }
+        set->sources[setting->parameter] = PARAM_SOURCE_TUNING_FILE;
+    }
+    return true;
+}
+
 void tuning_free(struct tuning_table *table)
 {
     for (size_t i = 0; i < table->count; i++)

@@ -18,6 +18,7 @@
 #define CHORUS_TUNING_H
 
 #include "algorithms.h"
+#include "../core/params.h"
 
 #define TUNING_FILE_LIMIT ((size_t)1 << 20) /* bytes */
 #define TUNING_ROWS_LIMIT 1024
@@ -50,6 +51,13 @@ chorus_status tuning_parse(const char *text, const char *source, struct tuning_t
 /* Reads the file at `path` (at most TUNING_FILE_LIMIT bytes) into a malloc'd text. */
 chorus_status tuning_read_file(const char *path, char **text, size_t *length, char *error,
                                size_t error_size);
+
+/* Puts the table's settings into `set` where `deciding[parameter]` (the sources that decide:
+ * rank 0's at init, the set's own in chorus-info) says the parameter has its default, marking
+ * them as from the tuning file; a value the user set stays. false (with `error`) where a value
+ * does not parse, which tuning_parse has already ruled out. */
+bool tuning_apply_settings(const struct tuning_table *table, struct param_set *set,
+                           const enum param_source *deciding, char *error, size_t error_size);
 
 void tuning_free(struct tuning_table *table);
 

@@ -29,6 +29,7 @@
  * BYE, so no message is left unreceived.
  */
 #include "background.h"
+#include "tuning_file.h"
 
 #include "../core/log.h"
 #include "../core/timeline.h"
@@ -325,148 +326,6 @@ static chorus_status agree_on_parameters(struct background *background, char *er
     return CHORUS_OK;
 }
 
-/* 64-bit FNV-1a of a text: whether two ranks hold the same tuning file. */
-static uint64_t text_digest(const char *text, size_t length)
-{
-    uint64_t digest = 14695981039346656037ULL;
-    for (size_t i = 0; i < length; i++)
-        digest = (digest ^ (unsigned char)text[i]) * 1099511628211ULL;
-    return digest;
-}
-
-/* The tuning file's settings replace defaults: where rank 0 took a parameter from its default,
- * every rank takes the file's value (each setting shapes the wire, so rank 0's value is every
- * rank's already); a value rank 0's user set stays. */
-static chorus_status apply_tuned_settings(struct background *background, const char *path,
-                                          char *error, size_t error_size)
-{
-    struct chorus_context *context = background->context;
-    const struct tuning_table *table = &background->tuning;
-    int sources[ARRAY_LENGTH(context->params.sources)];
-    for (size_t i = 0; i < ARRAY_LENGTH(sources); i++)
-        sources[i] = (int)context->params.sources[i];
-    if (table->setting_count == 0)
-        return CHORUS_OK;
-    if (MPI_Bcast(sources, (int)ARRAY_LENGTH(sources), MPI_INT, 0, context->control_comm) !=
-        MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Bcast failed during init (CHORUS_TUNING_FILE)");
-        return CHORUS_ERR_MPI;
-    }
-    for (size_t s = 0; s < table->setting_count; s++) {
-        const struct tuning_setting *setting = &table->settings[s];
-        const char *name = param_table[setting->parameter].name;
-        if (sources[setting->parameter] != PARAM_SOURCE_DEFAULT) {
-            if (background->rank == 0)
-                LOG(LOG_INFO, "init", "CHORUS_TUNING_FILE %s: %s stays as set (%s), not %s",
-                    path, name, param_source_name((enum param_source)sources[setting->parameter]),
-                    setting->value);
-            continue;
-        }
-        char why[160];
-        if (!params_store_text(&context->params.values, setting->parameter, setting->value, why,
-                               sizeof why)) {
-            snprintf(error, error_size, "%s: %s", setting->provenance, why); /* parsed before */
-            return CHORUS_ERR_BAD_PARAMETER;
-        }
-        context->params.sources[setting->parameter] = PARAM_SOURCE_TUNING_FILE;
-        if (background->rank == 0)
-            LOG(LOG_INFO, "init", "CHORUS_TUNING_FILE %s: %s=%s (%s)", path, name,
-                setting->value, setting->provenance);
-    }
-    return CHORUS_OK;
-}
-
-/* CHORUS_TUNING_FILE: rank 0 reads the file and sends its text to every rank, which parses it
- * (so every rank selects alike, and a malformed file fails init on every rank, naming the
- * line). Ranks that hold a different copy at the same path are named in a warning: rank 0's is
- * used. */
-static chorus_status agree_on_tuning_file(struct background *background, char *error,
-                                          size_t error_size)
-{
-    struct chorus_context *context = background->context;
-    const char *path = context->params.values.tuning_file; /* rank 0's, as every wire setting */
-    MPI_Comm comm = context->control_comm;
-    chorus_status status = CHORUS_OK;
-    char *text = NULL;
-    uint64_t *digests = NULL;
-    /* rank 0's status, the text's length, its message when it failed */
-    struct {
-        int status;
-        unsigned length;
-        char message[512];
-    } head = {CHORUS_OK, 0, ""};
-    if (path[0] == '\0')
-        return CHORUS_OK;
-    size_t length = 0;
-    chorus_status read = tuning_read_file(path, &text, &length, head.message,
-                                          sizeof head.message);
-    if (background->rank == 0) {
-        head.status = read;
-        head.length = read == CHORUS_OK ? (unsigned)length : 0;
-    }
-    uint64_t mine = read == CHORUS_OK ? text_digest(text, length) : 0;
-    if (background->rank == 0)
-        digests = calloc((size_t)background->size, sizeof *digests);
-    if (MPI_Bcast(&head, (int)sizeof head, MPI_BYTE, 0, comm) != MPI_SUCCESS ||
-        MPI_Gather(&mine, 1, MPI_UINT64_T, digests, 1, MPI_UINT64_T, 0, comm) != MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Bcast failed during init (CHORUS_TUNING_FILE)");
-        status = CHORUS_ERR_MPI;
-        goto out;
-    }
-    if (head.status != CHORUS_OK) {
-        snprintf(error, error_size, "rank 0: %s", head.message);
-        status = (chorus_status)head.status;
-        goto out;
-    }
-    if (background->rank != 0) {
-        free(text);
-        text = malloc((size_t)head.length + 1);
-        if (text == NULL) {
-            snprintf(error, error_size, "out of memory (CHORUS_TUNING_FILE)");
-            status = CHORUS_ERR_OUT_OF_MEMORY;
-        }
-    }
-    int have = status == CHORUS_OK, all = 0;
-    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
-    if (!all) {
-        if (status == CHORUS_OK) {
-            snprintf(error, error_size, "another rank ran out of memory (CHORUS_TUNING_FILE)");
-            status = CHORUS_ERR_OUT_OF_MEMORY;
-        }
-        goto out;
-    }
-    if (MPI_Bcast(text, (int)head.length, MPI_CHAR, 0, comm) != MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Bcast failed during init (CHORUS_TUNING_FILE)");
-        status = CHORUS_ERR_MPI;
-        goto out;
-    }
-    text[head.length] = '\0';
-    status = tuning_parse(text, path, &background->tuning, error, error_size);
-    if (status != CHORUS_OK)
-        goto out;
-    selection_use_tuned(background->tuning.rules, background->tuning.count);
-    status = apply_tuned_settings(background, path, error, error_size);
-    if (status != CHORUS_OK)
-        goto out;
-    if (background->rank == 0) {
-        char differing[256] = "";
-        for (int r = 1; r < background->size; r++)
-            if (digests != NULL && digests[r] != 0 && digests[r] != digests[0] &&
-                strlen(differing) + 12 < sizeof differing)
-                snprintf(differing + strlen(differing), sizeof differing - strlen(differing),
-                         "%s%d", differing[0] ? "," : "", r);
-        if (differing[0] != '\0')
-            LOG(LOG_WARNING, "init", "CHORUS_TUNING_FILE %s: rank(s) %s hold a different copy; "
-                "rank 0's is used on every rank", path, differing);
-        LOG(LOG_INFO, "init", "CHORUS_TUNING_FILE %s: %zu row(s) tried before the built-in ones, "
-            "%zu setting(s)", path, background->tuning.count, background->tuning.setting_count);
-    }
-out:
-    free(digests);
-    free(text);
-    return status;
-}
-
 /* A positive whole number in the environment variable `name`, else 0. */
 static long environment_count(const char *name)
 {
@@ -647,7 +506,8 @@ static chorus_status start(struct background *background, char *error, size_t er
     if (status != CHORUS_OK)
         return status;
     log_set_level((enum log_level)context->params.values.log_level);
-    status = agree_on_tuning_file(background, error, error_size);
+    status = coord_agree_on_tuning_file(context, background->rank, background->size,
+                                        &background->tuning, error, error_size);
     if (status != CHORUS_OK)
         return status;
     status = topology_discover(context, error, error_size);
