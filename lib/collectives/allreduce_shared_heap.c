@@ -106,13 +106,11 @@ chorus_status allreduce_shared_heap(struct node_segment *node, const struct allr
                                        chunk.start + slice_offset(&chunk, p, me, width),
                                        slice_bytes(&chunk, p, me, width), factor);
     }
-    if (status != CHORUS_OK) {
-        /* The other hosts' ranks failed this call alike; this host's ranks still meet at the
-         * last barrier, so that none waits for this one. */
-        node_segment_first_failed(node, false);
+    /* After a failed cross-host step too, this host's ranks meet at the last barrier, so
+     * that none waits for this one; the other hosts' ranks failed that call alike. */
+    int failed = node_segment_first_failed(node, mapped && status == CHORUS_OK);
+    if (status != CHORUS_OK)
         return status;
-    }
-    int failed = node_segment_first_failed(node, mapped);
     if (failed < 0)
         return CHORUS_OK;
     snprintf(args->transport->error, sizeof args->transport->error,
