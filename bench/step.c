@@ -18,35 +18,10 @@
  * broadcast it from rank 0 (broadcast_parameters at start-up or after restoring a checkpoint). */
 static chorus_collective workload_collective = CHORUS_ALLREDUCE;
 
-/* One step through chorus: every gradient submitted in reverse order (as backward produces
- * them), then all waited for. */
+/* One step through chorus, as this workload's collective. */
 static double chorus_step(struct gradient *gradients, size_t count, chorus_handle **handles)
 {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double start = now();
-    for (size_t i = count; i-- > 0;) {
-        chorus_tensor tensor = {.data = gradients[i].data, .dtype = CHORUS_FLOAT32, .ndims = 1,
-                                .shape = {(int64_t)gradients[i].count}};
-        chorus_status submitted =
-            workload_collective == CHORUS_BROADCAST
-                ? chorus_broadcast_async(gradients[i].name, &tensor, 0, &handles[i])
-                : chorus_allreduce_async(gradients[i].name, &tensor, NULL, CHORUS_AVERAGE,
-                                         &handles[i]);
-        if (submitted != CHORUS_OK) {
-            fprintf(stderr, "rank %d: %s\n", bench_rank, chorus_last_error());
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-    }
-    for (size_t i = 0; i < count; i++) {
-        if (chorus_wait(handles[i]) != CHORUS_OK) {
-            fprintf(stderr, "rank %d: %s\n", bench_rank, chorus_handle_error(handles[i]));
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        chorus_handle_free(handles[i]);
-    }
-    double elapsed = now() - start, slowest = 0;
-    MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return slowest;
+    return workload_chorus_step(gradients, count, handles, workload_collective, CHORUS_AVERAGE);
 }
 
 static double mpi_per_tensor_step(struct gradient *gradients, size_t count)

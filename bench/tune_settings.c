@@ -96,58 +96,33 @@ static bool start_with(const char *name, const char *value)
  * this rank. */
 static double time_burst(size_t tensors, bool mixed, int iterations, long *wrong)
 {
-    float **data = malloc(tensors * sizeof *data);
-    size_t *elements = malloc(tensors * sizeof *elements);
+    struct gradient *burst = calloc(tensors, sizeof *burst);
     chorus_handle **handles = malloc(tensors * sizeof *handles);
     for (size_t t = 0; t < tensors; t++) {
-        elements[t] = mixed ? step_elements[t % (sizeof step_elements / sizeof *step_elements)]
-                            : BURST_TENSOR_ELEMENTS;
-        data[t] = bench_host_alloc(elements[t] * sizeof(float), false);
+        snprintf(burst[t].name, sizeof burst[t].name, "burst.%zu", t);
+        burst[t].count = mixed ? step_elements[t % (sizeof step_elements / sizeof *step_elements)]
+                               : BURST_TENSOR_ELEMENTS;
+        burst[t].data = bench_host_alloc(burst[t].count * sizeof(float), false);
     }
-    double elapsed = 0;
+    double seconds = 0;
     for (int i = -1; i < iterations; i++) { /* -1: a warm-up that also checks */
         for (size_t t = 0; t < tensors; t++)
-            for (size_t e = 0; e < elements[t]; e++)
-                data[t][e] = (float)(bench_rank + 1);
-        MPI_Barrier(MPI_COMM_WORLD);
-        double start = now();
-        for (size_t t = 0; t < tensors; t++) {
-            char name[64];
-            snprintf(name, sizeof name, "burst.%zu", t);
-            chorus_tensor tensor = {.data = data[t],
-                                    .dtype = CHORUS_FLOAT32,
-                                    .ndims = 1,
-                                    .shape = {(int64_t)elements[t]}};
-            if (chorus_allreduce_async(name, &tensor, NULL, CHORUS_SUM, &handles[t]) != CHORUS_OK) {
-                fprintf(stderr, "chorus-tune: rank %d: %s\n", bench_rank, chorus_last_error());
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
+            for (size_t e = 0; e < burst[t].count; e++)
+                burst[t].data[e] = (float)(bench_rank + 1);
+        double slowest =
+            workload_chorus_step(burst, tensors, handles, CHORUS_ALLREDUCE, CHORUS_SUM);
+        if (i >= 0) {
+            seconds += slowest;
+            continue;
         }
-        for (size_t t = 0; t < tensors; t++) {
-            if (chorus_wait(handles[t]) != CHORUS_OK) {
-                fprintf(stderr, "chorus-tune: rank %d: %s\n", bench_rank,
-                        chorus_handle_error(handles[t]));
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
-            chorus_handle_free(handles[t]);
-        }
-        if (i >= 0)
-            elapsed += now() - start;
-        else {
-            float expected = (float)bench_size * (float)(bench_size + 1) / 2;
-            for (size_t t = 0; t < tensors; t++)
-                for (size_t e = 0; e < elements[t]; e++)
-                    *wrong += data[t][e] != expected;
-        }
+        float expected = (float)bench_size * (float)(bench_size + 1) / 2;
+        for (size_t t = 0; t < tensors; t++)
+            for (size_t e = 0; e < burst[t].count; e++)
+                *wrong += burst[t].data[e] != expected;
     }
-    for (size_t t = 0; t < tensors; t++)
-        bench_host_free(data[t]);
-    free(data);
-    free(elements);
+    free_gradients(burst, tensors);
     free(handles);
-    double mine = elapsed / iterations, slowest = 0;
-    MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return slowest;
+    return seconds / iterations;
 }
 
 static double median_of(const double *values, int count, double *low, double *high)

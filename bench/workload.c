@@ -34,6 +34,35 @@ void bench_host_free(void *buffer)
         free(buffer);
 }
 
+double workload_chorus_step(struct gradient *gradients, size_t count, chorus_handle **handles,
+                            chorus_collective collective, chorus_op op)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = now();
+    for (size_t i = count; i-- > 0;) {
+        chorus_tensor tensor = {.data = gradients[i].data, .dtype = CHORUS_FLOAT32, .ndims = 1,
+                                .shape = {(int64_t)gradients[i].count}};
+        chorus_status submitted =
+            collective == CHORUS_BROADCAST
+                ? chorus_broadcast_async(gradients[i].name, &tensor, 0, &handles[i])
+                : chorus_allreduce_async(gradients[i].name, &tensor, NULL, op, &handles[i]);
+        if (submitted != CHORUS_OK) {
+            fprintf(stderr, "rank %d: %s\n", chorus_rank(), chorus_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (chorus_wait(handles[i]) != CHORUS_OK) {
+            fprintf(stderr, "rank %d: %s\n", chorus_rank(), chorus_handle_error(handles[i]));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        chorus_handle_free(handles[i]);
+    }
+    double elapsed = now() - start, slowest = 0;
+    MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
 double now(void)
 {
     struct timespec t;

@@ -5,6 +5,7 @@
 #ifndef CHORUS_BENCH_WORKLOAD_H
 #define CHORUS_BENCH_WORKLOAD_H
 
+#include <chorus.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -27,6 +28,13 @@ extern bool bench_shared_heap;
  * aborts the job when there is none. bench_host_free frees either. */
 void *bench_host_alloc(size_t bytes, bool shared);
 void bench_host_free(void *buffer);
+
+/* One step through chorus: every tensor of `gradients` submitted in reverse order (as backward
+ * produces them), allreduced with `op` or, with `collective` CHORUS_BROADCAST, broadcast from
+ * rank 0; then all waited for. `handles` has room for `count`; an error aborts the job.
+ * Seconds, the slowest rank's. */
+double workload_chorus_step(struct gradient *gradients, size_t count, chorus_handle **handles,
+                            chorus_collective collective, chorus_op op);
 
 double now(void); /* CLOCK_MONOTONIC seconds, the clock chorus_timeline_mark takes */
 int compare_doubles(const void *a, const void *b);
