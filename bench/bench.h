@@ -54,6 +54,8 @@ int sweep_benchmark(const struct options *o);
  * and one size timed through chorus (seconds per operation, the slowest rank's; `wrong`: wrong
  * elements of a checked run, summed over ranks). */
 size_t sweep_count(const struct options *o, size_t bytes);
+/* A size with an optional K, M or G suffix (powers of 1024): "64K", "1.5M". */
+bool bench_parse_size(const char *text, size_t *bytes);
 double sweep_measure_chorus(const struct options *o, size_t count, long *wrong);
 void cycle_benchmark(int tensors, chorus_collective collective);
 /* With `timeline` (or NULL), `steps` more steps of the default configuration go to it. */

@@ -15,6 +15,7 @@
  * the message columns let a cost model add (docs/scaling.md).
  */
 #include "../test/common/simulated_ranks.h"
+#include "gradient_list.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -30,30 +31,11 @@ struct gradient {
     int64_t shape[CHORUS_MAX_DIMS];
 };
 
-static FILE *open_workload(const char *workload)
-{
-    FILE *file = fopen(workload, "r");
-    if (file != NULL)
-        return file;
-    const char *file_name =
-        strcmp(workload, "bert") == 0 ? "bert_base_grads.txt" : "resnet50_grads.txt";
-    const char *directories[] = {getenv("CHORUS_DATA_DIR"), "shared/data", "../shared/data",
-                                 CHORUS_SOURCE_ROOT "/../shared/data"};
-    char path[4096];
-    for (size_t i = 0; i < sizeof directories / sizeof directories[0]; i++) {
-        if (directories[i] == NULL)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", directories[i], file_name);
-        if ((file = fopen(path, "r")) != NULL)
-            return file;
-    }
-    return NULL;
-}
-
 /* One gradient a line: "ELEMENTS NAME DIMxDIMx..."; '#' lines are comments. */
 static struct gradient *load_gradients(const char *workload, size_t *count)
 {
-    FILE *file = open_workload(workload);
+    char path[4096];
+    FILE *file = gradient_list_open(workload, path, sizeof path);
     if (file == NULL) {
         fprintf(stderr, "negotiation-scale: cannot find the gradient list of \"%s\"\n", workload);
         return NULL;

@@ -10,22 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool parse_size(const char *text, size_t *bytes)
-{
-    char *end = NULL;
-    double value = strtod(text, &end);
-    if (end == text || value < 0)
-        return false;
-    switch (*end) {
-    case 'K': case 'k': value *= 1024; break;
-    case 'M': case 'm': value *= 1024 * 1024; break;
-    case 'G': case 'g': value *= 1024.0 * 1024 * 1024; break;
-    default: break;
-    }
-    *bytes = (size_t)value;
-    return true;
-}
-
 static const char usage_text[] =
     "usage: chorus-bench [options]                 (under mpirun)\n"
     "Sweeps (nccl-tests columns, chorus against plain MPI in the same run):\n"
@@ -140,10 +124,10 @@ int parse_options(int argc, char **argv, struct options *o)
                 o->collective = collective_values[index];
             break;
         case 'b':
-            ok = parse_size(value, &o->min_bytes);
+            ok = bench_parse_size(value, &o->min_bytes);
             break;
         case 'e':
-            ok = parse_size(value, &o->max_bytes);
+            ok = bench_parse_size(value, &o->max_bytes);
             break;
         case 'f': {
             char *end = NULL;
@@ -178,14 +162,12 @@ int parse_options(int argc, char **argv, struct options *o)
         case 'D':
             ok = strcmp(value, "cuda") == 0;
             o->device = ok;
-#ifndef CHORUS_BENCH_DEVICE
-            if (ok) {
+            if (ok && !chorus_gpu_built()) {
                 if (bench_rank == 0)
-                    fprintf(stderr, "chorus-bench: --device cuda needs chorus built with CUDA and NCCL (or "
-                                    "chorus-bench-emulated)\n");
+                    fprintf(stderr, "chorus-bench: --device cuda needs chorus built with CUDA and "
+                                    "NCCL (or chorus-bench-emulated)\n");
                 return 2;
             }
-#endif
             break;
         case 'W':
             o->workload = value;

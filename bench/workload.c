@@ -3,6 +3,8 @@
  */
 #include "workload.h"
 
+#include "gradient_list.h"
+
 #include <chorus.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -93,33 +95,10 @@ void restart_chorus(const char *parameters)
     }
 }
 
-/* Finds the gradient list of `workload`: a file, or a model name looked up in $CHORUS_DATA_DIR,
- * ./shared/data, ../shared/data and the source tree's ../shared/data. */
-static FILE *open_workload(const char *workload, char *path, size_t path_size)
-{
-    FILE *file = fopen(workload, "r");
-    if (file != NULL) {
-        snprintf(path, path_size, "%s", workload);
-        return file;
-    }
-    const char *directories[] = {getenv("CHORUS_DATA_DIR"), "shared/data", "../shared/data",
-                                 CHORUS_SOURCE_ROOT "/../shared/data"};
-    const char *file_name = strcmp(workload, "bert") == 0 ? "bert_base_grads.txt"
-                                                           : "resnet50_grads.txt";
-    for (size_t i = 0; i < sizeof directories / sizeof directories[0]; i++) {
-        if (directories[i] == NULL)
-            continue;
-        snprintf(path, path_size, "%s/%s", directories[i], file_name);
-        if ((file = fopen(path, "r")) != NULL)
-            return file;
-    }
-    return NULL;
-}
-
 struct gradient *load_gradients(const char *workload, int rank, size_t *count, size_t *total)
 {
     char path[1024];
-    FILE *file = open_workload(workload, path, sizeof path);
+    FILE *file = gradient_list_open(workload, path, sizeof path);
     if (file == NULL) {
         if (rank == 0)
             fprintf(stderr, "chorus-bench: cannot find the gradient list of \"%s\"\n", workload);

@@ -35,9 +35,9 @@ for np in 2 3 4; do
   lines=$(printf '%s\n' "$settled" | grep -c 'settled')
   distinct=$(printf '%s\n' "$settled" | sort -u | grep -c 'settled')
   trials=$(printf '%s\n' "$settled" | sed -n '1s/settled after \([0-9]*\) trials.*/\1/p')
-  limit=$(printf '%s\n' "$settled" | sed -n '1s/.*tensors up to \([0-9]*\) bytes.*/\1/p')
-  threshold=$(printf '%s\n' "$settled" | sed -n '1s/.*buffers of up to \([0-9]*\) bytes.*/\1/p')
-  cycle=$(printf '%s\n' "$settled" | sed -n '1s/.*cycle time \([0-9.]*\) ms.*/\1/p')
+  limit=$(printf '%s\n' "$settled" | sed -n '1s/.*CHORUS_FUSION_TENSOR_LIMIT=\([0-9]*\).*/\1/p')
+  threshold=$(printf '%s\n' "$settled" | sed -n '1s/.*CHORUS_FUSION_THRESHOLD=\([0-9]*\).*/\1/p')
+  cycle=$(printf '%s\n' "$settled" | sed -n '1s/.*CHORUS_CYCLE_TIME_MS=\([0-9.]*\).*/\1/p')
   rows=$(grep -c '^[0-9]' "$work/log.csv" 2>/dev/null)
   numbered=$(cut -d, -f1 "$work/log.csv" 2>/dev/null | grep '^[0-9]' | tr '\n' ' ')
   expected_numbers=$(seq 1 "${trials:-0}" | tr '\n' ' ')
@@ -68,8 +68,8 @@ stays() {
     bad "$5 (exit $status, values tried: $tried)"
   fi
 }
-stays 32M 4 33554432 fusion_threshold_bytes "a threshold the user set stays at 32M in every trial"
-stays 0 3 65536 fusion_tensor_limit_bytes \
+stays 32M 4 33554432 CHORUS_FUSION_THRESHOLD "a threshold the user set stays at 32M in every trial"
+stays 0 3 65536 CHORUS_FUSION_TENSOR_LIMIT \
   "fusion turned off by the user: the tensor limit is not tried either"
 
 out=$(run 2 --fresh-names)

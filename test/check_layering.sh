@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The layering of lib/: each folder includes only its own headers and the folders below it,
-#   core < transport, gpu < collectives < fusion < executor < coordinator < api,
+#   core < transport, gpu, negotiation < collectives < fusion < executor < tuning < coordinator
+#        < api,
+# with negotiation (what ranks agree on and how it travels) free of MPI: none of its files
+# includes mpi.h or calls an MPI function, so that the unit tests drive it with fake ranks,
 # and within a folder the modules include one another without a circle (tsort finds none), so
 # that calls go one way. A module is x.c with x.h; files that share a module's internal header
 # are parts of that module: x_internal.h (the negotiator's files), and lib/executor's backend.h,
@@ -8,9 +11,20 @@
 #   check_layering.sh SOURCE_ROOT
 set -uo pipefail
 lib=$1/lib
-declare -A level=([core]=0 [transport]=1 [gpu]=1 [collectives]=2 [fusion]=3 [executor]=4
-                  [coordinator]=5 [api]=6)
+declare -A level=([core]=0 [transport]=1 [gpu]=1 [negotiation]=1 [collectives]=2 [fusion]=3
+                  [executor]=4 [tuning]=5 [coordinator]=6 [api]=7)
 failed=0
+
+for file in "$lib"/negotiation/*.[ch]; do
+  if grep -q '#include <mpi\.h>\|\bMPI_[A-Z][a-z_]*(' "$file"; then
+    echo "layering: $file uses MPI; lib/negotiation is free of it"
+    failed=1
+  fi
+done
+for folder in "$lib"/*/; do
+  name=$(basename "$folder")
+  [ -n "${level[$name]:-}" ] || { echo "layering: lib/$name has no level in check_layering.sh"; failed=1; }
+done
 
 # The module of a header's name (without .h).
 module_named() {

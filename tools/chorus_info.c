@@ -6,21 +6,15 @@
  * environment a rank would; it does not start MPI. Exits 1 when a parameter is malformed, naming
  * it, and 2 on a bad option.
  */
-#include "../lib/collectives/algorithms.h"
-#include "../lib/collectives/tuning.h"
-#include "../lib/core/params.h"
-#include "../lib/gpu/gpu.h"
-#include "../lib/gpu/gpu_capability.h"
-#include "../lib/transport/point_to_point.h"
+#include <chorus_query.h>
 
 #include <getopt.h>
-#include <hwloc.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-extern char **environ;
+#define ARRAY_LENGTH(array) (sizeof(array) / sizeof((array)[0]))
 
 static void print_bytes(char *text, size_t size, size_t bytes)
 {
@@ -50,64 +44,51 @@ static void print_interval(char *text, size_t size, size_t min_bytes, size_t max
 /* The selection table, a row a line: its conditions, the algorithm, and what chose it. A call
  * runs the first row whose conditions hold; an algorithm that cannot run it declines, and the
  * next row runs. */
-static void print_rules(const struct selection_rule *rules, size_t count)
+static void print_rules(const chorus_query_settings *settings, bool tuned)
 {
-    static const char *const placements[] = {"any", "shared host", "one host"};
     printf("  %-10s %-19s %-12s %-8s %-22s %s\n", "collective", "algorithm", "placement", "ranks",
            "bytes", "why");
-    for (size_t i = 0; i < count; i++) {
-        const struct selection_rule *rule = &rules[i];
+    for (size_t i = 0; i < chorus_query_rule_count(settings, tuned); i++) {
+        chorus_query_rule rule;
+        chorus_query_rule_at(settings, tuned, i, &rule);
         char ranks[40] = "", bytes[64] = "any", high[24];
-        if (rule->min_ranks || rule->max_ranks)
-            snprintf(ranks, sizeof ranks, "%d-%s%s", rule->min_ranks ? rule->min_ranks : 1,
-                     rule->max_ranks ? (snprintf(high, sizeof high, "%d", rule->max_ranks), high)
-                                     : "",
-                     rule->power_of_two_ranks ? " 2^k" : "");
-        if (rule->local_ranks)
+        if (rule.min_ranks || rule.max_ranks)
+            snprintf(ranks, sizeof ranks, "%d-%s%s", rule.min_ranks ? rule.min_ranks : 1,
+                     rule.max_ranks ? (snprintf(high, sizeof high, "%d", rule.max_ranks), high)
+                                    : "",
+                     rule.power_of_two_ranks ? " 2^k" : "");
+        if (rule.local_ranks)
             snprintf(ranks + strlen(ranks), sizeof ranks - strlen(ranks), "%s%d/host",
-                     ranks[0] ? " " : "", rule->local_ranks);
+                     ranks[0] ? " " : "", rule.local_ranks);
         if (ranks[0] == '\0')
             snprintf(ranks, sizeof ranks, "any");
-        if (rule->min_bytes || rule->max_bytes)
-            print_interval(bytes, sizeof bytes, rule->min_bytes, rule->max_bytes);
-        printf("  %-10s %-19s %-12s %-8s %-22s %s\n", chorus_collective_name(rule->collective),
-               algorithm_name(rule->collective, rule->algorithm), placements[rule->placement],
-               ranks, bytes, rule->provenance);
+        if (rule.min_bytes || rule.max_bytes)
+            print_interval(bytes, sizeof bytes, rule.min_bytes, rule.max_bytes);
+        printf("  %-10s %-19s %-12s %-8s %-22s %s\n", chorus_collective_name(rule.collective),
+               rule.algorithm, rule.placement, ranks, bytes, rule.provenance);
     }
 }
 
-static void print_selection_table(const char *tuning_file)
+static void print_selection_table(const chorus_query_settings *settings, const char *tuning_file)
 {
-    size_t count = 0;
-    const struct selection_rule *rules = selection_tuned_rules(&count);
-    if (count > 0) {
+    if (chorus_query_rule_count(settings, true) > 0) {
         printf("\nRows from CHORUS_TUNING_FILE %s (tried before the built-in table):\n",
                tuning_file);
-        print_rules(rules, count);
+        print_rules(settings, true);
     }
-    rules = selection_rules(&count);
     printf("\nSelection table (first row that holds; an algorithm that declines gives way to the "
            "next):\n");
-    print_rules(rules, count);
-}
-
-static int count_objects(hwloc_topology_t topology, hwloc_obj_type_t type)
-{
-    int count = hwloc_get_nbobjs_by_type(topology, type);
-    return count > 0 ? count : 0;
+    print_rules(settings, false);
 }
 
 static void print_versions(void)
 {
     printf("chorus %s (library loaded), built against chorus.h %d.%d.%d\n", chorus_version(),
            CHORUS_VERSION_MAJOR, CHORUS_VERSION_MINOR, CHORUS_VERSION_PATCH);
-    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
-    transport_mpi_library(mpi, sizeof mpi);
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING], hwloc[32], gpu[160];
+    chorus_query_versions(mpi, sizeof mpi, hwloc, sizeof hwloc, gpu, sizeof gpu);
     printf("MPI: %s (MPI %d.%d headers)\n", mpi, MPI_VERSION, MPI_SUBVERSION);
-    unsigned hwloc = hwloc_get_api_version();
-    printf("hwloc: %u.%u.%u\n", hwloc >> 16, (hwloc >> 8) & 0xff, hwloc & 0xff);
-    char gpu[160];
-    gpu_versions(gpu, sizeof gpu);
+    printf("hwloc: %s\n", hwloc);
     printf("GPU: %s\n", gpu);
 #ifdef __OPTIMIZE__
     const char *optimized = "optimized";
@@ -115,51 +96,43 @@ static void print_versions(void)
     const char *optimized = "not optimized";
 #endif
     printf("Build: compiler %s, %s, GPU path %s\n", __VERSION__, optimized,
-           gpu_compiled() ? "built" : "not built");
+           chorus_gpu_built() ? "built" : "not built");
 }
 
 static void print_host(void)
 {
-    hwloc_topology_t topology;
-    if (hwloc_topology_init(&topology) != 0 || hwloc_topology_load(topology) != 0) {
+    chorus_query_host host;
+    chorus_query_this_host(&host);
+    if (host.cores < 0) {
         printf("\nThis host: hwloc could not read the topology\n");
         return;
     }
     printf("\nThis host: %d cores, %d hardware threads, %d NUMA node(s), %d package(s), %d GPU(s) "
            "visible\n",
-           count_objects(topology, HWLOC_OBJ_CORE), count_objects(topology, HWLOC_OBJ_PU),
-           count_objects(topology, HWLOC_OBJ_NUMANODE), count_objects(topology, HWLOC_OBJ_PACKAGE),
-           gpu_device_count());
-    hwloc_topology_destroy(topology);
+           host.cores, host.hardware_threads, host.numa_nodes, host.packages, host.gpus);
 }
 
-static void print_plan_row(void *context, chorus_collective collective, size_t from, size_t to,
-                           const char *chain)
+struct plan_context {
+    chorus_collective collective;
+};
+
+static void print_plan_row(void *context, size_t from, size_t to, const char *chain)
 {
-    (void)context;
+    const struct plan_context *plan = context;
     char low[24], high[24];
     print_bytes(low, sizeof low, from);
     print_bytes(high, sizeof high, to);
-    printf("  %-10s %9s - %-9s %s\n", chorus_collective_name(collective), low, high, chain);
+    printf("  %-10s %9s - %-9s %s\n", chorus_collective_name(plan->collective), low, high, chain);
 }
 
-static void print_plan(const struct chorus_params *params, int nranks, int local_ranks)
+static void print_plan(const chorus_query_settings *settings, int nranks, int local_ranks)
 {
     printf("\nAlgorithms by size at %d rank(s), %d per host (first choice, then fallbacks):\n",
            nranks, local_ranks);
-    const char *forced[CHORUS_COLLECTIVE_COUNT] = {
-        [CHORUS_ALLREDUCE] = params->allreduce_algorithm,
-        [CHORUS_BROADCAST] = params->broadcast_algorithm,
-        [CHORUS_ALLGATHER] = params->allgather_algorithm,
-        [CHORUS_REDUCESCATTER] = params->reducescatter_algorithm,
-        [CHORUS_ALLTOALL] = params->alltoall_algorithm};
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++) {
-        bool automatic = strcmp(forced[c], "auto") == 0;
-        struct selection_query query = {
-            .nranks = nranks,
-            .local_ranks = local_ranks,
-            .forced = automatic ? -1 : algorithm_find((chorus_collective)c, forced[c])};
-        selection_plan((chorus_collective)c, &query, print_plan_row, NULL);
+        struct plan_context plan = {(chorus_collective)c};
+        chorus_query_plan(settings, (chorus_collective)c, nranks, local_ranks, print_plan_row,
+                          &plan);
     }
 }
 
@@ -189,8 +162,6 @@ static void usage(FILE *to)
  * and what goes through host memory. */
 static void print_gpu_routes(void)
 {
-    static const char letter[] = {[GPU_ROUTE_NCCL] = 'N', [GPU_ROUTE_NCCL_SCALED] = 'P',
-                                  [GPU_ROUTE_HOST] = 'H'};
     printf("\nGPU reductions (N: NCCL's own reduction, P: NCCL's pre-multiplied sum, H: through "
            "host memory):\n  %-9s", "");
     for (int scaled = 0; scaled < 2; scaled++) {
@@ -203,47 +174,31 @@ static void print_gpu_routes(void)
         printf("  %-9s", chorus_dtype_name((chorus_dtype)dtype));
         for (int scaled = 0; scaled < 2; scaled++) {
             printf(scaled ? "   %-21s" : "  ", "");
-            for (int op = 0; op < CHORUS_OP_COUNT; op++) {
-                bool refused = (dtype == CHORUS_BOOL && (op == CHORUS_AVERAGE || scaled)) ||
-                               (op == CHORUS_ADASUM &&
-                                ((dtype != CHORUS_FLOAT32 && dtype != CHORUS_FLOAT64) || scaled));
-                printf("   %c", refused ? '-' : letter[gpu_route_of((chorus_dtype)dtype,
-                                                                       (chorus_op)op, scaled)]);
-            }
+            for (int op = 0; op < CHORUS_OP_COUNT; op++)
+                printf("   %c", chorus_query_gpu_route((chorus_dtype)dtype, (chorus_op)op, scaled));
         }
         printf("\n");
     }
     printf("  (-: refused for host and GPU tensors alike; see chorus.h)\n");
 }
 
-/* The values a parameter takes, for the documentation. */
-static void describe_values(const struct param_definition *definition, char *text, size_t size)
+/* What a parameter's row allows besides the user: " (*wire*, *tuning file*, *runtime*)". */
+static void describe_flags(unsigned flags, const char *mark, char *text, size_t size)
 {
+    static const struct {
+        unsigned flag;
+        const char *word;
+    } words[] = {{CHORUS_QUERY_SHAPES_WIRE, "wire"},
+                 {CHORUS_QUERY_TUNING_FILE, "tuning file"},
+                 {CHORUS_QUERY_RUNTIME, "runtime"}};
+    size_t used = 0;
     text[0] = '\0';
-    if (definition->type == PARAM_ALGORITHM) {
-        size_t used = (size_t)snprintf(text, size, "`auto`");
-        chorus_collective collective = (chorus_collective)definition->collective;
-        for (size_t i = 0; i < algorithm_count(collective) && used < size; i++)
-            used += (size_t)snprintf(text + used, size - used, ", `%s`",
-                                     algorithm_name(collective, (int)i));
-        return;
-    }
-    static const char *const fixed[] = {
-        [PARAM_BYTES] = "bytes (K/M/G suffixes)", [PARAM_COUNT] = "a whole number",
-        [PARAM_AREAS] = "`0`, `2`, `4`, `8`, `16`", [PARAM_SECONDS] = "a number >= 0",
-        [PARAM_CHUNK] = "`0` or bytes, a power of two from 4K to 256M",
-        [PARAM_LOG_LEVEL] = "`error`, `warning`, `info`, `debug`, `trace`",
-        [PARAM_PATH] = "a path", [PARAM_COMPRESSION] = "`none`, `fp16`, `bf16`",
-        [PARAM_SWITCH] = "`on`, `off`"};
-    if (definition->type == PARAM_CHOICE) {
-        size_t used = 0;
-        for (size_t i = 0; definition->choices[i] != NULL && used < size; i++)
-            used += (size_t)snprintf(text + used, size - used, "%s`%s`", i ? ", " : "",
-                                     definition->choices[i]);
-        return;
-    }
-    if ((size_t)definition->type < ARRAY_LENGTH(fixed) && fixed[definition->type] != NULL)
-        snprintf(text, size, "%s", fixed[definition->type]);
+    for (size_t i = 0; i < ARRAY_LENGTH(words) && used < size; i++)
+        if (flags & words[i].flag)
+            used += (size_t)snprintf(text + used, size - used, "%s%s%s%s", used ? ", " : " (",
+                                     mark, words[i].word, mark);
+    if (used > 0 && used + 1 < size)
+        snprintf(text + used, size - used, ")");
 }
 
 /* docs/parameters.md, written from the parameter table (a test compares the checked-in page
@@ -257,7 +212,11 @@ static void print_parameters_markdown(void)
            "`chorus_init_options.parameters` (`\"NAME=VALUE;...\"`, which takes precedence). A\n"
            "malformed value fails init on every rank, naming the variable and the value.\n"
            "Parameters marked *wire* shape what goes between the ranks: every rank takes rank 0's\n"
-           "value. `chorus-info` prints each parameter's value and where it came from.\n\n"
+           "value. Those marked *tuning file* may be set by a `setting` row of\n"
+           "`CHORUS_TUNING_FILE` (they depend on the hosts; `chorus-tune` measures them), those\n"
+           "marked *runtime* may change while running (`CHORUS_AUTOTUNE` tries them). A value the\n"
+           "user set always wins. `chorus-info` prints each parameter's value and where it came\n"
+           "from.\n\n"
            "A job script's `HOROVOD_*` variables are read as their chorus namesakes\n"
            "(`HOROVOD_FUSION_THRESHOLD`, `HOROVOD_CYCLE_TIME`, `HOROVOD_CACHE_CAPACITY`,\n"
            "`HOROVOD_TIMELINE`, `HOROVOD_STALL_CHECK_TIME_SECONDS`,\n"
@@ -265,15 +224,14 @@ static void print_parameters_markdown(void)
            "`HOROVOD_AUTOTUNE_LOG`, `HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE`); the `CHORUS_*` variable\n"
            "wins where both are set.\n\n"
            "| variable | default | values | meaning |\n|---|---|---|---|\n");
-    for (size_t i = 0; i < param_count; i++) {
-        const struct param_definition *definition = &param_table[i];
-        char values[512];
-        describe_values(definition, values, sizeof values);
-        printf("| `%s` | %s%s%s | %s | %s%s |\n", definition->name,
-               definition->default_value[0] ? "`" : "",
-               definition->default_value[0] ? definition->default_value : "(empty)",
-               definition->default_value[0] ? "`" : "", values, definition->help,
-               definition->shapes_wire ? " (*wire*)" : "");
+    for (size_t i = 0; i < chorus_query_parameter_count(); i++) {
+        chorus_query_parameter row;
+        chorus_query_parameter_row(i, &row);
+        char flags[64];
+        describe_flags(row.flags, "*", flags, sizeof flags);
+        printf("| `%s` | %s%s%s | %s | %s%s |\n", row.name, row.default_value[0] ? "`" : "",
+               row.default_value[0] ? row.default_value : "(empty)",
+               row.default_value[0] ? "`" : "", row.values, row.help, flags);
     }
 }
 
@@ -326,62 +284,41 @@ int main(int argc, char **argv)
     if (local_ranks == 0 || local_ranks > nranks)
         local_ranks = nranks;
     const char *overrides = optind < argc ? argv[optind] : NULL;
-    struct param_set set;
-    char error[1024];
-    if (params_load(&set, environ, overrides, error, sizeof error) != CHORUS_OK) {
-        fprintf(stderr, "chorus-info: %s\n", error);
+    chorus_query_settings *settings = NULL;
+    if (chorus_query_settings_load(overrides, &settings) != CHORUS_OK) {
+        fprintf(stderr, "chorus-info: %s\n", chorus_last_error());
         return 1;
-    }
-    struct tuning_table tuning = {0};
-    if (set.values.tuning_file[0] != '\0') {
-        char *text = NULL;
-        size_t length = 0;
-        if (tuning_read_file(set.values.tuning_file, &text, &length, error, sizeof error) !=
-                CHORUS_OK ||
-            tuning_parse(text, set.values.tuning_file, &tuning, error, sizeof error) !=
-                CHORUS_OK) {
-            fprintf(stderr, "chorus-info: %s\n", error);
-            free(text);
-            return 1;
-        }
-        free(text);
-        /* As at init: the file's settings replace defaults, not what the user set. */
-        enum param_source deciding[ARRAY_LENGTH(set.sources)];
-        memcpy(deciding, set.sources, sizeof deciding);
-        if (!tuning_apply_settings(&tuning, &set, deciding, error, sizeof error)) {
-            fprintf(stderr, "chorus-info: %s\n", error);
-            tuning_free(&tuning);
-            return 1;
-        }
-        selection_use_tuned(tuning.rules, tuning.count);
     }
     print_versions();
     print_host();
-    printf("\nParameters (wire-shaping ones are taken from rank 0 at init):\n");
+    printf("\nParameters (wire: taken from rank 0 at init; tuning file: a tuning file may set it; "
+           "runtime: autotune may change it):\n");
     printf("  %-31s %-12s %-20s %s\n", "name", "value", "source", "meaning");
-    for (size_t i = 0; i < param_count; i++) {
-        char value[PARAM_TEXT_LENGTH];
-        params_format_value(&set.values, i, value, sizeof value);
-        printf("  %-31s %-12s %-20s %s%s\n", param_table[i].name, value[0] ? value : "\"\"",
-               param_source_name(set.sources[i]), param_table[i].help,
-               param_table[i].shapes_wire ? " [wire]" : "");
+    char tuning_file[256] = "";
+    for (size_t i = 0; i < chorus_query_parameter_count(); i++) {
+        chorus_query_parameter row;
+        chorus_query_parameter_row(i, &row);
+        char value[256], flags[64];
+        const char *source = chorus_query_settings_value(settings, i, value, sizeof value);
+        if (strcmp(row.name, "CHORUS_TUNING_FILE") == 0)
+            snprintf(tuning_file, sizeof tuning_file, "%s", value);
+        describe_flags(row.flags, "", flags, sizeof flags);
+        printf("  %-31s %-12s %-20s %s%s\n", row.name, value[0] ? value : "\"\"", source,
+               row.help, flags);
     }
-    if (set.unknown_variables[0] != '\0')
-        printf("\nUnknown CHORUS_* variables (ignored): %s\n", set.unknown_variables);
-    const chorus_collective collectives[] = {CHORUS_ALLREDUCE, CHORUS_BROADCAST, CHORUS_ALLGATHER};
+    if (chorus_query_settings_unknown(settings)[0] != '\0')
+        printf("\nUnknown CHORUS_* variables (ignored): %s\n",
+               chorus_query_settings_unknown(settings));
     printf("\nAlgorithms (CHORUS_<COLLECTIVE>_ALGO=name forces one; auto uses the selection "
            "table):\n");
-    for (size_t c = 0; c < ARRAY_LENGTH(collectives); c++) {
-        size_t count = 0;
-        const struct algorithm *table = algorithm_table(collectives[c], &count);
-        for (size_t i = 0; i < count; i++)
-            printf("  %-10s %-19s %s\n", chorus_collective_name(collectives[c]),
-                   algorithm_name(collectives[c], (int)i), table[i].summary);
-    }
-    print_selection_table(set.values.tuning_file);
+    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
+        for (int id = 0; id < chorus_query_algorithm_count((chorus_collective)c); id++)
+            printf("  %-13s %-19s %s\n", chorus_collective_name((chorus_collective)c),
+                   chorus_query_algorithm_name((chorus_collective)c, id),
+                   chorus_query_algorithm_summary((chorus_collective)c, id));
+    print_selection_table(settings, tuning_file);
     print_gpu_routes();
-    print_plan(&set.values, nranks, local_ranks);
-    selection_use_tuned(NULL, 0);
-    tuning_free(&tuning);
+    print_plan(settings, nranks, local_ranks);
+    chorus_query_settings_free(settings);
     return 0;
 }

@@ -14,6 +14,7 @@
 
 struct node_segment;
 struct allreduce_piece;
+struct selection_rows;
 
 /* Allreduce in place: every rank's `buffer` ends as the reduction of all ranks' buffers. */
 struct allreduce_args {
@@ -32,6 +33,9 @@ struct allreduce_args {
      * scales each element once, where it is final, instead of in a separate pass over the
      * whole buffer, and every rank ends with the same bits. */
     const double *postscale;
+    /* The instance's tuned selection rows, for the algorithms that select another for a step of
+     * theirs (the hierarchical one's cross-host step); NULL: none. */
+    const struct selection_rows *tuned;
 };
 
 /* Broadcast in place: every rank's `buffer` ends as root's. */
@@ -73,6 +77,7 @@ struct reducescatter_args {
     chorus_dtype dtype;
     chorus_op op;
     double factor;
+    const struct selection_rows *tuned; /* as in allreduce_args */
 };
 
 /* Alltoall of blocks of any size (alltoallv): this rank's send_bytes[k] bytes at
@@ -195,20 +200,23 @@ bool selection_placement_holds(enum placement placement, int nranks, int local_r
 /* The selection table, and how many rows it has. */
 const struct selection_rule *selection_rules(size_t *count);
 
-/* Rows measured on the job's own hosts (a tuning file), tried before the built-in ones; NULL
- * and 0 for none. The caller keeps them alive until it replaces them. Set at init by the
- * background thread before any collective runs, and read only by it. */
-void selection_use_tuned(const struct selection_rule *rules, size_t count);
-const struct selection_rule *selection_tuned_rules(size_t *count);
+/* Rows measured on the job's own hosts (a tuning file's, lib/tuning), tried before the
+ * built-in ones. The instance holds them; every query carries them. */
+struct selection_rows {
+    const struct selection_rule *rules;
+    size_t count;
+};
 
 /* What the selection looks at: the call's bytes (the whole buffer, or every rank's blocks
  * together for an allgather), the job's ranks, and ranks per host when every host runs the same
- * number (else 1). `forced` is an algorithm id tried before the table, or -1. */
+ * number (else 1). `forced` is an algorithm id tried before the table, or -1; `tuned` the
+ * instance's tuned rows (NULL: none). */
 struct selection_query {
     size_t bytes;
     int nranks;
     int local_ranks;
     int forced;
+    const struct selection_rows *tuned;
 };
 
 /* The algorithms to try for `query`, in order: the forced one, then those of the rows whose

@@ -108,8 +108,11 @@ chorus_status allreduce_slice_across_hosts(struct node_segment *node,
     };
     /* Across hosts the slice goes where the selection table sends a call of its size between
      * ranks that share no host: one per host. */
-    struct selection_query query = {
-        .bytes = bytes, .nranks = node->cross->nranks, .local_ranks = 1, .forced = -1};
+    struct selection_query query = {.bytes = bytes,
+                                    .nranks = node->cross->nranks,
+                                    .local_ranks = 1,
+                                    .forced = -1,
+                                    .tuned = args->tuned};
     int ran = -1;
     chorus_status status =
         selection_run(CHORUS_ALLREDUCE, &query, (union collective_args){.allreduce = &cross}, &ran);

@@ -46,6 +46,7 @@ chorus_status reducescatter_hierarchical(const struct reducescatter_args *args)
                                        .count = count,
                                        .dtype = args->dtype,
                                        .op = args->op,
-                                       .postscale = &args->factor};
+                                       .postscale = &args->factor,
+                                       .tuned = args->tuned};
     return allreduce_hierarchical(&allreduce);
 }

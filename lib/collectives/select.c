@@ -10,7 +10,7 @@
  * with `chorus-bench -b 1K -e 256M -f 4`, forcing each algorithm in turn and comparing the ratio
  * to plain MPI in the same run. The rows for a single host with two ranks are the least general:
  * on hosts with more cores they are the first to revisit. chorus-tune measures the rows for the
- * user's own hosts; a tuning file's rows (CHORUS_TUNING_FILE, tuning.c) come before these.
+ * user's own hosts; a tuning file's rows (CHORUS_TUNING_FILE, lib/tuning) come before these.
  */
 #include "algorithms.h"
 
@@ -216,21 +216,6 @@ const struct selection_rule *selection_rules(size_t *count)
     return rules;
 }
 
-static const struct selection_rule *tuned_rules;
-static size_t tuned_count;
-
-void selection_use_tuned(const struct selection_rule *rules_from_file, size_t count)
-{
-    tuned_rules = rules_from_file;
-    tuned_count = rules_from_file != NULL ? count : 0;
-}
-
-const struct selection_rule *selection_tuned_rules(size_t *count)
-{
-    *count = tuned_count;
-    return tuned_rules;
-}
-
 bool selection_placement_holds(enum placement placement, int nranks, int local_ranks)
 {
     switch (placement) {
@@ -282,8 +267,9 @@ static size_t candidates_and_origin(chorus_collective collective,
         count < capacity)
         candidates[count++] = query->forced;
     *tuned_from = count;
-    count = add_candidates(tuned_rules, tuned_count, collective, query, candidates, count,
-                           capacity);
+    if (query->tuned != NULL)
+        count = add_candidates(query->tuned->rules, query->tuned->count, collective, query,
+                               candidates, count, capacity);
     *tuned_to = count;
     return add_candidates(rules, ARRAY_LENGTH(rules), collective, query, candidates, count,
                           capacity);

@@ -29,7 +29,7 @@
  * BYE, so no message is left unreceived.
  */
 #include "background.h"
-#include "tuning_file.h"
+#include "../tuning/tuning_agreement.h"
 
 #include "../core/log.h"
 #include "../core/timeline.h"
@@ -406,7 +406,8 @@ static void log_start(const struct background *background)
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++) {
         struct selection_query query = {.nranks = executor->nranks,
                                         .local_ranks = executor->local_ranks,
-                                        .forced = executor->forced_algorithm[c]};
+                                        .forced = executor->settings->forced_algorithm[c],
+                                        .tuned = &executor->settings->tuned};
         selection_plan((chorus_collective)c, &query, log_plan_row, NULL);
     }
 }
@@ -428,9 +429,9 @@ chorus_status coord_setup(struct background *background, char *error, size_t err
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
     background->star.rounds_mode = background->rounds.on;
-    autotune_init(&background->autotune, &context->params.values,
-                  autotune_fixed_settings(&context->params), rank, background->size,
-                  &background->channel, background->star.other_ranks, &background->runner);
+    autotune_init(&background->autotune, &context->params, rank, background->size,
+                  &background->channel, background->star.other_ranks,
+                  &background->runner.executor);
     if (background->autotune.on) {
         background->autotune.while_waiting = star_while_waiting;
         background->autotune.waiting_owner = &background->star;
@@ -448,30 +449,18 @@ chorus_status coord_setup(struct background *background, char *error, size_t err
     struct executor *executor = &background->runner.executor;
     executor->rank = rank;
     executor->nranks = background->size;
-    executor->fusion_threshold = params->fusion_threshold;
-    executor->fusion_tensor_limit = params->fusion_tensor_limit;
-    executor->timeout_seconds = params->timeout_seconds;
-    executor->staging_areas = (unsigned)params->staging_areas;
-    executor->segment_chunk = params->segment_chunk;
-    executor->cross_host_chunk = params->cross_host_chunk;
     executor->local_ranks = context->topology.homogeneous ? context->topology.local_size : 1;
-    executor->oversubscribed = context->topology.pus > 0 &&
+    struct executor_settings *settings = &background->settings;
+    executor_settings_init(settings, params);
+    settings->oversubscribed = context->topology.pus > 0 &&
                                (size_t)context->topology.local_size > context->topology.pus;
-    executor->staging_streaming = staging_stores_streaming(
-        (enum staging_stores)params->staging_stores, context->local_ranks_share_cache,
-        executor->oversubscribed);
+    settings->staging_streaming =
+        staging_stores_streaming((enum staging_stores)params->staging_stores,
+                                 context->local_ranks_share_cache, settings->oversubscribed);
+    settings->tuned = (struct selection_rows){background->tuning.rules, background->tuning.count};
+    executor->settings = settings;
     if (params->fusion_copier && !copier_start(&executor->copier))
         LOG(LOG_WARNING, "fusion", "cannot start the copier thread; packing on this thread");
-    const char *forced[CHORUS_COLLECTIVE_COUNT] = {
-        [CHORUS_ALLREDUCE] = params->allreduce_algorithm,
-        [CHORUS_BROADCAST] = params->broadcast_algorithm,
-        [CHORUS_ALLGATHER] = params->allgather_algorithm,
-        [CHORUS_REDUCESCATTER] = params->reducescatter_algorithm,
-        [CHORUS_ALLTOALL] = params->alltoall_algorithm,
-    };
-    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
-        executor->forced_algorithm[c] =
-            strcmp(forced[c], "auto") == 0 ? -1 : algorithm_find((chorus_collective)c, forced[c]);
     executor->owner = background;
     executor->take_request = executor_take;
     executor->finish = executor_finish;
@@ -506,8 +495,8 @@ static chorus_status start(struct background *background, char *error, size_t er
     if (status != CHORUS_OK)
         return status;
     log_set_level((enum log_level)context->params.values.log_level);
-    status = coord_agree_on_tuning_file(context, background->rank, background->size,
-                                        &background->tuning, error, error_size);
+    status = tuning_agree_on_file(context, background->rank, background->size,
+                                  &background->tuning, error, error_size);
     if (status != CHORUS_OK)
         return status;
     status = topology_discover(context, error, error_size);
@@ -641,11 +630,8 @@ void coord_teardown(struct background *background)
     pending_destroy(&background->pending);
     if (background->channel.release != NULL)
         background->channel.release(background->channel.state, failed);
-    background->channel = (struct coord_channel){0};
-    if (background->tuning.count > 0) {
-        selection_use_tuned(NULL, 0);
-        tuning_free(&background->tuning);
-    }
+    background->channel = (struct channel){0};
+    tuning_free(&background->tuning);
 }
 
 void *coord_thread_main(void *argument)

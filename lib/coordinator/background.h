@@ -15,12 +15,12 @@
 #ifndef CHORUS_BACKGROUND_H
 #define CHORUS_BACKGROUND_H
 
-#include "autotune.h"
+#include "../tuning/autotune.h"
 #include "coordinator.h"
 #include "ordered.h"
 #include "rounds.h"
 
-#include "../collectives/tuning.h"
+#include "../tuning/tuning_file.h"
 
 struct background {
     struct chorus_context *context;
@@ -28,13 +28,14 @@ struct background {
     int size;
     enum coord_state state;     /* changed by coord_enter alone */
     struct coord_report report; /* what the parts reported during this step of the loop */
-    struct coord_channel channel;
+    struct channel channel;
     struct pending pending;
     struct runner runner;
     struct star star;
     struct rounds rounds;
     struct ordered ordered;
     struct tuning_table tuning; /* CHORUS_TUNING_FILE's rows, in use by the selection */
+    struct executor_settings settings; /* what every executor of the instance runs with */
     struct autotune autotune;
 };
 

@@ -3,7 +3,7 @@
  * message one MPI_Isend per destination, kept until it completes; receives by MPI_Improbe and
  * MPI_Mrecv, so that a message of any length is taken whole; rounds by MPI_Iallreduce.
  */
-#include "channel.h"
+#include "../negotiation/channel.h"
 
 #include "../core/retained.h"
 
@@ -172,14 +172,14 @@ static void release(void *state, bool failed)
     free(channel);
 }
 
-bool channel_mpi_init(struct coord_channel *channel, const void *comm)
+bool channel_mpi_init(struct channel *channel, const void *comm)
 {
     struct channel_mpi *state = calloc(1, sizeof *state);
     if (state == NULL)
         return false;
     state->comm = *(const MPI_Comm *)comm;
     state->round = MPI_REQUEST_NULL;
-    *channel = (struct coord_channel){.state = state,
+    *channel = (struct channel){.state = state,
                                       .post = post,
                                       .progress = progress,
                                       .receive = receive,

@@ -4,10 +4,10 @@
  */
 #include "ordered.h"
 
-#include "mismatch.h"
+#include "../negotiation/mismatch.h"
 
 #include "../core/log.h"
-#include "../core/negotiated_fields.h"
+#include "../negotiation/negotiated_fields.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #define CHORUS_PENDING_H
 
 #include "../core/context.h"
-#include "response_cache.h"
+#include "../negotiation/response_cache.h"
 
 struct pending {
     struct chorus_context *context;

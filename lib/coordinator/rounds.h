@@ -9,7 +9,7 @@
 #ifndef CHORUS_ROUNDS_H
 #define CHORUS_ROUNDS_H
 
-#include "ready_rounds.h"
+#include "../negotiation/ready_rounds.h"
 #include "star.h"
 
 struct rounds {

@@ -5,7 +5,7 @@
  */
 #include "star.h"
 
-#include "autotune.h"
+#include "../tuning/autotune.h"
 
 #include "../core/log.h"
 #include "../core/timeline.h"
@@ -15,7 +15,7 @@
 #include <string.h>
 
 bool star_init(struct star *star, struct chorus_context *context, int rank, int size,
-               struct coord_channel *channel, struct pending *pending, struct runner *runner)
+               struct channel *channel, struct pending *pending, struct runner *runner)
 {
     memset(star, 0, sizeof *star);
     star->context = context;
@@ -216,10 +216,10 @@ void star_execute(struct star *star, const struct wire_response *responses, size
     char error[1024] = "";
     chorus_status status = runner_run(star->runner, responses, count, error, sizeof error);
     liveness_batch_done(&star->liveness, monotonic_seconds());
+    if (status == CHORUS_OK && star->autotune != NULL)
+        status = autotune_batch_done(star->autotune, responses, count, error, sizeof error);
     if (status != CHORUS_OK)
         report_fail(report, status, "%s", error);
-    else if (star->autotune != NULL)
-        autotune_batch_done(star->autotune, responses, count, report);
 }
 
 /* Sends a heartbeat if this rank has been quiet for its spacing (liveness.h); with rounds,

@@ -11,12 +11,12 @@
 #ifndef CHORUS_STAR_H
 #define CHORUS_STAR_H
 
-#include "channel.h"
-#include "liveness.h"
-#include "negotiation.h"
+#include "../negotiation/channel.h"
+#include "../negotiation/liveness.h"
+#include "../negotiation/negotiation.h"
 #include "pending.h"
 #include "report.h"
-#include "response_cache.h"
+#include "../negotiation/response_cache.h"
 #include "runner.h"
 
 struct star {
@@ -24,7 +24,7 @@ struct star {
     int rank;
     int size;
     const struct chorus_params *params;
-    struct coord_channel *channel;
+    struct channel *channel;
     struct pending *pending;
     struct runner *runner;
     struct response_cache cache;  /* the same on every rank (response_cache.h) */
@@ -44,7 +44,7 @@ struct star {
 
 /* False when out of memory. */
 bool star_init(struct star *star, struct chorus_context *context, int rank, int size,
-               struct coord_channel *channel, struct pending *pending, struct runner *runner);
+               struct channel *channel, struct pending *pending, struct runner *runner);
 void star_release(struct star *star);
 
 /* Sends (or, on rank 0, takes in) what this rank queued since the last time. */

@@ -26,83 +26,163 @@ static const char *const staging_stores_names[] = {"auto", "cached", "streaming"
 static const char *const negotiation_names[] = {"auto", "star", "rounds", NULL};
 static const char *const joined_gathers_names[] = {"run", "fail", NULL};
 
+#define KIB 1024.0
+#define MIB (1024.0 * 1024.0)
+
+/* The candidates autotune tries (autotune_search.h walks them). Fusion's tensor limit decides
+ * which tensors are copied into a fusion buffer (small ones: one collective for many) and which
+ * are reduced in place (large ones: no copies), so its best value moves with the memory
+ * bandwidth and the link's latency; the threshold matters once limits are large enough for the
+ * fused bytes of a cycle to exceed it; a cycle time above 0 waits to gather more tensors per
+ * cycle, worth it where a cycle's fixed cost (a cross-host round trip) is large against a
+ * step's compute. */
+static const double tensor_limit_candidates[] = {16 * KIB, 64 * KIB, 256 * KIB, 1 * MIB};
+static const double threshold_candidates[] = {4 * MIB, 16 * MIB, 64 * MIB, 128 * MIB};
+static const double cycle_time_candidates[] = {0, 1, 2.5, 5};
+static_assert(ARRAY_LENGTH(tensor_limit_candidates) == PARAM_AUTOTUNE_CANDIDATES &&
+                  ARRAY_LENGTH(threshold_candidates) == PARAM_AUTOTUNE_CANDIDATES &&
+                  ARRAY_LENGTH(cycle_time_candidates) == PARAM_AUTOTUNE_CANDIDATES,
+              "autotune tries PARAM_AUTOTUNE_CANDIDATES values of each setting");
+
+/* What chorus-tune measures against the defaults (the default first, as ""): the staging areas'
+ * count and size on allreduces through the host's segment, and the fusion threshold on bursts.
+ * CHORUS_STAGING_STORES is left to the topology (node_segment.h), as chorus decides it:
+ * measured, it follows where the cores happen to sit during the measurement (on the
+ * development VM, whose hypervisor moves its two vCPUs between a shared and a split cache,
+ * three rounds at np=2 wrote "cached", and ResNet-50 steps then took 3.3x the default's time);
+ * a tuning file may still set it by hand. */
+static const char *const staging_areas_trial[] = {"", "4", "8", NULL};
+static const char *const segment_chunk_trial[] = {"", "256K", "1M", NULL};
+static const char *const cross_host_chunk_trial[] = {"", "1M", "16M", NULL};
+static const char *const fusion_threshold_trial[] = {"", "4M", "16M", NULL};
+
 const struct param_definition param_table[] = {
-    {"CHORUS_FUSION_THRESHOLD", PARAM_BYTES, "128M", FIELD(fusion_threshold), -1, true,
-     "largest fusion buffer in bytes (K/M/G suffixes); 0 turns fusion off", NULL},
-    {"CHORUS_FUSION_TENSOR_LIMIT", PARAM_BYTES, "64K", FIELD(fusion_tensor_limit), -1, true,
-     "largest tensor that is fused; a larger one is reduced in place, without copies", NULL},
-    {"CHORUS_FUSION_COPIER", PARAM_SWITCH, "off", FIELD(fusion_copier), -1, false,
-     "on: a thread per rank packs and unpacks fusion buffers while collectives run (double "
-     "buffering); worth it only with spare cores", NULL},
-    {"CHORUS_CYCLE_TIME_MS", PARAM_SECONDS, "0", FIELD(cycle_time_ms), -1, true,
-     "minimum spacing of negotiation cycles in milliseconds; larger values fuse more", NULL},
-    {"CHORUS_AUTOTUNE", PARAM_SWITCH, "off", FIELD(autotune), -1, true,
-     "on: during the first steps of training, try fusion's tensor limit and threshold and the "
-     "cycle time (those not set by the user), and keep the settings under which a step's "
-     "tensors go through fastest; every rank changes settings at the same point", NULL},
-    {"CHORUS_AUTOTUNE_LOG", PARAM_PATH, "", FIELD(autotune_log), -1, false,
-     "CSV file to which rank 0 writes each autotune trial and the choice (empty: none)", NULL},
-    {"CHORUS_AUTOTUNE_STEPS_PER_TRIAL", PARAM_COUNT, "5", FIELD(autotune_steps_per_trial), -1,
-     true, "training steps measured per autotune trial (0 counts as 1)", NULL},
-    {"CHORUS_CACHE_CAPACITY", PARAM_COUNT, "1024", FIELD(cache_capacity), -1, true,
-     "entries of the response cache; 0 turns the cache off", NULL},
-    {"CHORUS_STAGING_AREAS", PARAM_AREAS, "0", FIELD(staging_areas), -1, true,
-     "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0: 2", NULL},
-    {"CHORUS_SEGMENT_CHUNK", PARAM_CHUNK, "0", FIELD(segment_chunk), -1, true,
-     "bytes of each staging area in the host's shared segment when every rank is on one host, "
-     "the chunk the hierarchical allreduce and the shared-memory collectives move at a time; "
-     "0: 512K (a power of two from 4K to 256M)", NULL},
-    {"CHORUS_CROSS_HOST_CHUNK", PARAM_CHUNK, "0", FIELD(cross_host_chunk), -1, true,
-     "the same when the job spans hosts, where each chunk's slice also crosses the network in "
-     "one allreduce; 0: 4M (a power of two from 4K to 256M)", NULL},
-    {"CHORUS_STAGING_STORES", PARAM_CHOICE, "auto", FIELD(staging_stores), -1, true,
-     "how the algorithms through the host's shared segment write their staging areas: cached "
-     "(ordinary stores), streaming (non-temporal stores, straight to memory), or auto: cached "
-     "where the host's ranks share a last-level cache (hwloc) and each has a core of its own, "
-     "else streaming", staging_stores_names},
-    {"CHORUS_NEGOTIATION", PARAM_CHOICE, "auto", FIELD(negotiation), -1, true,
-     "how ranks agree on what runs: star (every request to rank 0, which answers every rank), "
-     "rounds (tensors seen before agreed by an allreduce of ready bits, O(log N) messages per "
-     "rank) or auto: rounds from " STRINGIFY(NEGOTIATION_ROUNDS_FROM) " ranks",
-     negotiation_names},
-    {"CHORUS_JOINED_GATHERS", PARAM_CHOICE, "run", FIELD(joined_gathers), -1, true,
-     "an allgather or broadcast while a rank has joined: run (the joined rank contributes no "
-     "rows) or fail on every rank, as Horovod's do (chorus.torch's default)",
-     joined_gathers_names},
-    {"CHORUS_STALL_WARNING_SECONDS", PARAM_SECONDS, "60", FIELD(stall_warning_seconds), -1, true,
-     "warn when a tensor has been submitted by some ranks but not others for this long (0: "
-     "never)", NULL},
-    {"CHORUS_STALL_SHUTDOWN_SECONDS", PARAM_SECONDS, "0", FIELD(stall_shutdown_seconds), -1,
-     true, "fail stalled tensors with CHORUS_ERR_STALLED after this long (0: never)", NULL},
-    {"CHORUS_TIMEOUT_SECONDS", PARAM_SECONDS, "60", FIELD(timeout_seconds), -1, true,
-     "fail a collective (or the NCCL communicator's setup) that waits longer than this for "
-     "another rank or the GPU, or a peer whose heartbeats stop for this long during "
-     "negotiation, on every rank, instead of hanging (0: never)", NULL},
-    {"CHORUS_ABORT_ON_FAILURE", PARAM_SWITCH, "off", FIELD(abort_on_failure), -1, false,
-     "on: after a fatal error (a failed, frozen or silent rank among them) this rank calls "
-     "MPI_Abort 0.2 s after its handles have failed, so that launchers that let the other "
-     "processes run on end the job", NULL},
-    {"CHORUS_COMPRESSION", PARAM_COMPRESSION, "none", FIELD(compression), -1, true,
-     "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes)", NULL},
-    {"CHORUS_LOG_LEVEL", PARAM_LOG_LEVEL, "warning", FIELD(log_level), -1, false,
-     "error, warning, info, debug or trace", NULL},
-    {"CHORUS_TIMELINE", PARAM_PATH, "", FIELD(timeline), -1, false,
-     "file to which rank 0 writes a Chrome trace of every operation (empty: off)", NULL},
-    {"CHORUS_TUNING_FILE", PARAM_PATH, "", FIELD(tuning_file), -1, true,
-     "selection-table rows measured on these hosts (chorus-tune -o FILE writes them), tried "
-     "before the built-in rows; rank 0 reads the file at init and every rank uses its rows "
-     "(empty: none)", NULL},
-    {"CHORUS_ALLREDUCE_ALGO", PARAM_ALGORITHM, "auto", FIELD(allreduce_algorithm),
-     CHORUS_ALLREDUCE, true, "allreduce algorithm: auto or a name (chorus-info lists them)", NULL},
-    {"CHORUS_BROADCAST_ALGO", PARAM_ALGORITHM, "auto", FIELD(broadcast_algorithm),
-     CHORUS_BROADCAST, true, "broadcast algorithm: auto or a name (chorus-info lists them)", NULL},
-    {"CHORUS_ALLGATHER_ALGO", PARAM_ALGORITHM, "auto", FIELD(allgather_algorithm),
-     CHORUS_ALLGATHER, true, "allgather algorithm: auto or a name (chorus-info lists them)", NULL},
-    {"CHORUS_REDUCESCATTER_ALGO", PARAM_ALGORITHM, "auto", FIELD(reducescatter_algorithm),
-     CHORUS_REDUCESCATTER, true,
-     "reducescatter algorithm: auto or a name (chorus-info lists them)", NULL},
-    {"CHORUS_ALLTOALL_ALGO", PARAM_ALGORITHM, "auto", FIELD(alltoall_algorithm), CHORUS_ALLTOALL,
-     true, "alltoall algorithm: auto or a name (chorus-info lists them)", NULL},
+    {.name = "CHORUS_FUSION_TENSOR_LIMIT", .type = PARAM_BYTES, .default_value = "64K",
+     .offset = FIELD(fusion_tensor_limit), .collective = -1,
+     .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE | PARAM_RUNTIME,
+     .help = "largest tensor that is fused; a larger one is reduced in place, without copies",
+     .autotune_candidates = tensor_limit_candidates},
+    {.name = "CHORUS_FUSION_THRESHOLD", .type = PARAM_BYTES, .default_value = "128M",
+     .offset = FIELD(fusion_threshold), .collective = -1,
+     .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE | PARAM_RUNTIME,
+     .help = "largest fusion buffer in bytes (K/M/G suffixes); 0 turns fusion off",
+     .autotune_candidates = threshold_candidates, .tune_values = fusion_threshold_trial,
+     .tune_measure = PARAM_MEASURE_BURSTS, .tune_where = PARAM_WHERE_ANY},
+    {.name = "CHORUS_FUSION_COPIER", .type = PARAM_SWITCH, .default_value = "off",
+     .offset = FIELD(fusion_copier), .collective = -1,
+     .help = "on: a thread per rank packs and unpacks fusion buffers while collectives run "
+             "(double buffering); worth it only with spare cores"},
+    {.name = "CHORUS_CYCLE_TIME_MS", .type = PARAM_SECONDS, .default_value = "0",
+     .offset = FIELD(cycle_time_ms), .collective = -1, .flags = PARAM_SHAPES_WIRE | PARAM_RUNTIME,
+     .help = "minimum spacing of negotiation cycles in milliseconds; larger values fuse more",
+     .autotune_candidates = cycle_time_candidates},
+    {.name = "CHORUS_AUTOTUNE", .type = PARAM_SWITCH, .default_value = "off",
+     .offset = FIELD(autotune), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "on: during the first steps of training, try the settings autotune tunes (fusion's "
+             "tensor limit and threshold, the cycle time) that the user did not set, and keep "
+             "the settings under which a step's tensors go through fastest; every rank changes "
+             "settings at the same point"},
+    {.name = "CHORUS_AUTOTUNE_LOG", .type = PARAM_PATH, .default_value = "",
+     .offset = FIELD(autotune_log), .collective = -1,
+     .help = "CSV file to which rank 0 writes each autotune trial and the choice (empty: none)"},
+    {.name = "CHORUS_AUTOTUNE_STEPS_PER_TRIAL", .type = PARAM_COUNT, .default_value = "5",
+     .offset = FIELD(autotune_steps_per_trial), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "training steps measured per autotune trial (0 counts as 1)"},
+    {.name = "CHORUS_CACHE_CAPACITY", .type = PARAM_COUNT, .default_value = "1024",
+     .offset = FIELD(cache_capacity), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "entries of the response cache; 0 turns the cache off"},
+    {.name = "CHORUS_STAGING_AREAS", .type = PARAM_AREAS, .default_value = "0",
+     .offset = FIELD(staging_areas), .collective = -1,
+     .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE,
+     .help = "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0: 2",
+     .tune_values = staging_areas_trial, .tune_measure = PARAM_MEASURE_SIZES,
+     .tune_where = PARAM_WHERE_SHARED_HOSTS},
+    {.name = "CHORUS_SEGMENT_CHUNK", .type = PARAM_CHUNK, .default_value = "0",
+     .offset = FIELD(segment_chunk), .collective = -1,
+     .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE,
+     .help = "bytes of each staging area in the host's shared segment when every rank is on one "
+             "host, the chunk the hierarchical allreduce and the shared-memory collectives move "
+             "at a time; 0: 512K (a power of two from 4K to 256M)",
+     .tune_values = segment_chunk_trial, .tune_measure = PARAM_MEASURE_SIZES,
+     .tune_where = PARAM_WHERE_ONE_HOST},
+    {.name = "CHORUS_CROSS_HOST_CHUNK", .type = PARAM_CHUNK, .default_value = "0",
+     .offset = FIELD(cross_host_chunk), .collective = -1,
+     .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE,
+     .help = "the same when the job spans hosts, where each chunk's slice also crosses the "
+             "network in one allreduce; 0: 4M (a power of two from 4K to 256M)",
+     .tune_values = cross_host_chunk_trial, .tune_measure = PARAM_MEASURE_SIZES,
+     .tune_where = PARAM_WHERE_SEVERAL_HOSTS},
+    {.name = "CHORUS_STAGING_STORES", .type = PARAM_CHOICE, .default_value = "auto",
+     .offset = FIELD(staging_stores), .collective = -1,
+     .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE,
+     .help = "how the algorithms through the host's shared segment write their staging areas: "
+             "cached (ordinary stores), streaming (non-temporal stores, straight to memory), or "
+             "auto: cached where the host's ranks share a last-level cache (hwloc) and each has "
+             "a core of its own, else streaming",
+     .choices = staging_stores_names},
+    {.name = "CHORUS_NEGOTIATION", .type = PARAM_CHOICE, .default_value = "auto",
+     .offset = FIELD(negotiation), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "how ranks agree on what runs: star (every request to rank 0, which answers every "
+             "rank), rounds (tensors seen before agreed by an allreduce of ready bits, O(log N) "
+             "messages per rank) or auto: rounds from " STRINGIFY(NEGOTIATION_ROUNDS_FROM) " ranks",
+     .choices = negotiation_names},
+    {.name = "CHORUS_JOINED_GATHERS", .type = PARAM_CHOICE, .default_value = "run",
+     .offset = FIELD(joined_gathers), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "an allgather or broadcast while a rank has joined: run (the joined rank "
+             "contributes no rows) or fail on every rank, as Horovod's do (chorus.torch's "
+             "default)",
+     .choices = joined_gathers_names},
+    {.name = "CHORUS_STALL_WARNING_SECONDS", .type = PARAM_SECONDS, .default_value = "60",
+     .offset = FIELD(stall_warning_seconds), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "warn when a tensor has been submitted by some ranks but not others for this long "
+             "(0: never)"},
+    {.name = "CHORUS_STALL_SHUTDOWN_SECONDS", .type = PARAM_SECONDS, .default_value = "0",
+     .offset = FIELD(stall_shutdown_seconds), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "fail stalled tensors with CHORUS_ERR_STALLED after this long (0: never)"},
+    {.name = "CHORUS_TIMEOUT_SECONDS", .type = PARAM_SECONDS, .default_value = "60",
+     .offset = FIELD(timeout_seconds), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "fail a collective (or the NCCL communicator's setup) that waits longer than this "
+             "for another rank or the GPU, or a peer whose heartbeats stop for this long during "
+             "negotiation, on every rank, instead of hanging (0: never)"},
+    {.name = "CHORUS_ABORT_ON_FAILURE", .type = PARAM_SWITCH, .default_value = "off",
+     .offset = FIELD(abort_on_failure), .collective = -1,
+     .help = "on: after a fatal error (a failed, frozen or silent rank among them) this rank "
+             "calls MPI_Abort 0.2 s after its handles have failed, so that launchers that let "
+             "the other processes run on end the job"},
+    {.name = "CHORUS_COMPRESSION", .type = PARAM_COMPRESSION, .default_value = "none",
+     .offset = FIELD(compression), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes)"},
+    {.name = "CHORUS_LOG_LEVEL", .type = PARAM_LOG_LEVEL, .default_value = "warning",
+     .offset = FIELD(log_level), .collective = -1,
+     .help = "error, warning, info, debug or trace"},
+    {.name = "CHORUS_TIMELINE", .type = PARAM_PATH, .default_value = "",
+     .offset = FIELD(timeline), .collective = -1,
+     .help = "file to which rank 0 writes a Chrome trace of every operation (empty: off)"},
+    {.name = "CHORUS_TUNING_FILE", .type = PARAM_PATH, .default_value = "",
+     .offset = FIELD(tuning_file), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "selection-table rows measured on these hosts (chorus-tune -o FILE writes them), "
+             "tried before the built-in rows, and settings; rank 0 reads the file at init and "
+             "every rank uses it (empty: none)"},
+    {.name = "CHORUS_ALLREDUCE_ALGO", .type = PARAM_ALGORITHM, .default_value = "auto",
+     .offset = FIELD(allreduce_algorithm), .collective = CHORUS_ALLREDUCE,
+     .flags = PARAM_SHAPES_WIRE,
+     .help = "allreduce algorithm: auto or a name (chorus-info lists them)"},
+    {.name = "CHORUS_BROADCAST_ALGO", .type = PARAM_ALGORITHM, .default_value = "auto",
+     .offset = FIELD(broadcast_algorithm), .collective = CHORUS_BROADCAST,
+     .flags = PARAM_SHAPES_WIRE,
+     .help = "broadcast algorithm: auto or a name (chorus-info lists them)"},
+    {.name = "CHORUS_ALLGATHER_ALGO", .type = PARAM_ALGORITHM, .default_value = "auto",
+     .offset = FIELD(allgather_algorithm), .collective = CHORUS_ALLGATHER,
+     .flags = PARAM_SHAPES_WIRE,
+     .help = "allgather algorithm: auto or a name (chorus-info lists them)"},
+    {.name = "CHORUS_REDUCESCATTER_ALGO", .type = PARAM_ALGORITHM, .default_value = "auto",
+     .offset = FIELD(reducescatter_algorithm), .collective = CHORUS_REDUCESCATTER,
+     .flags = PARAM_SHAPES_WIRE,
+     .help = "reducescatter algorithm: auto or a name (chorus-info lists them)"},
+    {.name = "CHORUS_ALLTOALL_ALGO", .type = PARAM_ALGORITHM, .default_value = "auto",
+     .offset = FIELD(alltoall_algorithm), .collective = CHORUS_ALLTOALL,
+     .flags = PARAM_SHAPES_WIRE,
+     .help = "alltoall algorithm: auto or a name (chorus-info lists them)"},
 };
 const size_t param_count = ARRAY_LENGTH(param_table);
 static_assert(ARRAY_LENGTH(param_table) <= ARRAY_LENGTH(((struct param_set *)0)->sources),
@@ -516,7 +596,7 @@ size_t params_adopt_rank0(struct param_set *set, const struct chorus_params *ran
 {
     size_t changed = 0;
     for (size_t i = 0; i < param_count; i++) {
-        if (!param_table[i].shapes_wire)
+        if (!(param_table[i].flags & PARAM_SHAPES_WIRE))
             continue;
         char mine[PARAM_TEXT_LENGTH], theirs[PARAM_TEXT_LENGTH];
         params_format_value(&set->values, i, mine, sizeof mine);
@@ -567,4 +647,34 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
         return;
     }
     snprintf(text, text_size, "?");
+}
+
+bool params_store_number(struct chorus_params *values, size_t index, double number)
+{
+    void *field = (char *)values + param_table[index].offset;
+    switch (param_table[index].type) {
+    case PARAM_BYTES:
+    case PARAM_COUNT:
+        *(size_t *)field = number <= 0 ? 0 : (size_t)number;
+        return true;
+    case PARAM_SECONDS:
+        *(double *)field = number;
+        return true;
+    default:
+        return false;
+    }
+}
+
+double params_number(const struct chorus_params *values, size_t index)
+{
+    const void *field = (const char *)values + param_table[index].offset;
+    switch (param_table[index].type) {
+    case PARAM_BYTES:
+    case PARAM_COUNT:
+        return (double)*(const size_t *)field;
+    case PARAM_SECONDS:
+        return *(const double *)field;
+    default:
+        return 0;
+    }
 }

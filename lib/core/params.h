@@ -77,15 +77,54 @@ enum param_type {
     PARAM_CHOICE,    /* int: the index of one of the definition's `choices` */
 };
 
+/* What a parameter's row allows besides the user's own setting. */
+enum param_flags {
+    PARAM_SHAPES_WIRE = 1u << 0, /* must agree on every rank: taken from rank 0 at init */
+    PARAM_TUNING_FILE = 1u << 1, /* a tuning file's `setting` row may set it: it depends on the
+                                    hosts rather than on the training job */
+    PARAM_RUNTIME = 1u << 2,     /* may change while running (autotune, between two batches):
+                                    read where it is used, from the instance's one copy */
+};
+
+/* How chorus-tune measures a parameter's values against its default (PARAM_MEASURE_NONE: it
+ * does not), and where the parameter matters, so that chorus-tune skips it elsewhere. */
+enum param_measure {
+    PARAM_MEASURE_NONE,
+    PARAM_MEASURE_SIZES,  /* allreduces from 256 KiB through the host's segment, and a step */
+    PARAM_MEASURE_BURSTS, /* bursts of small allreduces submitted together */
+};
+enum param_where {
+    PARAM_WHERE_ANY,
+    PARAM_WHERE_SHARED_HOSTS,  /* ranks share hosts (a segment) */
+    PARAM_WHERE_ONE_HOST,      /* every rank on one host, several of them */
+    PARAM_WHERE_SEVERAL_HOSTS, /* ranks share hosts, and there are several */
+};
+
+/* Values autotune tries for a parameter, smallest first. */
+#define PARAM_AUTOTUNE_CANDIDATES 4
+/* Values chorus-tune measures against the default, at most. */
+#define PARAM_TUNE_VALUES 4
+
+/* One row of the parameter table: the one place that says what a parameter is, who may set
+ * it, and how it is tuned. Everything else (the tuning file's parser, autotune, chorus-tune,
+ * chorus-info, docs/parameters.md) walks these rows. */
 struct param_definition {
     const char *name;
     enum param_type type;
     const char *default_value;
-    size_t offset; /* into struct chorus_params */
+    size_t offset;  /* into struct chorus_params */
     int collective; /* PARAM_ALGORITHM: which collective's algorithms; else -1 */
-    bool shapes_wire; /* must agree on every rank: taken from rank 0 */
+    unsigned flags; /* enum param_flags */
     const char *help;
     const char *const *choices; /* PARAM_CHOICE: the values, NULL-terminated, in enum order */
+    /* PARAM_RUNTIME parameters that autotune tries: PARAM_AUTOTUNE_CANDIDATES values in the
+     * parameter's unit (bytes, milliseconds); NULL: autotune leaves it alone. */
+    const double *autotune_candidates;
+    /* What chorus-tune measures against the default (texts as a tuning file writes them,
+     * NULL-terminated; NULL: not measured), how, and where it matters. */
+    const char *const *tune_values;
+    enum param_measure tune_measure;
+    enum param_where tune_where;
 };
 
 extern const struct param_definition param_table[];
@@ -114,6 +153,13 @@ bool params_store_text(struct chorus_params *values, int index, const char *text
 
 /* The index of parameter `name` in param_table, or -1. */
 int param_index(const char *name);
+
+/* Stores a number as the value of parameter `index` (PARAM_BYTES, PARAM_COUNT: rounded down to
+ * a whole number; PARAM_SECONDS as it is): how autotune applies a candidate. False for a
+ * parameter of another type. */
+bool params_store_number(struct chorus_params *values, size_t index, double number);
+/* The value of a numeric parameter (as params_store_number takes it). */
+double params_number(const struct chorus_params *values, size_t index);
 
 /* Writes the value of parameter `index` as text. */
 void params_format_value(const struct chorus_params *values, size_t index, char *text,

@@ -53,15 +53,16 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
     }
     int hosts = 1;
     MPI_Comm_size(executor->cross_comm, &hosts);
+    const struct executor_settings *settings = executor->settings;
+    const struct chorus_params *params = settings->params;
     chorus_status status = node_segment_create_mpi(
         &executor->node, &executor->node_comm, &executor->cross_comm,
-        hosts > 1 ? (executor->cross_host_chunk ? executor->cross_host_chunk
-                                                : CROSS_HOST_CHUNK_BYTES)
-                  : (executor->segment_chunk ? executor->segment_chunk : NODE_CHUNK_BYTES),
-        executor->staging_areas,
-        executor->staging_streaming, executor->oversubscribed, error, error_size);
+        hosts > 1 ? (params->cross_host_chunk ? params->cross_host_chunk : CROSS_HOST_CHUNK_BYTES)
+                  : (params->segment_chunk ? params->segment_chunk : NODE_CHUNK_BYTES),
+        (unsigned)params->staging_areas, settings->staging_streaming, settings->oversubscribed,
+        error, error_size);
     executor->node_ready = status == CHORUS_OK;
-    executor->node.timeout_seconds = executor->timeout_seconds;
+    executor->node.timeout_seconds = params->timeout_seconds;
     executor->node.waiting = executor_waiting;
     executor->node.waiting_context = executor;
     if (executor->node_ready && executor->node.cross != NULL) {
@@ -106,16 +107,17 @@ struct node_segment *executor_node(struct executor *executor)
 chorus_status executor_interrupt_check(void *context, char *error, size_t error_size)
 {
     struct executor *executor = context;
+    double timeout = executor->settings->params->timeout_seconds;
     executor_waiting(executor);
     chorus_status status = executor_peer_failure(executor, error, error_size);
-    if (status != CHORUS_OK || executor->timeout_seconds <= 0 || executor->batch_started == 0)
+    if (status != CHORUS_OK || timeout <= 0 || executor->batch_started == 0)
         return status;
-    if (monotonic_seconds() - executor->batch_started <= executor->timeout_seconds)
+    if (monotonic_seconds() - executor->batch_started <= timeout)
         return CHORUS_OK;
     snprintf(error, error_size,
              "did not complete within %g s (CHORUS_TIMEOUT_SECONDS): another rank is stopped, "
              "dead or far behind",
-             executor->timeout_seconds);
+             timeout);
     return CHORUS_ERR_TIMEOUT;
 }
 
@@ -196,8 +198,9 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                            size_t count, char *error, size_t error_size)
 {
     struct fusion_plan plan;
-    if (!fusion_plan_build(responses, count, executor->fusion_threshold,
-                           executor->fusion_tensor_limit, &plan)) {
+    const struct chorus_params *params = executor->settings->params; /* autotune may change them */
+    if (!fusion_plan_build(responses, count, params->fusion_threshold,
+                           params->fusion_tensor_limit, &plan)) {
         snprintf(error, error_size, "out of memory planning fusion");
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
@@ -433,17 +436,8 @@ void executor_init_for_set(struct executor *executor, struct executor *parent, c
     transport_mpi_init(&executor->transport, comm);
     executor->transport.interrupted = executor_interrupt_check;
     executor->transport.interrupt_context = executor;
-    executor->fusion_threshold = parent->fusion_threshold;
-    executor->fusion_tensor_limit = parent->fusion_tensor_limit;
-    executor->timeout_seconds = parent->timeout_seconds;
-    executor->oversubscribed = parent->oversubscribed;
-    executor->staging_areas = parent->staging_areas;
-    executor->segment_chunk = parent->segment_chunk;
-    executor->cross_host_chunk = parent->cross_host_chunk;
-    executor->staging_streaming = parent->staging_streaming;
+    executor->settings = parent->settings;
     executor->local_ranks = 1; /* until executor_prepare_set */
-    memcpy(executor->forced_algorithm, parent->forced_algorithm,
-           sizeof executor->forced_algorithm);
     executor->parent = parent;
     executor->owner = parent->owner;
     executor->take_request = parent->take_request;
@@ -452,6 +446,24 @@ void executor_init_for_set(struct executor *executor, struct executor *parent, c
     executor->fatal_error = parent->fatal_error;
     executor->waiting = parent->waiting;
     executor->ran = parent->ran;
+}
+
+void executor_settings_init(struct executor_settings *settings,
+                            const struct chorus_params *params)
+{
+    *settings = (struct executor_settings){.params = params};
+    const char *forced[CHORUS_COLLECTIVE_COUNT] = {
+        [CHORUS_ALLREDUCE] = params->allreduce_algorithm,
+        [CHORUS_BROADCAST] = params->broadcast_algorithm,
+        [CHORUS_ALLGATHER] = params->allgather_algorithm,
+        [CHORUS_REDUCESCATTER] = params->reducescatter_algorithm,
+        [CHORUS_ALLTOALL] = params->alltoall_algorithm,
+    };
+    for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
+        settings->forced_algorithm[c] =
+            forced[c][0] == '\0' || strcmp(forced[c], "auto") == 0
+                ? -1
+                : algorithm_find((chorus_collective)c, forced[c]);
 }
 
 void executor_release(struct executor *executor)

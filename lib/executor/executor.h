@@ -16,6 +16,23 @@
 #include "../gpu/gpu.h"
 #include "abort.h"
 
+/* What the job's executor and its process sets' executors run with, held once by the
+ * instance: its parameters (the running ones among them, PARAM_RUNTIME, read at each use:
+ * autotune changes them between batches), what start-up derived from them and the topology,
+ * and the tuning file's selection rows. */
+struct executor_settings {
+    const struct chorus_params *params;
+    int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: the selection table */
+    bool staging_streaming; /* staging areas written with streaming stores (node_segment.h) */
+    bool oversubscribed;    /* more ranks than cores on this host */
+    struct selection_rows tuned;
+};
+
+/* The settings from `params` alone: no algorithm forced unless the parameters force one,
+ * cached stores, not oversubscribed, no tuned rows (unit tests; start-up refines them). */
+void executor_settings_init(struct executor_settings *settings,
+                            const struct chorus_params *params);
+
 struct executor {
     int rank;
     int nranks;
@@ -26,18 +43,10 @@ struct executor {
     struct copier copier;    /* packs and unpacks while a collective runs, when running */
     struct scratch stand_in; /* data of a joined rank that has no tensor of that name */
     struct scratch pieces;   /* the piece list of a fused batch reduced in place */
-    size_t fusion_threshold;
-    size_t fusion_tensor_limit;
-    double timeout_seconds; /* bound on a batch's waits for other ranks and the GPU; 0: none */
-    double batch_started;   /* when the running batch started, for that bound */
-    unsigned staging_areas; /* per rank in the host's segment; 0: the default */
-    size_t segment_chunk;    /* bytes of a staging area on one host; 0: NODE_CHUNK_BYTES */
-    size_t cross_host_chunk; /* the same across hosts; 0: CROSS_HOST_CHUNK_BYTES */
-    bool staging_streaming;  /* staging areas written with streaming stores (node_segment.h) */
-    int forced_algorithm[CHORUS_COLLECTIVE_COUNT]; /* -1: tuning table */
+    const struct executor_settings *settings; /* the instance's; a set's executor shares it */
+    double batch_started;   /* when the running batch started, for CHORUS_TIMEOUT_SECONDS */
     struct gpu_context *gpu;
     int local_ranks;     /* ranks per host when equal on every host, else 1 */
-    bool oversubscribed; /* more ranks than cores on this host */
     bool node_ready;     /* the segment below exists */
     struct node_segment node;
     MPI_Comm node_comm, cross_comm;
@@ -86,7 +95,7 @@ void executor_release(struct executor *executor);
 
 /* Makes `executor` run the collectives of a process set over `comm` (an MPI_Comm passed by
  * pointer, which must stay put), this rank being `rank` of `nranks` there, with `parent`'s
- * settings, callbacks and abort notices. executor_prepare_set() then creates the set's host
+ * settings (the same ones, not a copy), callbacks and abort notices. executor_prepare_set() then creates the set's host
  * segment where the set has the same number of ranks on every host (collective over `comm`);
  * without it the set's collectives run over MPI alone. */
 void executor_init_for_set(struct executor *executor, struct executor *parent, const void *comm,

@@ -37,7 +37,8 @@ static struct selection_query query_for(const struct executor *executor,
     return (struct selection_query){.bytes = bytes,
                                     .nranks = executor->nranks,
                                     .local_ranks = executor->local_ranks,
-                                    .forced = executor->forced_algorithm[collective]};
+                                    .forced = executor->settings->forced_algorithm[collective],
+                                    .tuned = &executor->settings->tuned};
 }
 
 static chorus_status run_selected(struct executor *executor, chorus_collective collective,
@@ -58,7 +59,7 @@ static chorus_status run_selected(struct executor *executor, chorus_collective c
         snprintf(executor->transport.error, sizeof executor->transport.error,
                  "local rank %d of this host did not reach a barrier within %g s "
                  "(CHORUS_TIMEOUT_SECONDS): it is stopped, dead or far behind",
-                 stuck, executor->timeout_seconds);
+                 stuck, executor->settings->params->timeout_seconds);
         status = CHORUS_ERR_TIMEOUT;
     }
     if (status == CHORUS_ERR_NOT_SUPPORTED)
@@ -86,6 +87,7 @@ chorus_status executor_run_host_allreduce(struct executor *executor, void *buffe
         .dtype = dtype,
         .op = op == CHORUS_AVERAGE ? CHORUS_SUM : op,
         .postscale = factor != 1.0 ? &factor : NULL,
+        .tuned = &executor->settings->tuned,
     };
     if (op == CHORUS_ADASUM) {
         executor->last_algorithm = "adasum";
@@ -140,7 +142,8 @@ chorus_status executor_run_host_reducescatter(struct executor *executor, const v
                                       .offsets = offsets,
                                       .dtype = dtype,
                                       .op = op,
-                                      .factor = factor};
+                                      .factor = factor,
+                                      .tuned = &executor->settings->tuned};
     return run_selected(executor, CHORUS_REDUCESCATTER, count * chorus_dtype_size(dtype),
                         (union collective_args){.reducescatter = &args}, error, error_size);
 }

@@ -47,8 +47,8 @@ static chorus_status ensure_gpu(struct executor *executor, int device, char *err
     }
     struct gpu_interrupt interrupt = {executor_interrupt_check, executor};
     return gpu_context_create(&executor->gpu, executor->rank, executor->nranks,
-                              device < 0 ? 0 : device, message + 1, interrupt, executor->timeout_seconds, error,
-                              error_size);
+                              device < 0 ? 0 : device, message + 1, interrupt,
+                              executor->settings->params->timeout_seconds, error, error_size);
 }
 
 /* Whether NCCL cannot run this response's reduction (see gpu_reduce_on_host.c). */

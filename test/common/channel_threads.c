@@ -190,11 +190,11 @@ static void release(void *state, bool failed)
     (void)state, (void)failed; /* the world owns the ends */
 }
 
-void channel_threads_init(struct coord_channel *channel, struct channel_world *world, int rank)
+void channel_threads_init(struct channel *channel, struct channel_world *world, int rank)
 {
     struct channel_end *end = &world->ends[rank];
     *end = (struct channel_end){.world = world, .rank = rank};
-    *channel = (struct coord_channel){.state = end,
+    *channel = (struct channel){.state = end,
                                       .post = post,
                                       .progress = progress,
                                       .receive = receive,

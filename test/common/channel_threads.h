@@ -1,5 +1,5 @@
 /*
- * channel_threads.h — the coordinator's channel (lib/coordinator/channel.h) between threads of
+ * channel_threads.h — the coordinator's channel (lib/negotiation/channel.h) between threads of
  * one process, one rank per thread, and the abort notices with it, so that unit tests run the
  * whole background loop without MPI. Messages between two ranks keep their order, as MPI's do;
  * a round completes once every rank has posted it. A test may corrupt the next message to a
@@ -8,7 +8,7 @@
 #ifndef CHORUS_TEST_CHANNEL_THREADS_H
 #define CHORUS_TEST_CHANNEL_THREADS_H
 
-#include "../../lib/coordinator/channel.h"
+#include "../../lib/negotiation/channel.h"
 #include "../../lib/executor/abort.h"
 
 struct channel_world;
@@ -17,7 +17,7 @@ struct channel_world *channel_world_create(int nranks);
 void channel_world_destroy(struct channel_world *world);
 
 /* Rank `rank`'s end of the world. */
-void channel_threads_init(struct coord_channel *channel, struct channel_world *world, int rank);
+void channel_threads_init(struct channel *channel, struct channel_world *world, int rank);
 
 /* Abort notices between the world's ranks (abort.h's hooks; the context is the channel's
  * state). */

@@ -3,7 +3,7 @@
  */
 #include "simulated_ranks.h"
 
-#include "../../lib/coordinator/wire.h"
+#include "../../lib/negotiation/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>

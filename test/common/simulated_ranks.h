@@ -9,8 +9,8 @@
 #ifndef CHORUS_SIMULATED_RANKS_H
 #define CHORUS_SIMULATED_RANKS_H
 
-#include "../../lib/coordinator/negotiation.h"
-#include "../../lib/coordinator/ready_rounds.h"
+#include "../../lib/negotiation/negotiation.h"
+#include "../../lib/negotiation/ready_rounds.h"
 
 enum simulated_protocol { SIMULATED_STAR, SIMULATED_ROUNDS };
 

@@ -5,7 +5,7 @@
  * and taking the responses. Nothing may crash, leak or read freed memory (AddressSanitizer),
  * and every response must be well formed. Built and run by tools/fuzz.
  */
-#include "../../lib/coordinator/negotiation.h"
+#include "../../lib/negotiation/negotiation.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * or are rejected with a reason, never crash or leak; what decodes encodes to bytes that decode
  * to the same message. Built and run by tools/fuzz.
  */
-#include "../../lib/coordinator/wire.h"
-#include "../../lib/core/negotiated_fields.h"
+#include "../../lib/negotiation/wire.h"
+#include "../../lib/negotiation/negotiated_fields.h"
 
 #include <stdlib.h>
 #include <string.h>

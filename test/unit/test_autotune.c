@@ -2,9 +2,9 @@
  * test_autotune.c — CHORUS_AUTOTUNE's search (autotune_search.h) fed made-up scores: it finds
  * the best value of each setting, holds what the user fixed, keeps the starting settings when
  * nothing beats them by the margin, and lets the confirmation undo one lucky trial or a best that
- * loses one of its pairs.
+ * loses one of its pairs; and the parameter table's autotune rows are ones it can search.
  */
-#include "../../lib/coordinator/autotune_search.h"
+#include "../../lib/tuning/autotune.h"
 
 #include "../common/check_runner.h"
 
@@ -15,16 +15,24 @@
 #define KIB 1024.0
 #define MIB (1024.0 * 1024.0)
 
-static const double defaults[AUTOTUNE_SETTING_COUNT] = {64 * KIB, 128 * MIB, 0};
+/* The settings searched, in the parameter table's order, and their candidates (those of the
+ * table when this test was written: the search sees only numbers). */
+enum { TENSOR_LIMIT, THRESHOLD, CYCLE_TIME, SETTINGS };
+static const double defaults[SETTINGS] = {64 * KIB, 128 * MIB, 0};
+static const double candidates[SETTINGS][AUTOTUNE_CANDIDATES] = {
+    [TENSOR_LIMIT] = {16 * KIB, 64 * KIB, 256 * KIB, 1 * MIB},
+    [THRESHOLD] = {4 * MIB, 16 * MIB, 64 * MIB, 128 * MIB},
+    [CYCLE_TIME] = {0, 1, 2.5, 5},
+};
 
 /* A host where a 256 KiB tensor limit is 10% faster and a 1 ms cycle 5% faster; the threshold
  * does not matter. */
 static double host_score(const double *settings)
 {
     double score = 100;
-    if (settings[AUTOTUNE_FUSION_TENSOR_LIMIT] == 256 * KIB)
+    if (settings[TENSOR_LIMIT] == 256 * KIB)
         score *= 1.10;
-    if (settings[AUTOTUNE_CYCLE_TIME] == 1)
+    if (settings[CYCLE_TIME] == 1)
         score *= 1.05;
     return score;
 }
@@ -33,7 +41,7 @@ static double host_score(const double *settings)
 static int run(struct autotune_search *search, unsigned fixed,
                double (*score)(const double *settings, int trial))
 {
-    autotune_search_start(search, defaults, fixed);
+    autotune_search_start(search, SETTINGS, defaults, candidates, fixed);
     int trials = 0;
     bool more = true;
     while (more && trials < 100) {
@@ -54,9 +62,9 @@ START_TEST(finds_the_best_value_of_each_setting)
     struct autotune_search search;
     int trials = run(&search, 0, steady);
     ck_assert_int_eq(search.phase, SEARCH_SETTLED);
-    ck_assert(search.trial[AUTOTUNE_FUSION_TENSOR_LIMIT] == 256 * KIB);
-    ck_assert(search.trial[AUTOTUNE_FUSION_THRESHOLD] == 128 * MIB);
-    ck_assert(search.trial[AUTOTUNE_CYCLE_TIME] == 1);
+    ck_assert(search.trial[TENSOR_LIMIT] == 256 * KIB);
+    ck_assert(search.trial[THRESHOLD] == 128 * MIB);
+    ck_assert(search.trial[CYCLE_TIME] == 1);
     /* The baseline, 3 other values of each setting, then 3 rounds of two in the confirmation. */
     ck_assert_int_eq(trials, 1 + 3 * 3 + 2 * AUTOTUNE_CONFIRM_ROUNDS);
 }
@@ -83,7 +91,7 @@ END_TEST
 static double slightly(const double *settings, int trial)
 {
     (void)trial;
-    return settings[AUTOTUNE_CYCLE_TIME] == 5 ? 101 : 100;
+    return settings[CYCLE_TIME] == 5 ? 101 : 100;
 }
 
 START_TEST(a_gain_within_the_margin_changes_nothing)
@@ -99,8 +107,8 @@ static double fixed_seen_bad = 0;
 static double watch_fixed(const double *settings, int trial)
 {
     (void)trial;
-    if (settings[AUTOTUNE_FUSION_TENSOR_LIMIT] != defaults[AUTOTUNE_FUSION_TENSOR_LIMIT])
-        fixed_seen_bad = settings[AUTOTUNE_FUSION_TENSOR_LIMIT];
+    if (settings[TENSOR_LIMIT] != defaults[TENSOR_LIMIT])
+        fixed_seen_bad = settings[TENSOR_LIMIT];
     return host_score(settings);
 }
 
@@ -108,13 +116,13 @@ START_TEST(fixed_settings_are_never_varied)
 {
     struct autotune_search search;
     fixed_seen_bad = 0;
-    int trials = run(&search, 1u << AUTOTUNE_FUSION_TENSOR_LIMIT, watch_fixed);
+    int trials = run(&search, 1u << TENSOR_LIMIT, watch_fixed);
     ck_assert(fixed_seen_bad == 0);
-    ck_assert(search.trial[AUTOTUNE_FUSION_TENSOR_LIMIT] == 64 * KIB);
-    ck_assert(search.trial[AUTOTUNE_CYCLE_TIME] == 1);
+    ck_assert(search.trial[TENSOR_LIMIT] == 64 * KIB);
+    ck_assert(search.trial[CYCLE_TIME] == 1);
     ck_assert_int_eq(trials, 1 + 2 * 3 + 2 * AUTOTUNE_CONFIRM_ROUNDS);
     /* Everything fixed: the baseline alone. */
-    trials = run(&search, (1u << AUTOTUNE_SETTING_COUNT) - 1, watch_fixed);
+    trials = run(&search, (1u << SETTINGS) - 1, watch_fixed);
     ck_assert_int_eq(trials, 1);
     ck_assert_mem_eq(search.trial, defaults, sizeof defaults);
 }
@@ -155,18 +163,38 @@ START_TEST(the_best_must_win_every_pair_of_the_confirmation)
 }
 END_TEST
 
-START_TEST(candidates_include_the_defaults_and_are_ascending)
+/* The parameter table's rows with autotune candidates: running settings (PARAM_RUNTIME, so that
+ * the executors read them where autotune writes them), numbers, candidates ascending and
+ * including the default, and at most as many as the search holds. */
+START_TEST(the_tables_autotune_rows_are_searchable)
 {
-    for (int s = 0; s < AUTOTUNE_SETTING_COUNT; s++) {
-        const double *values = autotune_candidates((enum autotune_setting)s);
+    size_t settings[AUTOTUNE_SETTINGS_MAX + 1];
+    int count = autotune_settings(settings, AUTOTUNE_SETTINGS_MAX + 1);
+    ck_assert_int_eq(count, SETTINGS);
+    for (int s = 0; s < count; s++) {
+        const struct param_definition *row = &param_table[settings[s]];
+        ck_assert_msg(row->flags & PARAM_RUNTIME, "%s", row->name);
+        ck_assert_msg(row->type == PARAM_BYTES || row->type == PARAM_SECONDS, "%s", row->name);
+        struct param_set set;
+        char error[256];
+        ck_assert_int_eq(params_load(&set, NULL, NULL, error, sizeof error), CHORUS_OK);
+        double standard = params_number(&set.values, settings[s]);
         bool has_default = false;
         for (int c = 0; c < AUTOTUNE_CANDIDATES; c++) {
-            has_default |= values[c] == defaults[s];
+            has_default |= row->autotune_candidates[c] == standard;
             if (c > 0)
-                ck_assert(values[c] > values[c - 1]);
+                ck_assert(row->autotune_candidates[c] > row->autotune_candidates[c - 1]);
         }
-        ck_assert_msg(has_default, "%s", autotune_setting_name((enum autotune_setting)s));
+        ck_assert_msg(has_default, "%s", row->name);
+        /* the search's order is the table's, which this test's candidates repeat */
+        ck_assert_mem_eq(row->autotune_candidates, candidates[s], sizeof candidates[s]);
+        ck_assert(standard == defaults[s]);
     }
+    char column[64];
+    autotune_column_name(settings[THRESHOLD], column, sizeof column);
+    ck_assert_str_eq(column, "fusion_threshold_bytes");
+    autotune_column_name(settings[CYCLE_TIME], column, sizeof column);
+    ck_assert_str_eq(column, "cycle_time_ms");
 }
 END_TEST
 
@@ -180,7 +208,7 @@ int main(void)
     tcase_add_test(tc, fixed_settings_are_never_varied);
     tcase_add_test(tc, the_confirmation_undoes_a_lucky_trial);
     tcase_add_test(tc, the_best_must_win_every_pair_of_the_confirmation);
-    tcase_add_test(tc, candidates_include_the_defaults_and_are_ascending);
+    tcase_add_test(tc, the_tables_autotune_rows_are_searchable);
     suite_add_tcase(suite, tc);
     return run_suite(suite);
 }

@@ -989,7 +989,7 @@ END_TEST
 static int first_choice(chorus_collective collective, int forced, size_t bytes, int nranks,
                         int local_ranks)
 {
-    struct selection_query query = {bytes, nranks, local_ranks, forced};
+    struct selection_query query = {bytes, nranks, local_ranks, forced, NULL};
     int candidates[ALGORITHMS_MAX];
     size_t count = selection_candidates(collective, &query, candidates, ALGORITHMS_MAX);
     return count > 0 ? candidates[0] : -1;
@@ -999,7 +999,7 @@ static int first_choice(chorus_collective collective, int forced, size_t bytes, 
 static bool offered_after(chorus_collective collective, int before, int algorithm, size_t bytes,
                           int nranks, int local_ranks)
 {
-    struct selection_query query = {bytes, nranks, local_ranks, -1};
+    struct selection_query query = {bytes, nranks, local_ranks, -1, NULL};
     int candidates[ALGORITHMS_MAX];
     size_t count = selection_candidates(collective, &query, candidates, ALGORITHMS_MAX);
     bool seen = false;

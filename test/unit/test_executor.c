@@ -141,6 +141,8 @@ struct rank_state {
     int rank, nranks;
     struct thread_fabric *fabric;
     struct executor executor;
+    struct param_set params; /* the defaults, with a 64 MiB fusion threshold */
+    struct executor_settings settings;
     struct request *requests[MAX_TENSORS];
     void *inputs[MAX_TENSORS];
     void *outputs[MAX_TENSORS]; /* allreduce and broadcast results (host buffers) */
@@ -231,13 +233,16 @@ static void *run_rank(void *argument)
 {
     struct rank_state *state = argument;
     struct executor *executor = &state->executor;
+    char error[256];
+    ck_assert_int_eq(params_load(&state->params, NULL, "CHORUS_FUSION_THRESHOLD=64M", error,
+                                 sizeof error),
+                     CHORUS_OK);
+    executor_settings_init(&state->settings, &state->params.values);
     *executor = (struct executor){
         .rank = state->rank,
         .nranks = state->nranks,
-        .fusion_threshold = (size_t)64 << 20,
-        .fusion_tensor_limit = (size_t)64 << 10,
+        .settings = &state->settings,
         .local_ranks = 1, /* no shared segment: the algorithms over the transport */
-        .forced_algorithm = {-1, -1, -1},
         .owner = state,
         .take_request = take_request,
         .finish = finish,

@@ -2,7 +2,7 @@
  * test_liveness.c — heartbeat timing and silent peers, with made-up clocks: rank 0 watches every
  * rank, the others rank 0 alone; a batch or a BYE is not silence; a bound of 0 watches nothing.
  */
-#include "../../lib/coordinator/liveness.h"
+#include "../../lib/negotiation/liveness.h"
 
 #include "../common/check_runner.h"
 

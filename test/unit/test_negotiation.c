@@ -2,7 +2,7 @@
  * test_negotiation.c — the coordinator's bookkeeping fed with requests from fake ranks, without
  * MPI: readiness, ordering, every kind of mismatch, groups, join and the stall inspector.
  */
-#include "../../lib/coordinator/negotiation.h"
+#include "../../lib/negotiation/negotiation.h"
 
 #include "../common/check_runner.h"
 

@@ -62,7 +62,7 @@ START_TEST(environment_values_and_sources)
     ck_assert(set.values.cycle_time_ms == 2.5);
     ck_assert_int_eq(set.values.log_level, 3);
     ck_assert_str_eq(set.values.allreduce_algorithm, "ring");
-    ck_assert_int_eq(set.sources[0], PARAM_SOURCE_ENVIRONMENT);
+    ck_assert_int_eq(set.sources[param_index("CHORUS_FUSION_THRESHOLD")], PARAM_SOURCE_ENVIRONMENT);
     ck_assert_str_eq(set.unknown_variables, "CHORUS_TYPO");
 }
 END_TEST
@@ -89,7 +89,7 @@ START_TEST(horovod_variables_are_aliases)
     ck_assert(set.values.stall_warning_seconds == 5);
     ck_assert(set.values.stall_shutdown_seconds == 30);
     ck_assert_int_eq(set.values.log_level, 0);
-    ck_assert_int_eq(set.sources[0], PARAM_SOURCE_HOROVOD);
+    ck_assert_int_eq(set.sources[param_index("CHORUS_FUSION_THRESHOLD")], PARAM_SOURCE_HOROVOD);
     ck_assert_str_eq(set.unknown_variables, "");
     for (size_t i = 0; i < param_count; i++)
         if (strcmp(param_table[i].name, "CHORUS_CACHE_CAPACITY") == 0)
@@ -108,7 +108,7 @@ START_TEST(options_override_environment)
                      CHORUS_OK);
     ck_assert_uint_eq(set.values.fusion_threshold, 1024);
     ck_assert_uint_eq(set.values.cache_capacity, 5);
-    ck_assert_int_eq(set.sources[0], PARAM_SOURCE_OPTIONS);
+    ck_assert_int_eq(set.sources[param_index("CHORUS_FUSION_THRESHOLD")], PARAM_SOURCE_OPTIONS);
 }
 END_TEST
 
@@ -183,7 +183,51 @@ START_TEST(rank0_values_replace_wire_shaping_ones_only)
     ck_assert_uint_eq(params_adopt_rank0(&set, &rank0), 1);
     ck_assert_uint_eq(set.values.fusion_threshold, 4096);
     ck_assert_int_eq(set.values.log_level, 0);
-    ck_assert_int_eq(set.sources[0], PARAM_SOURCE_RANK0);
+    ck_assert_int_eq(set.sources[param_index("CHORUS_FUSION_THRESHOLD")], PARAM_SOURCE_RANK0);
+}
+END_TEST
+
+/* What a row allows is consistent: a tuning file's settings and autotune's changes shape the
+ * wire (every rank must make the same fusion plans), what autotune changes is a running number
+ * with PARAM_RUNTIME, and what chorus-tune measures is settable by the file it writes, each
+ * value parsing as the parameter's. */
+START_TEST(rows_say_consistently_who_may_set_them)
+{
+    size_t tuning_file = 0, runtime = 0;
+    for (size_t i = 0; i < param_count; i++) {
+        const struct param_definition *row = &param_table[i];
+        if (row->flags & PARAM_TUNING_FILE) {
+            tuning_file++;
+            ck_assert_msg(row->flags & PARAM_SHAPES_WIRE, "%s", row->name);
+        }
+        if (row->flags & PARAM_RUNTIME) {
+            runtime++;
+            ck_assert_msg(row->flags & PARAM_SHAPES_WIRE, "%s", row->name);
+        }
+        if (row->autotune_candidates != NULL) {
+            ck_assert_msg(row->flags & PARAM_RUNTIME, "%s", row->name);
+            struct chorus_params values;
+            ck_assert_msg(params_store_number(&values, i, row->autotune_candidates[0]), "%s",
+                          row->name);
+            ck_assert(params_number(&values, i) == row->autotune_candidates[0]);
+        }
+        if (row->tune_values != NULL) {
+            ck_assert_msg(row->flags & PARAM_TUNING_FILE, "%s", row->name);
+            ck_assert_int_ne(row->tune_measure, PARAM_MEASURE_NONE);
+            ck_assert_str_eq(row->tune_values[0], "");
+            for (size_t v = 1; row->tune_values[v] != NULL; v++) {
+                struct chorus_params values;
+                char why[256];
+                ck_assert_msg(v < PARAM_TUNE_VALUES, "%s", row->name);
+                ck_assert_msg(params_store_text(&values, (int)i, row->tune_values[v], why,
+                                                sizeof why),
+                              "%s=%s: %s", row->name, row->tune_values[v], why);
+            }
+        }
+    }
+    /* the parameters of each kind when this test was written: a row that loses its mark fails */
+    ck_assert_uint_eq(tuning_file, 6);
+    ck_assert_uint_eq(runtime, 3);
 }
 END_TEST
 
@@ -198,6 +242,7 @@ int main(void)
     tcase_add_test(tc, malformed_values_name_variable_and_value);
     tcase_add_test(tc, rank0_values_replace_wire_shaping_ones_only);
     tcase_add_test(tc, horovod_variables_are_aliases);
+    tcase_add_test(tc, rows_say_consistently_who_may_set_them);
     suite_add_tcase(suite, tc);
     return run_suite(suite);
 }

@@ -2,8 +2,8 @@
  * test_response_cache.c — the response cache: what is recorded, in which slots, what is found,
  * and that two caches fed the same responses agree slot for slot.
  */
-#include "../../lib/coordinator/response_cache.h"
-#include "../../lib/core/negotiated_fields.h"
+#include "../../lib/negotiation/response_cache.h"
+#include "../../lib/negotiation/negotiated_fields.h"
 
 #include "../common/check_runner.h"
 

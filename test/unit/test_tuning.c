@@ -3,7 +3,7 @@
  * malformed ones refused naming the line and what is wrong, and the selection trying the file's
  * rows before the built-in ones where their conditions hold (ranks per host among them).
  */
-#include "../../lib/collectives/tuning.h"
+#include "../../lib/tuning/tuning_file.h"
 #include "../../lib/core/algorithm_names.h"
 #include "../../lib/core/params.h"
 
@@ -111,7 +111,7 @@ START_TEST(settings_rows)
         const char *text, *message;
     } cases[] = {
         {"chorus-tuning 1\nsetting CHORUS_TIMEOUT_SECONDS=5\n",
-         "line 2: 'CHORUS_TIMEOUT_SECONDS' cannot be set by a tuning file (CHORUS_STAGING_AREAS"},
+         "line 2: 'CHORUS_TIMEOUT_SECONDS' cannot be set by a tuning file (CHORUS_FUSION_TENSOR_LIMIT"},
         {"chorus-tuning 1\nsetting CHORUS_STAGING_AREAS=3\n",
          "line 2: CHORUS_STAGING_AREAS=3: expected 0 (the default), 2, 4, 8 or 16"},
         {"chorus-tuning 1\nsetting CHORUS_STAGING_STORES=fast\n",
@@ -130,11 +130,21 @@ START_TEST(settings_rows)
 }
 END_TEST
 
+/* The rows of the table parsed last, as the executor hands them to the selection; NULL: none. */
+static struct selection_rows tuned_rows;
+static const struct selection_rows *tuned;
+
+static void use_parsed_rows(void)
+{
+    tuned_rows = (struct selection_rows){table.rules, table.count};
+    tuned = &tuned_rows;
+}
+
 static int first_candidate(chorus_collective collective, size_t bytes, int nranks,
                            int local_ranks)
 {
     struct selection_query query = {.bytes = bytes, .nranks = nranks,
-                                    .local_ranks = local_ranks, .forced = -1};
+                                    .local_ranks = local_ranks, .forced = -1, .tuned = tuned};
     int candidates[ALGORITHMS_MAX];
     ck_assert_uint_gt(selection_candidates(collective, &query, candidates, ALGORITHMS_MAX), 0);
     return candidates[0];
@@ -147,7 +157,7 @@ START_TEST(selection_tries_the_files_rows_first)
                            "allreduce rabenseifner bytes=1M-16M ranks=4 local_ranks=1\n"
                            "alltoall pairwise local_ranks=2\n"),
                      CHORUS_OK);
-    selection_use_tuned(table.rules, table.count);
+    use_parsed_rows();
     ck_assert_int_eq(first_candidate(CHORUS_ALLREDUCE, 4 << 20, 4, 1), ALLREDUCE_RABENSEIFNER);
     /* outside the row's conditions the built-in table decides */
     ck_assert_int_eq(first_candidate(CHORUS_ALLREDUCE, 32 << 20, 4, 1), built_in);
@@ -157,14 +167,14 @@ START_TEST(selection_tries_the_files_rows_first)
     ck_assert_int_ne(first_candidate(CHORUS_ALLTOALL, 1 << 20, 4, 4), ALLTOALL_PAIRWISE);
     /* a forced algorithm still comes first, and the tuned one is not listed twice */
     struct selection_query query = {.bytes = 4 << 20, .nranks = 4, .local_ranks = 1,
-                                    .forced = ALLREDUCE_RING};
+                                    .forced = ALLREDUCE_RING, .tuned = tuned};
     int candidates[ALGORITHMS_MAX];
     size_t count = selection_candidates(CHORUS_ALLREDUCE, &query, candidates, ALGORITHMS_MAX);
     ck_assert_int_eq(candidates[0], ALLREDUCE_RING);
     ck_assert_int_eq(candidates[1], ALLREDUCE_RABENSEIFNER);
     for (size_t i = 2; i < count; i++)
         ck_assert_int_ne(candidates[i], ALLREDUCE_RABENSEIFNER);
-    selection_use_tuned(NULL, 0);
+    tuned = NULL;
     ck_assert_int_eq(first_candidate(CHORUS_ALLREDUCE, 4 << 20, 4, 1), built_in);
 }
 END_TEST
@@ -182,12 +192,12 @@ static void plan_row(void *context, chorus_collective collective, size_t from, s
 START_TEST(the_plan_marks_the_files_rows)
 {
     ck_assert_int_eq(parse("chorus-tuning 1\nallgather ring bytes=64K-1M ranks=4\n"), CHORUS_OK);
-    selection_use_tuned(table.rules, table.count);
-    struct selection_query query = {.nranks = 4, .local_ranks = 1, .forced = -1};
+    use_parsed_rows();
+    struct selection_query query = {.nranks = 4, .local_ranks = 1, .forced = -1, .tuned = tuned};
     plan[0] = '\0';
     selection_plan(CHORUS_ALLGATHER, &query, plan_row, NULL);
     ck_assert_msg(strstr(plan, "65536-1048576: ring (tuning file)\n") != NULL, "%s", plan);
-    selection_use_tuned(NULL, 0);
+    tuned = NULL;
 }
 END_TEST
 

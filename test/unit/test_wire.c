@@ -2,7 +2,7 @@
  * test_wire.c — negotiation messages: round trips of requests and responses, and rejection of
  * every truncation, corrupted headers, out-of-range fields and trailing bytes.
  */
-#include "../../lib/coordinator/wire.h"
+#include "../../lib/negotiation/wire.h"
 #include "../common/reference.h"
 
 #include "../common/check_runner.h"

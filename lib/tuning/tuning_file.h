@@ -1,5 +1,5 @@
 /*
- * tuning.h — tuning files: rows of the selection table measured on the user's own hosts
+ * tuning_file.h — tuning files: rows of the selection table measured on the user's own hosts
  * (chorus-tune -o FILE writes one), read at init from CHORUS_TUNING_FILE and tried before the
  * built-in rows (select.c). The format, a line each:
  *
@@ -11,23 +11,18 @@
  * CONDITIONs: bytes=LOW-HIGH (inclusive; either side may be left out; K, M, G suffixes are
  * powers of 1024), ranks=N or ranks=LOW-HIGH, local_ranks=N (ranks per host), placement=any,
  * shared-host or one-host, power_of_two (ranks). A row without conditions holds everywhere.
- * Settings name one of TUNING_SETTINGS; they replace the parameter's default, and a value the
- * user set (environment, HOROVOD_* variable, chorus_init options) still wins.
+ * Settings name a parameter whose row in the parameter table has PARAM_TUNING_FILE (params.c);
+ * they replace the parameter's default, and a value the user set (environment, HOROVOD_*
+ * variable, chorus_init options) still wins.
  */
-#ifndef CHORUS_TUNING_H
-#define CHORUS_TUNING_H
+#ifndef CHORUS_TUNING_FILE_H
+#define CHORUS_TUNING_FILE_H
 
-#include "algorithms.h"
+#include "../collectives/algorithms.h"
 #include "../core/params.h"
 
 #define TUNING_FILE_LIMIT ((size_t)1 << 20) /* bytes */
 #define TUNING_ROWS_LIMIT 1024
-
-/* The parameters a setting row may name: those chorus-tune measures, which depend on the hosts
- * rather than on the training job. */
-#define TUNING_SETTINGS                                                                          \
-    "CHORUS_STAGING_AREAS, CHORUS_STAGING_STORES, CHORUS_SEGMENT_CHUNK, "                        \
-    "CHORUS_CROSS_HOST_CHUNK, CHORUS_FUSION_THRESHOLD, CHORUS_FUSION_TENSOR_LIMIT"
 
 struct tuning_setting {
     int parameter;    /* index in param_table */

@@ -5,7 +5,7 @@
  */
 #include "mismatch.h"
 
-#include "../core/negotiated_fields.h"
+#include "negotiated_fields.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -12,22 +12,18 @@
  *      pair and its total beats the starting settings' by AUTOTUNE_MARGIN: on a noisy host a
  *      setting no better than the start survives this one time in eight at most, and one lucky
  *      trial never moves training onto slower settings.
- * At most 1 + 3 x 3 + 2 x AUTOTUNE_CONFIRM_ROUNDS trials. Why not Horovod's Bayesian
- * optimisation: with three settings and a handful of values each, the grid is small enough to
- * walk, and a walk is the same on every run, which a user reading the log can follow.
+ * At most 1 + S x (AUTOTUNE_CANDIDATES - 1) + 2 x AUTOTUNE_CONFIRM_ROUNDS trials for S
+ * settings. Why not Horovod's Bayesian optimisation: with three settings and a handful of values
+ * each, the grid is small enough to walk, and a walk is the same on every run, which a user
+ * reading the log can follow. Which settings there are, and their candidates, is the parameter
+ * table's (params.c: the rows with autotune candidates); the search sees only numbers.
  */
 #ifndef CHORUS_AUTOTUNE_SEARCH_H
 #define CHORUS_AUTOTUNE_SEARCH_H
 
 #include <stdbool.h>
 
-enum autotune_setting {
-    AUTOTUNE_FUSION_TENSOR_LIMIT, /* bytes: tensors up to this size are fused */
-    AUTOTUNE_FUSION_THRESHOLD,    /* bytes: the largest fusion buffer */
-    AUTOTUNE_CYCLE_TIME,          /* milliseconds between negotiation cycles */
-    AUTOTUNE_SETTING_COUNT
-};
-
+#define AUTOTUNE_SETTINGS_MAX 8
 #define AUTOTUNE_CANDIDATES 4
 #define AUTOTUNE_MARGIN 0.02
 #define AUTOTUNE_CONFIRM_ROUNDS 3
@@ -36,10 +32,12 @@ enum autotune_phase { SEARCH_BASELINE, SEARCH_COORDINATE, SEARCH_CONFIRM, SEARCH
 
 struct autotune_search {
     enum autotune_phase phase;
+    int count;           /* settings searched */
     unsigned fixed_mask; /* bit s: setting s keeps its starting value */
-    double start[AUTOTUNE_SETTING_COUNT];
-    double best[AUTOTUNE_SETTING_COUNT];
-    double trial[AUTOTUNE_SETTING_COUNT]; /* what runs now */
+    double candidates[AUTOTUNE_SETTINGS_MAX][AUTOTUNE_CANDIDATES]; /* each smallest first */
+    double start[AUTOTUNE_SETTINGS_MAX];
+    double best[AUTOTUNE_SETTINGS_MAX];
+    double trial[AUTOTUNE_SETTINGS_MAX]; /* what runs now */
     double best_score;
     int setting;   /* SEARCH_COORDINATE: the setting being varied */
     int candidate; /* its candidate value being tried */
@@ -50,14 +48,13 @@ struct autotune_search {
     int best_wins;     /* pairs in which `best` scored higher */
 };
 
-/* The values tried for `setting`, AUTOTUNE_CANDIDATES of them, smallest first. */
-const double *autotune_candidates(enum autotune_setting setting);
-const char *autotune_setting_name(enum autotune_setting setting);
 const char *autotune_phase_name(enum autotune_phase phase);
 
-/* Starts at `start` (the first trial runs it); settings in `fixed_mask` are never varied. */
-void autotune_search_start(struct autotune_search *search,
-                           const double start[AUTOTUNE_SETTING_COUNT], unsigned fixed_mask);
+/* Starts a search over `count` settings (at most AUTOTUNE_SETTINGS_MAX) at `start` (the first
+ * trial runs it), trying `candidates[s]` for setting s; settings in `fixed_mask` are never
+ * varied. */
+void autotune_search_start(struct autotune_search *search, int count, const double *start,
+                           const double (*candidates)[AUTOTUNE_CANDIDATES], unsigned fixed_mask);
 
 /* Records the score of the trial that ran (search->trial) and moves to the next one. Returns
  * false once settled: search->trial then holds the settings chosen for the rest of the run. */

@@ -1,7 +1,9 @@
 /*
- * autotune.h — CHORUS_AUTOTUNE: during the first steps of training, trying fusion's tensor
- * limit, its threshold and the cycle time, and settling on the settings under which a step's
- * tensors go through fastest (autotune_search.h says what is tried in which order).
+ * autotune.h — CHORUS_AUTOTUNE: during the first steps of training, trying the running
+ * settings whose rows in the parameter table have autotune candidates (fusion's tensor limit,
+ * its threshold and the cycle time), and settling on the settings under which a step's tensors
+ * go through fastest (autotune_search.h says what is tried in which order). Autotune changes
+ * them in the instance's one copy of the parameters, which every executor reads.
  *
  * Steps are counted on every rank in the same way from the responses every rank runs in one
  * order: the first tensor name to run twice is the anchor, and a step ends each time it runs.
@@ -21,10 +23,9 @@
 #define CHORUS_AUTOTUNE_H
 
 #include "../core/name_table.h"
+#include "../executor/executor.h"
+#include "../negotiation/channel.h"
 #include "autotune_search.h"
-#include "channel.h"
-#include "report.h"
-#include "runner.h"
 
 #include <stdio.h>
 
@@ -38,11 +39,13 @@ struct autotune {
     bool on;
     int rank;
     int size;
-    struct coord_channel *channel;
-    struct runner *runner;
-    struct chorus_params *params; /* the online settings live here, written by this thread */
+    struct channel *channel;
+    struct executor *executor;    /* the job's: its notices of other ranks' failures */
+    struct chorus_params *params; /* the running settings live here, written by this thread */
+    int setting_count;
+    size_t settings[AUTOTUNE_SETTINGS_MAX]; /* their rows in param_table */
     unsigned steps_per_trial;
-    double start[AUTOTUNE_SETTING_COUNT];
+    double start[AUTOTUNE_SETTINGS_MAX];
     /* Counting steps: the same on every rank. */
     struct name_table names_seen; /* until the anchor is found */
     char *anchor;
@@ -62,22 +65,25 @@ struct autotune {
     void *waiting_owner;
 };
 
-/* Sets up from `params` (CHORUS_AUTOTUNE and its companions; their values are rank 0's).
- * `fixed_mask` (rank 0's): settings the user set, which stay as they are. `other_ranks` (ranks
- * 1 .. size-1, the star's list) must outlive the autotune. Rank 0 opens CHORUS_AUTOTUNE_LOG; a
- * log that cannot be opened is a warning. */
-void autotune_init(struct autotune *autotune, struct chorus_params *params, unsigned fixed_mask,
-                   int rank, int size, struct coord_channel *channel, const int *other_ranks,
-                   struct runner *runner);
+/* Sets up from `set` (CHORUS_AUTOTUNE and its companions; their values are rank 0's), whose
+ * values autotune then changes. On rank 0 the settings `set` says the user set stay as they
+ * are. `other_ranks` (ranks 1 .. size-1, the star's list) must outlive the autotune. Rank 0
+ * opens CHORUS_AUTOTUNE_LOG; a log that cannot be opened is a warning. */
+void autotune_init(struct autotune *autotune, struct param_set *set, int rank, int size,
+                   struct channel *channel, const int *other_ranks, struct executor *executor);
 void autotune_release(struct autotune *autotune);
 
 /* After every rank ran `responses` (count of them) without error: counts steps and bytes, and
- * at the end of a trial moves every rank to the next settings. A failure (rank 0 silent beyond
- * CHORUS_TIMEOUT_SECONDS, a peer's failure, no memory) goes to `report`. */
-void autotune_batch_done(struct autotune *autotune, const struct wire_response *responses,
-                         size_t count, struct coord_report *report);
+ * at the end of a trial moves every rank to the next settings. CHORUS_OK, or a failure (rank 0
+ * silent beyond CHORUS_TIMEOUT_SECONDS, a peer's failure, no memory) with its text in `error`. */
+chorus_status autotune_batch_done(struct autotune *autotune,
+                                  const struct wire_response *responses, size_t count,
+                                  char *error, size_t error_size);
 
-/* The tuned settings that `set` (rank 0's) says the user set (bit per enum autotune_setting). */
-unsigned autotune_fixed_settings(const struct param_set *set);
+/* The settings autotune searches (rows with autotune candidates), at most `capacity`, in
+ * table order; returns how many. */
+int autotune_settings(size_t *settings, int capacity);
+/* The name of autotune's log column for a parameter: "fusion_threshold_bytes". */
+void autotune_column_name(size_t parameter, char *text, size_t size);
 
 #endif

@@ -12,7 +12,7 @@
 #ifndef CHORUS_NEGOTIATED_FIELDS_H
 #define CHORUS_NEGOTIATED_FIELDS_H
 
-#include "request.h"
+#include "../core/request.h"
 
 /* How a field travels (wire.c draws the resulting layout). */
 enum field_encoding {

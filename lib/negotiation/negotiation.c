@@ -7,7 +7,7 @@
 #include "negotiation_internal.h"
 
 #include "mismatch.h"
-#include "../core/negotiated_fields.h"
+#include "negotiated_fields.h"
 
 #include <math.h>
 #include <stdio.h>

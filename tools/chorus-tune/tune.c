@@ -17,9 +17,7 @@
 #include "bench.h"
 #include "tune_settings.h"
 
-#include "../lib/collectives/algorithms.h"
-#include "../lib/core/algorithm_names.h"
-#include "../lib/core/params.h"
+#include <chorus_query.h>
 
 #include <getopt.h>
 #include <math.h>
@@ -33,7 +31,7 @@
 int bench_rank, bench_size;
 
 #define SIZES_MAX 32
-#define CANDIDATES_MAX (ALGORITHMS_MAX + 1)
+#define CANDIDATES_MAX 17 /* the built-in choice and every algorithm of a collective */
 
 struct tune_options {
     const char *output;
@@ -84,7 +82,7 @@ static bool parse_collectives(const char *text, bool *chosen)
     memset(chosen, 0, CHORUS_COLLECTIVE_COUNT * sizeof *chosen);
     char *save = NULL;
     for (char *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        int c = collective_find(name);
+        int c = chorus_query_collective(name);
         if (c < 0)
             return false;
         chosen[c] = true;
@@ -117,8 +115,8 @@ static int parse_tune_options(int argc, char **argv, struct tune_options *o)
             break;
         case 'c': ok = parse_collectives(optarg, o->collectives); break;
         case 'S': o->settings = false; break;
-        case 'b': ok = parse_bytes(optarg, &o->min_bytes) && o->min_bytes > 0; break;
-        case 'e': ok = parse_bytes(optarg, &o->max_bytes); break;
+        case 'b': ok = bench_parse_size(optarg, &o->min_bytes) && o->min_bytes > 0; break;
+        case 'e': ok = bench_parse_size(optarg, &o->max_bytes); break;
         case 'f': o->factor = atof(optarg); ok = o->factor > 1; break;
         case 'r': o->rounds = atoi(optarg); ok = o->rounds >= 1 && o->rounds <= 16; break;
         case 'n': o->iterations = atoi(optarg); ok = o->iterations >= 1; break;
@@ -193,7 +191,7 @@ static bool start_chorus(chorus_collective collective, int id)
     for (char *c = upper; *c; c++)
         *c = (char)(*c - 'a' + 'A');
     snprintf(parameters, sizeof parameters, "CHORUS_TUNING_FILE=;CHORUS_%s_ALGO=%s", upper,
-             id < 0 ? "auto" : algorithm_name(collective, id));
+             id < 0 ? "auto" : chorus_query_algorithm_name(collective, id));
     chorus_init_options init = CHORUS_INIT_OPTIONS_INIT;
     init.parameters = parameters;
     if (chorus_init(&init) != CHORUS_OK) {
@@ -294,7 +292,7 @@ static void report(FILE *file, chorus_collective collective, struct candidate *c
         struct spread best_seen = builtin;
         for (int c = 1; c < count; c++) {
             /* an algorithm that declined ran another: its times are not its own */
-            if (strcmp(candidates[c].ran[s], algorithm_name(collective, candidates[c].id)) != 0)
+            if (strcmp(candidates[c].ran[s], chorus_query_algorithm_name(collective, candidates[c].id)) != 0)
                 continue;
             struct spread mine = spread_of(candidates[c].seconds[s], rounds);
             if (mine.median < best_seen.median) {
@@ -336,7 +334,7 @@ static void report(FILE *file, chorus_collective collective, struct candidate *c
             print_size(high, sizeof high, to);
             const struct candidate *c = &candidates[winner[s]];
             fprintf(file, "%s %s bytes=%s-%s ranks=%d local_ranks=%d # ", name,
-                    algorithm_name(collective, c->id), low, high, bench_size, p->local_ranks);
+                    chorus_query_algorithm_name(collective, c->id), low, high, bench_size, p->local_ranks);
             for (int k = s; k <= end; k++)
                 fprintf(file, "%s%zu B: %.1f us [%.1f-%.1f] against %s %.1f us [%.1f-%.1f]",
                         k > s ? "; " : "", sizes[k], best_spread[k].median * 1e6,
@@ -369,11 +367,9 @@ static bool tune_collective(const struct tune_options *t, chorus_collective coll
     static struct candidate candidates[CANDIDATES_MAX];
     int count = 0;
     candidates[count++] = (struct candidate){.id = -1};
-    size_t algorithms = 0;
-    const struct algorithm *table = algorithm_table(collective, &algorithms);
-    for (size_t a = 0; a < algorithms && count < CANDIDATES_MAX; a++)
-        if (selection_placement_holds(table[a].needs, bench_size, p->local_ranks))
-            candidates[count++] = (struct candidate){.id = (int)a};
+    for (int a = 0; a < chorus_query_algorithm_count(collective) && count < CANDIDATES_MAX; a++)
+        if (chorus_query_algorithm_fits(collective, a, bench_size, p->local_ranks))
+            candidates[count++] = (struct candidate){.id = a};
     struct options o = {.collective = collective, .dtype = CHORUS_FLOAT32, .factor = t->factor,
                         .iterations = t->iterations, .warmup = 2};
     size_t sizes[SIZES_MAX];

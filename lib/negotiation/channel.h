@@ -16,7 +16,7 @@
  * notice's, which travels on its own (abort.h). */
 enum { CHANNEL_REQUESTS = 1, CHANNEL_RESPONSES = 2, CHANNEL_AUTOTUNE = 4 };
 
-struct coord_channel {
+struct channel {
     void *state;
     /* Sends `length` bytes to each of `destinations` with `tag`, taking `bytes` (malloc'd; the
      * channel frees them once every send completed). CHORUS_OK, or CHORUS_ERR_MPI. */
@@ -41,6 +41,6 @@ struct coord_channel {
 
 /* The channel over `comm` (an MPI_Comm passed by pointer; it must stay put). False when out of
  * memory. */
-bool channel_mpi_init(struct coord_channel *channel, const void *comm);
+bool channel_mpi_init(struct channel *channel, const void *comm);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * tuning.c — reading tuning files (the format: tuning.h).
+ * tuning_file.c — reading tuning files (the format: tuning_file.h).
  */
-#include "tuning.h"
+#include "tuning_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -140,13 +140,24 @@ static bool parse_row(char *line, const char *source, size_t number, struct sele
 
 static bool settable(int parameter)
 {
-    static const char *const names[] = {"CHORUS_STAGING_AREAS",    "CHORUS_STAGING_STORES",
-                                        "CHORUS_SEGMENT_CHUNK",    "CHORUS_CROSS_HOST_CHUNK",
-                                        "CHORUS_FUSION_THRESHOLD", "CHORUS_FUSION_TENSOR_LIMIT"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (parameter >= 0 && param_index(names[i]) == parameter)
-            return true;
-    return false;
+    return parameter >= 0 && (param_table[parameter].flags & PARAM_TUNING_FILE);
+}
+
+/* "A, B or C": the parameters a setting row may name, from the parameter table. */
+static void list_settable(char *text, size_t size)
+{
+    size_t count = 0, total = 0, used = 0;
+    for (size_t i = 0; i < param_count; i++)
+        total += settable((int)i);
+    text[0] = '\0';
+    for (size_t i = 0; i < param_count && used < size; i++) {
+        if (!settable((int)i))
+            continue;
+        count++;
+        used += (size_t)snprintf(text + used, size - used, "%s%s",
+                                 count == 1 ? "" : count == total ? " or " : ", ",
+                                 param_table[i].name);
+    }
 }
 
 /* "setting NAME=VALUE [# why]" into `setting`; false with `why` filled in. */
@@ -169,8 +180,10 @@ static bool parse_setting(char *line, const char *source, size_t number,
     const char *value = equals + 1;
     int parameter = param_index(assignment);
     if (!settable(parameter)) {
+        char names[320];
+        list_settable(names, sizeof names);
         snprintf(why, why_size, "'%.64s' cannot be set by a tuning file (%s can)", assignment,
-                 TUNING_SETTINGS);
+                 names);
         return false;
     }
     struct chorus_params scratch;

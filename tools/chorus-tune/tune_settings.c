@@ -1,7 +1,8 @@
 /*
  * tune_settings.c — chorus-tune's second part: the settings beside the algorithms that depend on
- * the hosts (tuning.h's TUNING_SETTINGS). Each candidate value runs against the default in
- * interleaved rounds, chorus restarted with it each time:
+ * the hosts. Which ones, with which values, measured how and where, is the parameter table's
+ * (its rows with chorus-tune values, read through chorus_query.h). Each candidate value runs
+ * against the default in interleaved rounds, chorus restarted with it each time:
  *   - the staging areas, their count and their size (CHORUS_SEGMENT_CHUNK on one host,
  *     CHORUS_CROSS_HOST_CHUNK across hosts), on allreduces through the host's segment (the sweep's
  * sizes from 256 KiB, where it carries whole chunks) and on a step of 40 tensors of 16 KiB to 4 MiB
@@ -10,12 +11,6 @@
  *     256 KiB to 64 MiB, 2.5x on ResNet-50's steps);
  *   - the fusion threshold, on bursts of small allreduces submitted together (as backward
  *     produces them) and waited for together.
- * The kind of store is left to the topology (node_segment.h), as chorus decides it: measured, it
- * follows where the cores happen to sit during the measurement. On the development VM, whose
- * hypervisor moves its two vCPUs between a shared and a split cache every few seconds, three
- * rounds at np=2 all saw the shared one and wrote CHORUS_STAGING_STORES=cached (0.67x on the
- * step); in 5 interleaved rounds of ResNet-50 steps afterwards it took 3.3x the default's time
- * (11.6-63.4 ms against 13.4-24.2). A tuning file may still set it by hand.
  * A value is written as a `setting` row where it beat the default beyond noise (its slowest
  * round faster than the default's fastest) at half the sizes or more and was slower beyond
  * noise at none; of several, the one with the smallest product of median ratios.
@@ -25,6 +20,7 @@
 #include "workload.h"
 
 #include <chorus.h>
+#include <chorus_query.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -52,28 +48,31 @@ struct workload {
     size_t amount;
 };
 
-/* Where a setting matters. */
-enum trial_placement {
-    ANY_PLACEMENT,
-    SHARED_HOSTS,  /* ranks share hosts (a segment) */
-    ONE_HOST,      /* every rank on one host, several of them */
-    SEVERAL_HOSTS, /* ranks share hosts, and there are several */
-};
-
+/* A parameter's row, as chorus-tune measures it. */
 struct setting_trial {
     const char *name;
     const char *values[VALUES_MAX]; /* values[0] is "" (the default) */
     int count;
     bool bursts; /* measured on bursts of small tensors, else on allreduces by size and a step */
-    enum trial_placement where;
+    chorus_query_where where;
 };
 
-static const struct setting_trial trials[] = {
-    {"CHORUS_STAGING_AREAS", {"", "4", "8"}, 3, false, SHARED_HOSTS},
-    {"CHORUS_SEGMENT_CHUNK", {"", "256K", "1M"}, 3, false, ONE_HOST},
-    {"CHORUS_CROSS_HOST_CHUNK", {"", "1M", "16M"}, 3, false, SEVERAL_HOSTS},
-    {"CHORUS_FUSION_THRESHOLD", {"", "4M", "16M"}, 3, true, ANY_PLACEMENT},
-};
+/* The parameter table's row `index` as a trial; false when chorus-tune does not measure it. */
+static bool trial_of(size_t index, struct setting_trial *trial)
+{
+    chorus_query_parameter row;
+    if (chorus_query_parameter_row(index, &row) != CHORUS_OK || row.tune_values == NULL ||
+        row.tune_measure == CHORUS_QUERY_MEASURE_NONE)
+        return false;
+    *trial = (struct setting_trial){.name = row.name,
+                                    .bursts = row.tune_measure == CHORUS_QUERY_MEASURE_BURSTS,
+                                    .where = row.tune_where};
+    while (trial->count < VALUES_MAX && row.tune_values[trial->count] != NULL) {
+        trial->values[trial->count] = row.tune_values[trial->count];
+        trial->count++;
+    }
+    return trial->count > 1;
+}
 
 static bool start_with(const char *name, const char *value)
 {
@@ -217,14 +216,18 @@ bool tune_settings(const struct options *o, const size_t *sizes, int size_count,
         rounds = ROUNDS_MAX;
     static double seconds[VALUES_MAX][WORKLOADS_MAX][ROUNDS_MAX];
     bool right = true;
-    for (size_t t = 0; t < sizeof trials / sizeof trials[0] && right; t++) {
-        const struct setting_trial *trial = &trials[t];
+    for (size_t t = 0; t < chorus_query_parameter_count() && right; t++) {
+        struct setting_trial row;
+        if (!trial_of(t, &row))
+            continue;
+        const struct setting_trial *trial = &row;
         const struct workload *amounts = trial->bursts ? by_burst : by_size;
         int workloads = trial->bursts ? (int)(sizeof by_burst / sizeof *by_burst) : sized;
         bool shared = local_ranks > 1;
-        bool applies = trial->where == ANY_PLACEMENT || (trial->where == SHARED_HOSTS && shared) ||
-                       (trial->where == ONE_HOST && shared && hosts == 1) ||
-                       (trial->where == SEVERAL_HOSTS && shared && hosts > 1);
+        bool applies = trial->where == CHORUS_QUERY_WHERE_ANY ||
+                       (trial->where == CHORUS_QUERY_WHERE_SHARED_HOSTS && shared) ||
+                       (trial->where == CHORUS_QUERY_WHERE_ONE_HOST && shared && hosts == 1) ||
+                       (trial->where == CHORUS_QUERY_WHERE_SEVERAL_HOSTS && shared && hosts > 1);
         if (workloads == 0 || !applies)
             continue;
         for (int round = 0; round < rounds && right; round++) {

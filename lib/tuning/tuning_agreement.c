@@ -1,8 +1,8 @@
 /*
- * tuning_file.c — CHORUS_TUNING_FILE at init (tuning_file.h): rank 0's copy read and sent to
- * every rank, parsed there, its rows given to the selection and its settings to the parameters.
+ * tuning_agreement.c — CHORUS_TUNING_FILE at init (tuning_agreement.h): rank 0's copy read
+ * and sent to every rank, parsed there, its settings given to the parameters.
  */
-#include "tuning_file.h"
+#include "tuning_agreement.h"
 
 #include "../core/log.h"
 
@@ -55,8 +55,8 @@ static chorus_status apply_settings(struct chorus_context *context, int rank,
     return CHORUS_OK;
 }
 
-chorus_status coord_agree_on_tuning_file(struct chorus_context *context, int rank, int size,
-                                         struct tuning_table *table, char *error, size_t error_size)
+chorus_status tuning_agree_on_file(struct chorus_context *context, int rank, int size,
+                                  struct tuning_table *table, char *error, size_t error_size)
 {
     const char *path = context->params.values.tuning_file; /* rank 0's, as every wire setting */
     MPI_Comm comm = context->control_comm;
@@ -117,7 +117,6 @@ chorus_status coord_agree_on_tuning_file(struct chorus_context *context, int ran
     status = tuning_parse(text, path, table, error, error_size);
     if (status != CHORUS_OK)
         goto out;
-    selection_use_tuned(table->rules, table->count);
     status = apply_settings(context, rank, table, path, error, error_size);
     if (status != CHORUS_OK)
         goto out;

@@ -3,7 +3,7 @@
  */
 #include "ready_rounds.h"
 
-#include "../core/negotiated_fields.h"
+#include "negotiated_fields.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -36,7 +36,7 @@
  */
 #include "wire.h"
 
-#include "../core/negotiated_fields.h"
+#include "negotiated_fields.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,45 +1,9 @@
 /*
  * autotune_search.c — see autotune_search.h.
- *
- * The candidate values: fusion's tensor limit decides which tensors are copied into a fusion
- * buffer (small ones: one collective for many) and which are reduced in place (large ones: no
- * copies), so its best value moves with the memory bandwidth and the link's latency; the
- * threshold matters once limits are large enough for the fused bytes of a cycle to exceed it;
- * a cycle time above 0 waits to gather more tensors per cycle, worth it where a cycle's fixed
- * cost (a cross-host round trip) is large against a step's compute.
  */
 #include "autotune_search.h"
 
 #include <string.h>
-
-#define KIB 1024.0
-#define MIB (1024.0 * 1024.0)
-
-static const double candidates[AUTOTUNE_SETTING_COUNT][AUTOTUNE_CANDIDATES] = {
-    [AUTOTUNE_FUSION_TENSOR_LIMIT] = {16 * KIB, 64 * KIB, 256 * KIB, 1 * MIB},
-    [AUTOTUNE_FUSION_THRESHOLD] = {4 * MIB, 16 * MIB, 64 * MIB, 128 * MIB},
-    [AUTOTUNE_CYCLE_TIME] = {0, 1, 2.5, 5},
-};
-
-const double *autotune_candidates(enum autotune_setting setting)
-{
-    return candidates[setting];
-}
-
-const char *autotune_setting_name(enum autotune_setting setting)
-{
-    switch (setting) {
-    case AUTOTUNE_FUSION_TENSOR_LIMIT:
-        return "fusion_tensor_limit_bytes";
-    case AUTOTUNE_FUSION_THRESHOLD:
-        return "fusion_threshold_bytes";
-    case AUTOTUNE_CYCLE_TIME:
-        return "cycle_time_ms";
-    case AUTOTUNE_SETTING_COUNT:
-        break;
-    }
-    return "unknown";
-}
 
 const char *autotune_phase_name(enum autotune_phase phase)
 {
@@ -58,7 +22,7 @@ const char *autotune_phase_name(enum autotune_phase phase)
 
 static bool same_settings(const double *a, const double *b)
 {
-    return memcmp(a, b, AUTOTUNE_SETTING_COUNT * sizeof *a) == 0;
+    return memcmp(a, b, AUTOTUNE_SETTINGS_MAX * sizeof *a) == 0;
 }
 
 /* Moves to the next candidate worth a trial: of the current setting, else of the next setting
@@ -75,16 +39,17 @@ static bool next_candidate(struct autotune_search *search)
             }
             do
                 search->setting++;
-            while (search->setting < AUTOTUNE_SETTING_COUNT &&
+            while (search->setting < search->count &&
                    (search->fixed_mask & (1u << search->setting)));
-            if (search->setting >= AUTOTUNE_SETTING_COUNT)
+            if (search->setting >= search->count)
                 return false;
             search->candidate = -1;
             search->setting_best_value = search->best[search->setting];
             search->setting_best_score = search->best_score;
             continue;
         }
-        if (candidates[search->setting][search->candidate] != search->best[search->setting])
+        if (search->candidates[search->setting][search->candidate] !=
+            search->best[search->setting])
             return true;
     }
 }
@@ -95,15 +60,17 @@ static void settle_on(struct autotune_search *search, const double *settings)
     search->phase = SEARCH_SETTLED;
 }
 
-void autotune_search_start(struct autotune_search *search,
-                           const double start[AUTOTUNE_SETTING_COUNT], unsigned fixed_mask)
+void autotune_search_start(struct autotune_search *search, int count, const double *start,
+                           const double (*candidates)[AUTOTUNE_CANDIDATES], unsigned fixed_mask)
 {
     memset(search, 0, sizeof *search);
     search->phase = SEARCH_BASELINE;
+    search->count = count < AUTOTUNE_SETTINGS_MAX ? count : AUTOTUNE_SETTINGS_MAX;
     search->fixed_mask = fixed_mask;
-    memcpy(search->start, start, sizeof search->start);
-    memcpy(search->best, start, sizeof search->best);
-    memcpy(search->trial, start, sizeof search->trial);
+    memcpy(search->candidates, candidates, (size_t)search->count * sizeof *candidates);
+    memcpy(search->start, start, (size_t)search->count * sizeof *start);
+    memcpy(search->best, search->start, sizeof search->best);
+    memcpy(search->trial, search->start, sizeof search->trial);
 }
 
 bool autotune_search_record(struct autotune_search *search, double score)
@@ -118,7 +85,7 @@ bool autotune_search_record(struct autotune_search *search, double score)
     case SEARCH_COORDINATE:
         if (score > search->setting_best_score) {
             search->setting_best_score = score;
-            search->setting_best_value = candidates[search->setting][search->candidate];
+            search->setting_best_value = search->candidates[search->setting][search->candidate];
         }
         break;
     case SEARCH_CONFIRM:
@@ -145,7 +112,7 @@ bool autotune_search_record(struct autotune_search *search, double score)
     }
     if (next_candidate(search)) {
         memcpy(search->trial, search->best, sizeof search->trial);
-        search->trial[search->setting] = candidates[search->setting][search->candidate];
+        search->trial[search->setting] = search->candidates[search->setting][search->candidate];
         return true;
     }
     if (same_settings(search->best, search->start)) {
