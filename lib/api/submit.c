@@ -81,21 +81,9 @@ static bool copy_splits(struct request *request, const chorus_op_args *args, int
     return true;
 }
 
-/* An ordered request's name, unique on this rank whatever the caller named it: "NAME #N". */
-static bool name_ordered(struct request *request, struct chorus_context *context)
-{
-    char *unique = format_string("%s #%lu", request->desc.name,
-                                 atomic_fetch_add(&context->ordered_submitted, 1));
-    if (unique == NULL)
-        return false;
-    free(request->desc.name);
-    request->desc.name = unique;
-    request->ordered = true;
-    return true;
-}
-
 /* Queues `count` requests for the background thread, unless chorus has stopped or one of their
- * names is in flight on this rank. */
+ * names is in flight on this rank. Ordered requests are kept by their handle, not their name,
+ * which only labels them: several of one name may be in flight. */
 chorus_status api_enqueue_requests(struct chorus_context *context, struct request **requests,
                                    size_t count, bool wake)
 {
@@ -107,7 +95,8 @@ chorus_status api_enqueue_requests(struct chorus_context *context, struct reques
         status = REJECT(stopped, "%s \"%s\": %s", request_collective_name(first), first->name,
                         context->stopped_message);
     for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
-        if (name_table_find(&context->in_flight, requests[i]->desc.name) != NULL)
+        if (!requests[i]->ordered &&
+            name_table_find(&context->in_flight, requests[i]->desc.name) != NULL)
             status = REJECT(CHORUS_ERR_DUPLICATE_NAME,
                             "%s \"%s\": a tensor of this name is already in flight on rank %d; "
                             "wait for it before submitting the name again",
@@ -115,9 +104,11 @@ chorus_status api_enqueue_requests(struct chorus_context *context, struct reques
                             context->rank);
     }
     for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
-        if (!name_table_insert(&context->in_flight, requests[i]->desc.name, requests[i])) {
+        if (!requests[i]->ordered &&
+            !name_table_insert(&context->in_flight, requests[i]->desc.name, requests[i])) {
             for (size_t j = 0; j < i; j++)
-                name_table_remove(&context->in_flight, requests[j]->desc.name);
+                if (!requests[j]->ordered)
+                    name_table_remove(&context->in_flight, requests[j]->desc.name);
             status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
         }
     }
@@ -272,10 +263,8 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
             request_free(requests[i]);
             requests[i] = NULL;
         }
-        if (requests[i] != NULL && ordered && !name_ordered(requests[i], context)) {
-            request_free(requests[i]);
-            requests[i] = NULL;
-        }
+        if (requests[i] != NULL)
+            requests[i]->ordered = ordered;
         if (requests[i] == NULL) {
             status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
             goto out;

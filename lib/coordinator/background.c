@@ -198,23 +198,21 @@ static bool take_submissions(struct background *background)
     struct pending *pending = &background->pending;
     uint32_t raised = 0;
     struct request *taken = pending_take_submissions(pending, &raised);
-    bool any = taken != NULL || raised != 0;
+    bool any = taken != NULL || raised != 0 || pending->ordered_head != NULL;
     while (taken != NULL) {
         struct request *next = taken->next;
         taken->next = NULL;
-        if (taken->ordered) {
-            /* After a fatal error the rest stay pending, and fail with it. */
-            if (!report_pending(&background->report))
-                ordered_run(&background->ordered, taken, &background->report);
-            taken = next;
-            continue;
-        }
         if (!rounds_take(&background->rounds, &background->star.cache, &taken->desc) &&
             !pending_queue_unsent(pending, &background->star.cache, &taken->desc))
             pending_finish(pending, pending_take(pending, taken->desc.name),
                            CHORUS_ERR_OUT_OF_MEMORY, "out of memory in the background thread");
         taken = next;
     }
+    /* Ordered operations run now, in call order; after a fatal error the rest stay queued, and
+     * fail with it. */
+    struct request *ordered;
+    while (!report_pending(&background->report) && (ordered = pending_next_ordered(pending)))
+        ordered_run(&background->ordered, ordered, &background->report);
     if (raised & WIRE_FLAG_JOIN) {
         background->runner.executor.joined = true;
         background->rounds.state.joined = background->rounds.on;

@@ -1,6 +1,7 @@
 /*
- * ordered.c — see ordered.h. The check is one allgather of a fixed record per member, which on
- * MPI is MPI's own (executor_exchange_records): 1-5 us at 2 ranks here.
+ * ordered.c — see ordered.h. The check is one allgather of a fixed record per member (the wire
+ * codec's ordered record, wire.h), which on MPI is MPI's own (executor_exchange_records): 1-5 us
+ * at 2 ranks here.
  */
 #include "ordered.h"
 
@@ -14,8 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What one member submitted at a position: the description, its pointers cleared (every rank
- * runs the same build, so the struct travels as it is, as the parameters do at init). */
+/* What one member submitted at a position, decoded from its record. */
 struct ordered_record {
     uint64_t position;
     struct wire_request desc;
@@ -57,8 +57,7 @@ static bool next_position(struct ordered *ordered, int process_set, uint64_t *po
 static void finish_now(struct ordered *ordered, struct request *request, chorus_status status,
                        const char *message)
 {
-    pending_finish(ordered->pending, pending_take(ordered->pending, request->desc.name), status,
-                   message);
+    pending_finish(ordered->pending, request, status, message);
 }
 
 /* The job ranks of the set's members, in set order (the set's rank m is ranks[m]); NULL when
@@ -81,17 +80,14 @@ static int *member_ranks(struct ordered *ordered, int process_set, int members)
 /* Where the members' records disagree: a malloc'd message naming the position, the field and the
  * job's ranks (as rank 0's mismatch messages do); NULL when they agree. As the negotiator does,
  * the common case (agreement) is decided from the values; only a disagreement is described,
- * which formats every field of every member. Sets the records' name and group to `label`. */
+ * which formats every field of every member. The records' names are `label` meanwhile. */
 static char *find_disagreement(struct ordered *ordered, struct ordered_record *records,
                                int members, int process_set, const char *label)
 {
     bool agree = true;
-    for (int m = 0; m < members; m++) {
-        records[m].desc.name = (char *)label;
-        records[m].desc.group = (char *)"";
+    for (int m = 0; m < members; m++)
         agree = agree && records[m].position == records[0].position &&
                 negotiated_fields_agree(&records[0].desc, &records[m].desc);
-    }
     if (agree)
         return NULL;
     int job_size = ordered->runner->executor.nranks;
@@ -106,8 +102,10 @@ static char *find_disagreement(struct ordered *ordered, struct ordered_record *r
                                     label, ranks[0], ranks[m], records[0].position,
                                     records[m].position);
     if (message == NULL && ranks != NULL && requests != NULL) {
-        for (int m = 0; m < members; m++)
+        for (int m = 0; m < members; m++) {
             requests[ranks[m]] = records[m].desc;
+            requests[ranks[m]].name = (char *)label;
+        }
         message = mismatch_find(label, requests, job_size, &requests[ranks[0]]);
     }
     /* Out of memory, or values that differ but print alike: still never run them. */
@@ -144,6 +142,29 @@ static bool build_response(struct wire_response *response, const struct request 
     return true;
 }
 
+/* The members' records from `bytes` (WIRE_ORDERED_RECORD_BYTES each) into `records`; a
+ * record that does not decode is a fatal error (`error`). */
+static chorus_status decode_records(const uint8_t *bytes, int members,
+                                    struct ordered_record *records, char *error,
+                                    size_t error_size)
+{
+    for (int m = 0; m < members; m++) {
+        chorus_status status = wire_decode_ordered_record(
+            bytes + (size_t)m * WIRE_ORDERED_RECORD_BYTES, &records[m].position, &records[m].desc,
+            error, error_size);
+        if (status != CHORUS_OK)
+            return status;
+    }
+    return CHORUS_OK;
+}
+
+static void free_records(struct ordered_record *records, int members)
+{
+    for (int m = 0; records != NULL && m < members; m++)
+        wire_request_free(&records[m].desc);
+    free(records);
+}
+
 void ordered_run(struct ordered *ordered, struct request *request, struct coord_report *report)
 {
     const struct wire_request *desc = &request->desc;
@@ -160,57 +181,55 @@ void ordered_run(struct ordered *ordered, struct request *request, struct coord_
         return;
     }
     uint64_t position = 0;
-    if (!next_position(ordered, desc->process_set, &position)) {
+    char label[CHORUS_MAX_NAME_LENGTH + 96];
+    int members = executor->nranks;
+    uint8_t mine[WIRE_ORDERED_RECORD_BYTES];
+    uint8_t *all = malloc((size_t)members * WIRE_ORDERED_RECORD_BYTES);
+    struct ordered_record *records = calloc((size_t)members, sizeof *records);
+    if (all == NULL || records == NULL || !next_position(ordered, desc->process_set, &position)) {
         report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "%s \"%s\": out of memory", kind,
                     desc->name);
-        return;
+        pending_keep_ordered(ordered->pending, request); /* failed with the rest */
+        goto out;
     }
-    /* The caller's name, without the " #N" that made it unique on this rank alone. */
-    const char *suffix = strrchr(desc->name, '#');
-    int name_length = suffix != NULL && suffix > desc->name ? (int)(suffix - desc->name) - 1
-                                                            : (int)strlen(desc->name);
-    char label[CHORUS_MAX_NAME_LENGTH + 96];
-    snprintf(label, sizeof label, "%.*s, ordered position %" PRIu64 " of process set %d",
-             name_length, desc->name, position, desc->process_set);
-    int members = executor->nranks;
-    struct ordered_record mine;
-    memset(&mine, 0, sizeof mine);
-    mine.position = position;
-    mine.desc = *desc;
-    mine.desc.name = mine.desc.group = NULL;
-    mine.desc.members = NULL;
-    struct ordered_record *records = calloc((size_t)members, sizeof *records);
-    if (records == NULL) {
-        report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "%s \"%s\": out of memory", kind, label);
-        return;
+    snprintf(label, sizeof label, "%s, ordered position %" PRIu64 " of process set %d",
+             desc->name, position, desc->process_set);
+    if (!wire_encode_ordered_record(position, desc, mine)) {
+        finish_now(ordered, request, CHORUS_ERR_INTERNAL,
+                   "the operation's description does not fit an ordered record");
+        goto out;
     }
     char error[1024] = "";
-    chorus_status status =
-        executor_exchange_records(executor, &mine, sizeof mine, records, error, sizeof error);
+    chorus_status status = executor_exchange_records(executor, mine, sizeof mine, all, error,
+                                                     sizeof error);
+    if (status == CHORUS_OK)
+        status = decode_records(all, members, records, error, sizeof error);
     if (status != CHORUS_OK) {
         report_fail(report, status, "%s \"%s\": the ranks' check before it failed: %s", kind,
                     label, error);
-    } else {
-        char *disagreement =
-            find_disagreement(ordered, records, members, desc->process_set, label);
-        struct wire_response response;
-        if (disagreement != NULL) {
-            LOG(LOG_WARNING, "ordered", "%s", disagreement);
-            finish_now(ordered, request, CHORUS_ERR_MISMATCH, disagreement);
-        } else if (!build_response(&response, request, records, members)) {
-            report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "%s \"%s\": out of memory", kind,
-                        label);
-            wire_response_free(&response);
-        } else {
-            ordered->running = true;
-            status = runner_run(ordered->runner, &response, 1, error, sizeof error);
-            ordered->running = false;
-            if (status != CHORUS_OK)
-                report_fail(report, status, "%s", error);
-            wire_response_free(&response);
-            ordered->run_count++;
-        }
-        free(disagreement);
+        pending_keep_ordered(ordered->pending, request);
+        goto out;
     }
-    free(records);
+    char *disagreement = find_disagreement(ordered, records, members, desc->process_set, label);
+    struct wire_response response;
+    if (disagreement != NULL) {
+        LOG(LOG_WARNING, "ordered", "%s", disagreement);
+        finish_now(ordered, request, CHORUS_ERR_MISMATCH, disagreement);
+    } else if (!build_response(&response, request, records, members)) {
+        report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "%s \"%s\": out of memory", kind, label);
+        wire_response_free(&response);
+        pending_keep_ordered(ordered->pending, request);
+    } else {
+        ordered->running = true;
+        status = runner_run(ordered->runner, &response, 1, &request, error, sizeof error);
+        ordered->running = false;
+        if (status != CHORUS_OK)
+            report_fail(report, status, "%s", error);
+        wire_response_free(&response);
+        ordered->run_count++;
+    }
+    free(disagreement);
+out:
+    free(all);
+    free_records(records, members);
 }

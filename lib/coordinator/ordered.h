@@ -24,9 +24,10 @@ struct ordered {
 void ordered_init(struct ordered *ordered, struct runner *runner, struct pending *pending);
 void ordered_release(struct ordered *ordered);
 
-/* Runs `request` (an ordered request, already in the pending table) now: the check, then the
+/* Runs `request` (an ordered request, taken off the pending queue) now: the check, then the
  * collective. A mismatch completes it with CHORUS_ERR_MISMATCH; a failure that leaves the ranks
- * out of step (MPI, memory, the timeout) is reported to the loop as fatal. */
+ * out of step (MPI, memory, the timeout) is reported to the loop as fatal, the request kept
+ * for the loop to fail with the rest. */
 void ordered_run(struct ordered *ordered, struct request *request, struct coord_report *report);
 
 #endif

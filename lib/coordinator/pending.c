@@ -32,9 +32,11 @@ void pending_finish(void *owner, struct request *request, chorus_status status,
 {
     struct pending *pending = owner;
     struct chorus_context *context = pending->context;
-    pthread_mutex_lock(&context->lock);
-    name_table_remove(&context->in_flight, request->desc.name);
-    pthread_mutex_unlock(&context->lock);
+    if (!request->ordered) { /* only negotiated names are kept in flight (submit.c) */
+        pthread_mutex_lock(&context->lock);
+        name_table_remove(&context->in_flight, request->desc.name);
+        pthread_mutex_unlock(&context->lock);
+    }
     if (status == CHORUS_OK)
         handle_member_done(request->handle, CHORUS_OK, NULL);
     else
@@ -75,6 +77,15 @@ void pending_refuse_submissions(void *owner, chorus_status status, const char *r
     pthread_mutex_unlock(&context->lock);
 }
 
+static void fail_one(struct pending *pending, struct request *request, chorus_status status,
+                     const char *reason)
+{
+    char *message = format_string("%s \"%s\": %s", request_collective_name(&request->desc),
+                                  request->desc.name, reason);
+    pending_finish(pending, request, status, message ? message : reason);
+    free(message);
+}
+
 void pending_fail_all(struct pending *pending, chorus_status status, const char *reason)
 {
     struct chorus_context *context = pending->context;
@@ -86,21 +97,23 @@ void pending_fail_all(struct pending *pending, chorus_status status, const char 
     context->join_handle = NULL;
     pthread_mutex_unlock(&context->lock);
 
-    while (queued != NULL) {
-        struct request *next = queued->next;
-        name_table_insert(&pending->table, queued->desc.name, queued);
-        queued = next;
+    /* Those still queued, then the ordered ones taken, then the negotiated ones by name. */
+    struct request *unfiled = queued;
+    if (pending->ordered_tail != NULL) {
+        pending->ordered_tail->next = unfiled;
+        unfiled = pending->ordered_head;
+    }
+    pending->ordered_head = pending->ordered_tail = NULL;
+    while (unfiled != NULL) {
+        struct request *next = unfiled->next;
+        fail_one(pending, unfiled, status, reason);
+        unfiled = next;
     }
     for (size_t b = 0; b < pending->table.bucket_count; b++) {
         struct name_entry *entry = pending->table.buckets[b];
         while (entry != NULL) {
             struct name_entry *next = entry->next;
-            struct request *request = entry->value;
-            char *message =
-                format_string("%s \"%s\": %s", request_collective_name(&request->desc),
-                              request->desc.name, reason);
-            pending_finish(pending, request, status, message ? message : reason);
-            free(message);
+            fail_one(pending, entry->value, status, reason);
             entry = next;
         }
     }
@@ -159,7 +172,13 @@ struct request *pending_take_submissions(struct pending *pending, uint32_t *rais
     while (queued != NULL) {
         struct request *next = queued->next;
         queued->next = NULL;
-        if (name_table_insert(&pending->table, queued->desc.name, queued)) {
+        if (queued->ordered) {
+            if (pending->ordered_tail != NULL)
+                pending->ordered_tail->next = queued;
+            else
+                pending->ordered_head = queued;
+            pending->ordered_tail = queued;
+        } else if (name_table_insert(&pending->table, queued->desc.name, queued)) {
             *tail = queued;
             tail = &queued->next;
         } else {
@@ -169,6 +188,26 @@ struct request *pending_take_submissions(struct pending *pending, uint32_t *rais
         queued = next;
     }
     return taken;
+}
+
+struct request *pending_next_ordered(struct pending *pending)
+{
+    struct request *request = pending->ordered_head;
+    if (request == NULL)
+        return NULL;
+    pending->ordered_head = request->next;
+    if (pending->ordered_head == NULL)
+        pending->ordered_tail = NULL;
+    request->next = NULL;
+    return request;
+}
+
+void pending_keep_ordered(struct pending *pending, struct request *request)
+{
+    request->next = pending->ordered_head;
+    pending->ordered_head = request;
+    if (pending->ordered_tail == NULL)
+        pending->ordered_tail = request;
 }
 
 void pending_clear_unsent(struct pending *pending)

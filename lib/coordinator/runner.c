@@ -144,7 +144,7 @@ static int route_of(const struct wire_response *response)
  * set. */
 static chorus_status run_on_set(struct runner *runner, int id,
                                 const struct wire_response *responses, size_t count,
-                                char *error, size_t error_size)
+                                struct request *const *taken, char *error, size_t error_size)
 {
     struct set_executor *set = find_set_executor(runner, id);
     if (set == NULL)
@@ -166,13 +166,14 @@ static chorus_status run_on_set(struct runner *runner, int id,
     struct executor *executor = &set->executor;
     executor->joined = runner->executor.joined;
     executor->timeline = runner->executor.timeline;
-    chorus_status status = executor_run(executor, translated, count, error, error_size);
+    chorus_status status = executor_run(executor, translated, count, taken, error, error_size);
     free(translated);
     return status;
 }
 
 chorus_status runner_run(struct runner *runner, const struct wire_response *responses,
-                            size_t count, char *error, size_t error_size)
+                         size_t count, struct request *const *taken, char *error,
+                         size_t error_size)
 {
     /* Without sets, everything is the job's: one run, fused as before. */
     chorus_status status = CHORUS_OK;
@@ -185,11 +186,11 @@ chorus_status runner_run(struct runner *runner, const struct wire_response *resp
         if (route < 0)
             status = change_sets(runner, &responses[start], error, error_size);
         else if (route == 0)
-            status = executor_run(&runner->executor, &responses[start], end - start, error,
-                                  error_size);
+            status = executor_run(&runner->executor, &responses[start], end - start,
+                                  taken != NULL ? &taken[start] : NULL, error, error_size);
         else
-            status = run_on_set(runner, route, &responses[start], end - start, error,
-                                error_size);
+            status = run_on_set(runner, route, &responses[start], end - start,
+                                taken != NULL ? &taken[start] : NULL, error, error_size);
         start = end;
     }
     return status;

@@ -25,10 +25,11 @@ struct runner {
     size_t set_executor_count;
 };
 
-/* Runs agreed responses in order. Returns CHORUS_OK or a fatal error, with its text in
- * `error`. */
+/* Runs agreed responses in order, this rank's requests taken by name, or given in `taken`
+ * (executor_run). Returns CHORUS_OK or a fatal error, with its text in `error`. */
 chorus_status runner_run(struct runner *runner, const struct wire_response *responses,
-                         size_t count, char *error, size_t error_size);
+                         size_t count, struct request *const *taken, char *error,
+                         size_t error_size);
 
 /* The executor of process set `process_set` (0: the job's), or NULL where this rank is not a
  * member. */

@@ -214,7 +214,7 @@ void star_execute(struct star *star, const struct wire_response *responses, size
     if (count == 0)
         return;
     char error[1024] = "";
-    chorus_status status = runner_run(star->runner, responses, count, error, sizeof error);
+    chorus_status status = runner_run(star->runner, responses, count, NULL, error, sizeof error);
     liveness_batch_done(&star->liveness, monotonic_seconds());
     if (status == CHORUS_OK && star->autotune != NULL)
         status = autotune_batch_done(star->autotune, responses, count, error, sizeof error);

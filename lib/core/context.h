@@ -77,7 +77,6 @@ struct chorus_context {
 
     _Atomic int stopped; /* CHORUS_OK while running; then the status later submits get */
     _Atomic unsigned long barriers; /* chorus_barrier calls so far: each barrier's name */
-    _Atomic unsigned long ordered_submitted; /* ordered operations so far: unique names */
     _Atomic unsigned long set_changes; /* process set adds and removes so far: their names */
 };
 

@@ -195,7 +195,8 @@ static bool injected_fault_now(void)
 }
 
 chorus_status executor_run(struct executor *executor, const struct wire_response *responses,
-                           size_t count, char *error, size_t error_size)
+                           size_t count, struct request *const *taken, char *error,
+                           size_t error_size)
 {
     struct fusion_plan plan;
     const struct chorus_params *params = executor->settings->params; /* autotune may change them */
@@ -219,8 +220,9 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
             requests[m] = NULL;
             if (!response_applies_to(&responses[members[m]], executor->rank))
                 continue;
-            requests[m] =
-                executor->take_request(executor->owner, responses[members[m]].request.name);
+            requests[m] = taken != NULL ? taken[members[m]]
+                                        : executor->take_request(
+                                              executor->owner, responses[members[m]].request.name);
             if (requests[m] == NULL && first->type == RESPONSE_EXECUTE && !executor->joined) {
                 snprintf(error, error_size,
                          "rank %d was told to run %s \"%s\", which it never submitted",

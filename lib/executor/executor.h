@@ -79,10 +79,14 @@ struct executor {
  * can be left inside that creation by a rank that failed before reaching it. */
 chorus_status executor_prepare(struct executor *executor, char *error, size_t error_size);
 
-/* Runs `count` responses in the fusion plan's order. Returns CHORUS_OK, or a fatal error
- * (MPI, NCCL, memory) whose text is in `error`: the data path can no longer be trusted. */
+/* Runs `count` responses in the fusion plan's order. This rank's request of each response is
+ * taken by its name (take_request), or, where `taken` is not NULL, is taken[i]: an ordered
+ * operation's, which its caller already holds (ordered operations are kept by their handle;
+ * their names only label them). Returns CHORUS_OK, or a fatal error (MPI, NCCL, memory) whose
+ * text is in `error`: the data path can no longer be trusted. */
 chorus_status executor_run(struct executor *executor, const struct wire_response *responses,
-                           size_t count, char *error, size_t error_size);
+                           size_t count, struct request *const *taken, char *error,
+                           size_t error_size);
 
 /* An allgather of one record of `bytes` per rank into `all` (in rank order), bounded like a
  * batch by CHORUS_TIMEOUT_SECONDS and other ranks' notices: the check that precedes an ordered

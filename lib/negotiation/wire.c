@@ -33,6 +33,14 @@
  *   | mask_count | rank_mask | last_joined_rank |
  *   | u32        | u8 each   | i32              |
  *   +------------+-----------+------------------+
+ *
+ * Ordered record (WIRE_ORDERED_RECORD_BYTES, zero-padded; the members of an ordered operation
+ * exchange one each in an allgather, ordered.c): the member's position in the set's order, the
+ * request in form 0 without its name and group (empty) and members (none):
+ *   +--------+----------+-------------+-------+
+ *   | magic  | position | request_len | request (form 0, above) | zeros to the end
+ *   | u32    | u64      | u16         |                          |
+ *   +--------+----------+-------------+-------+
  */
 #include "wire.h"
 
@@ -49,6 +57,7 @@ struct writer {
     uint8_t *data;
     size_t length;
     size_t capacity;
+    bool fixed; /* data is the caller's, of `capacity` bytes: never grown */
     bool failed;
 };
 
@@ -56,6 +65,10 @@ static void put_bytes(struct writer *writer, const void *bytes, size_t count)
 {
     if (writer->failed)
         return;
+    if (writer->length + count > writer->capacity && writer->fixed) {
+        writer->failed = true;
+        return;
+    }
     if (writer->length + count > writer->capacity) {
         size_t capacity = writer->capacity ? writer->capacity : 256;
         while (capacity < writer->length + count)
@@ -448,3 +461,53 @@ void wire_message_free(struct wire_message *message)
     memset(message, 0, sizeof *message);
 }
 
+#define ORDERED_RECORD_MAGIC 0x4f524452u /* "RDRO" */
+#define ORDERED_RECORD_HEAD (4 + 8 + 2)
+
+bool wire_encode_ordered_record(uint64_t position, const struct wire_request *request,
+                                uint8_t record[WIRE_ORDERED_RECORD_BYTES])
+{
+    struct wire_request bare = *request;
+    bare.name = bare.group = NULL;
+    bare.members = NULL;
+    bare.member_count = 0;
+    bare.cached = false;
+    memset(record, 0, WIRE_ORDERED_RECORD_BYTES);
+    struct writer writer = {.data = record + ORDERED_RECORD_HEAD,
+                            .capacity = WIRE_ORDERED_RECORD_BYTES - ORDERED_RECORD_HEAD,
+                            .fixed = true};
+    put_request(&writer, &bare);
+    if (writer.failed)
+        return false;
+    size_t request_length = writer.length;
+    writer = (struct writer){.data = record, .capacity = ORDERED_RECORD_HEAD, .fixed = true};
+    put_unsigned(&writer, ORDERED_RECORD_MAGIC, 4);
+    put_unsigned(&writer, position, 8);
+    put_unsigned(&writer, request_length, 2);
+    return !writer.failed;
+}
+
+chorus_status wire_decode_ordered_record(const uint8_t record[WIRE_ORDERED_RECORD_BYTES],
+                                         uint64_t *position, struct wire_request *request,
+                                         char *error, size_t error_size)
+{
+    struct reader reader = {.data = record, .length = ORDERED_RECORD_HEAD, .error = error,
+                            .error_size = error_size};
+    memset(request, 0, sizeof *request);
+    uint32_t magic = (uint32_t)get_unsigned(&reader, 4);
+    *position = get_unsigned(&reader, 8);
+    size_t request_length = (size_t)get_unsigned(&reader, 2);
+    if (!reader.failed && magic != ORDERED_RECORD_MAGIC)
+        fail(&reader, "not an ordered record");
+    if (!reader.failed && request_length > WIRE_ORDERED_RECORD_BYTES - ORDERED_RECORD_HEAD)
+        fail(&reader, "ordered record longer than its slot");
+    if (reader.failed)
+        return CHORUS_ERR_PROTOCOL;
+    reader.length = ORDERED_RECORD_HEAD + request_length;
+    if (!get_request(&reader, request) || reader.offset != reader.length) {
+        fail(&reader, "trailing bytes");
+        wire_request_free(request);
+        return CHORUS_ERR_PROTOCOL;
+    }
+    return CHORUS_OK;
+}

@@ -42,4 +42,17 @@ chorus_status wire_decode(const uint8_t *bytes, size_t length, struct wire_messa
 
 void wire_message_free(struct wire_message *message);
 
+/* An ordered operation's record: what one member submitted at `position` of its set's order,
+ * in a fixed size, so that the members exchange theirs in one allgather (ordered.c). The name,
+ * group and members do not travel. Encoding fails (false) only for a request too large for the
+ * record, which the fields' bounds rule out. Decoding rejects (CHORUS_ERR_PROTOCOL, reason in
+ * `error`) a record that is not one, as wire_decode rejects a message; the request's texts are
+ * then empty, and wire_request_free frees them. */
+#define WIRE_ORDERED_RECORD_BYTES 256
+bool wire_encode_ordered_record(uint64_t position, const struct wire_request *request,
+                                uint8_t record[WIRE_ORDERED_RECORD_BYTES]);
+chorus_status wire_decode_ordered_record(const uint8_t record[WIRE_ORDERED_RECORD_BYTES],
+                                         uint64_t *position, struct wire_request *request,
+                                         char *error, size_t error_size);
+
 #endif

@@ -258,7 +258,7 @@ static void *run_rank(void *argument)
     struct wire_response responses[MAX_TENSORS];
     build_responses(responses, state->nranks);
     state->run_status =
-        executor_run(executor, responses, STEP_TENSORS, state->error, sizeof state->error);
+        executor_run(executor, responses, STEP_TENSORS, NULL, state->error, sizeof state->error);
     for (size_t t = 0; t < STEP_TENSORS; t++)
         wire_response_free(&responses[t]);
     executor_release(executor);

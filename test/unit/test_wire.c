@@ -209,6 +209,52 @@ START_TEST(random_bytes_never_crash_the_decoder)
 }
 END_TEST
 
+/* An ordered record carries the position and every negotiated field but the name, group and
+ * members, in its fixed size; what is not a record, or overruns its slot, is rejected. */
+START_TEST(ordered_records_round_trip_in_a_fixed_size)
+{
+    struct wire_request request = sample_request("not on the wire");
+    request.shape[CHORUS_MAX_DIMS - 1] = 9;
+    request.ndims = CHORUS_MAX_DIMS; /* the largest request there is */
+    uint8_t record[WIRE_ORDERED_RECORD_BYTES];
+    ck_assert(wire_encode_ordered_record(41, &request, record));
+    uint64_t position = 0;
+    struct wire_request decoded;
+    char error[256];
+    ck_assert_int_eq(wire_decode_ordered_record(record, &position, &decoded, error, sizeof error),
+                     CHORUS_OK);
+    ck_assert_uint_eq(position, 41);
+    ck_assert_str_eq(decoded.name, "");
+    ck_assert_str_eq(decoded.group, "");
+    ck_assert_uint_eq(decoded.collective, CHORUS_ALLGATHER);
+    ck_assert_uint_eq(decoded.dtype, CHORUS_BFLOAT16);
+    ck_assert_uint_eq(decoded.ndims, CHORUS_MAX_DIMS);
+    ck_assert_int_eq(decoded.shape[CHORUS_MAX_DIMS - 1], 9);
+    ck_assert_int_eq(decoded.root, 2);
+    ck_assert(decoded.prescale == 0.5 && decoded.postscale == -3.25);
+    ck_assert_uint_eq(decoded.group_size, 4);
+    wire_request_free(&decoded);
+    uint8_t bad[WIRE_ORDERED_RECORD_BYTES];
+    memcpy(bad, record, sizeof bad);
+    bad[0] ^= 1; /* the magic number */
+    ck_assert_int_eq(wire_decode_ordered_record(bad, &position, &decoded, error, sizeof error),
+                     CHORUS_ERR_PROTOCOL);
+    wire_request_free(&decoded);
+    memcpy(bad, record, sizeof bad);
+    bad[12] = 0xff; /* a request longer than the slot */
+    bad[13] = 0xff;
+    ck_assert_int_eq(wire_decode_ordered_record(bad, &position, &decoded, error, sizeof error),
+                     CHORUS_ERR_PROTOCOL);
+    ck_assert_msg(strstr(error, "longer than its slot") != NULL, "%s", error);
+    wire_request_free(&decoded);
+    memcpy(bad, record, sizeof bad);
+    bad[12] = (uint8_t)(bad[12] + 1); /* one byte more than the request */
+    ck_assert_int_eq(wire_decode_ordered_record(bad, &position, &decoded, error, sizeof error),
+                     CHORUS_ERR_PROTOCOL);
+    wire_request_free(&decoded);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("wire");
@@ -219,6 +265,7 @@ int main(void)
     tcase_add_test(tc, every_truncation_and_extension_is_rejected);
     tcase_add_test(tc, bad_fields_are_rejected_with_a_reason);
     tcase_add_test(tc, random_bytes_never_crash_the_decoder);
+    tcase_add_test(tc, ordered_records_round_trip_in_a_fixed_size);
     suite_add_tcase(suite, tc);
     return run_suite(suite);
 }
