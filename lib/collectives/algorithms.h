@@ -137,25 +137,20 @@ struct algorithm {
         alltoall_run alltoall;
     } run;
     enum placement needs; /* anything but PLACEMENT_ANY works through the host's segment */
+    /* An algorithm that decides on each host alone from that host's tensors (the shared heap's:
+     * whether they lie there) may decline on some hosts and run on others; where it declines,
+     * `per_host_fallback` runs, whose calls across hosts are the same as its own. */
+    bool declines_per_host;
+    int per_host_fallback;
+    /* It declines a list of pieces (a fused batch) on every rank alike. */
+    bool declines_pieces;
 };
 
 chorus_status allreduce_ring(const struct allreduce_args *args);
 chorus_status allreduce_recursive_doubling(const struct allreduce_args *args);
 chorus_status allreduce_rabenseifner(const struct allreduce_args *args);
 chorus_status allreduce_hierarchical(const struct allreduce_args *args);
-/* The hierarchical allreduce's path for a tensor in the shared heap on every rank of the host
- * (allreduce_shared_heap.c): publish() writes where this rank's buffer lies in its heap, for the
- * barrier that follows to publish, and returns whether it lies there; ranks() counts, after that
- * barrier, the local ranks whose buffer does; when all do, allreduce_shared_heap() reduces it in
- * place. */
-/* The hierarchical allreduce's cross-host step: `slice` (`bytes`, reduced on this host)
- * allreduced with the ranks of the same local rank on the other hosts, then times `postscale`. */
-chorus_status allreduce_slice_across_hosts(struct node_segment *node,
-                                          const struct allreduce_args *args, void *slice,
-                                          size_t bytes, double postscale);
-bool allreduce_shared_heap_publish(struct node_segment *node, const struct allreduce_args *args);
-int allreduce_shared_heap_ranks(const struct node_segment *node);
-chorus_status allreduce_shared_heap(struct node_segment *node, const struct allreduce_args *args);
+chorus_status allreduce_shared_heap(const struct allreduce_args *args);
 /* Adasum, in place (args->op is CHORUS_ADASUM, float32 or float64, no postscale). Chosen by the
  * op, not by the selection table: no other algorithm can run it. */
 chorus_status allreduce_adasum(const struct allreduce_args *args);

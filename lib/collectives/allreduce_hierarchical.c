@@ -40,6 +40,7 @@
 #include "algorithms.h"
 #include "../transport/transport.h"
 #include "hierarchical_chunks.h"
+#include "hierarchical_cross_host.h"
 #include "pieces.h"
 #include "reduce.h"
 
@@ -85,45 +86,6 @@ static void reduce_slice(const struct node_segment *node, const struct allreduce
     }
 }
 
-chorus_status allreduce_slice_across_hosts(struct node_segment *node,
-                                          const struct allreduce_args *args, void *slice,
-                                          size_t bytes, double postscale)
-{
-    size_t width = chorus_dtype_size(args->dtype);
-    /* A rank of this host stopped after a fatal error (see node_segment_poison): what was just
-     * reduced is garbage, which must not reach the other hosts, where nothing would tell it from
-     * a result. */
-    if (node_segment_poisoned(node) >= 0) {
-        snprintf(args->transport->error, sizeof args->transport->error,
-                 "a rank of this host failed");
-        return CHORUS_ERR_INTERNAL;
-    }
-    struct allreduce_args cross = {
-        .transport = node->cross,
-        .scratch = &node->cross_scratch,
-        .buffer = slice,
-        .count = bytes / width,
-        .dtype = args->dtype,
-        .op = args->op,
-    };
-    /* Across hosts the slice goes where the selection table sends a call of its size between
-     * ranks that share no host: one per host. */
-    struct selection_query query = {.bytes = bytes,
-                                    .nranks = node->cross->nranks,
-                                    .local_ranks = 1,
-                                    .forced = -1,
-                                    .tuned = args->tuned};
-    int ran = -1;
-    chorus_status status =
-        selection_run(CHORUS_ALLREDUCE, &query, (union collective_args){.allreduce = &cross}, &ran);
-    if (status != CHORUS_OK) {
-        memcpy(args->transport->error, node->cross->error, sizeof node->cross->error);
-        return status;
-    }
-    scale_buffer(slice, bytes / width, args->dtype, postscale);
-    return CHORUS_OK;
-}
-
 static chorus_status reduce_own_slice(struct node_segment *node, const struct allreduce_args *args,
                                       const struct buffer *buffer, const struct chunk *chunk,
                                       size_t width)
@@ -139,7 +101,7 @@ static chorus_status reduce_own_slice(struct node_segment *node, const struct al
     reduce_slice(node, args, buffer, chunk, offset, bytes, width,
                  node->cross == NULL ? postscale : 1.0, result);
     if (node->cross != NULL) {
-        chorus_status status = allreduce_slice_across_hosts(node, args, result, bytes, postscale);
+        chorus_status status = hierarchical_slice_across_hosts(node, args, result, bytes, postscale);
         if (status != CHORUS_OK)
             return status;
     }
@@ -176,25 +138,8 @@ chorus_status allreduce_hierarchical(const struct allreduce_args *args)
                             args->pieces ? args->piece_count : 1};
     size_t turn = node_segment_take_turns(node, chunks, node->staging_areas);
     struct chunk current = chunk_at(args->count, chunks, 0, turn, width);
-    /* A tensor in the shared heap on every rank of the host is reduced where it lies instead
-     * (allreduce_shared_heap.c); every rank learns whether it is at the first barrier. Ranks
-     * whose tensor lies there skip staging the first chunk, and stage it after all when another
-     * rank's does not, behind one more barrier. */
-    bool heap_path = node->shared_heap && args->pieces == NULL;
-    bool in_heap = heap_path && allreduce_shared_heap_publish(node, args);
-    if (!in_heap)
-        stage(node, &buffer, &current, width);
+    stage(node, &buffer, &current, width);
     node_segment_barrier(node);
-    if (heap_path) {
-        int ranks = allreduce_shared_heap_ranks(node);
-        if (ranks == node->local_size)
-            return allreduce_shared_heap(node, args);
-        if (ranks > 0) {
-            if (in_heap)
-                stage(node, &buffer, &current, width);
-            node_segment_barrier(node);
-        }
-    }
     for (size_t k = 0; k < chunks; k++) {
         chorus_status status = reduce_own_slice(node, args, &buffer, &current, width);
         if (status != CHORUS_OK)

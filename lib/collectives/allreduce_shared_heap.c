@@ -1,6 +1,6 @@
 /*
- * allreduce_shared_heap.c — the hierarchical allreduce's path for a tensor that lies in the
- * shared heap (chorus_mem_alloc) on every rank of the host. Each rank maps the others' heaps
+ * allreduce_shared_heap.c — the allreduce of a tensor that lies in the shared heap
+ * (chorus_mem_alloc) on every rank of the host. Each rank maps the others' heaps
  * (node_heap.c), reduces its slice of the tensor straight from every rank's buffer, and writes
  * the result straight into every rank's buffer. Per rank, each byte of the tensor is read once
  * and written once, as in a copy; the staged path copies the peers' slices into the segment,
@@ -14,9 +14,23 @@
  * piece is then copied to every rank's buffer, starting with the next rank's, so that the
  * writers spread over the buffers. Across hosts the slice is one piece, allreduced with the
  * ranks of the same local rank on the other hosts between the two, in the same calls as the
- * staged path makes: each host decides alone whether its tensors lie in the heap. Two barriers
- * frame the call: after the first every rank's input is there and its offset published; after
- * the last every result is written, and a rank may touch its buffer again.
+ * staged path makes (hierarchical_cross_host.h): each host decides alone whether its tensors
+ * lie in the heap. Two barriers frame the call: after the first every rank's input is there and
+ * its offset published; after the last every result is written, and a rank may touch its buffer
+ * again.
+ *
+ * It declines a fused batch (a list of pieces), a host without the segment or without the
+ * peers' heaps mapped, all on every rank alike; and, after the first barrier, a tensor that does
+ * not lie in the heap on every rank of the host, alike on the host's ranks. The algorithm table
+ * then runs the staged hierarchical allreduce there (declines_per_host), whose calls across
+ * hosts are the same. That check costs the declined call one barrier more than the staged path
+ * alone: the selection table runs this algorithm only from the size where tensors are put in
+ * the heap (select.c).
+ *
+ * Cost per rank, for a tensor of S bytes on a host of L ranks: S/L read from every rank (S in
+ * all) and written to every rank (S in all), two barriers; across H hosts, the slice's allreduce
+ * among them. Example, L = 2, 8 elements in one chunk: rank 0 reduces elements 0-3 of both
+ * buffers into its result area and copies them into buffer 1, then buffer 0; rank 1 does 4-7.
  *
  * Measured with a two-process prototype (the development VM, 2026-11-26, 25 MiB of float32 at
  * np=2, one core each): 2.5-2.8 ms with 64 KiB pieces and ordinary stores, 3.4-3.6 ms with
@@ -26,6 +40,7 @@
 #include "../transport/shared_heap.h"
 #include "algorithms.h"
 #include "hierarchical_chunks.h"
+#include "hierarchical_cross_host.h"
 #include "reduce.h"
 
 #include <stdio.h>
@@ -35,20 +50,13 @@
  * while it is copied to every rank. */
 #define PIECE_BYTES ((size_t)64 << 10)
 
-bool allreduce_shared_heap_publish(struct node_segment *node, const struct allreduce_args *args)
+/* After the first barrier: whether every local rank's buffer lies in its heap. */
+static bool every_buffer_in_heap(const struct node_segment *node)
 {
-    size_t bytes = args->count * chorus_dtype_size(args->dtype);
-    uint64_t offset = shared_heap_offset(args->buffer, bytes);
-    node->mailbox[node->local_rank][NODE_MAILBOX_ADDRESS] = offset;
-    return offset != SHARED_HEAP_NOWHERE;
-}
-
-int allreduce_shared_heap_ranks(const struct node_segment *node)
-{
-    int ranks = 0;
     for (int r = 0; r < node->local_size; r++)
-        ranks += node->mailbox[r][NODE_MAILBOX_ADDRESS] != SHARED_HEAP_NOWHERE;
-    return ranks;
+        if (node->mailbox[r][NODE_MAILBOX_ADDRESS] == SHARED_HEAP_NOWHERE)
+            return false;
+    return true;
 }
 
 /* Reduces this rank's slice of `chunk` (at `offset`, `bytes`) from every rank's buffer and
@@ -73,8 +81,8 @@ static chorus_status reduce_slice_in_place(struct node_segment *node,
         reduce_ranks_scaled(node->own_result, (const unsigned char *const *)operands, p, length,
                             args->dtype, args->op, node->cross == NULL ? factor : 1.0);
         if (node->cross != NULL) {
-            chorus_status status = allreduce_slice_across_hosts(node, args, node->own_result,
-                                                                length * width, factor);
+            chorus_status status = hierarchical_slice_across_hosts(
+                node, args, node->own_result, length * width, factor);
             if (status != CHORUS_OK)
                 return status;
         }
@@ -84,10 +92,19 @@ static chorus_status reduce_slice_in_place(struct node_segment *node,
     return CHORUS_OK;
 }
 
-chorus_status allreduce_shared_heap(struct node_segment *node, const struct allreduce_args *args)
+chorus_status allreduce_shared_heap(const struct allreduce_args *args)
 {
+    struct node_segment *node = args->node;
+    if (node == NULL || !node->shared_heap || args->pieces != NULL)
+        return CHORUS_ERR_NOT_SUPPORTED;
     int p = node->local_size, me = node->local_rank;
     size_t width = chorus_dtype_size(args->dtype);
+    if (args->count == 0)
+        return CHORUS_OK;
+    node->mailbox[me][NODE_MAILBOX_ADDRESS] = shared_heap_offset(args->buffer, args->count * width);
+    node_segment_barrier(node);
+    if (!every_buffer_in_heap(node))
+        return CHORUS_ERR_NOT_SUPPORTED;
     double factor = args->postscale != NULL ? *args->postscale : 1.0;
     unsigned char *buffers[NODE_MAX_LOCAL_RANKS];
     bool mapped = true;

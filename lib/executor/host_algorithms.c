@@ -158,7 +158,13 @@ chorus_status executor_run_host_alltoall(struct executor *executor, const struct
 bool executor_host_allreduce_in_place(const struct executor *executor, size_t bytes)
 {
     struct selection_query query = query_for(executor, CHORUS_ALLREDUCE, bytes);
-    int first = -1;
-    return executor->node_ready && selection_candidates(CHORUS_ALLREDUCE, &query, &first, 1) == 1 &&
-           first == ALLREDUCE_HIERARCHICAL;
+    int candidates[ALGORITHMS_MAX];
+    size_t count = selection_candidates(CHORUS_ALLREDUCE, &query, candidates, ALGORITHMS_MAX);
+    size_t algorithms = 0;
+    const struct algorithm *table = algorithm_table(CHORUS_ALLREDUCE, &algorithms);
+    /* The first that takes a list of pieces, after those that pass it on, reads them in place. */
+    size_t first = 0;
+    while (first < count && table[candidates[first]].declines_pieces)
+        first++;
+    return executor->node_ready && first < count && candidates[first] == ALLREDUCE_HIERARCHICAL;
 }

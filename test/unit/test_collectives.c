@@ -113,6 +113,26 @@ static bool join_pieces(struct split *split, unsigned char *buffer, const struct
     return inputs_kept;
 }
 
+/* Whether rank `rank`'s allreduce buffers lie in the shared heap. */
+static bool in_heap(const struct rank_job *job, int rank)
+{
+    return job->heap == HEAP_EVERY_RANK || (job->heap == HEAP_EVEN_RANKS && rank % 2 == 0) ||
+           (job->heap == HEAP_FIRST_HALF && rank < job->nranks / 2);
+}
+
+static int host_count(int nranks);
+
+/* The shared-heap algorithm runs where every rank of this rank's host has its tensor in the
+ * heap; elsewhere the hierarchical one runs instead (the algorithm table's per-host fallback). */
+static int expected_heap_algorithm(const struct rank_job *job)
+{
+    int local = job->nranks / host_count(job->nranks), first = job->rank / local * local;
+    for (int r = first; r < first + local; r++)
+        if (!in_heap(job, r))
+            return ALLREDUCE_HIERARCHICAL;
+    return ALLREDUCE_SHARED_HEAP;
+}
+
 static void *run_rank(void *argument)
 {
     struct rank_job *job = argument;
@@ -127,11 +147,9 @@ static void *run_rank(void *argument)
         size_t element = chorus_dtype_size(job->dtype);
         size_t count = job->count + (size_t)call * 37;
         uint64_t seed = job->seed + (uint64_t)call;
-        bool in_heap = job->heap == HEAP_EVERY_RANK ||
-                       (job->heap == HEAP_EVEN_RANKS && job->rank % 2 == 0) ||
-                       (job->heap == HEAP_FIRST_HALF && job->rank < job->nranks / 2);
+        bool heap = in_heap(job, job->rank);
         char heap_error[256];
-        void *buffer = in_heap ? shared_heap_alloc(count * element + 1, heap_error,
+        void *buffer = heap ? shared_heap_alloc(count * element + 1, heap_error,
                                                    sizeof heap_error)
                                : malloc(count * element + 1);
         reference_fill(buffer, count, job->dtype, job->op, seed, job->rank);
@@ -157,7 +175,12 @@ static void *run_rank(void *argument)
                                       sizeof why) >= 0)
             snprintf(job->failure, sizeof job->failure, "rank %d, call %d: %s", job->rank, call,
                      why);
-        if (in_heap)
+        if (status == CHORUS_OK && !job->failure[0] && job->algorithm == ALLREDUCE_SHARED_HEAP &&
+            job->heap != HEAP_NONE && count > 0 && job->ran != expected_heap_algorithm(job))
+            snprintf(job->failure, sizeof job->failure, "rank %d, call %d: %s ran, not %s",
+                     job->rank, call, algorithm_name(CHORUS_ALLREDUCE, job->ran),
+                     algorithm_name(CHORUS_ALLREDUCE, expected_heap_algorithm(job)));
+        if (heap)
             shared_heap_free(buffer);
         else
             free(buffer);
@@ -263,8 +286,10 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
         prototype.mixed_calls > 0 ||
         algorithm_table(prototype.collective, &table_size)[prototype.algorithm].needs ==
             PLACEMENT_ONE_HOST;
-    bool hierarchical = one_host_segment || (prototype.collective == CHORUS_ALLREDUCE &&
-                                             prototype.algorithm == ALLREDUCE_HIERARCHICAL);
+    bool hierarchical =
+        one_host_segment ||
+        algorithm_table(prototype.collective, &table_size)[prototype.algorithm].needs ==
+            PLACEMENT_SHARED_HOST;
     int hosts = one_host_segment ? 1 : host_count(nranks), local_size = nranks / hosts;
     struct node_segment *segments[2] = {NULL, NULL};
     struct thread_fabric *cross_fabrics[5] = {NULL};
@@ -436,11 +461,12 @@ START_TEST(hierarchical_reduces_a_list_of_pieces)
 }
 END_TEST
 
-/* Tensors in the shared heap: reduced in place where every rank's lies there (each rank's
- * slice straight from every buffer into every buffer), staged where only some ranks' do, and
- * across 2 emulated hosts in place on both, or on one while the other stages; calls in a row
- * whose lengths change, so that slices move between calls. */
-START_TEST(hierarchical_reduces_shared_heap_tensors)
+/* Tensors in the shared heap: reduced in place by the shared-heap algorithm where every rank's
+ * lies there (each rank's slice straight from every buffer into every buffer), staged by the
+ * hierarchical one where only some ranks' do, and across 2 emulated hosts in place on both, or
+ * on one while the other stages; calls in a row whose lengths change, so that slices move
+ * between calls. */
+START_TEST(shared_heap_reduces_in_place_or_declines_per_host)
 {
     int nranks = _i;
     const struct {
@@ -456,7 +482,7 @@ START_TEST(hierarchical_reduces_shared_heap_tensors)
     for (int heap = HEAP_EVERY_RANK; heap <= HEAP_FIRST_HALF; heap++)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             struct rank_job job = {.collective = CHORUS_ALLREDUCE,
-                                   .algorithm = ALLREDUCE_HIERARCHICAL,
+                                   .algorithm = ALLREDUCE_SHARED_HEAP,
                                    .dtype = cases[c].dtype,
                                    .op = cases[c].op,
                                    .count = cases[c].count,
@@ -1047,8 +1073,12 @@ START_TEST(selection_is_deterministic_and_covers_every_size)
      * for when it declines. */
     ck_assert_int_eq(first_choice(CHORUS_ALLREDUCE, ALLREDUCE_HIERARCHICAL, 1 << 20, 4, 1),
                      ALLREDUCE_HIERARCHICAL);
-    /* One host: everything through the shared segment. */
-    ck_assert_int_eq(first_choice(CHORUS_ALLREDUCE, -1, 1 << 20, 4, 4), ALLREDUCE_HIERARCHICAL);
+    /* One host: everything through the shared segment; from 64 KiB the shared heap's algorithm
+     * first, which declines (to the staged one) where a tensor does not lie in the heap. */
+    ck_assert_int_eq(first_choice(CHORUS_ALLREDUCE, -1, 1 << 20, 4, 4), ALLREDUCE_SHARED_HEAP);
+    ck_assert(offered_after(CHORUS_ALLREDUCE, ALLREDUCE_SHARED_HEAP, ALLREDUCE_HIERARCHICAL,
+                            1 << 20, 4, 4));
+    ck_assert_int_eq(first_choice(CHORUS_ALLREDUCE, -1, 32 << 10, 4, 4), ALLREDUCE_HIERARCHICAL);
     ck_assert_int_eq(first_choice(CHORUS_BROADCAST, -1, 1 << 20, 4, 4), BROADCAST_SHARED_MEMORY);
     ck_assert_int_eq(first_choice(CHORUS_BROADCAST, -1, 1 << 20, 2, 2), BROADCAST_SINGLE_COPY);
     ck_assert_int_eq(first_choice(CHORUS_BROADCAST, -1, 1 << 10, 2, 2), BROADCAST_BINOMIAL);
@@ -1103,7 +1133,7 @@ int main(void)
     tcase_add_loop_test(allreduce, shared_memory_algorithms_back_to_back_share_the_segment_safely,
                         1, 6);
     tcase_add_loop_test(allreduce, hierarchical_reduces_a_list_of_pieces, 1, 6);
-    tcase_add_loop_test(allreduce, hierarchical_reduces_shared_heap_tensors, 1, 6);
+    tcase_add_loop_test(allreduce, shared_heap_reduces_in_place_or_declines_per_host, 1, 6);
     suite_add_tcase(suite, allreduce);
     TCase *others = tcase_create("broadcast_allgather");
     tcase_set_timeout(others, 300);
