@@ -21,7 +21,7 @@ python=$2
 script=$3
 [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && command -v nsenter >/dev/null &&
   command -v unshare >/dev/null || { echo "elastic: needs root, ip, nsenter, unshare"; exit 77; }
-launcher=$(sed -n 's/^built_launcher="\(.*\)"$/\1/p' "$chorusrun")
+launcher=$(sed -n 's/^BUILT_LAUNCHER = "\(.*\)"$/\1/p' "$chorusrun")
 case "$("${launcher:-mpirun}" --version 2>&1)" in
   *"Open MPI"*|*OpenRTE*) ;;
   *) echo "elastic: the emulated hosts are reached through Open MPI's rsh agent; skipped"

@@ -7,7 +7,7 @@
 #   - chorus-info and chorus-bench run from it, and chorus-info names the MPI of the build;
 #   - the package imports from the environment, with libchorus and the torch backend beside it;
 #   - chorusrun -np 2 runs examples/pytorch_train.py, and the ranks end with identical weights;
-#   - chorusrun --elastic runs an elastic job (its driver, chorusrun-elastic, installed beside it);
+#   - chorusrun --elastic runs an elastic job (its driver, chorus.launcher, in the package);
 #   - the wheel holds every module of python/chorus;
 #   - pip install . into a second environment (the same build directory, so no rebuild) works;
 #   - pip uninstall chorus leaves nothing of it behind.
@@ -46,7 +46,7 @@ missing=""
 for module in $(cd "$source/python" && find chorus -name '*.py' | sort); do
     printf '%s\n' "$listing" | grep -qx "$module" || missing="$missing $module"
 done
-for part in chorus/libchorus.so scripts/chorusrun scripts/chorusrun-elastic scripts/chorus-info \
+for part in chorus/libchorus.so scripts/chorusrun chorus/launcher/elastic.py scripts/chorus-info \
     scripts/chorus-bench scripts/chorus-tune; do
     printf '%s\n' "$listing" | grep -q "$part\$" || missing="$missing $part"
 done

@@ -103,14 +103,15 @@ def run_without_driver(rank, size):
 
 
 class FakeLink:
-    """What the driver link offers State: a queue of (number, kind) and send()."""
+    """What the driver link offers State: a queue of (number, kind), and commits it reports."""
 
     def __init__(self):
         import queue
         self.updates = queue.Queue()
+        self.commits = []
 
-    def send(self, line):
-        pass
+    def commit(self, number):
+        self.commits.append(number)
 
 
 def host_updates(rank, size):

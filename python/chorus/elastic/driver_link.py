@@ -1,23 +1,19 @@
-"""A rank's line to chorusrun's elastic driver (CHORUS_ELASTIC_DRIVER=TOKEN@ADDRESS:PORT).
-
-One TCP connection per rank, lines of text. The rank says who it is (hello, with the job's
-token: the driver drops a connection that does not present it), rank 0 reports
-commits, and every rank says how it leaves (bye done | bye restart REASON | bye failed TEXT). A
-rank that disappears without a bye has failed: that is how the driver tells the host that failed
-from the hosts whose ranks it stopped. The driver sends `hosts-updated NUMBER KIND` when the
-discovered hosts change; State.check_host_updates reads them."""
+"""A rank's line to chorusrun's elastic driver (CHORUS_ELASTIC_DRIVER=TOKEN@ADDRESS:PORT): the
+protocol is chorus.launcher.protocol's, which the driver speaks too. Updates the driver sends
+(hosts-updated NUMBER KIND) queue up in `updates`; State.check_host_updates reads them."""
 import os
 import queue
 import socket
 import sys
 import threading
 
+from ..launcher import protocol
+
 
 class DriverLink:
     def __init__(self, address):
-        self._token, _, address = address.rpartition("@")
-        host, _, port = address.rpartition(":")
-        self._socket = socket.create_connection((host, int(port)), timeout=30)
+        self._token, host, port = protocol.split_driver_address(address)
+        self._socket = socket.create_connection((host, port), timeout=30)
         self._socket.settimeout(None)
         self._lock = threading.Lock()
         self.updates = queue.Queue()
@@ -28,12 +24,12 @@ class DriverLink:
     @classmethod
     def from_environment(cls):
         """The link to the driver that started this rank, or None without one."""
-        address = os.environ.get("CHORUS_ELASTIC_DRIVER")
+        address = os.environ.get(protocol.ENVIRONMENT)
         if not address:
             return None
         try:
             return cls(address)
-        except OSError as e:
+        except (OSError, ValueError) as e:
             print(f"chorus.elastic: cannot reach the elastic driver at {address}: {e}; going on "
                   "without it (no host updates)", file=sys.stderr, flush=True)
             return None
@@ -50,23 +46,30 @@ class DriverLink:
             buffered += data
             while b"\n" in buffered:
                 line, buffered = buffered.split(b"\n", 1)
-                words = line.decode(errors="replace").split()
-                if len(words) == 3 and words[0] == "hosts-updated":
-                    self.updates.put((int(words[1]), words[2]))
+                message = protocol.parse(line.decode(errors="replace"))
+                if message is not None and message.kind == "hosts-updated":
+                    self.updates.put((int(message.fields[0]), message.fields[1]))
 
-    def send(self, line):
+    def _send(self, line):
         with self._lock:
             try:
-                self._socket.sendall((line.replace("\n", " ") + "\n").encode())
+                self._socket.sendall(line.encode())
             except OSError:
                 pass  # the driver is gone or unreachable: nothing to tell it then
 
     def hello(self, rank, size):
-        self.send(f"hello {self._token} {rank} {size} {socket.gethostname()} {os.getpid()}")
+        self._send(protocol.hello(self._token, rank, size, socket.gethostname(), os.getpid()))
 
-    def leave(self, how):
-        """Says how this rank leaves (`done`, `restart REASON`, `failed TEXT`) and closes."""
-        self.send(f"bye {how}")
+    def commit(self, number):
+        self._send(protocol.commit(number))
+
+    def resumed(self, number):
+        self._send(protocol.resumed(number))
+
+    def leave(self, how, text=""):
+        """Says how this rank leaves ('done', 'restart' with the reason, 'failed' with the
+        error) and closes."""
+        self._send(protocol.bye(how, text))
         self.close()
 
     def close(self):

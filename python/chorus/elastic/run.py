@@ -21,7 +21,7 @@ EXIT_RESTART = 75
 
 
 def _leave(link, reason, clean):
-    link.leave(f"restart {reason}")
+    link.leave("restart", reason)
     sys.stdout.flush()
     sys.stderr.flush()
     if clean:
@@ -51,7 +51,7 @@ def run_fn(func, state_type_check=None):
                 state.sync()
             else:
                 if link is not None and rank() == 0:
-                    link.send(f"resumed {resumed}")
+                    link.resumed(resumed)
                 state.on_reset()
             result = func(state, *args, **kwargs)
             state._bcast_object(None)  # every rank finished: the commits can go
@@ -69,7 +69,7 @@ def run_fn(func, state_type_check=None):
             _leave(link, "failure " + first_line[:400], clean=False)
         except BaseException as e:
             if link is not None:
-                link.leave(f"failed {type(e).__name__}: {e}")
+                link.leave("failed", f"{type(e).__name__}: {e}")
             raise
         state._finished()
         if link is not None:

@@ -98,7 +98,7 @@ class State:
         if self._store is not None and self._local_rank() == 0:
             self._store.write(self._commits, self._serialize(self._saved()))
         if self._link is not None and self._rank() == 0:
-            self._link.send(f"commit {self._commits}")
+            self._link.commit(self._commits)
 
     def _resume(self):
         """After a restart: the newest commit any rank can read, loaded on every rank from the

@@ -1,38 +1,29 @@
-#!/usr/bin/env python3
 """chorusrun --elastic: runs an elastic training job (chorus.torch.elastic, Horovod's hvd.elastic)
 on the hosts there are, and brings it to a new set of hosts when one fails or hosts are added or
 removed.
 
-  chorusrun --elastic [--min-np N] [--max-np N] [-np N]
-            [--host-discovery-script SCRIPT [--slots-per-host N] | -H host:slots,... |
-             --hostfile FILE]   (none of these: the SGE or Slurm allocation, else this machine)
-            [--reset-limit N] [--elastic-timeout S] [--blacklist-cooldown-range MIN MAX]
-            [--elastic-store DIR] [--driver-address ADDRESS] [--discovery-interval S]
-            [chorusrun's other options] program [args...]
-
-- The discovery script prints one line per usable host, `host` or `host:slots` (slots default:
-  --slots-per-host, else 1); it runs every --discovery-interval seconds (default 1).
-- The job runs as many ranks as there are usable slots, at least --min-np (default: -np, else 1)
-  and at most --max-np (default: -np; neither given: no limit).
-- Each generation of the job is an ordinary chorusrun run on min(slots, --max-np) ranks, with
-  CHORUS_ELASTIC_DRIVER (TOKEN@ADDRESS:PORT: this driver, and the token its ranks present),
-  CHORUS_ELASTIC_STORE (where commits survive the
-  ranks: --elastic-store, default /dev/shm/chorus-elastic-<id>) and CHORUS_ELASTIC_GENERATION.
+- The hosts: the discovery script's lines (`host` or `host:slots`, slots default
+  --slots-per-host, else 1), run every --discovery-interval seconds; or fixed: -H, a host file,
+  the SGE or Slurm allocation, else this machine.
+- The job runs as many ranks as there are usable slots, at least --min-np and at most --max-np.
+- Each generation of the job is one launch of the MPI launcher (command.py, as a fixed job's) on
+  min(slots, --max-np) ranks, with CHORUS_ELASTIC_DRIVER (TOKEN@ADDRESS:PORT: this driver, and
+  the token its ranks present; protocol.py), CHORUS_ELASTIC_STORE (where commits survive the
+  ranks) and CHORUS_ELASTIC_GENERATION.
 - A rank that disappears without saying goodbye (killed, crashed), or that cannot be heard once
   another rank reported a failed collective (a cut network), has failed: its host is left out for
-  a cooldown (--blacklist-cooldown-range, default 30 300 seconds, doubling with each failure of
-  the host), and the job starts again on the others from the last commit.
+  a cooldown (doubling with each failure of the host), and the job starts again on the others
+  from the last commit.
 - Hosts added (or back from their cooldown) or removed: the driver tells the ranks, which raise
   HostsUpdatedInterrupt at their next commit and leave together; the job starts again with them.
-- Fewer than --min-np slots for --elastic-timeout seconds (default 600): the job ends, saying so.
-  More than --reset-limit restarts: the job ends. An exception of the training script (not a
-  failed collective) ends the job at once, naming the rank.
+- Fewer than --min-np slots for --elastic-timeout seconds: the job ends, saying so. More than
+  --reset-limit restarts: the job ends. An exception of the training script (not a failed
+  collective) ends the job at once, naming the rank.
 Open MPI's mpirun runs with orte_enable_recovery, so that ranks on healthy hosts outlive a failed
 one until the driver ends the generation; under Hydra (MPICH), whose mpiexec ends the job when a
-process dies, the host whose ranks disconnected first is taken as the failed one.
-"""
+process dies, the host whose ranks disconnected first is taken as the failed one. Standard
+library only."""
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -42,12 +33,12 @@ import sys
 import time
 import uuid
 
+from . import hosts as hostlib
+from . import protocol
+from .command import Job, quoted
+from .options import UsageError
+
 STARTED = time.monotonic()
-HOST_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-# chorusrun's options that take a value (the others are flags).
-CHORUSRUN_VALUED = {"-x", "--bind", "--mpirun", "--fusion-threshold-mb", "--cycle-time-ms",
-                    "--cache-capacity", "--start-timeout", "--timeline-filename", "--log-level",
-                    "--network-interface"}
 # A failed rank's host-mates die within this of it; later disconnections are the launcher's.
 SAME_FAILURE_S = 0.25
 # After a rank reports a failed collective: how long the others have to say goodbye (the first
@@ -65,144 +56,16 @@ def say(message):
     sys.stderr.flush()
 
 
-def die(message, status=2):
-    sys.stderr.write(f"chorusrun: {message}\n")
-    sys.stderr.flush()
-    sys.exit(status)
+class JobEnded(Exception):
+    """The elastic job ends, for the reason given, with `status`."""
+
+    def __init__(self, message, status=1):
+        super().__init__(message)
+        self.status = status
 
 
-def number(option, text, kind=int, minimum=0):
-    try:
-        value = kind(text)
-    except ValueError:
-        die(f"{option} needs a number, not '{text}'")
-    if value < minimum:
-        die(f"{option} must be at least {minimum}, not {text}")
-    return value
-
-
-class Options:
-    def __init__(self, argv):
-        self.min_np = self.max_np = self.np = None
-        self.discovery = None
-        self.slots_per_host = None
-        self.hosts_text = self.hostfile = None
-        self.reset_limit = None
-        self.elastic_timeout = 600.0
-        self.cooldown = (30.0, 300.0)
-        self.store = None
-        self.driver_address = None
-        self.discovery_interval = 1.0
-        self.chorusrun = None
-        self.passthrough = []
-        self.program = []
-        self.verbose = False
-        words = list(argv)
-        while words:
-            word = words.pop(0)
-
-            def value():
-                if not words:
-                    die(f"{word} needs a value")
-                return words.pop(0)
-            if word == "--elastic":
-                pass
-            elif word == "--chorusrun":
-                self.chorusrun = value()
-            elif word == "--min-np":
-                self.min_np = number(word, value(), minimum=1)
-            elif word == "--max-np":
-                self.max_np = number(word, value(), minimum=1)
-            elif word in ("-np", "-n", "--num-proc"):
-                self.np = number(word, value(), minimum=1)
-            elif word == "--host-discovery-script":
-                self.discovery = value()
-            elif word in ("--slots-per-host", "--slots"):
-                self.slots_per_host = number(word, value(), minimum=1)
-            elif word in ("-H", "--hosts"):
-                self.hosts_text = value()
-            elif word in ("--hostfile", "-hostfile"):
-                self.hostfile = value()
-            elif word == "--reset-limit":
-                self.reset_limit = number(word, value())
-            elif word == "--elastic-timeout":
-                self.elastic_timeout = number(word, value(), float)
-            elif word == "--blacklist-cooldown-range":
-                low = number(word, value(), float)
-                high = number(word, value(), float)
-                if high < low:
-                    die(f"{word}: the maximum {high:g} is below the minimum {low:g}")
-                self.cooldown = (low, high)
-            elif word == "--elastic-store":
-                self.store = value()
-            elif word == "--driver-address":
-                self.driver_address = value()
-            elif word == "--discovery-interval":
-                self.discovery_interval = number(word, value(), float)
-            elif word == "--":
-                self.program = words
-                break
-            elif word.startswith("-"):
-                if word in ("--verbose", "-v"):
-                    self.verbose = True
-                self.passthrough.append(word)
-                if word in CHORUSRUN_VALUED:
-                    self.passthrough.append(value())
-            else:
-                self.program = [word] + words
-                break
-        if not self.program:
-            die("no program given (usage: chorusrun --elastic [options] program [args])")
-        if not self.chorusrun:
-            self.chorusrun = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                          "chorusrun")
-        # -np alone: that many ranks at most; neither -np nor --max-np: as many as there are slots
-        self.min_np = self.min_np or self.np or 1
-        self.max_np = self.max_np or self.np
-        if self.max_np is not None and self.max_np < self.min_np:
-            die(f"--max-np {self.max_np} is below --min-np {self.min_np}")
-        if sum(x is not None for x in (self.discovery, self.hosts_text, self.hostfile)) > 1:
-            die("give one of --host-discovery-script, -H and --hostfile")
-
-
-def parse_host_line(text, default_slots, where):
-    text = text.split("#", 1)[0].strip()
-    if not text:
-        return None
-    name, slots = text, default_slots
-    if ":" in text:
-        name, count = text.split(":", 1)
-        if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"{where}: '{text}': slots must be a positive whole number")
-        slots = int(count)
-    elif " " in text:  # host slots=N (Open MPI's host files)
-        name, *settings = text.split()
-        for setting in settings:
-            key, _, count = setting.partition("=")
-            if key in ("slots", "count", "cpu") and count.isdigit():
-                slots = int(count)
-    if not HOST_NAME.match(name):
-        raise ValueError(f"{where}: invalid host name '{name}'")
-    return name, slots
-
-
-def merge(pairs):
-    hosts = {}
-    for name, slots in pairs:
-        hosts[name] = hosts.get(name, 0) + slots
-    return hosts
-
-
-def slurm_hosts():
-    names = subprocess.run(["scontrol", "show", "hostnames", os.environ["SLURM_JOB_NODELIST"]],
-                           capture_output=True, text=True, check=True).stdout.split()
-    counts = []
-    for part in os.environ.get("SLURM_TASKS_PER_NODE", "").split(","):
-        match = re.match(r"^(\d+)(?:\(x(\d+)\))?$", part)
-        if match:
-            counts += [int(match.group(1))] * int(match.group(2) or 1)
-    counts += [1] * (len(names) - len(counts))
-    return dict(zip(names, counts))
+def die(message, status=1):
+    raise JobEnded(message, status)
 
 
 class Discovery:
@@ -212,36 +75,31 @@ class Discovery:
     def __init__(self, options):
         self.options = options
         self.fixed = None
+        self.inside = None
         default = options.slots_per_host or 1
         if options.discovery:
             self.where = f"discovery script {options.discovery}"
             return
         try:
-            if options.hosts_text:
+            if options.hosts:
                 self.where = "-H"
-                self.fixed = merge(parse_host_line(item, default, "-H")
-                                   for item in options.hosts_text.split(",") if item.strip())
+                self.fixed = hostlib.parse_list(options.hosts, default)
             elif options.hostfile:
                 self.where = f"host file {options.hostfile}"
-                with open(options.hostfile) as f:
-                    self.fixed = merge(filter(None, (
-                        parse_host_line(line, default, f"{options.hostfile}, line {i}")
-                        for i, line in enumerate(f, 1))))
-            elif os.environ.get("PE_HOSTFILE") and os.environ.get("JOB_ID"):
-                self.where = f"SGE job {os.environ['JOB_ID']}"
-                with open(os.environ["PE_HOSTFILE"]) as f:
-                    self.fixed = merge((line.split()[0], int(line.split()[1]))
-                                       for line in f if line.strip())
-            elif os.environ.get("SLURM_JOB_NODELIST"):
-                self.where = f"Slurm job {os.environ.get('SLURM_JOB_ID', '?')}"
-                self.fixed = slurm_hosts()
+                self.fixed = hostlib.read_file(options.hostfile, default)
             else:
-                self.where = "this machine"
-                self.fixed = {"localhost": options.max_np or options.np or options.min_np}
-        except (OSError, ValueError, subprocess.CalledProcessError) as e:
-            die(f"cannot read the hosts: {e}")
+                allocation = hostlib.Allocation.of_environment()
+                if allocation is not None:
+                    self.where = self.inside = allocation.description
+                    self.fixed = allocation.hosts if allocation.hosts is not None \
+                        else allocation.slurm_hosts()
+                else:
+                    self.where = "this machine"
+                    self.fixed = {"localhost": options.max_np or options.np or options.min_np}
+        except hostlib.HostError as e:
+            raise UsageError(f"cannot read the hosts: {e}") from None
         if not self.fixed:
-            die(f"no hosts in {self.where}")
+            raise UsageError(f"no hosts in {self.where}")
 
     def hosts(self):
         """host -> slots, or None when the discovery script failed this time."""
@@ -258,11 +116,11 @@ class Discovery:
                 f"{result.stderr.strip()[:200]}")
             return None
         try:
-            return merge(filter(None, (
-                parse_host_line(line, self.options.slots_per_host or 1,
-                                f"discovery script, line {i}")
+            return hostlib.merge(filter(None, (
+                hostlib.parse_entry(line, self.options.slots_per_host or 1,
+                                    f"discovery script, line {i}")
                 for i, line in enumerate(result.stdout.splitlines(), 1))))
-        except ValueError as e:
+        except hostlib.HostError as e:
             say(str(e))
             return None
 
@@ -332,18 +190,24 @@ class Generation:
         self.update_line = None
 
     def launch(self):
-        options = self.driver.options
-        hosts = ",".join(f"{h}:{s}" for h, s in self.placement.items())
-        command = [options.chorusrun] + options.passthrough + ["-np", str(self.np), "-H", hosts]
-        command += options.program
+        driver = self.driver
+        job = Job(driver.options, self.np, self.placement, inside=driver.discovery.inside)
         environment = dict(os.environ)
-        environment.update(CHORUS_ELASTIC_DRIVER=f"{self.driver.token}@{self.driver.address}",
-                           CHORUS_ELASTIC_STORE=self.driver.store,
-                           CHORUS_ELASTIC_GENERATION=str(self.number))
+        # Open MPI lets the ranks on healthy hosts outlive a failed one until the driver ends
+        # the generation.
         environment.setdefault("OMPI_MCA_orte_enable_recovery", "1")
-        if options.verbose:
-            say("launching: " + " ".join(command))
+        command = job.command(driver.launcher, self.settings())
+        if driver.options.verbose:
+            say("launching: " + quoted(command))
         self.process = subprocess.Popen(command, env=environment, start_new_session=True)
+
+    def settings(self):
+        """The variables the ranks of this generation get besides the options' (they reach
+        every rank through the launcher, also on other hosts)."""
+        return [(protocol.ENVIRONMENT, protocol.driver_address(self.driver.token,
+                                                               self.driver.address)),
+                ("CHORUS_ELASTIC_STORE", self.driver.store),
+                ("CHORUS_ELASTIC_GENERATION", str(self.number))]
 
     def accept(self):
         connection, _ = self.driver.listener.accept()
@@ -375,30 +239,34 @@ class Generation:
             self.message(rank, line.decode(errors="replace").strip())
 
     def message(self, rank, line):
-        word, _, rest = line.partition(" ")
+        message = protocol.parse(line)
         if rank.rank is None:
             # The first line must be this job's hello: anything else is not one of its ranks.
-            fields = rest.split()
-            if word != "hello" or len(fields) < 4 or fields[0] != self.driver.token:
+            if message is None or message.kind != "hello" or \
+                    message.fields[0] != self.driver.token:
                 self.driver.selector.unregister(rank.connection)
                 rank.connection.close()
                 self.ranks.remove(rank)
                 return
-            rank.rank, rank.host = int(fields[1]), self.host_of(fields[3], rank.connection)
+            rank.rank = int(message.fields[1])
+            rank.host = self.host_of(message.fields[3], rank.connection)
             if self.update_line:  # an update sent before this rank was there
                 self.send(rank, self.update_line)
-        elif word == "commit":
-            self.driver.last_commit = int(rest)
-        elif word == "resumed":
-            self.driver.last_commit = int(rest)
+        elif message is None:
+            return
+        elif message.kind == "commit":
+            self.driver.last_commit = int(message.fields[0])
+        elif message.kind == "resumed":
+            self.driver.last_commit = int(message.fields[0])
             since = ""
             if self.driver.failure_noticed_at is not None:
                 since = (f", {time.monotonic() - self.driver.failure_noticed_at:.1f} s after "
                          "the failure was noticed")
                 self.driver.failure_noticed_at = None
-            say(f"generation {self.number}: {self.np} ranks resumed from commit {rest}{since}")
-        elif word == "bye":
-            kind, _, reason = rest.partition(" ")
+            say(f"generation {self.number}: {self.np} ranks resumed from commit "
+                f"{message.fields[0]}{since}")
+        elif message.kind == "bye":
+            kind, reason = message.fields
             rank.said, rank.reason = kind, reason
             if kind == "failed" and self.close_at is None:
                 self.cause = f"rank {rank.rank} on {rank.host}: {reason}"
@@ -442,7 +310,7 @@ class Generation:
         self.driver.updates += 1
         say(f"hosts {kind} ({', '.join(f'{h}:{s}' for h, s in available.items())}): the ranks "
             "leave at their next commit")
-        self.update_line = f"hosts-updated {self.driver.updates} {kind}"
+        self.update_line = protocol.hosts_updated(self.driver.updates, kind)
         for rank in self.ranks:
             if rank.rank is not None:
                 self.send(rank, self.update_line)
@@ -451,7 +319,7 @@ class Generation:
     def send(rank, line):
         if rank.closed_at is None:
             try:
-                rank.connection.sendall((line + "\n").encode())
+                rank.connection.sendall(line.encode())
             except OSError:
                 pass
 
@@ -529,8 +397,9 @@ class Generation:
 
 
 class Driver:
-    def __init__(self, options):
+    def __init__(self, options, launcher):
         self.options = options
+        self.launcher = launcher
         self.discovery = Discovery(options)
         self.blacklist = Blacklist(options.cooldown)
         self.order = []  # hosts in the order they first served, so rank 0 stays put
@@ -644,6 +513,24 @@ class Driver:
                     f"{self.options.reset_limit}): ending it", status=1)
             number += 1
 
+    def dry_run(self):
+        """--dry-run: what the first generation would run, without running it."""
+        available = self.available() or {}
+        if sum(available.values()) < self.options.min_np:
+            raise UsageError(f"only {sum(available.values())} slot(s) in {self.discovery.where}, "
+                             f"fewer than --min-np {self.options.min_np}")
+        generation = Generation(self, 0, self.placement(available))
+        self.address = f"{advertised_address(self.options, generation.placement)}:" \
+                       f"{self.listener.getsockname()[1]}"
+        job = Job(self.options, generation.np, generation.placement,
+                  inside=self.discovery.inside)
+        sys.stderr.write(f"chorusrun: {self.launcher.describe()}\n")
+        sys.stderr.write(f"chorusrun: elastic job, hosts from {self.discovery.where}; "
+                         f"generation 0 on {generation.np} ranks would run:\n")
+        sys.stderr.write(f"chorusrun: {quoted(job.command(self.launcher, generation.settings()))}"
+                         "\n")
+        return 0
+
     def remove_store(self):
         """When the job ends, however it ends. The ranks remove their hosts' commits after
         training; a job that ended otherwise leaves them, and the default store (not one the user
@@ -657,24 +544,28 @@ class Driver:
             pass
 
 
-def main():
-    options = Options(sys.argv[1:])
-    driver = Driver(options)
+def run(options, launcher):
+    """Runs the elastic job; returns the exit status (a message said why where it is not 0)."""
+    driver = Driver(options, launcher)
+    if options.dry_run:
+        return driver.dry_run()
 
     def interrupted(signum, _frame):
         if driver.current is not None:
             driver.current.stop()
-        die(f"stopped by signal {signum}", status=128 + signum)
+        driver.remove_store()
+        sys.stderr.write(f"chorusrun: stopped by signal {signum}\n")
+        os._exit(128 + signum)
     signal.signal(signal.SIGTERM, interrupted)
     try:
-        sys.exit(driver.run())
+        return driver.run()
+    except JobEnded as e:
+        sys.stderr.write(f"chorusrun: {e}\n")
+        return e.status
     except KeyboardInterrupt:
         if driver.current is not None:
             driver.current.stop()
-        die("interrupted", status=130)
+        sys.stderr.write("chorusrun: interrupted\n")
+        return 130
     finally:
         driver.remove_store()
-
-
-if __name__ == "__main__":
-    main()

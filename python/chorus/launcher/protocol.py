@@ -1,0 +1,95 @@
+"""The line protocol between chorusrun's elastic driver and the ranks it started, written once and
+used by both ends (the driver in chorus.launcher.elastic, the ranks in chorus.elastic.driver_link).
+
+One TCP connection per rank, a message per line of text, its words separated by spaces; the last
+field of `bye` and of `failed` may hold spaces. A rank sends:
+
+    hello TOKEN RANK SIZE HOST PID   first, with the job's token (CHORUS_ELASTIC_DRIVER's):
+                                     the driver drops a connection that does not present it
+    commit NUMBER                    rank 0, at each commit of the state
+    resumed NUMBER                   rank 0, once the ranks restored commit NUMBER
+    bye done                         how it leaves: training finished,
+    bye restart REASON               left so that the job starts again (new hosts, a failure),
+    bye failed TEXT                  or an error of the training script
+
+and the driver sends:
+
+    hosts-updated NUMBER KIND        the usable hosts changed (KIND: added, removed, changed)
+
+A rank that disappears without a bye has failed: that is how the driver tells the host that
+failed from the hosts whose ranks it stopped. Standard library only: the launcher imports this
+module without the rest of the chorus package."""
+import collections
+
+# CHORUS_ELASTIC_DRIVER=TOKEN@ADDRESS:PORT: how a rank finds the driver that started it.
+ENVIRONMENT = "CHORUS_ELASTIC_DRIVER"
+
+Message = collections.namedtuple("Message", "kind fields")
+
+# kind -> the number of fields; the last takes the rest of the line where marked with '+'.
+_SHAPES = {"hello": 5, "commit": 1, "resumed": 1, "bye": "1+", "hosts-updated": 2}
+
+
+def driver_address(token, address):
+    """The value of CHORUS_ELASTIC_DRIVER for the driver at ADDRESS:PORT with `token`."""
+    return f"{token}@{address}"
+
+
+def split_driver_address(value):
+    """(token, host, port) from CHORUS_ELASTIC_DRIVER's value; ValueError when malformed."""
+    token, _, address = value.rpartition("@")
+    host, _, port = address.rpartition(":")
+    if not token or not host or not port.isdigit():
+        raise ValueError(f"{ENVIRONMENT}={value!r} is not TOKEN@ADDRESS:PORT")
+    return token, host, int(port)
+
+
+def _line(kind, *fields):
+    return " ".join([kind] + [str(f).replace("\n", " ") for f in fields]) + "\n"
+
+
+def hello(token, rank, size, host, pid):
+    return _line("hello", token, rank, size, host, pid)
+
+
+def commit(number):
+    return _line("commit", number)
+
+
+def resumed(number):
+    return _line("resumed", number)
+
+
+def bye(how, text=""):
+    """how: 'done', 'restart' (text: the reason) or 'failed' (text: the error)."""
+    return _line("bye", how, text) if text else _line("bye", how)
+
+
+def hosts_updated(number, kind):
+    return _line("hosts-updated", number, kind)
+
+
+def parse(line):
+    """The Message of one line (without its newline), or None when it is not one: a peer that
+    speaks otherwise is not one of the job's."""
+    words = line.strip().split(" ")
+    kind, rest = words[0], words[1:]
+    shape = _SHAPES.get(kind)
+    if shape is None:
+        return None
+    if isinstance(shape, str):  # "N+": N fields at least, the last one keeps its spaces
+        least = int(shape[:-1])
+        if len(rest) < least:
+            return None
+        fields = rest[:least - 1] + [" ".join(rest[least - 1:])]
+        if kind == "bye":
+            how, _, text = fields[0].partition(" ")
+            fields = [how, text]
+        return Message(kind, fields)
+    if len(rest) != shape:
+        return None
+    if kind in ("commit", "resumed", "hosts-updated") and not rest[0].lstrip("-").isdigit():
+        return None
+    if kind == "hello" and not (rest[1].isdigit() and rest[2].isdigit()):
+        return None
+    return Message(kind, rest)

@@ -1,0 +1,120 @@
+"""chorus.launcher's parts without a job: the driver's line protocol (every message as it is
+written parses back to its fields; what is not a message is rejected), host lists and host files
+(both syntaxes, merged hosts, a bad line named), and the option table (a value checked, an
+elastic option refused without --elastic, a refused horovodrun option named).
+
+    test_launcher.py SOURCE_ROOT"""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(sys.argv[1], "python", "chorus"))
+import launcher.hosts as hosts  # noqa: E402 (the package alone, as chorusrun imports it)
+import launcher.options as options  # noqa: E402
+import launcher.protocol as protocol  # noqa: E402
+
+passed = failed = 0
+
+
+def check(condition, what):
+    global passed, failed
+    if condition:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAILED: {what}")
+
+
+def raises(function, fragment):
+    try:
+        function()
+    except options.UsageError as e:
+        return fragment in str(e)
+    return False
+
+
+# The protocol, both ways.
+for line, kind, fields in [
+        (protocol.hello("tok", 3, 8, "node-1", 4242), "hello", ["tok", "3", "8", "node-1", "4242"]),
+        (protocol.commit(17), "commit", ["17"]),
+        (protocol.resumed(16), "resumed", ["16"]),
+        (protocol.bye("done"), "bye", ["done", ""]),
+        (protocol.bye("restart", "failure rank 2 went silent"), "bye",
+         ["restart", "failure rank 2 went silent"]),
+        (protocol.bye("failed", "ValueError: a\nb"), "bye", ["failed", "ValueError: a b"]),
+        (protocol.hosts_updated(2, "added"), "hosts-updated", ["2", "added"])]:
+    check(line.endswith("\n") and line.count("\n") == 1, f"one line: {line!r}")
+    message = protocol.parse(line)
+    check(message is not None and message.kind == kind and message.fields == fields,
+          f"{line!r} parsed as {message}")
+for junk in ["", "hello tok 3", "hello tok x 8 h 1", "commit", "commit soon", "bye",
+             "GET / HTTP/1.1", "hosts-updated 1"]:
+    check(protocol.parse(junk) is None, f"{junk!r} is not a message")
+check(protocol.split_driver_address(protocol.driver_address("t0k", "10.0.0.1:555")) ==
+      ("t0k", "10.0.0.1", 555), "the driver's address round-trips")
+try:
+    protocol.split_driver_address("nonsense")
+    check(False, "a malformed CHORUS_ELASTIC_DRIVER was taken")
+except ValueError as e:
+    check("TOKEN@ADDRESS:PORT" in str(e), str(e))
+
+# Host lists and files.
+check(hosts.parse_list("a:2,b,a:1") == {"a": 3, "b": 1}, "-H merges a host named twice")
+check(list(hosts.parse_list("b:1,a:1")) == ["b", "a"], "-H keeps the order given")
+check(raises(lambda: hosts.parse_list("a;rm:1"), "invalid host name"), "a hostile name refused")
+check(raises(lambda: hosts.parse_list("a:two"), "not a whole number"), "slots must be numbers")
+work = tempfile.mkdtemp()
+
+
+def write(name, text):
+    path = os.path.join(work, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+either = write("either", "# a comment\nx:2\ny slots = 3 max_slots=4\n\nx slots=1 # more\n")
+check(hosts.read_file(either) == {"x": 3, "y": 3}, "a host file of either syntax")
+hosts.check_open_mpi_file(write("good", "x slots=2 max_slots=4\ny\n"))
+for text, fragment in [("x slots=two\n", "line 1: slots=two is not a whole number"),
+                       ("x\ny colour=blue\n", "line 2: unknown keyword 'colour'"),
+                       ("x slots\n", "'slots' is not keyword=value"),
+                       ("bad;host slots=1\n", "invalid host name")]:
+    check(raises(lambda: hosts.check_open_mpi_file(write("bad", text)), fragment),
+          f"{text!r} refused with '{fragment}'")
+check(raises(lambda: hosts.read_file(os.path.join(work, "none")), "cannot read host file"),
+      "a missing host file named")
+sge = write("pe", "node1 2 all.q@node1 UNDEFINED\nnode2 1 all.q@node2 UNDEFINED\n"
+                  "node1 1 other.q@node1 UNDEFINED\n")
+allocation = hosts.Allocation.of_environment({"PE_HOSTFILE": sge, "JOB_ID": "12", "NSLOTS": "4"})
+check(allocation.hosts == {"node1": 3, "node2": 1} and allocation.slots == 4 and
+      allocation.description == "SGE job 12", "an SGE allocation")
+slurm = hosts.Allocation.of_environment({"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_ID": "7",
+                                         "SLURM_NTASKS": "4"})
+check(slurm.hosts is None and slurm.slots == 4, "a Slurm allocation (its launcher reads it)")
+check(hosts.Allocation.of_environment({}) is None, "no allocation")
+
+# The option table.
+parsed = options.parse(["-np", "4", "--fusion-threshold-mb", "8", "-x", "A=1", "-x", "B",
+                        "prog", "-np", "7"])
+check(parsed.np == 4 and parsed.forwards == ["A=1", "B"] and
+      parsed.settings == [("CHORUS_FUSION_THRESHOLD", "8M")] and
+      parsed.program == ["prog", "-np", "7"], "options, then the program and its own options")
+elastic = options.parse(["--min-np", "2", "-np", "4", "prog"])
+check(elastic.elastic and elastic.min_np == 2 and elastic.max_np == 4,
+      "--min-np starts an elastic job; -np is its most")
+check(raises(lambda: options.parse(["--reset-limit", "1", "prog"]), "add --elastic"),
+      "an elastic option without --elastic named")
+check(raises(lambda: options.parse(["--gloo", "prog"]), "horovodrun's option --gloo"),
+      "a horovodrun option chorus does not take named")
+check(raises(lambda: options.parse(["--cycle-time-ms", "soon", "prog"]), "'soon'"),
+      "a malformed number named")
+check(raises(lambda: options.parse(["--bind", "thread", "prog"]), "core, socket, numa or none"),
+      "a binding named")
+check(raises(lambda: options.parse(["-np"]), "-np needs N"), "a missing value named")
+names = [name for option in options.OPTIONS for name in option.names]
+check(len(names) == len(set(names)), "every option name in the table once")
+help_text = options.help_text()
+check(all(option.name in help_text for option in options.OPTIONS), "--help lists every option")
+print(f"launcher: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
