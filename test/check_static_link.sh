@@ -2,7 +2,8 @@
 # Installs the build into a scratch directory, links test/static_link.c against the installed
 # libchorus.a with `pkg-config --static` and the installed chorus.pc (GPU libraries included in
 # a GPU build), and runs it on 2 ranks. Also checks that every global symbol the archive
-# defines is a CHORUS_API function of chorus.h.
+# defines is a CHORUS_API function of chorus.h, or of the query interface of chorus's own
+# programs (chorus_query.h).
 # Usage: check_static_link.sh BUILD_DIR SOURCE_DIR CC "MPIRUN [OPTIONS]"
 set -eu
 build=$1
@@ -16,12 +17,12 @@ archive=$(find "$scratch/root" -name libchorus.a | head -n 1)
 pcdir=$(dirname "$(find "$scratch/root" -name chorus.pc | head -n 1)")
 [ -n "$archive" ] && [ -n "$pcdir" ] || { echo "libchorus.a or chorus.pc not installed"; exit 1; }
 
-declared=$(grep -E '^CHORUS_API ' "$source/include/chorus.h" | sed -E 's/\(.*//; s/.*[ *]//' |
-    sort -u)
+declared=$(cat "$source/include/chorus.h.in" "$source/include/chorus_query.h" |
+    grep -E '^CHORUS_API ' | sed -E 's/\(.*//; s/.*[ *]//' | sort -u)
 globals=$(nm --defined-only --extern-only "$archive" | awk 'NF == 3 {print $3}' | sort -u)
 extra=$(printf '%s\n' "$globals" | grep -vxF "$declared" || true)
 if [ -n "$extra" ]; then
-    echo "libchorus.a defines globals that chorus.h does not declare:"; printf '  %s\n' $extra
+    echo "libchorus.a defines globals that chorus.h and chorus_query.h do not declare:"; printf '  %s\n' $extra
     exit 1
 fi
 

@@ -65,10 +65,16 @@ struct Operation {
 
 // The threads that complete the futures that were asked for (and keep the operations of Work
 // objects dropped before they completed until they have). A future's callbacks run on the
-// thread that completes it, and may wait for a later future (PowerSGD's hook does): so no
-// thread waits behind a busy one, and another starts whenever none is idle.
+// thread that completes it, and may wait for a later future (PowerSGD's hook does): so a new
+// thread starts whenever none is idle, that no callback waits behind a busy one, up to
+// kMaxThreads; past that, operations wait in the queue for a thread to come free. The bound is
+// far above what hooks nest (a callback waiting for one later future, and DDP's buckets in
+// flight: tens), and keeps a runaway of asynchronous operations from starting a thread each.
+// The threads live as long as the process: they may still wait on chorus while it exits.
 class Completer {
   public:
+    static constexpr size_t kMaxThreads = 64;
+
     static Completer &instance() {
         // Never destroyed: its threads may still wait while the process exits.
         static Completer *completer = new Completer();
@@ -79,8 +85,8 @@ class Completer {
              c10::intrusive_ptr<c10::ivalue::Future> future) {
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.emplace_back(std::move(operation), std::move(future));
-        if (idle_ == 0)
-            std::thread(&Completer::run, this).detach();
+        if (idle_ == 0 && threads_.size() < kMaxThreads)
+            threads_.emplace_back(&Completer::run, this);
         else
             ready_.notify_one();
     }
@@ -112,7 +118,8 @@ class Completer {
     std::condition_variable ready_;
     std::deque<std::pair<std::shared_ptr<Operation>, c10::intrusive_ptr<c10::ivalue::Future>>>
         queue_;
-    int idle_ = 0;
+    std::vector<std::thread> threads_; // at most kMaxThreads, each running run() for good
+    size_t idle_ = 0;
 };
 
 class WorkChorus : public c10d::Work {
