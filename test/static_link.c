@@ -1,7 +1,7 @@
 /*
  * static_link.c — a program linked against the installed libchorus.a, with functions of its own
- * named as chorus's internal ones once were (fatal, coordinate, monotonic_seconds,
- * format_string): it must link (the archive's internal symbols are local) and its allreduce
+ * named as chorus's internal ones once were (fatal, coordinate, clock_seconds,
+ * text_format): it must link (the archive's internal symbols are local) and its allreduce
  * must be right. Run by check_static_link.sh.
  */
 #include <chorus.h>
@@ -10,8 +10,8 @@
 
 void fatal(const char *what);
 int coordinate(void);
-double monotonic_seconds(void);
-char *format_string(const char *format, ...);
+double clock_seconds(void);
+char *text_format(const char *format, ...);
 
 void fatal(const char *what)
 {
@@ -21,11 +21,11 @@ int coordinate(void)
 {
     return 7;
 }
-double monotonic_seconds(void)
+double clock_seconds(void)
 {
     return 1.0;
 }
-char *format_string(const char *format, ...)
+char *text_format(const char *format, ...)
 {
     return (char *)format;
 }

@@ -48,7 +48,7 @@ void api_instance_release(void)
 
 chorus_status api_not_initialized(const char *call)
 {
-    return set_last_error(CHORUS_ERR_NOT_INITIALIZED,
+    return status_set_last_error(CHORUS_ERR_NOT_INITIALIZED,
                           "%s: chorus is not initialized (call chorus_init first, and not after "
                           "chorus_shutdown)",
                           call);
@@ -58,7 +58,7 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
                                     bool mpi_initialized_by_chorus)
 {
     if (options != NULL && options->struct_size < sizeof(size_t))
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_init: options.struct_size is %zu; set it with "
                               "CHORUS_INIT_OPTIONS_INIT",
                               options->struct_size);
@@ -68,7 +68,7 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
         overrides = options->parameters;
     struct chorus_context *context = context_create(comm);
     if (context == NULL)
-        return set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_init: out of memory");
+        return status_set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_init: out of memory");
     context->mpi_initialized_by_chorus = mpi_initialized_by_chorus;
 
     /* A malformed parameter is not reported here yet: the background thread first tells every
@@ -80,7 +80,7 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
 
     if (pthread_create(&context->thread, NULL, coord_thread_main, context) != 0) {
         context_free(context);
-        return set_last_error(CHORUS_ERR_INTERNAL,
+        return status_set_last_error(CHORUS_ERR_INTERNAL,
                               "chorus_init: cannot start the background thread");
     }
     pthread_mutex_lock(&context->lock);
@@ -90,7 +90,7 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
     pthread_mutex_unlock(&context->lock);
     if (status != CHORUS_OK) {
         pthread_join(context->thread, NULL);
-        set_last_error(status, "chorus_init: %s", context->startup_message);
+        status_set_last_error(status, "chorus_init: %s", context->startup_message);
         context_free(context);
         return status;
     }
@@ -102,7 +102,7 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
         context->topology.rank, context->topology.size, context->topology.local_rank,
         context->topology.local_size, context->topology.cross_rank, context->topology.cross_size,
         context->topology.cores, context->topology.numa_nodes);
-    clear_last_error();
+    status_clear_last_error();
     return CHORUS_OK;
 }
 
@@ -126,7 +126,7 @@ static chorus_status init_on(MPI_Comm comm, const chorus_init_options *options, 
     pthread_rwlock_wrlock(&instance_lock);
     chorus_status status = CHORUS_OK;
     if (instance != NULL) {
-        status = set_last_error(CHORUS_ERR_ALREADY_INITIALIZED,
+        status = status_set_last_error(CHORUS_ERR_ALREADY_INITIALIZED,
                                 "chorus_init: chorus is already initialized");
         goto out;
     }
@@ -134,7 +134,7 @@ static chorus_status init_on(MPI_Comm comm, const chorus_init_options *options, 
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (finalized) {
-        status = set_last_error(CHORUS_ERR_MPI,
+        status = status_set_last_error(CHORUS_ERR_MPI,
                                 "chorus_init: MPI has already been finalized; MPI cannot be "
                                 "initialized twice in one process");
         goto out;
@@ -142,20 +142,20 @@ static chorus_status init_on(MPI_Comm comm, const chorus_init_options *options, 
     bool ours = false;
     if (!initialized) {
         if (!world) {
-            status = set_last_error(CHORUS_ERR_MPI,
+            status = status_set_last_error(CHORUS_ERR_MPI,
                                     "chorus_init_comm: MPI is not initialized; initialize it "
                                     "with MPI_Init_thread(MPI_THREAD_MULTIPLE) first");
             goto out;
         }
         int provided = MPI_THREAD_SINGLE;
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-            status = set_last_error(CHORUS_ERR_MPI, "chorus_init: MPI_Init_thread failed");
+            status = status_set_last_error(CHORUS_ERR_MPI, "chorus_init: MPI_Init_thread failed");
             goto out;
         }
         ours = true;
         if (provided < MPI_THREAD_SERIALIZED) {
             MPI_Finalize();
-            status = set_last_error(
+            status = status_set_last_error(
                 CHORUS_ERR_MPI,
                 "chorus_init: this MPI provides only %s; chorus's background thread needs at "
                 "least MPI_THREAD_SERIALIZED",
@@ -166,7 +166,7 @@ static chorus_status init_on(MPI_Comm comm, const chorus_init_options *options, 
         int provided = MPI_THREAD_SINGLE;
         MPI_Query_thread(&provided);
         if (provided < MPI_THREAD_MULTIPLE) {
-            status = set_last_error(
+            status = status_set_last_error(
                 CHORUS_ERR_MPI,
                 "chorus_init: MPI was initialized with %s, but chorus calls MPI from its "
                 "background thread while the application may call it too; initialize MPI with "
@@ -201,7 +201,7 @@ chorus_status chorus_init(const chorus_init_options *options)
 chorus_status chorus_init_comm(MPI_Comm comm, const chorus_init_options *options)
 {
     if (comm == MPI_COMM_NULL)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_init_comm: communicator is MPI_COMM_NULL");
     return init_on(comm, options, false);
 }
@@ -228,7 +228,7 @@ chorus_status chorus_shutdown(void)
         MPI_Finalize();
         retained_free_all();
     }
-    clear_last_error();
+    status_clear_last_error();
     return CHORUS_OK;
 }
 
@@ -250,7 +250,7 @@ static chorus_status switch_timeline(struct chorus_context *context, struct time
     if (context->timeline_switch_pending) {
         pthread_mutex_unlock(&context->lock);
         timeline_close(timeline);
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "%s: another thread is starting or stopping the timeline", call);
     }
     context->timeline_switch = timeline;
@@ -268,13 +268,13 @@ static chorus_status switch_timeline(struct chorus_context *context, struct time
     if (!taken_back)
         return CHORUS_OK;
     timeline_close(timeline);
-    return set_last_error(status, "%s: %s", call, context->stopped_message);
+    return status_set_last_error(status, "%s: %s", call, context->stopped_message);
 }
 
 chorus_status chorus_start_timeline(const char *path)
 {
     if (path == NULL || path[0] == '\0')
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_start_timeline: the path is NULL or empty");
     struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
@@ -283,7 +283,7 @@ chorus_status chorus_start_timeline(const char *path)
     if (context->rank == 0) {
         char error[4200] = "";
         struct timeline *timeline = timeline_open(path, error, sizeof error);
-        status = timeline == NULL ? set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        status = timeline == NULL ? status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                                                    "chorus_start_timeline: %s", error)
                                   : switch_timeline(context, timeline, "chorus_start_timeline");
     }
@@ -306,10 +306,10 @@ chorus_status chorus_timeline_mark(const char *row, const char *label, double st
                                    double end_seconds)
 {
     if (row == NULL || row[0] == '\0' || label == NULL || label[0] == '\0')
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_timeline_mark: the row and the label must be non-empty");
     if (!isfinite(start_seconds) || !isfinite(end_seconds) || end_seconds < start_seconds)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_timeline_mark(\"%s\", \"%s\"): the span from %.6f s to "
                               "%.6f s does not end after it starts",
                               row, label, start_seconds, end_seconds);
@@ -321,7 +321,7 @@ chorus_status chorus_timeline_mark(const char *row, const char *label, double st
         struct timeline_mark *mark = timeline_mark_new(row, label, start_seconds, end_seconds);
         if (mark == NULL) {
             status =
-                set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_timeline_mark: out of memory");
+                status_set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_timeline_mark: out of memory");
         } else {
             pthread_mutex_lock(&context->lock);
             if (context->marks_tail != NULL)
@@ -340,7 +340,7 @@ chorus_status chorus_timeline_mark(const char *row, const char *label, double st
 chorus_status chorus_get_topology(chorus_topology *topology)
 {
     if (topology == NULL || topology->struct_size < sizeof(size_t))
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_get_topology: pass a chorus_topology set with "
                               "CHORUS_TOPOLOGY_INIT");
     struct chorus_context *context = api_instance_acquire();

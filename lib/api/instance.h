@@ -8,7 +8,7 @@
 #include "../core/common.h"
 
 /* Fails a call: the status, with its message in chorus_last_error(). */
-#define REJECT(status, ...) set_last_error(status, __VA_ARGS__)
+#define REJECT(status, ...) status_set_last_error(status, __VA_ARGS__)
 
 struct chorus_context;
 struct request;

@@ -60,7 +60,7 @@ static chorus_status change_process_sets(const char *call, const int *ranks, int
                 memcpy(request->desc.members, ranks, (size_t)count * sizeof *ranks);
             request->output = &result; /* the new set's id; this call waits for it */
             request->handle = handle;
-            request->submitted_at = monotonic_seconds();
+            request->submitted_at = clock_seconds();
         }
         if (handle == NULL || request == NULL || request->desc.name == NULL ||
             request->desc.group == NULL || (ranks != NULL && request->desc.members == NULL))

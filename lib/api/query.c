@@ -100,7 +100,7 @@ chorus_status chorus_query_settings_load(const char *overrides, chorus_query_set
     chorus_status status = CHORUS_OK;
     *result = NULL;
     if (settings == NULL) {
-        return set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "out of memory");
+        return status_set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "out of memory");
     }
     status = params_load(&settings->set, environ, overrides, error, sizeof error);
     if (status != CHORUS_OK)
@@ -138,7 +138,7 @@ out:
     free(text);
     if (status != CHORUS_OK) {
         chorus_query_settings_free(settings);
-        return set_last_error(status, "%s", error);
+        return status_set_last_error(status, "%s", error);
     }
     *result = settings;
     return CHORUS_OK;
@@ -171,7 +171,7 @@ const char *chorus_query_settings_unknown(const chorus_query_settings *settings)
 
 int chorus_query_collective(const char *name)
 {
-    return name != NULL ? collective_find(name) : -1;
+    return name != NULL ? algorithm_collective_find(name) : -1;
 }
 
 int chorus_query_algorithm_count(chorus_collective collective)

@@ -11,7 +11,7 @@ static chorus_status submit_shorthand(chorus_op_args *args, const char *name,
                                       const chorus_tensor *input, chorus_handle **handle)
 {
     if (input == NULL)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "%s: input tensor is NULL",
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "%s: input tensor is NULL",
                               chorus_collective_name(args->collective));
     args->name = name;
     args->input = *input;
@@ -68,7 +68,7 @@ chorus_status api_handle_wait_and_free(chorus_handle *handle, chorus_tensor *out
 {
     chorus_status status = chorus_wait(handle);
     if (status != CHORUS_OK)
-        set_last_error(status, "%s", chorus_handle_error(handle));
+        status_set_last_error(status, "%s", chorus_handle_error(handle));
     else if (received_splits != NULL) /* sets its own error */
         status = chorus_handle_received_splits(handle, received_splits, SIZE_MAX);
     if (status == CHORUS_OK && output != NULL)
@@ -95,7 +95,7 @@ chorus_status chorus_broadcast(const char *name, const chorus_tensor *tensor, in
 /* The blocking forms whose output the handle owns: the descriptor must have somewhere to go. */
 static chorus_status output_missing(chorus_collective collective)
 {
-    return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "%s: output descriptor is NULL",
+    return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "%s: output descriptor is NULL",
                           chorus_collective_name(collective));
 }
 

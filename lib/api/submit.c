@@ -26,7 +26,7 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     int process_set = api_op_process_set(args);
     request->desc.name = process_set == 0
                              ? strdup(args->name)
-                             : format_string("%s [process set %d]", args->name, process_set);
+                             : text_format("%s [process set %d]", args->name, process_set);
     request->desc.group = strdup(group);
     if (request->desc.name == NULL || request->desc.group == NULL) {
         request_free(request);
@@ -61,7 +61,7 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     request->output = args->output != NULL && !handle_output ? args->output : tensor->data;
     request->count = chorus_tensor_count(tensor);
     request->handle = handle;
-    request->submitted_at = monotonic_seconds();
+    request->submitted_at = clock_seconds();
     return request;
 }
 

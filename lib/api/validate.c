@@ -17,7 +17,7 @@ static chorus_status validate_reduction(const chorus_op_args *args)
 {
     const char *kind = chorus_collective_name(args->collective);
     const char *name = args->name;
-    if (!op_is_valid((int)args->op))
+    if (!dtype_op_is_valid((int)args->op))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": unknown op %d", kind, name,
                       (int)args->op);
     if (args->op == CHORUS_ADASUM &&
@@ -132,7 +132,7 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown flags 0x%llx",
                       (unsigned long long)(api_op_flags(args) & ~CHORUS_OP_ORDERED));
     const char *kind = chorus_collective_name(args->collective);
-    if (!collective_is_valid((int)args->collective))
+    if (!dtype_collective_is_valid((int)args->collective))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown collective %d",
                       (int)args->collective);
     if (args->name == NULL || args->name[0] == '\0')

@@ -29,7 +29,7 @@ struct allreduce_args {
     size_t count;
     chorus_dtype dtype;
     chorus_op op; /* AVERAGE reduces as SUM; the caller divides */
-    /* When not NULL, the result is multiplied by *postscale (see scale_buffer). The algorithm
+    /* When not NULL, the result is multiplied by *postscale (see reduce_scale_buffer). The algorithm
      * scales each element once, where it is final, instead of in a separate pass over the
      * whole buffer, and every rank ends with the same bits. */
     const double *postscale;

@@ -76,7 +76,7 @@ static void reduce_slice(const struct node_segment *node, const struct allreduce
     int me = node->local_rank, local_size = node->local_size;
     for (size_t done = 0; done < bytes;) {
         struct piece_run run =
-            piece_run_at(buffer->pieces, buffer->count, chunk->start + offset + done, bytes - done);
+            pieces_run_at(buffer->pieces, buffer->count, chunk->start + offset + done, bytes - done);
         const unsigned char *operands[NODE_MAX_LOCAL_RANKS] = {NULL};
         for (int r = 0; r < local_size; r++)
             operands[r] = r == me ? run.input : node_staging(node, r, chunk->turn) + offset + done;

@@ -34,7 +34,7 @@ chorus_status allreduce_rabenseifner(const struct allreduce_args *args)
     struct transport *transport = args->transport;
     if (transport->nranks == 1 || args->count == 0) {
         if (args->postscale != NULL)
-            scale_buffer(args->buffer, args->count, args->dtype, *args->postscale);
+            reduce_scale_buffer(args->buffer, args->count, args->dtype, *args->postscale);
         return CHORUS_OK;
     }
     size_t element_size = chorus_dtype_size(args->dtype);
@@ -72,7 +72,7 @@ chorus_status allreduce_rabenseifner(const struct allreduce_args *args)
             high = keep_high;
         }
         if (args->postscale != NULL) /* the range this rank owns is final */
-            scale_buffer(buffer + low * element_size, high - low, args->dtype, *args->postscale);
+            reduce_scale_buffer(buffer + low * element_size, high - low, args->dtype, *args->postscale);
         while (level_count > 0) {
             struct halving_level *level = &levels[--level_count];
             size_t other_low = level->keeps_upper ? level->low : level->middle;

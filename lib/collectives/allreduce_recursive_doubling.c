@@ -23,7 +23,7 @@ chorus_status allreduce_recursive_doubling(const struct allreduce_args *args)
     struct transport *transport = args->transport;
     if (transport->nranks == 1 || args->count == 0) {
         if (args->postscale != NULL)
-            scale_buffer(args->buffer, args->count, args->dtype, *args->postscale);
+            reduce_scale_buffer(args->buffer, args->count, args->dtype, *args->postscale);
         return CHORUS_OK;
     }
     size_t bytes = args->count * chorus_dtype_size(args->dtype);
@@ -43,7 +43,7 @@ chorus_status allreduce_recursive_doubling(const struct allreduce_args *args)
         }
         /* Every participant holds the same full result and scales it the same way. */
         if (args->postscale != NULL)
-            scale_buffer(args->buffer, args->count, args->dtype, *args->postscale);
+            reduce_scale_buffer(args->buffer, args->count, args->dtype, *args->postscale);
     }
     return fold_out(args, &fold);
 }

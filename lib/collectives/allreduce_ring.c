@@ -103,7 +103,7 @@ chorus_status allreduce_ring(const struct allreduce_args *args)
     int p = transport->nranks, r = transport->rank;
     if (p == 1 || args->count == 0) {
         if (args->postscale != NULL)
-            scale_buffer(args->buffer, args->count, args->dtype, *args->postscale);
+            reduce_scale_buffer(args->buffer, args->count, args->dtype, *args->postscale);
         return CHORUS_OK;
     }
     struct ring_layout layout = {
@@ -154,7 +154,7 @@ chorus_status allreduce_ring(const struct allreduce_args *args)
             reduce_into(target, incoming + j * layout.segment_elements * layout.element_size,
                         length, args->dtype, args->op);
             if (step == p - 2 && args->postscale != NULL) /* this rank's finished chunk */
-                scale_buffer(target, length, args->dtype, *args->postscale);
+                reduce_scale_buffer(target, length, args->dtype, *args->postscale);
             status = transport_isend(transport, target, length * layout.element_size, right,
                                      forward_tag, &next_sends[j]);
             if (status != CHORUS_OK)

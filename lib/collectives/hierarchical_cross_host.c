@@ -44,6 +44,6 @@ chorus_status hierarchical_slice_across_hosts(struct node_segment *node,
         memcpy(args->transport->error, node->cross->error, sizeof node->cross->error);
         return status;
     }
-    scale_buffer(slice, bytes / width, args->dtype, postscale);
+    reduce_scale_buffer(slice, bytes / width, args->dtype, postscale);
     return CHORUS_OK;
 }

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-struct piece_run piece_run_at(const struct allreduce_piece *pieces, size_t count, size_t offset,
+struct piece_run pieces_run_at(const struct allreduce_piece *pieces, size_t count, size_t offset,
                               size_t bytes)
 {
     /* The last piece that starts at or before `offset`; empty pieces are skipped over. */
@@ -34,7 +34,7 @@ void pieces_gather_with(const struct allreduce_piece *pieces, size_t count, size
 {
     unsigned char *destination = to;
     while (bytes != 0) {
-        struct piece_run run = piece_run_at(pieces, count, offset, bytes);
+        struct piece_run run = pieces_run_at(pieces, count, offset, bytes);
         copy(destination, run.input, run.bytes);
         destination += run.bytes;
         offset += run.bytes;
@@ -45,7 +45,7 @@ void pieces_gather_with(const struct allreduce_piece *pieces, size_t count, size
 void pieces_gather(const struct allreduce_piece *pieces, size_t count, size_t offset, void *to,
                    size_t bytes)
 {
-    pieces_gather_with(pieces, count, offset, to, bytes, copy_cached);
+    pieces_gather_with(pieces, count, offset, to, bytes, streaming_copy_cached);
 }
 
 void pieces_scatter(const struct allreduce_piece *pieces, size_t count, size_t offset,
@@ -53,7 +53,7 @@ void pieces_scatter(const struct allreduce_piece *pieces, size_t count, size_t o
 {
     const unsigned char *source = from;
     while (bytes != 0) {
-        struct piece_run run = piece_run_at(pieces, count, offset, bytes);
+        struct piece_run run = pieces_run_at(pieces, count, offset, bytes);
         memcpy(run.output, source, run.bytes);
         source += run.bytes;
         offset += run.bytes;

@@ -24,13 +24,13 @@ struct piece_run {
     unsigned char *output;
     size_t bytes;
 };
-struct piece_run piece_run_at(const struct allreduce_piece *pieces, size_t count, size_t offset,
+struct piece_run pieces_run_at(const struct allreduce_piece *pieces, size_t count, size_t offset,
                               size_t bytes);
 
 /* Copies logical bytes [offset, offset + bytes) of the inputs to `to`. */
 void pieces_gather(const struct allreduce_piece *pieces, size_t count, size_t offset, void *to,
                    size_t bytes);
-/* The same with `copy` doing each run's copy (copy_streaming, for example). */
+/* The same with `copy` doing each run's copy (streaming_copy_nontemporal, for example). */
 void pieces_gather_with(const struct allreduce_piece *pieces, size_t count, size_t offset,
                         void *to, size_t bytes, copy_function copy);
 

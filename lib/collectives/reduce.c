@@ -168,7 +168,7 @@ void reduce_pair(void *restrict result, const void *restrict a, const void *rest
 }
 
 /* Sums scaled in the same pass: each sum is rounded to the dtype before it is multiplied, as a
- * separate scale_buffer pass would do, so the results are bitwise the same. */
+ * separate reduce_scale_buffer pass would do, so the results are bitwise the same. */
 #define DEFINE_SCALED_LOOPS(suffix, type)                                                        \
     VECTOR_CLONES                                                                                \
     static void sum_scaled_##suffix(type *restrict accumulator, const type *restrict operand,    \
@@ -203,7 +203,7 @@ void reduce_into_scaled(void *restrict accumulator, const void *restrict operand
 {
     if (factor == 1.0 || count == 0 || !sums_floats(dtype, op)) {
         reduce_into(accumulator, operand, count, dtype, op);
-        scale_buffer(accumulator, count, dtype, factor);
+        reduce_scale_buffer(accumulator, count, dtype, factor);
     } else if (dtype == CHORUS_FLOAT32) {
         sum_scaled_f32(accumulator, operand, count, (float)factor);
     } else {
@@ -216,7 +216,7 @@ void reduce_pair_scaled(void *restrict result, const void *restrict a, const voi
 {
     if (factor == 1.0 || count == 0 || !sums_floats(dtype, op)) {
         reduce_pair(result, a, b, count, dtype, op);
-        scale_buffer(result, count, dtype, factor);
+        reduce_scale_buffer(result, count, dtype, factor);
     } else if (dtype == CHORUS_FLOAT32) {
         pair_sum_scaled_f32(result, a, b, count, (float)factor);
     } else {
@@ -229,7 +229,7 @@ void reduce_ranks_scaled(void *restrict result, const unsigned char *const *oper
 {
     if (ranks == 1) {
         memcpy(result, operands[0], count * chorus_dtype_size(dtype));
-        scale_buffer(result, count, dtype, factor);
+        reduce_scale_buffer(result, count, dtype, factor);
     } else if (ranks == 2) {
         reduce_pair_scaled(result, operands[0], operands[1], count, dtype, op, factor);
     } else {
@@ -296,7 +296,7 @@ static int64_t multiply_rounded(int64_t value, double factor)
                                              : multiply_rounded((int64_t)values[i], factor));    \
     } while (0)
 
-void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor)
+void reduce_scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor)
 {
     if (factor == 1.0 || count == 0)
         return;
@@ -359,7 +359,7 @@ void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor)
             values[i] = fill;                                                                    \
     } while (0)
 
-void fill_identity(void *buffer, size_t count, chorus_dtype dtype, chorus_op op)
+void reduce_fill_identity(void *buffer, size_t count, chorus_dtype dtype, chorus_op op)
 {
     if (op == CHORUS_SUM || op == CHORUS_AVERAGE || op == CHORUS_ADASUM) {
         memset(buffer, 0, count * chorus_dtype_size(dtype));
@@ -404,7 +404,7 @@ void fill_identity(void *buffer, size_t count, chorus_dtype dtype, chorus_op op)
     }
 }
 
-void compress_floats(uint16_t *restrict to, const float *restrict from, size_t count,
+void reduce_compress_floats(uint16_t *restrict to, const float *restrict from, size_t count,
                      chorus_dtype wire, float factor)
 {
     if (wire == CHORUS_BFLOAT16)
@@ -415,7 +415,7 @@ void compress_floats(uint16_t *restrict to, const float *restrict from, size_t c
             to[i] = float_to_half(from[i] * factor);
 }
 
-void decompress_floats(float *restrict to, const uint16_t *restrict from, size_t count,
+void reduce_decompress_floats(float *restrict to, const uint16_t *restrict from, size_t count,
                        chorus_dtype wire, float factor)
 {
     if (wire == CHORUS_BFLOAT16)

@@ -35,17 +35,17 @@ void reduce_ranks_scaled(void *restrict result, const unsigned char *const *oper
 
 /* buffer[i] *= factor. Integers are scaled in double and rounded to the nearest integer
  * (halfway away from zero), then wrapped to the dtype. */
-void scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor);
+void reduce_scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double factor);
 
 /* Fills with the identity of `op` (0 for sum/average, 1 for product, the largest value for min,
  * the smallest for max), so that a rank without data leaves a reduction unchanged. */
-void fill_identity(void *buffer, size_t count, chorus_dtype dtype, chorus_op op);
+void reduce_fill_identity(void *buffer, size_t count, chorus_dtype dtype, chorus_op op);
 
 /* float32 <-> 16-bit wire formats for compressed allreduces: to[i] = round16(from[i] * factor)
  * and to[i] = from[i] * factor. `wire` is CHORUS_FLOAT16 or CHORUS_BFLOAT16. */
-void compress_floats(uint16_t *restrict to, const float *restrict from, size_t count,
+void reduce_compress_floats(uint16_t *restrict to, const float *restrict from, size_t count,
                      chorus_dtype wire, float factor);
-void decompress_floats(float *restrict to, const uint16_t *restrict from, size_t count,
+void reduce_decompress_floats(float *restrict to, const uint16_t *restrict from, size_t count,
                        chorus_dtype wire, float factor);
 
 #endif

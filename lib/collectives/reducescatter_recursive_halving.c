@@ -113,7 +113,7 @@ chorus_status reducescatter_recursive_halving(const struct reducescatter_args *a
     size_t carried_start = first_element(args, &fold, v, total);
     size_t carried_count = own + own_count - carried_start;
     if (args->factor != 1.0)
-        scale_buffer(work + carried_start * element, carried_count, args->dtype, args->factor);
+        reduce_scale_buffer(work + carried_start * element, carried_count, args->dtype, args->factor);
     if (r < 2 * fold.remainder) {
         status = transport_isend(transport, work + args->offsets[r - 1] * element,
                                  args->block_counts[r - 1] * element, r - 1, TAG_UNFOLD,

@@ -29,7 +29,7 @@ chorus_status reducescatter_ring(const struct reducescatter_args *args)
         if (args->block_counts[0] > 0)
             memcpy(args->recv, send, args->block_counts[0] * element);
         if (args->factor != 1.0)
-            scale_buffer(args->recv, args->block_counts[0], args->dtype, args->factor);
+            reduce_scale_buffer(args->recv, args->block_counts[0], args->dtype, args->factor);
         return CHORUS_OK;
     }
     size_t largest = 0;

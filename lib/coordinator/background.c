@@ -1,8 +1,10 @@
 /*
- * background.c — the background thread of a rank: the only thread that calls MPI (and NCCL).
- * It runs the loop over the coordinator's parts (background.h) and alone changes the thread's
- * state: the parts report fatal errors, shutdowns and their last message (report.h), and
- * coord_enter acts on them.
+ * background.c — the background thread of a rank, which calls MPI (and NCCL) for chorus: it runs
+ * the loop over the coordinator's parts (background.h) and alone changes the thread's state: the
+ * parts report fatal errors, shutdowns and their last message (report.h), and coord_enter acts
+ * on them. A user thread that submits an ordered operation while the loop is idle takes the
+ * loop's turn (a mutex) and runs it as the loop would (coord_step_as_caller): the two never act
+ * at once.
  *
  * Negotiation is asynchronous and event-driven rather than a fixed cycle:
  *   - A rank with new submissions sends them at once to rank 0 in one REQUESTS message (rank 0
@@ -127,7 +129,7 @@ static struct idle_view idle_view_of(const struct background *background)
 /* Called without the turn, so that a user thread may take it meanwhile. */
 static void idle(struct chorus_context *context, double idle_since, struct idle_view view)
 {
-    double idle_time = monotonic_seconds() - idle_since;
+    double idle_time = clock_seconds() - idle_since;
     if (idle_time < 50e-6)
         return;
     if (idle_time < 2e-3) {
@@ -521,7 +523,7 @@ static chorus_status start(struct background *background, char *error, size_t er
             error);
         error[0] = '\0';
     }
-    liveness_batch_done(&background->star.liveness, monotonic_seconds());
+    liveness_batch_done(&background->star.liveness, clock_seconds());
     log_start(background);
     return CHORUS_OK;
 }
@@ -551,7 +553,7 @@ void coord_loop(struct background *background)
     struct chorus_context *context = background->context;
     struct star *star = &background->star;
     struct coord_report *report = &background->report;
-    double idle_since = monotonic_seconds();
+    double idle_since = clock_seconds();
     pthread_mutex_lock(&context->coordinator_turn);
     context->coordinator = background;
     bool going = coord_settle(background);
@@ -597,7 +599,7 @@ void coord_loop(struct background *background)
             going = coord_settle(background);
         }
         if (active) {
-            idle_since = monotonic_seconds();
+            idle_since = clock_seconds();
         } else if (going) {
             struct idle_view view = idle_view_of(background);
             pthread_mutex_unlock(&context->coordinator_turn);

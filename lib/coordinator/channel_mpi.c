@@ -65,7 +65,7 @@ static void abandon_outgoing(struct channel_mpi *channel)
         for (int i = 0; i < outgoing->count; i++)
             if (outgoing->requests[i] != MPI_REQUEST_NULL)
                 MPI_Request_free(&outgoing->requests[i]);
-        retain_after_failure(outgoing->bytes);
+        retained_keep(outgoing->bytes);
         free(outgoing->requests);
         free(outgoing);
     }
@@ -83,8 +83,8 @@ static void progress(void *state, bool wait, bool failed)
     }
     /* After a fatal error peers may never receive what is still outgoing. */
     if (wait && failed) {
-        double give_up = monotonic_seconds() + FAILED_DRAIN_SECONDS;
-        while (channel->outgoing != NULL && monotonic_seconds() < give_up) {
+        double give_up = clock_seconds() + FAILED_DRAIN_SECONDS;
+        while (channel->outgoing != NULL && clock_seconds() < give_up) {
             progress(state, false, false);
             sched_yield();
         }

@@ -96,7 +96,7 @@ static char *find_disagreement(struct ordered *ordered, struct ordered_record *r
     char *message = NULL;
     for (int m = 1; ranks != NULL && message == NULL && m < members; m++)
         if (records[m].position != records[0].position)
-            message = format_string("%s: ranks %d and %d are at different ordered positions (%" PRIu64
+            message = text_format("%s: ranks %d and %d are at different ordered positions (%" PRIu64
                                     " and %" PRIu64 "): an earlier ordered operation failed on one "
                                     "of them only",
                                     label, ranks[0], ranks[m], records[0].position,
@@ -110,7 +110,7 @@ static char *find_disagreement(struct ordered *ordered, struct ordered_record *r
     }
     /* Out of memory, or values that differ but print alike: still never run them. */
     if (message == NULL)
-        message = format_string("%s: the ranks submitted different operations", label);
+        message = text_format("%s: the ranks submitted different operations", label);
     free(ranks);
     free(requests);
     return message;
@@ -124,7 +124,7 @@ static bool build_response(struct wire_response *response, const struct request 
     *response = (struct wire_response){.type = RESPONSE_EXECUTE,
                                        .status = CHORUS_OK,
                                        .contributors = (uint32_t)members,
-                                       .agreed_at = monotonic_seconds()};
+                                       .agreed_at = clock_seconds()};
     if (!wire_request_copy(&response->request, &request->desc))
         return false;
     if (request->desc.collective == CHORUS_ALLGATHER) {

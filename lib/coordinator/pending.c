@@ -80,7 +80,7 @@ void pending_refuse_submissions(void *owner, chorus_status status, const char *r
 static void fail_one(struct pending *pending, struct request *request, chorus_status status,
                      const char *reason)
 {
-    char *message = format_string("%s \"%s\": %s", request_collective_name(&request->desc),
+    char *message = text_format("%s \"%s\": %s", request_collective_name(&request->desc),
                                   request->desc.name, reason);
     pending_finish(pending, request, status, message ? message : reason);
     free(message);

@@ -76,7 +76,7 @@ bool rounds_take(struct rounds *rounds, const struct response_cache *cache,
 {
     if (!rounds->on)
         return false;
-    return ready_rounds_route(&rounds->state, cache, request, monotonic_seconds()) == ROUTE_BIT;
+    return ready_rounds_route(&rounds->state, cache, request, clock_seconds()) == ROUTE_BIT;
 }
 
 /* Non-root ranks: the RESPONSES message rank 0 sent before the completed round. Waits for it:
@@ -263,7 +263,7 @@ bool rounds_progress(struct rounds *rounds, struct star *star, bool stopping,
 {
     if (!rounds->on)
         return false;
-    double now = monotonic_seconds();
+    double now = clock_seconds();
     if (rounds->posted) {
         bool done = false;
         if (star->channel->round_test(star->channel->state, &done) != CHORUS_OK) {

@@ -26,7 +26,7 @@ bool star_init(struct star *star, struct chorus_context *context, int rank, int 
     star->pending = pending;
     star->runner = runner;
     response_cache_init(&star->cache, star->params->cache_capacity);
-    double now = monotonic_seconds();
+    double now = clock_seconds();
     star->last_stall_check = now;
     if (!liveness_init(&star->liveness, rank, size, star->params->timeout_seconds, now))
         return false;
@@ -72,7 +72,7 @@ static chorus_status post_message(struct star *star, const struct wire_message *
                                                destinations, destination_count, tag);
     if (status == CHORUS_OK) {
         star->messages_sent += (size_t)destination_count;
-        liveness_sent(&star->liveness, monotonic_seconds());
+        liveness_sent(&star->liveness, clock_seconds());
     }
     return status;
 }
@@ -97,7 +97,7 @@ void star_progress(struct star *star, bool wait, bool failed)
 static void coordinator_accept(struct star *star, int rank, const struct wire_request *requests,
                                size_t count, uint32_t flags, struct coord_report *report)
 {
-    double now = monotonic_seconds();
+    double now = clock_seconds();
     for (size_t i = 0; i < count; i++) {
         const struct wire_request *request = &requests[i];
         if (request->cached) {
@@ -130,7 +130,7 @@ bool star_flush(struct star *star, struct coord_report *report)
     if (pending->unsent_count == 0 && pending->unsent_flags == 0)
         return false;
     double spacing = star->params->cycle_time_ms * 1e-3;
-    if (spacing > 0 && monotonic_seconds() - star->last_cycle < spacing &&
+    if (spacing > 0 && clock_seconds() - star->last_cycle < spacing &&
         !(pending->unsent_flags & WIRE_FLAG_SHUTDOWN))
         return false;
     if (star->rank == 0) {
@@ -143,7 +143,7 @@ bool star_flush(struct star *star, struct coord_report *report)
                                        .requests = pending->unsent};
         static const int coordinator = 0;
         send_message(star, &message, &coordinator, 1, CHANNEL_REQUESTS, report);
-        star->last_cycle = monotonic_seconds();
+        star->last_cycle = clock_seconds();
     }
     pending_clear_unsent(pending);
     return true;
@@ -171,7 +171,7 @@ bool star_receive(struct star *star, int source, int tag, struct wire_message *m
     if (decoded != CHORUS_OK)
         return report_fail(report, decoded, "from rank %d: %s", *sender, reason);
     star->messages_received++;
-    liveness_heard(&star->liveness, *sender, monotonic_seconds());
+    liveness_heard(&star->liveness, *sender, clock_seconds());
     *received = true;
     return true;
 }
@@ -182,7 +182,7 @@ void star_timeline_negotiated(void *context, const char *name, const double *arr
 {
     struct timeline *timeline = context;
     double first = 0, last = 0;
-    char *arguments = format_string("%s", "");
+    char *arguments = text_format("%s", "");
     for (int r = 0; r < nranks; r++) {
         if (arrivals[r] == 0)
             continue;
@@ -191,9 +191,9 @@ void star_timeline_negotiated(void *context, const char *name, const double *arr
     }
     for (int r = 0; r < nranks && arguments != NULL; r++) {
         if (arrivals[r] == 0)
-            string_append(&arguments, "%s\"rank %d\": \"joined\"", r ? ", " : "", r);
+            text_append(&arguments, "%s\"rank %d\": \"joined\"", r ? ", " : "", r);
         else
-            string_append(&arguments, "%s\"rank %d ready (us)\": %.1f", r ? ", " : "", r,
+            text_append(&arguments, "%s\"rank %d ready (us)\": %.1f", r ? ", " : "", r,
                           (arrivals[r] - first) * 1e6);
     }
     timeline_span(timeline, name, "negotiate", first, last, arguments);
@@ -215,7 +215,7 @@ void star_execute(struct star *star, const struct wire_response *responses, size
         return;
     char error[1024] = "";
     chorus_status status = runner_run(star->runner, responses, count, NULL, error, sizeof error);
-    liveness_batch_done(&star->liveness, monotonic_seconds());
+    liveness_batch_done(&star->liveness, clock_seconds());
     if (status == CHORUS_OK && star->autotune != NULL)
         status = autotune_batch_done(star->autotune, responses, count, error, sizeof error);
     if (status != CHORUS_OK)
@@ -241,7 +241,7 @@ static bool heartbeat_if_due(struct star *star, bool stopping, double now)
 
 void star_while_waiting(void *owner)
 {
-    heartbeat_if_due(owner, false, monotonic_seconds());
+    heartbeat_if_due(owner, false, clock_seconds());
     /* Messages still outgoing, the responses a peer waits for above all, may move only inside
      * MPI calls of this rank (MPICH's UCX device), and it may wait for that peer meanwhile. */
     star_progress(owner, false, false);
@@ -252,7 +252,7 @@ bool star_keep_alive(struct star *star, bool stopping, struct coord_report *repo
     struct liveness *liveness = &star->liveness;
     if (star->size == 1)
         return false;
-    double now = monotonic_seconds();
+    double now = clock_seconds();
     bool sent = heartbeat_if_due(star, stopping, now);
     /* With rounds only rank 0 watches (liveness.h). */
     bool is_coordinator = star->rank == 0;
@@ -360,7 +360,7 @@ bool star_coordinate(struct star *star, bool stopping, struct coord_report *repo
         report->finished = star->byes >= star->size - 1;
         return active;
     }
-    double now = monotonic_seconds();
+    double now = clock_seconds();
     check_stalls(star, now);
     if (star->negotiator.failed) {
         report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "the coordinator ran out of memory");

@@ -93,7 +93,7 @@ int algorithm_find(chorus_collective collective, const char *name)
     return -1;
 }
 
-int collective_find(const char *name)
+int algorithm_collective_find(const char *name)
 {
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT; c++)
         if (algorithm_count((chorus_collective)c) > 0 &&
@@ -106,8 +106,8 @@ char *algorithm_names(chorus_collective collective)
 {
     size_t count = 0;
     const char *const *names = names_of(collective, &count);
-    char *list = format_string("%s", "");
+    char *list = text_format("%s", "");
     for (size_t i = 0; list != NULL && i < count; i++)
-        string_append(&list, "%s%s", i ? ", " : "", names[i]);
+        text_append(&list, "%s%s", i ? ", " : "", names[i]);
     return list;
 }

@@ -56,7 +56,7 @@ const char *algorithm_name(chorus_collective collective, int id);
 /* Index of the algorithm called `name`, or -1. */
 int algorithm_find(chorus_collective collective, const char *name);
 /* The collective called `name` ("allreduce", ...) that has host algorithms, or -1. */
-int collective_find(const char *name);
+int algorithm_collective_find(const char *name);
 /* "ring, recursive_doubling, ..." (malloc'd; NULL when out of memory). */
 char *algorithm_names(chorus_collective collective);
 

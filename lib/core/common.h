@@ -1,6 +1,7 @@
 /*
- * common.h — small helpers every part of the library uses: error reporting to the calling
- * thread, formatted allocation, clocks, and the dtype table. Nothing here touches MPI.
+ * common.h — small helpers every part of the library uses, each named for its module: error
+ * reporting to the calling thread (status.c), formatted allocation (text.c), clocks (clock.c),
+ * and the dtype table (dtype.c). Nothing here touches MPI.
  */
 #ifndef CHORUS_COMMON_H
 #define CHORUS_COMMON_H
@@ -40,31 +41,32 @@ static inline size_t part_length(size_t count, size_t parts, size_t index)
 /* Longest tensor name accepted (bytes, without the terminating zero). */
 #define CHORUS_MAX_NAME_LENGTH 1023
 
-/* Records why a call failed on this thread (see chorus_last_error) and returns `status`. */
-chorus_status set_last_error(chorus_status status, const char *format, ...) CHORUS_PRINTF(2, 3);
-void clear_last_error(void);
+/* status.c: records why a call failed on this thread (see chorus_last_error) and returns
+ * `status`. */
+chorus_status status_set_last_error(chorus_status status, const char *format, ...) CHORUS_PRINTF(2, 3);
+void status_clear_last_error(void);
 
-/* malloc'd printf; NULL when out of memory. */
-char *format_string(const char *format, ...) CHORUS_PRINTF(1, 2);
-char *format_string_va(const char *format, va_list args);
+/* text.c: malloc'd printf; NULL when out of memory. */
+char *text_format(const char *format, ...) CHORUS_PRINTF(1, 2);
+char *text_format_va(const char *format, va_list args);
 
 /* Appends to a growing malloc'd string. Keeps the old text when out of memory. */
-void string_append(char **text, const char *format, ...) CHORUS_PRINTF(2, 3);
+void text_append(char **text, const char *format, ...) CHORUS_PRINTF(2, 3);
 
 /* Writes ranks as compact ranges, e.g. "0-2,5" for {0,1,2,5}, into a malloc'd string. */
-char *format_rank_list(const int *ranks, size_t count);
+char *text_rank_list(const int *ranks, size_t count);
 
-/* Seconds on a monotonic clock. */
-double monotonic_seconds(void);
+/* clock.c: seconds on a monotonic clock. */
+double clock_seconds(void);
 /* The time `seconds` from now on `clock`, as pthread_cond_timedwait takes it. */
 struct timespec clock_deadline(clockid_t clock, double seconds);
 
-/* true for values inside the enums. */
+/* dtype.c: true for values inside the enums. */
 bool dtype_is_valid(int dtype);
-bool op_is_valid(int op);
-bool collective_is_valid(int collective);
+bool dtype_op_is_valid(int op);
+bool dtype_collective_is_valid(int collective);
 bool dtype_is_floating(chorus_dtype dtype);
 /* "none", "fp16", "bf16" ("default" for CHORUS_COMPRESSION_DEFAULT). */
-const char *compression_name(int compression);
+const char *dtype_compression_name(int compression);
 
 #endif

@@ -34,12 +34,12 @@ bool dtype_is_valid(int dtype)
     return dtype >= 0 && dtype < CHORUS_DTYPE_COUNT;
 }
 
-bool op_is_valid(int op)
+bool dtype_op_is_valid(int op)
 {
     return op >= 0 && op < CHORUS_OP_COUNT;
 }
 
-bool collective_is_valid(int collective)
+bool dtype_collective_is_valid(int collective)
 {
     return collective >= 0 && collective < CHORUS_COLLECTIVE_COUNT;
 }
@@ -61,12 +61,12 @@ const char *chorus_dtype_name(chorus_dtype dtype)
 
 const char *chorus_op_name(chorus_op op)
 {
-    return op_is_valid((int)op) ? op_names[op] : "unknown";
+    return dtype_op_is_valid((int)op) ? op_names[op] : "unknown";
 }
 
 const char *chorus_collective_name(chorus_collective collective)
 {
-    return collective_is_valid((int)collective) ? collective_names[collective] : "unknown";
+    return dtype_collective_is_valid((int)collective) ? collective_names[collective] : "unknown";
 }
 
 size_t chorus_tensor_count(const chorus_tensor *tensor)
@@ -79,7 +79,7 @@ size_t chorus_tensor_count(const chorus_tensor *tensor)
     return count;
 }
 
-const char *compression_name(int compression)
+const char *dtype_compression_name(int compression)
 {
     switch (compression) {
     case CHORUS_COMPRESSION_DEFAULT:

@@ -80,7 +80,7 @@ void handle_member_done(struct chorus_handle *handle, chorus_status status, cons
         if (format != NULL) {
             va_list args;
             va_start(args, format);
-            handle->message = format_string_va(format, args);
+            handle->message = text_format_va(format, args);
             va_end(args);
         }
     }
@@ -100,7 +100,7 @@ void handle_member_done(struct chorus_handle *handle, chorus_status status, cons
 chorus_status chorus_test(const chorus_handle *handle)
 {
     if (handle == NULL)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "chorus_test: handle is NULL");
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "chorus_test: handle is NULL");
     return atomic_load_explicit(&handle->status, memory_order_acquire);
 }
 
@@ -119,19 +119,19 @@ chorus_status chorus_test(const chorus_handle *handle)
 chorus_status chorus_wait(chorus_handle *handle)
 {
     if (handle == NULL)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "chorus_wait: handle is NULL");
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "chorus_wait: handle is NULL");
     for (int spin = 0; spin < WAIT_SPINS; spin++) {
         int status = atomic_load_explicit(&handle->status, memory_order_acquire);
         if (status != CHORUS_IN_PROGRESS)
             return status;
     }
-    double give_up = monotonic_seconds() + WAIT_YIELD_SECONDS;
+    double give_up = clock_seconds() + WAIT_YIELD_SECONDS;
     do {
         int status = atomic_load_explicit(&handle->status, memory_order_acquire);
         if (status != CHORUS_IN_PROGRESS)
             return status;
         sched_yield();
-    } while (monotonic_seconds() < give_up);
+    } while (clock_seconds() < give_up);
     pthread_mutex_lock(&handle->lock);
     while (atomic_load_explicit(&handle->status, memory_order_acquire) == CHORUS_IN_PROGRESS)
         pthread_cond_wait(&handle->completed, &handle->lock);
@@ -152,19 +152,19 @@ chorus_status chorus_handle_output_at(const chorus_handle *handle, size_t member
                                       chorus_tensor *output)
 {
     if (handle == NULL || output == NULL)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_output: handle and output must not be NULL");
     chorus_status status = atomic_load_explicit(&handle->status, memory_order_acquire);
     if (status != CHORUS_OK)
         return status;
     if (handle->collective != CHORUS_ALLGATHER && handle->collective != CHORUS_REDUCESCATTER &&
         handle->collective != CHORUS_ALLTOALL)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_output: the handle is a %s, not an allgather, a "
                               "reducescatter or an alltoall",
                               chorus_collective_name(handle->collective));
     if (member >= handle->output_count)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_output: member %zu of a handle of %zu", member,
                               handle->output_count);
     *output = handle->outputs[member].tensor;
@@ -194,17 +194,17 @@ chorus_status chorus_handle_received_splits(const chorus_handle *handle, int64_t
                                             size_t capacity)
 {
     if (handle == NULL || splits == NULL)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_received_splits: handle and splits must not be NULL");
     chorus_status status = atomic_load_explicit(&handle->status, memory_order_acquire);
     if (status != CHORUS_OK)
         return status;
     if (handle->collective != CHORUS_ALLTOALL)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_received_splits: the handle is a %s, not an alltoall",
                               chorus_collective_name(handle->collective));
     if (capacity < handle->received_count)
-        return set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_received_splits: room for %zu entries; there are %zu "
                               "ranks",
                               capacity, handle->received_count);

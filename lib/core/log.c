@@ -67,7 +67,7 @@ void log_write(enum log_level level, const char *module, const char *format, ...
 {
     va_list args;
     va_start(args, format);
-    char *message = format_string_va(format, args);
+    char *message = text_format_va(format, args);
     va_end(args);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);

@@ -207,7 +207,7 @@ const char *param_source_name(enum param_source source)
     return "unknown";
 }
 
-bool parse_bytes(const char *text, size_t *bytes)
+bool params_parse_bytes(const char *text, size_t *bytes)
 {
     while (isspace((unsigned char)*text))
         text++;
@@ -253,7 +253,7 @@ bool parse_bytes(const char *text, size_t *bytes)
     return true;
 }
 
-bool parse_count(const char *text, size_t *count)
+bool params_parse_count(const char *text, size_t *count)
 {
     if (!isdigit((unsigned char)*text))
         return false;
@@ -296,11 +296,11 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     switch (definition->type) {
     case PARAM_BYTES:
         snprintf(why, why_size, "expected bytes such as 1048576, 64K, 128M or 1G");
-        return parse_bytes(text, field);
+        return params_parse_bytes(text, field);
     case PARAM_COUNT: {
         snprintf(why, why_size, "expected an integer from 0 to %zu", PARAM_COUNT_LIMIT);
         size_t count = 0;
-        if (!parse_count(text, &count) || count > PARAM_COUNT_LIMIT)
+        if (!params_parse_count(text, &count) || count > PARAM_COUNT_LIMIT)
             return false;
         *(size_t *)field = count;
         return true;
@@ -308,7 +308,7 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     case PARAM_CHUNK: {
         snprintf(why, why_size, "expected 0 (the default) or a power of two from 4K to 256M");
         size_t bytes = 0;
-        if (!parse_bytes(text, &bytes) ||
+        if (!params_parse_bytes(text, &bytes) ||
             (bytes != 0 && (bytes < 4096 || bytes > ((size_t)256 << 20) ||
                             (bytes & (bytes - 1)) != 0)))
             return false;
@@ -318,7 +318,7 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     case PARAM_AREAS: {
         snprintf(why, why_size, "expected 0 (the default), 2, 4, 8 or 16");
         size_t areas = 0;
-        if (!parse_count(text, &areas) ||
+        if (!params_parse_count(text, &areas) ||
             (areas != 0 && areas != 2 && areas != 4 && areas != 8 && areas != 16))
             return false;
         *(size_t *)field = areas;
@@ -633,7 +633,7 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
         snprintf(text, text_size, "%s", log_level_name((enum log_level) * (const int *)field));
         return;
     case PARAM_COMPRESSION:
-        snprintf(text, text_size, "%s", compression_name(*(const int *)field));
+        snprintf(text, text_size, "%s", dtype_compression_name(*(const int *)field));
         return;
     case PARAM_SWITCH:
         snprintf(text, text_size, "%s", *(const bool *)field ? "on" : "off");

@@ -167,8 +167,8 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
 const char *param_source_name(enum param_source source);
 
 /* Parses "128M", "64k", "1048576", "1G" into bytes; false on garbage, negatives or overflow. */
-bool parse_bytes(const char *text, size_t *bytes);
+bool params_parse_bytes(const char *text, size_t *bytes);
 /* Parses a whole number (digits only); false on anything else or overflow. */
-bool parse_count(const char *text, size_t *count);
+bool params_parse_count(const char *text, size_t *count);
 
 #endif

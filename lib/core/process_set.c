@@ -92,8 +92,8 @@ bool process_set_check_ranks(const int *ranks, int count, int nranks, char *erro
 
 char *process_set_describe(const struct process_set *set)
 {
-    char *ranks = format_rank_list(set->ranks, (size_t)set->size);
-    char *text = format_string("process set %d (%s %s)", set->id, set->size == 1 ? "rank" : "ranks",
+    char *ranks = text_rank_list(set->ranks, (size_t)set->size);
+    char *text = text_format("process set %d (%s %s)", set->id, set->size == 1 ? "rank" : "ranks",
                                ranks ? ranks : "?");
     free(ranks);
     return text;

@@ -89,7 +89,7 @@ size_t allgather_row_bytes(const struct wire_request *request)
     return row_bytes;
 }
 
-size_t batch_member_bytes(const struct wire_response *response)
+size_t request_batch_member_bytes(const struct wire_response *response)
 {
     if (response->request.collective != CHORUS_ALLGATHER)
         return response_bytes(response);

@@ -101,6 +101,6 @@ size_t response_bytes(const struct wire_response *response);
 /* Bytes an allgather's row (everything but the first dimension) takes. */
 size_t allgather_row_bytes(const struct wire_request *request);
 /* Bytes a response adds to a batch: an allgather's whole gathered tensor, else its tensor. */
-size_t batch_member_bytes(const struct wire_response *response);
+size_t request_batch_member_bytes(const struct wire_response *response);
 
 #endif

@@ -18,7 +18,7 @@ struct retained_block {
 static pthread_mutex_t retained_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct retained_block *retained_blocks;
 
-void retain_after_failure(void *memory)
+void retained_keep(void *memory)
 {
     if (memory == NULL)
         return;

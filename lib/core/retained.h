@@ -9,7 +9,7 @@
 #define CHORUS_RETAINED_H
 
 /* Keeps `memory` (from malloc) until retained_free_all; NULL is ignored. Thread-safe. */
-void retain_after_failure(void *memory);
+void retained_keep(void *memory);
 /* Frees everything retained. Call only when MPI can no longer touch it (after MPI_Finalize). */
 void retained_free_all(void);
 

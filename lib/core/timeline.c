@@ -99,7 +99,7 @@ struct timeline *timeline_open(const char *path, char *error, size_t error_size)
         return NULL;
     }
     snprintf(timeline->path, sizeof timeline->path, "%s", chosen);
-    timeline->origin = monotonic_seconds();
+    timeline->origin = clock_seconds();
     timeline->first_event = true;
     name_table_init(&timeline->rows);
     fputs("[\n", timeline->file);

@@ -17,7 +17,7 @@ void timeline_close(struct timeline *timeline);
 /* The file it writes. */
 const char *timeline_path(const struct timeline *timeline);
 
-/* A span of `phase` for `tensor` from `start` to `end` (monotonic_seconds()). `arguments` is a
+/* A span of `phase` for `tensor` from `start` to `end` (clock_seconds()). `arguments` is a
  * JSON object body without braces, such as "\"algorithm\": \"ring\"", or NULL. */
 void timeline_span(struct timeline *timeline, const char *tensor, const char *phase, double start,
                    double end, const char *arguments);
@@ -25,7 +25,7 @@ void timeline_span(struct timeline *timeline, const char *tensor, const char *ph
 /* A span the user recorded with chorus_timeline_mark, on its way to the background thread. */
 struct timeline_mark {
     struct timeline_mark *next;
-    double start, end; /* monotonic_seconds() */
+    double start, end; /* clock_seconds() */
     char *row;
     char *label;
 };

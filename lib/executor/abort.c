@@ -62,7 +62,7 @@ void abort_notify(struct abort_watch *watch, int rank, chorus_status status, con
     struct abort_notice *notice = calloc(1, sizeof *notice);
     if (notice == NULL)
         return;
-    retain_after_failure(notice);
+    retained_keep(notice);
     notice->status = status;
     notice->rank = rank;
     snprintf(notice->reason, sizeof notice->reason, "%s", reason);

@@ -112,7 +112,7 @@ chorus_status executor_interrupt_check(void *context, char *error, size_t error_
     chorus_status status = executor_peer_failure(executor, error, error_size);
     if (status != CHORUS_OK || timeout <= 0 || executor->batch_started == 0)
         return status;
-    if (monotonic_seconds() - executor->batch_started <= timeout)
+    if (clock_seconds() - executor->batch_started <= timeout)
         return CHORUS_OK;
     snprintf(error, error_size,
              "did not complete within %g s (CHORUS_TIMEOUT_SECONDS): another rank is stopped, "
@@ -241,13 +241,13 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
             continue;
         }
         char detail[1024] = "";
-        double started = monotonic_seconds();
+        double started = clock_seconds();
         for (size_t m = 0; executor->timeline != NULL && m < batch->count; m++)
             timeline_span(executor->timeline, responses[members[m]].request.name, "queue",
                           responses[members[m]].agreed_at, started, NULL);
         chorus_status outcome = CHORUS_ERR_MPI;
         executor->last_algorithm = NULL;
-        executor->batch_started = monotonic_seconds();
+        executor->batch_started = clock_seconds();
         if (injected_fault_now())
             snprintf(detail, sizeof detail,
                      "injected fault (a test's stand-in for a failed MPI "
@@ -259,25 +259,25 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         if (LOG_DEBUG <= log_threshold) {
             size_t bytes = 0;
             for (size_t m = 0; m < batch->count; m++)
-                bytes += batch_member_bytes(&responses[members[m]]);
+                bytes += request_batch_member_bytes(&responses[members[m]]);
             LOG(LOG_DEBUG, "batch", "%s of %zu tensor(s) (\"%s\"%s), %zu bytes, by %s: %.1f us, %s",
                 chorus_collective_name(first->request.collective), batch->count,
                 first->request.name, batch->count > 1 ? ", ..." : "", bytes,
                 executor->last_algorithm ? executor->last_algorithm : "?",
-                (monotonic_seconds() - executor->batch_started) * 1e6,
+                (clock_seconds() - executor->batch_started) * 1e6,
                 chorus_status_name(outcome));
         }
         /* Fused allreduces write their own spans, with their copies. */
         if (executor->timeline != NULL &&
             (batch->count == 1 || first->request.collective != CHORUS_ALLREDUCE)) {
-            double ended = monotonic_seconds();
+            double ended = clock_seconds();
             for (size_t m = 0; m < batch->count; m++) {
                 const struct wire_response *member = &responses[members[m]];
                 char arguments[256];
                 snprintf(arguments, sizeof arguments,
                          "\"algorithm\": \"%s\", \"bytes\": %zu, \"status\": \"%s\"%s",
                          executor->last_algorithm ? executor->last_algorithm : "?",
-                         batch_member_bytes(member), chorus_status_name(outcome),
+                         request_batch_member_bytes(member), chorus_status_name(outcome),
                          batch->count > 1 ? ", \"fused\": true" : "");
                 timeline_span(executor->timeline, member->request.name,
                               chorus_collective_name(member->request.collective), started, ended,
@@ -306,7 +306,7 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
             if (outcome == CHORUS_OK)
                 executor->finish(executor->owner, requests[m], CHORUS_OK, NULL);
             else {
-                char *message = format_string("%s \"%s\": %s",
+                char *message = text_format("%s \"%s\": %s",
                                               chorus_collective_name(first->request.collective),
                                               responses[members[m]].request.name, detail);
                 executor->finish(executor->owner, requests[m], outcome, message);
@@ -359,7 +359,7 @@ static chorus_status exchange_records_over_mpi(struct executor *executor, MPI_Co
 chorus_status executor_exchange_records(struct executor *executor, const void *mine, size_t bytes,
                                         void *all, char *error, size_t error_size)
 {
-    executor->batch_started = monotonic_seconds();
+    executor->batch_started = clock_seconds();
     MPI_Comm comm;
     if (transport_mpi_comm(&executor->transport, &comm))
         return exchange_records_over_mpi(executor, comm, mine, bytes, all, error, error_size);
@@ -480,7 +480,7 @@ void executor_release(struct executor *executor)
     struct scratch *buffers[] = {&executor->scratch, &executor->fusion, &executor->stand_in};
     for (size_t i = 0; i < ARRAY_LENGTH(buffers); i++) {
         if (in_use) {
-            retain_after_failure(buffers[i]->memory);
+            retained_keep(buffers[i]->memory);
             *buffers[i] = (struct scratch){0};
         }
         scratch_release(buffers[i]);

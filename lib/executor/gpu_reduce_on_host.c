@@ -48,7 +48,7 @@ static char *reduce_in_host_buffer(struct executor *executor, const struct gpu_p
         offset += bytes;
     }
     if (*status == CHORUS_OK) {
-        scale_buffer(host, total, dtype, prescale);
+        reduce_scale_buffer(host, total, dtype, prescale);
         *status = executor_run_host_allreduce(executor, host, NULL, 0, total, dtype, op, factor, error,
                                      error_size);
     }

@@ -17,10 +17,10 @@
 static chorus_status local_peer_failed(struct executor *executor, int peer, char *error,
                                        size_t error_size)
 {
-    double deadline = monotonic_seconds() + NOTICE_WAIT_SECONDS;
+    double deadline = clock_seconds() + NOTICE_WAIT_SECONDS;
     chorus_status status;
     while ((status = executor_peer_failure(executor, error, error_size)) == CHORUS_OK &&
-           monotonic_seconds() < deadline)
+           clock_seconds() < deadline)
         sched_yield();
     if (status != CHORUS_OK)
         return status;

@@ -83,7 +83,7 @@ static chorus_status execute_allgather_batch(struct executor *executor,
     for (size_t m = 0; status == CHORUS_OK && m < member_count; m++) {
         const struct wire_response *response = &responses[members[m]];
         size_t row_bytes = allgather_row_bytes(&response->request);
-        size_t bytes = batch_member_bytes(response), written = 0;
+        size_t bytes = request_batch_member_bytes(response), written = 0;
         /* A joined rank's missing member needs no output: nothing is unpacked for it. */
         unsigned char *output = requests[m] != NULL
                                     ? executor_gathered_output(executor, response, requests[m], bytes,

@@ -33,7 +33,7 @@ static struct allreduce_piece *batch_pieces(struct executor *executor,
         size_t count = request_elements(&responses[members[m]].request);
         void *data = requests[m] == NULL ? stand_in + offset : NULL;
         if (data != NULL)
-            fill_identity(data, count, dtype, op);
+            reduce_fill_identity(data, count, dtype, op);
         pieces[m] = (struct allreduce_piece){
             .input = requests[m] != NULL ? requests[m]->input : data,
             .output = requests[m] != NULL ? requests[m]->output : data,
@@ -63,7 +63,7 @@ static chorus_status reduce_in_place(struct executor *executor,
     chorus_status status = executor_run_host_allreduce(executor, NULL, pieces, member_count, total, dtype,
                                               op, factor, error, error_size);
     if (status == CHORUS_OK && executor->timeline != NULL) {
-        double reduced = monotonic_seconds();
+        double reduced = clock_seconds();
         struct batch_times times = {started, started, reduced, reduced};
         executor_timeline_batch(executor, responses, members, member_count, total * chorus_dtype_size(dtype),
                        BATCH_IN_PLACE, &times);
@@ -141,7 +141,7 @@ static chorus_status reduce_packed(struct executor *executor, const struct wire_
         packed_pipeline_run(&batch, executor->copier.running ? &executor->copier : NULL, halves,
                             segment_elements, reduce_segment, &collective, &times);
     if (status == CHORUS_OK && executor->timeline != NULL && member_count > 1) {
-        struct batch_times spans = {started, times.packed, times.reduced, monotonic_seconds()};
+        struct batch_times spans = {started, times.packed, times.reduced, clock_seconds()};
         executor_timeline_batch(executor, responses, members, member_count, total * wire_size, BATCH_PACKED,
                        &spans);
     }
@@ -169,12 +169,12 @@ chorus_status executor_host_allreduce(struct executor *executor, const struct wi
             buffer = request->output;
             if (request->output != request->input && count != 0)
                 memcpy(request->output, request->input, count * element_size);
-            scale_buffer(buffer, count, dtype, prescale);
+            reduce_scale_buffer(buffer, count, dtype, prescale);
         } else {
             buffer = executor_stand_in_buffer(executor, count * element_size);
             if (buffer == NULL)
                 return CHORUS_ERR_OUT_OF_MEMORY;
-            fill_identity(buffer, count, dtype, op);
+            reduce_fill_identity(buffer, count, dtype, op);
         }
         /* A joined rank scales too: in the ring and hierarchical algorithms each rank scales
          * the part of the result it reduces, for everyone. */
@@ -182,7 +182,7 @@ chorus_status executor_host_allreduce(struct executor *executor, const struct wi
                                   error_size);
     }
 
-    double started = monotonic_seconds();
+    double started = clock_seconds();
     size_t total = executor_batch_elements(responses, members, member_count);
     /* Only the hierarchical algorithm takes a list of pieces; a prescale or a conversion to
      * 16 bits needs a copy anyway. */

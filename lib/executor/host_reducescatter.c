@@ -90,7 +90,7 @@ chorus_status executor_host_reducescatter(struct executor *executor, const struc
             size_t length = block_length(&splits[m], p, r);
             /* A joined rank adds the operator's identity. */
             if (requests[m] == NULL)
-                fill_identity(at, length, dtype, op);
+                reduce_fill_identity(at, length, dtype, op);
             else if (length > 0)
                 memcpy(at, (const unsigned char *)requests[m]->input +
                                block_start(&splits[m], p, r) * element,
@@ -99,7 +99,7 @@ chorus_status executor_host_reducescatter(struct executor *executor, const struc
         }
     }
     if (first->request.prescale != 1.0)
-        scale_buffer(fused, total, dtype, first->request.prescale);
+        reduce_scale_buffer(fused, total, dtype, first->request.prescale);
     status = executor_run_host_reducescatter(executor, fused, mine, block_counts, offsets, total, dtype,
                                     op, executor_output_factor(first), error, error_size);
     size_t within = 0;

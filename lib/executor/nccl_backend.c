@@ -83,13 +83,13 @@ static chorus_status execute_gpu_allreduce(struct executor *executor,
                                      (chorus_dtype)first->request.dtype,
                                      (chorus_op)first->request.op, first->request.prescale,
                                      executor_output_factor(first), error, error_size);
-    double started = monotonic_seconds();
+    double started = clock_seconds();
     double scale = first->request.prescale * executor_output_factor(first);
     status = gpu_allreduce(executor->gpu, pieces, member_count, (chorus_dtype)first->request.dtype,
                            (chorus_op)first->request.op, scale, error, error_size);
     executor->last_algorithm = executor_nccl_backend.name;
     if (status == CHORUS_OK && member_count > 1 && executor->timeline != NULL) {
-        double reduced = monotonic_seconds();
+        double reduced = clock_seconds();
         struct batch_times times = {started, started, reduced, reduced};
         executor_timeline_batch(executor, responses, members, member_count,
                        executor_batch_elements(responses, members, member_count) *

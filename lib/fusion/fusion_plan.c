@@ -70,7 +70,7 @@ bool fusion_plan_build(const struct wire_response *responses, size_t count, size
     }
     size_t batches = 0;
     for (size_t i = 0; i < count; i++) {
-        size_t bytes = batch_member_bytes(&responses[i]);
+        size_t bytes = request_batch_member_bytes(&responses[i]);
         size_t chosen = batches;
         if (fusible(&responses[i]) && bytes <= largest_fused) {
             size_t oldest = batches > FUSION_LOOKAHEAD ? batches - FUSION_LOOKAHEAD : 0;
@@ -78,7 +78,7 @@ bool fusion_plan_build(const struct wire_response *responses, size_t count, size
                 const struct wire_response *first = &responses[leader[b]];
                 if (fusible(first) && same_batch(first, &responses[i]) &&
                     plan->batches[b].bytes + bytes <= threshold &&
-                    batch_member_bytes(first) <= largest_fused)
+                    request_batch_member_bytes(first) <= largest_fused)
                     chosen = b;
             }
         }

@@ -34,19 +34,19 @@ static void move_segment(const struct segment_job *job, bool packing)
             return;
         }
         pieces_gather(batch->pieces, batch->piece_count, offset, job->half, bytes);
-        scale_buffer(job->half, job->count, batch->wire_dtype, batch->prescale);
+        reduce_scale_buffer(job->half, job->count, batch->wire_dtype, batch->prescale);
         return;
     }
     uint16_t *values = job->half;
     size_t offset = job->first * sizeof(float), bytes = job->count * sizeof(float);
     while (bytes != 0) {
-        struct piece_run run = piece_run_at(batch->pieces, batch->piece_count, offset, bytes);
+        struct piece_run run = pieces_run_at(batch->pieces, batch->piece_count, offset, bytes);
         size_t count = run.bytes / sizeof(float);
         if (packing)
-            compress_floats(values, (const float *)run.input, count, batch->wire_dtype,
+            reduce_compress_floats(values, (const float *)run.input, count, batch->wire_dtype,
                             (float)batch->prescale);
         else
-            decompress_floats((float *)run.output, values, count, batch->wire_dtype,
+            reduce_decompress_floats((float *)run.output, values, count, batch->wire_dtype,
                               batch->decompress_factor);
         values += count;
         offset += run.bytes;
@@ -103,7 +103,7 @@ chorus_status packed_pipeline_run(const struct packed_batch *batch, struct copie
         struct segment_job *segment = &packs[k % 2];
         wait_for(copier, pack_tickets[k % 2]);
         if (k == 0)
-            times->packed = monotonic_seconds();
+            times->packed = clock_seconds();
         status = reduce(context, segment->half, segment->count);
         if (status != CHORUS_OK)
             break;
@@ -118,7 +118,7 @@ chorus_status packed_pipeline_run(const struct packed_batch *batch, struct copie
             pack_tickets[k % 2] = last_ticket = submit(copier, pack_segment, segment);
         }
     }
-    times->reduced = monotonic_seconds();
+    times->reduced = clock_seconds();
     wait_for(copier, last_ticket);
     return status;
 }

@@ -96,9 +96,9 @@ static void abort_communicator(struct gpu_context *context)
     if (context->comm != NULL)
         ncclCommAbort(context->comm);
     context->comm = NULL;
-    double deadline = monotonic_seconds() + DRAIN_SECONDS;
+    double deadline = clock_seconds() + DRAIN_SECONDS;
     while (cudaStreamQuery(context->stream) == cudaErrorNotReady &&
-           monotonic_seconds() < deadline)
+           clock_seconds() < deadline)
         sched_yield();
 }
 
@@ -130,7 +130,7 @@ chorus_status gpu_wait_for(struct gpu_context *context, enum wait_kind kind, cha
                                           : "a collective on the NCCL communicator";
     if (context->comm == NULL) /* aborted while the work was enqueued */
         return gpu_usable(context, error, error_size);
-    double started = monotonic_seconds(), yield_until = 0;
+    double started = clock_seconds(), yield_until = 0;
     for (unsigned polls = 0;; polls++) {
         ncclResult_t state = ncclSuccess;
         ncclResult_t code = ncclCommGetAsyncError(context->comm, &state);
@@ -157,7 +157,7 @@ chorus_status gpu_wait_for(struct gpu_context *context, enum wait_kind kind, cha
             abort_communicator(context);
             return interrupted;
         }
-        double now = monotonic_seconds();
+        double now = clock_seconds();
         if (context->timeout_seconds > 0 && now - started > context->timeout_seconds) {
             abort_communicator(context);
             snprintf(error, error_size,

@@ -39,7 +39,7 @@ static char *field_mismatch(const struct wire_request *requests, int nranks,
     }
     if (!differs)
         goto out;
-    message = format_string("%s mismatch: ", field->name);
+    message = text_format("%s mismatch: ", field->name);
     bool any = false;
     for (int r = 0; r < nranks; r++) {
         if (listed[r])
@@ -51,8 +51,8 @@ static char *field_mismatch(const struct wire_request *requests, int nranks,
                 listed[s] = true;
             }
         }
-        char *rank_text = format_rank_list(ranks, count);
-        string_append(&message, "%s%s %s %s", any ? ", " : "", count > 1 ? "ranks" : "rank",
+        char *rank_text = text_rank_list(ranks, count);
+        text_append(&message, "%s%s %s %s", any ? ", " : "", count > 1 ? "ranks" : "rank",
                       rank_text ? rank_text : "?", values[r]);
         free(rank_text);
         any = true;
@@ -77,18 +77,18 @@ char *mismatch_find(const char *name, const struct wire_request *requests, int n
         /* Ranks that disagree on the collective disagree on what the tensor is. */
         char *message =
             field->offset == offsetof(struct wire_request, collective)
-                ? format_string("tensor \"%s\": %s", name, difference)
-                : format_string("%s \"%s\": %s", request_collective_name(reference), name,
+                ? text_format("tensor \"%s\": %s", name, difference)
+                : text_format("%s \"%s\": %s", request_collective_name(reference), name,
                                 difference);
         free(difference);
         return message;
     }
     bool broadcast = reference->collective == CHORUS_BROADCAST;
     if (broadcast && (reference->root < 0 || reference->root >= nranks))
-        return format_string("broadcast \"%s\": root %d is not a rank (there are %d ranks)",
+        return text_format("broadcast \"%s\": root %d is not a rank (there are %d ranks)",
                              name, reference->root, nranks);
     if (broadcast && requests[reference->root].name == NULL)
-        return format_string("broadcast \"%s\": root rank %d has joined and has no data",
+        return text_format("broadcast \"%s\": root rank %d has joined and has no data",
                              name, reference->root);
     return NULL;
 }

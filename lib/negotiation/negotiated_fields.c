@@ -33,7 +33,7 @@ static void format_process_set(const struct wire_request *r, char *text, size_t 
 /* A process set's ranks, as an add names them. */
 static void format_members(const struct wire_request *r, char *text, size_t size)
 {
-    char *ranks = format_rank_list(r->members, r->member_count);
+    char *ranks = text_rank_list(r->members, r->member_count);
     snprintf(text, size, "{%s}", r->member_count == 0 ? "removal" : ranks ? ranks : "?");
     free(ranks);
 }
@@ -97,7 +97,7 @@ static void format_postscale(const struct wire_request *r, char *text, size_t si
 
 static void format_compression(const struct wire_request *r, char *text, size_t size)
 {
-    snprintf(text, size, "%s", compression_name(r->compression));
+    snprintf(text, size, "%s", dtype_compression_name(r->compression));
 }
 
 static void format_group(const struct wire_request *r, char *text, size_t size)
@@ -147,7 +147,7 @@ static bool groups_agree(const struct wire_request *a, const struct wire_request
 
 static const char *check_collective(const struct wire_request *r)
 {
-    return collective_is_valid(r->collective) || r->collective == COLLECTIVE_PROCESS_SET
+    return dtype_collective_is_valid(r->collective) || r->collective == COLLECTIVE_PROCESS_SET
                ? NULL
                : "unknown collective";
 }
@@ -159,7 +159,7 @@ static const char *check_dtype(const struct wire_request *r)
 
 static const char *check_op(const struct wire_request *r)
 {
-    return op_is_valid(r->op) ? NULL : "unknown reduction operator";
+    return dtype_op_is_valid(r->op) ? NULL : "unknown reduction operator";
 }
 
 static const char *check_process_set(const struct wire_request *r)

@@ -163,10 +163,10 @@ static char *joined_gather(const struct negotiator *negotiator,
         if (entry->requests[r].name == NULL)
             joined[count++] = r;
     }
-    char *ranks = count > 0 ? format_rank_list(joined, count) : NULL;
+    char *ranks = count > 0 ? text_rank_list(joined, count) : NULL;
     char *message =
         count == 0 ? NULL
-                   : format_string("%s \"%s\": %s %s %s joined; an allgather or broadcast does not "
+                   : text_format("%s \"%s\": %s %s %s joined; an allgather or broadcast does not "
                                    "run while a rank has joined (CHORUS_JOINED_GATHERS=fail, as "
                                    "Horovod)",
                                    request_collective_name(reference), entry->name,
@@ -205,7 +205,7 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
     if (mismatch == NULL && set != NULL && reference->collective == CHORUS_BROADCAST &&
         process_set_rank_of(set, reference->root) < 0) {
         char *described = process_set_describe(set);
-        mismatch = format_string("broadcast \"%s\": root %d is not a member of %s", entry->name,
+        mismatch = text_format("broadcast \"%s\": root %d is not a member of %s", entry->name,
                                  reference->root, described ? described : "its process set");
         free(described);
     }
@@ -285,11 +285,11 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
         if (set == NULL || process_set_rank_of(set, rank) < 0) {
             char *described = set != NULL ? process_set_describe(set) : NULL;
             char *message = set == NULL
-                                ? format_string("%s \"%s\": process set %d does not exist (never "
+                                ? text_format("%s \"%s\": process set %d does not exist (never "
                                                 "added, or removed)",
                                                 request_collective_name(request), request->name,
                                                 (int)request->process_set)
-                                : format_string("%s \"%s\": rank %d is not a member of %s",
+                                : text_format("%s \"%s\": rank %d is not a member of %s",
                                                 request_collective_name(request), request->name,
                                                 rank, described ? described : "the process set");
             free(described);
@@ -416,11 +416,11 @@ void negotiator_check_stalls(struct negotiator *negotiator, double now, double w
                 missing[missing_count++] = r;
             }
         }
-        char *have_text = format_rank_list(have, have_count);
-        char *missing_text = format_rank_list(missing, missing_count);
+        char *have_text = text_rank_list(have, have_count);
+        char *missing_text = text_rank_list(missing, missing_count);
         char *described = set != NULL ? process_set_describe(set) : NULL;
         char *message =
-            format_string("%s \"%s\": submitted %.0f s ago by %s %s but not by %s %s%s%s",
+            text_format("%s \"%s\": submitted %.0f s ago by %s %s but not by %s %s%s%s",
                           reference ? request_collective_name(reference) : "tensor", entry->name,
                           waited, have_count == 1 ? "rank" : "ranks", have_text ? have_text : "?",
                           missing_count == 1 ? "rank" : "ranks", missing_text ? missing_text : "?",
@@ -432,7 +432,7 @@ void negotiator_check_stalls(struct negotiator *negotiator, double now, double w
         }
         if (fail_now && reference != NULL) {
             char *failure =
-                format_string("%s; giving up after %g s (CHORUS_STALL_SHUTDOWN_SECONDS)",
+                text_format("%s; giving up after %g s (CHORUS_STALL_SHUTDOWN_SECONDS)",
                               message ? message : entry->name, fail_after);
             negotiator_mark_ranks(negotiator, negotiator_add_error(negotiator, reference, CHORUS_ERR_STALLED, failure),
                        entry->requests, -1);

@@ -95,9 +95,9 @@ static char *member_list(struct membership *membership, int rank)
 {
     char **names = &membership->names[(size_t)rank * membership->size];
     qsort(names, membership->size, sizeof *names, compare_names);
-    char *list = format_string("%s", "");
+    char *list = text_format("%s", "");
     for (uint32_t i = 0; list != NULL && i < membership->size; i++)
-        string_append(&list, "%s%s", i ? ", " : "", names[i]);
+        text_append(&list, "%s%s", i ? ", " : "", names[i]);
     return list;
 }
 
@@ -170,7 +170,7 @@ static void settle_membership(struct negotiator *negotiator, const char *group,
     char *message = NULL;
     if (differ && ranks != NULL) {
         message =
-            format_string("grouped allreduce \"%s\": the ranks name different members:", group);
+            text_format("grouped allreduce \"%s\": the ranks name different members:", group);
         for (int r = 0; message != NULL && r < nranks; r++) {
             if (lists[r] == NULL)
                 continue;
@@ -178,8 +178,8 @@ static void settle_membership(struct negotiator *negotiator, const char *group,
             for (int q = r; q < nranks; q++)
                 if (lists[q] != NULL && strcmp(lists[q], lists[r]) == 0)
                     ranks[count++] = q;
-            char *named = format_rank_list(ranks, count);
-            string_append(&message, "%s %s %s {%s}", r == first ? "" : ",",
+            char *named = text_rank_list(ranks, count);
+            text_append(&message, "%s %s %s {%s}", r == first ? "" : ",",
                           count > 1 ? "ranks" : "rank", named ? named : "?", lists[r]);
             free(named);
             for (size_t i = 1; i < count; i++) { /* each list once */

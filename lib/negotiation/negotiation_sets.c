@@ -49,7 +49,7 @@ void negotiator_fail_tensors_of_set(struct negotiator *negotiator, int id, const
         struct negotiation_entry *newer = pending->newer;
         const struct wire_request *any = negotiator_first_request(negotiator, pending);
         if (pending->process_set == id && any != NULL) {
-            char *message = format_string("%s \"%s\": %s was removed before every member "
+            char *message = text_format("%s \"%s\": %s was removed before every member "
                                           "submitted it",
                                           request_collective_name(any), pending->name, described);
             negotiator_mark_ranks(negotiator, negotiator_add_error(negotiator, any, CHORUS_ERR_INVALID_ARGUMENT, message),
@@ -65,7 +65,7 @@ void negotiator_fail_tensors_of_set(struct negotiator *negotiator, int id, const
         for (size_t m = 0; group != NULL && m < group->held_count; m++)
             if (group->held[m].type != 0)
                 negotiator_add_error(negotiator, &group->held[m].request, CHORUS_ERR_INVALID_ARGUMENT,
-                          format_string("grouped allreduce \"%s\": %s was removed before the "
+                          text_format("grouped allreduce \"%s\": %s was removed before the "
                                         "whole group was submitted",
                                         groups[i], described));
         if (group != NULL)
@@ -102,9 +102,9 @@ void negotiator_resolve_set_change(struct negotiator *negotiator, struct negotia
     if (reference->member_count > 0 &&
         !process_set_check_ranks(reference->members, (int)reference->member_count,
                                  negotiator->nranks, why, sizeof why))
-        failure = format_string("process set change \"%s\": %s", entry->name, why);
+        failure = text_format("process set change \"%s\": %s", entry->name, why);
     else if (reference->member_count == 0 && set == NULL)
-        failure = format_string("process set change \"%s\": process set %d does not exist "
+        failure = text_format("process set change \"%s\": process set %d does not exist "
                                 "(never added, or removed)",
                                 entry->name, (int)reference->process_set);
     if (failure != NULL) {

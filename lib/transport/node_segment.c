@@ -44,7 +44,7 @@ void node_segment_map_part(struct node_segment *segment, int rank, unsigned char
 void node_segment_barrier(struct node_segment *segment)
 {
     if (segment->streaming)
-        streaming_fence();
+        streaming_copy_fence();
     uint64_t target = ++segment->sequence;
     atomic_store_explicit(segment->progress[segment->local_rank], target, memory_order_release);
     double deadline = 0;
@@ -61,7 +61,7 @@ void node_segment_barrier(struct node_segment *segment)
                 continue;
             if (segment->waiting != NULL)
                 segment->waiting(segment->waiting_context);
-            double now = monotonic_seconds();
+            double now = clock_seconds();
             if (deadline == 0)
                 deadline = now + segment->timeout_seconds;
             else if (now > deadline) {

@@ -152,7 +152,7 @@ static inline int node_segment_stuck(const struct node_segment *segment)
 /* The copy that writes staging areas: with the kind of store the segment uses. */
 static inline copy_function node_stage_copier(const struct node_segment *segment)
 {
-    return segment->streaming ? copy_streaming : copy_cached;
+    return segment->streaming ? streaming_copy_nontemporal : streaming_copy_cached;
 }
 
 /* Copies into a staging area, with the kind of store the segment uses. */

@@ -121,8 +121,8 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
 
 void node_segment_retain_mpi(struct node_segment *segment)
 {
-    retain_after_failure(segment->owner);
-    retain_after_failure(segment->cross_scratch.memory);
+    retained_keep(segment->owner);
+    retained_keep(segment->cross_scratch.memory);
     segment->owner = NULL;
     segment->cross_scratch = (struct scratch){0};
 }

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-void copy_cached(void *to, const void *from, size_t bytes)
+void streaming_copy_cached(void *to, const void *from, size_t bytes)
 {
     memcpy(to, from, bytes);
 }
@@ -14,7 +14,7 @@ void copy_cached(void *to, const void *from, size_t bytes)
 #if defined(__x86_64__) || defined(__SSE2__)
 #include <emmintrin.h>
 
-void copy_streaming(void *to, const void *from, size_t bytes)
+void streaming_copy_nontemporal(void *to, const void *from, size_t bytes)
 {
     unsigned char *target = to;
     const unsigned char *source = from;
@@ -40,7 +40,7 @@ void copy_streaming(void *to, const void *from, size_t bytes)
     memcpy(target, source, bytes);
 }
 
-void streaming_fence(void)
+void streaming_copy_fence(void)
 {
     _mm_sfence();
 }
@@ -48,12 +48,12 @@ void streaming_fence(void)
 #else
 #include <stdatomic.h>
 
-void copy_streaming(void *to, const void *from, size_t bytes)
+void streaming_copy_nontemporal(void *to, const void *from, size_t bytes)
 {
     memcpy(to, from, bytes);
 }
 
-void streaming_fence(void)
+void streaming_copy_fence(void)
 {
     atomic_thread_fence(memory_order_seq_cst);
 }

@@ -12,12 +12,12 @@
 typedef void (*copy_function)(void *to, const void *from, size_t bytes);
 
 /* With streaming stores; where the CPU has no such stores it is memcpy. */
-void copy_streaming(void *to, const void *from, size_t bytes);
+void streaming_copy_nontemporal(void *to, const void *from, size_t bytes);
 /* With ordinary stores: memcpy. */
-void copy_cached(void *to, const void *from, size_t bytes);
+void streaming_copy_cached(void *to, const void *from, size_t bytes);
 
 /* Orders the streaming stores before every later store (they are weakly ordered): call it
  * before publishing their data, for example by arriving at a barrier. */
-void streaming_fence(void);
+void streaming_copy_fence(void);
 
 #endif

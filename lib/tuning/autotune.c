@@ -211,7 +211,7 @@ fail(char *error, size_t error_size, chorus_status status, const char *format, .
 static chorus_status receive_decision(struct autotune *autotune, struct autotune_message *message,
                                       char *error, size_t error_size)
 {
-    double began = monotonic_seconds();
+    double began = clock_seconds();
     double bound = autotune->params->timeout_seconds;
     for (;;) {
         uint8_t *bytes = NULL;
@@ -237,7 +237,7 @@ static chorus_status receive_decision(struct autotune *autotune, struct autotune
         chorus_status peer = executor_peer_failure(autotune->executor, error, error_size);
         if (peer != CHORUS_OK)
             return peer;
-        if (bound > 0 && monotonic_seconds() - began > bound)
+        if (bound > 0 && clock_seconds() - began > bound)
             return fail(error, error_size, CHORUS_ERR_TIMEOUT,
                         "autotune: rank 0 sent no settings for %g s after trial %u "
                         "(CHORUS_TIMEOUT_SECONDS)",
@@ -336,7 +336,7 @@ chorus_status autotune_batch_done(struct autotune *autotune,
         finish(autotune);
         return CHORUS_OK;
     }
-    double now = monotonic_seconds();
+    double now = clock_seconds();
     if (!autotune->window_open) {
         if (autotune->anchors_seen >= autotune->warmup_steps) {
             autotune->window_open = true;

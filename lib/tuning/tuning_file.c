@@ -26,9 +26,9 @@ static bool parse_range(const char *text, bool sizes, size_t *low, size_t *high)
     snprintf(second, sizeof second, "%s", dash ? dash + 1 : first);
     *low = 0;
     *high = 0;
-    if (first[0] != '\0' && !(sizes ? parse_bytes(first, low) : parse_count(first, low)))
+    if (first[0] != '\0' && !(sizes ? params_parse_bytes(first, low) : params_parse_count(first, low)))
         return false;
-    if (second[0] != '\0' && !(sizes ? parse_bytes(second, high) : parse_count(second, high)))
+    if (second[0] != '\0' && !(sizes ? params_parse_bytes(second, high) : params_parse_count(second, high)))
         return false;
     return first[0] != '\0' || second[0] != '\0';
 }
@@ -111,7 +111,7 @@ static bool parse_row(char *line, const char *source, size_t number, struct sele
     char *save = NULL;
     char *collective_word = strtok_r(line, " \t\r", &save);
     char *algorithm_word = strtok_r(NULL, " \t\r", &save);
-    int collective_id = collective_find(collective_word);
+    int collective_id = algorithm_collective_find(collective_word);
     if (collective_id < 0) {
         snprintf(why, why_size, "unknown collective '%s' (allreduce, broadcast, allgather, "
                  "reducescatter, alltoall)", collective_word);

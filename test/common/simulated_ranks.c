@@ -138,7 +138,7 @@ void simulated_submit(struct simulated_ranks *world, int rank, const struct wire
     if (!name_table_insert(&r->pending, request->name, copy)) {
         /* chorus_allreduce refuses a name in flight (CHORUS_ERR_DUPLICATE_NAME) before it gets
          * this far; the log shows the refusal. */
-        append_line(&r->log, &r->log_count, format_string("duplicate %s", request->name));
+        append_line(&r->log, &r->log_count, text_format("duplicate %s", request->name));
         wire_request_free(copy);
         free(copy);
         return;
@@ -164,20 +164,20 @@ static void run(struct simulated_ranks *world, int rank, const struct wire_respo
     struct simulated_rank *r = &world->ranks[rank];
     char *line = NULL;
     if (response->type == RESPONSE_JOIN_DONE) {
-        line = format_string("join done");
+        line = text_format("join done");
         r->joined = false;
     } else {
         struct wire_request *mine = response_applies_to(response, rank)
                                         ? name_table_remove(&r->pending, response->request.name)
                                         : NULL;
         if (response->type == RESPONSE_EXECUTE && mine == NULL && r->joined)
-            line = format_string("run %s", response->request.name); /* with zeros */
+            line = text_format("run %s", response->request.name); /* with zeros */
         else if (response->type == RESPONSE_EXECUTE && mine == NULL)
-            line = format_string("ran %s without having submitted it", response->request.name);
+            line = text_format("ran %s without having submitted it", response->request.name);
         else if (response->type == RESPONSE_EXECUTE)
-            line = format_string("run %s", response->request.name);
+            line = text_format("run %s", response->request.name);
         else
-            line = format_string("error %s %s: %s", response->request.name,
+            line = text_format("error %s %s: %s", response->request.name,
                                  chorus_status_name(response->status),
                                  response->message ? response->message : "");
         if (mine != NULL) {
@@ -226,7 +226,7 @@ static void send_requests(struct simulated_ranks *world, double now)
                                        .requests = r->unsent};
         uint8_t *bytes = NULL;
         size_t length = rank == 0 ? 0 : wire_encode(&message, &bytes);
-        double start = monotonic_seconds();
+        double start = clock_seconds();
         struct wire_message received = message;
         if (rank != 0) {
             char error[256];
@@ -246,7 +246,7 @@ static void send_requests(struct simulated_ranks *world, double now)
             negotiator_join(&world->negotiator, rank);
         if (rank != 0)
             wire_message_free(&received);
-        world->work.seconds += monotonic_seconds() - start;
+        world->work.seconds += clock_seconds() - start;
         free(bytes);
         for (size_t i = 0; i < r->unsent_count; i++)
             wire_request_free(&r->unsent[i]);
@@ -260,12 +260,12 @@ static void send_requests(struct simulated_ranks *world, double now)
 static uint8_t *answer(struct simulated_ranks *world, struct wire_response **taken, size_t *count,
                        size_t *length)
 {
-    double start = monotonic_seconds();
+    double start = clock_seconds();
     struct wire_response *responses = NULL;
     *count = negotiator_take_responses(&world->negotiator, &responses);
     *taken = responses;
     if (*count == 0) {
-        world->work.seconds += monotonic_seconds() - start;
+        world->work.seconds += clock_seconds() - start;
         return NULL;
     }
     struct wire_response *wire = malloc(*count * sizeof *wire);
@@ -277,7 +277,7 @@ static uint8_t *answer(struct simulated_ranks *world, struct wire_response **tak
     *length = wire_encode(&message, &bytes);
     free(wire);
     world->work.messages_out += (size_t)world->nranks - 1;
-    world->work.seconds += monotonic_seconds() - start;
+    world->work.seconds += clock_seconds() - start;
     return bytes;
 }
 
@@ -313,11 +313,11 @@ static int others_share(struct simulated_ranks *world, size_t words)
 
 static void rank0_share(struct simulated_ranks *world, size_t words, int steps)
 {
-    double start = monotonic_seconds();
+    double start = clock_seconds();
     memcpy(world->combined, world->ranks[0].vector, words * sizeof(uint64_t));
     for (int step = 0; step < steps; step++)
         ready_rounds_combine(world->combined, &world->partial[(size_t)step * words], words);
-    world->work.seconds += monotonic_seconds() - start;
+    world->work.seconds += clock_seconds() - start;
     world->work.messages_in += (size_t)steps;
     world->work.messages_out += (size_t)steps;
 }
@@ -327,13 +327,13 @@ static void settle(struct simulated_ranks *world, int rank, struct wire_response
                    size_t count, const uint8_t *bytes, size_t length, bool follow)
 {
     struct simulated_rank *r = &world->ranks[rank];
-    double start = rank == 0 ? monotonic_seconds() : 0;
+    double start = rank == 0 ? clock_seconds() : 0;
     struct round_outcome outcome;
     if (!ready_rounds_settle(&r->rounds, world->combined, &outcome) ||
         outcome.responses_follow != follow)
         abort();
     if (rank == 0)
-        world->work.seconds += monotonic_seconds() - start;
+        world->work.seconds += clock_seconds() - start;
     if (follow && rank == 0)
         for (size_t i = 0; i < count; i++)
             run(world, 0, &responses[i]);
@@ -345,19 +345,19 @@ static void settle(struct simulated_ranks *world, int rank, struct wire_response
         if (mine != NULL)
             queue_unsent(world, rank, mine);
     }
-    start = rank == 0 ? monotonic_seconds() : 0;
+    start = rank == 0 ? clock_seconds() : 0;
     for (size_t i = 0; i < outcome.execute_count; i++) {
         struct wire_response response = {0};
         if (!response_cache_expand(&r->cache, outcome.execute[i], world->nranks, &response))
             abort();
         if (rank == 0)
-            world->work.seconds += monotonic_seconds() - start;
+            world->work.seconds += clock_seconds() - start;
         run(world, rank, &response);
         wire_response_free(&response);
-        start = rank == 0 ? monotonic_seconds() : 0;
+        start = rank == 0 ? clock_seconds() : 0;
     }
     if (rank == 0)
-        world->work.seconds += monotonic_seconds() - start;
+        world->work.seconds += clock_seconds() - start;
     ready_rounds_outcome_free(&outcome);
 }
 
@@ -381,10 +381,10 @@ static void round_cycle(struct simulated_ranks *world, double now)
     size_t count = 0, length = 0;
     uint8_t *bytes = answer(world, &responses, &count, &length);
     bool follow = count > 0;
-    double start = monotonic_seconds();
+    double start = clock_seconds();
     ready_rounds_contribute(&world->ranks[0].rounds, world->ranks[0].vector,
                             follow ? ROUND_RESPONSES_FOLLOW : 0, now, world->demote_after);
-    world->work.seconds += monotonic_seconds() - start;
+    world->work.seconds += clock_seconds() - start;
     rank0_share(world, words, steps);
     for (int rank = 0; rank < world->nranks; rank++)
         settle(world, rank, responses, count, bytes, length, follow);

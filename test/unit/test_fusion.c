@@ -158,8 +158,8 @@ START_TEST(broadcasts_fuse_by_root_and_allgathers_by_gathered_size)
     list[3].first_dims = first_dims[0];
     list[4].first_dim_count = list[6].first_dim_count = 3;
     list[4].first_dims = list[6].first_dims = first_dims[1];
-    ck_assert_uint_eq(batch_member_bytes(&list[3]), 112);
-    ck_assert_uint_eq(batch_member_bytes(&list[6]), 384);
+    ck_assert_uint_eq(request_batch_member_bytes(&list[3]), 112);
+    ck_assert_uint_eq(request_batch_member_bytes(&list[6]), 384);
     struct fusion_plan plan;
     assert_plan(list, 8, 1 << 20, 256, "0,2|1|3,4|5,7|6", &plan);
     ck_assert_uint_eq(plan.batches[0].bytes, 140);

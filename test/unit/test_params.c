@@ -36,18 +36,18 @@ END_TEST
 START_TEST(byte_suffixes)
 {
     size_t bytes = 0;
-    ck_assert(parse_bytes("64K", &bytes) && bytes == 65536);
-    ck_assert(parse_bytes("128M", &bytes) && bytes == (size_t)128 << 20);
-    ck_assert(parse_bytes("1g", &bytes) && bytes == (size_t)1 << 30);
-    ck_assert(parse_bytes("2MiB", &bytes) && bytes == (size_t)2 << 20);
-    ck_assert(parse_bytes("1048576", &bytes) && bytes == 1048576);
-    ck_assert(parse_bytes("0", &bytes) && bytes == 0);
-    ck_assert(!parse_bytes("-1", &bytes));
-    ck_assert(!parse_bytes("12Q", &bytes));
-    ck_assert(!parse_bytes("", &bytes));
-    ck_assert(!parse_bytes("M", &bytes));
-    ck_assert(!parse_bytes("99999999999999999999", &bytes));
-    ck_assert(!parse_bytes("99999999999T", &bytes));
+    ck_assert(params_parse_bytes("64K", &bytes) && bytes == 65536);
+    ck_assert(params_parse_bytes("128M", &bytes) && bytes == (size_t)128 << 20);
+    ck_assert(params_parse_bytes("1g", &bytes) && bytes == (size_t)1 << 30);
+    ck_assert(params_parse_bytes("2MiB", &bytes) && bytes == (size_t)2 << 20);
+    ck_assert(params_parse_bytes("1048576", &bytes) && bytes == 1048576);
+    ck_assert(params_parse_bytes("0", &bytes) && bytes == 0);
+    ck_assert(!params_parse_bytes("-1", &bytes));
+    ck_assert(!params_parse_bytes("12Q", &bytes));
+    ck_assert(!params_parse_bytes("", &bytes));
+    ck_assert(!params_parse_bytes("M", &bytes));
+    ck_assert(!params_parse_bytes("99999999999999999999", &bytes));
+    ck_assert(!params_parse_bytes("99999999999T", &bytes));
 }
 END_TEST
 

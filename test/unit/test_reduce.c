@@ -99,7 +99,7 @@ START_TEST(reductions_match_scalar_arithmetic)
 }
 END_TEST
 
-/* The scaled kernels give bitwise what a reduction followed by scale_buffer gives: the fused
+/* The scaled kernels give bitwise what a reduction followed by reduce_scale_buffer gives: the fused
  * float sums and the two-pass fallback of the other dtypes and ops alike. */
 START_TEST(scaled_reductions_equal_reduction_then_scale)
 {
@@ -116,7 +116,7 @@ START_TEST(scaled_reductions_equal_reduction_then_scale)
                 reference_fill(a, count, type, ops[o], 11, 0);
                 reference_fill(b, count, type, ops[o], 11, 1);
                 reduce_pair(expected, a, b, count, type, ops[o]);
-                scale_buffer(expected, count, type, factors[f]);
+                reduce_scale_buffer(expected, count, type, factors[f]);
                 reduce_pair_scaled(pair, a, b, count, type, ops[o], factors[f]);
                 memcpy(into, a, bytes);
                 reduce_into_scaled(into, b, count, type, ops[o], factors[f]);
@@ -144,7 +144,7 @@ START_TEST(identity_leaves_reductions_unchanged)
             uint8_t data[64 * 8], identity[64 * 8], copy[64 * 8];
             reference_fill(data, 64, (chorus_dtype)dtype, ops[o], 3, 0);
             memcpy(copy, data, 64 * element);
-            fill_identity(identity, 64, (chorus_dtype)dtype, ops[o]);
+            reduce_fill_identity(identity, 64, (chorus_dtype)dtype, ops[o]);
             reduce_into(data, identity, 64, (chorus_dtype)dtype, ops[o]);
             ck_assert_msg(memcmp(data, copy, 64 * element) == 0, "%s %s changed",
                           chorus_dtype_name((chorus_dtype)dtype), chorus_op_name(ops[o]));
@@ -155,16 +155,16 @@ END_TEST
 START_TEST(scaling_rounds_integers_and_multiplies_floats)
 {
     int32_t integers[4] = {7, -7, 10, 3};
-    scale_buffer(integers, 4, CHORUS_INT32, 0.5);
+    reduce_scale_buffer(integers, 4, CHORUS_INT32, 0.5);
     ck_assert_int_eq(integers[0], 4); /* 3.5 rounds away from zero */
     ck_assert_int_eq(integers[1], -4);
     ck_assert_int_eq(integers[2], 5);
     ck_assert_int_eq(integers[3], 2);
     float floats[2] = {3.0f, -1.5f};
-    scale_buffer(floats, 2, CHORUS_FLOAT32, 0.25);
+    reduce_scale_buffer(floats, 2, CHORUS_FLOAT32, 0.25);
     ck_assert(floats[0] == 0.75f && floats[1] == -0.375f);
     uint16_t half = float_to_half(6.0f);
-    scale_buffer(&half, 1, CHORUS_FLOAT16, 1.0 / 3.0);
+    reduce_scale_buffer(&half, 1, CHORUS_FLOAT16, 1.0 / 3.0);
     ck_assert(half_to_float(half) == 2.0f);
 }
 END_TEST
@@ -188,23 +188,23 @@ START_TEST(integer_averages_are_exact_over_int64s_range)
     int64_t sum = a + b;
     int64_t expected = (int64_t)divide_nearest(sum, 2);
     int64_t value = sum;
-    scale_buffer(&value, 1, CHORUS_INT64, 1.0 / 2);
+    reduce_scale_buffer(&value, 1, CHORUS_INT64, 1.0 / 2);
     ck_assert_msg(value == expected, "got %lld, expected %lld", (long long)value,
                   (long long)expected);
     int64_t near_top[2] = {INT64_MAX, INT64_MIN};
-    scale_buffer(near_top, 2, CHORUS_INT64, 1.0 / 3);
+    reduce_scale_buffer(near_top, 2, CHORUS_INT64, 1.0 / 3);
     ck_assert_int_eq(near_top[0], (int64_t)divide_nearest(INT64_MAX, 3));
     ck_assert_int_eq(near_top[1], (int64_t)divide_nearest(INT64_MIN, 3));
     for (uint64_t i = 0; i < 100000; i++) {
         int64_t total = (int64_t)test_random(11, 0, i) >> (test_random(11, 1, i) % 63);
         int64_t ranks = 2 + (int64_t)(test_random(11, 2, i) % 63);
         int64_t averaged = total;
-        scale_buffer(&averaged, 1, CHORUS_INT64, 1.0 / (double)ranks);
+        reduce_scale_buffer(&averaged, 1, CHORUS_INT64, 1.0 / (double)ranks);
         ck_assert_msg(averaged == (int64_t)divide_nearest(total, ranks),
                       "%lld / %lld gave %lld", (long long)total, (long long)ranks,
                       (long long)averaged);
         int32_t narrow = (int32_t)(total >> 32);
-        scale_buffer(&narrow, 1, CHORUS_INT32, 1.0 / (double)ranks);
+        reduce_scale_buffer(&narrow, 1, CHORUS_INT32, 1.0 / (double)ranks);
         ck_assert_int_eq(narrow, (int32_t)divide_nearest(total >> 32, ranks));
     }
 }
@@ -229,7 +229,7 @@ START_TEST(integer_scale_factors_round_the_exact_product)
         if (expected > INT64_MAX || expected < INT64_MIN)
             continue;
         int64_t scaled = value;
-        scale_buffer(&scaled, 1, CHORUS_INT64, factor);
+        reduce_scale_buffer(&scaled, 1, CHORUS_INT64, factor);
         ck_assert_msg(scaled == (int64_t)expected, "%lld * %.17g gave %lld, expected %lld",
                       (long long)value, factor, (long long)scaled, (long long)expected);
     }
