@@ -9,6 +9,7 @@
 #include "../coordinator/coordinator.h"
 #include "../core/context.h"
 #include "../core/log.h"
+#include "../transport/shared_heap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,12 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
                          args->collective == CHORUS_ALLTOALL;
     request->output = args->output != NULL && !handle_output ? args->output : tensor->data;
     request->count = chorus_tensor_count(tensor);
+    /* Where a host allreduce's result lies: the selection reduces it in place where every
+     * rank's lies in the shared heap (rank 0 tells, in the response). */
+    request->desc.in_shared_heap =
+        allreduce && tensor->memory == CHORUS_MEMORY_HOST &&
+        shared_heap_offset(request->output, request->count * chorus_dtype_size(tensor->dtype)) !=
+            SHARED_HEAP_NOWHERE;
     request->handle = handle;
     request->submitted_at = clock_seconds();
     return request;

@@ -186,6 +186,7 @@ struct selection_rule {
     bool power_of_two_ranks;  /* only when the ranks are a power of two */
     /* Last, so that the built-in rows' positional initializers keep their meaning. */
     int local_ranks; /* exactly this many ranks per host; 0: any (tuning files) */
+    bool in_shared_heap; /* only for a tensor every rank put in the shared heap */
 };
 
 /* Whether `placement` holds for a job of `nranks` with `local_ranks` per host (as in
@@ -205,13 +206,15 @@ struct selection_rows {
 /* What the selection looks at: the call's bytes (the whole buffer, or every rank's blocks
  * together for an allgather), the job's ranks, and ranks per host when every host runs the same
  * number (else 1). `forced` is an algorithm id tried before the table, or -1; `tuned` the
- * instance's tuned rows (NULL: none). */
+ * instance's tuned rows (NULL: none); `in_shared_heap`: every rank's tensor lies in the shared
+ * heap (an allreduce's, as negotiated). */
 struct selection_query {
     size_t bytes;
     int nranks;
     int local_ranks;
     int forced;
     const struct selection_rows *tuned;
+    bool in_shared_heap;
 };
 
 /* The algorithms to try for `query`, in order: the forced one, then those of the rows whose

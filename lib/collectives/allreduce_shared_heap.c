@@ -19,13 +19,14 @@
  * its offset published; after the last every result is written, and a rank may touch its buffer
  * again.
  *
+ * The selection table runs it for tensors that every rank's request said lie in the heap (rank
+ * 0 combines the ranks' words: request.h's in_shared_heap), so tensors elsewhere cost nothing.
  * It declines a fused batch (a list of pieces), a host without the segment or without the
  * peers' heaps mapped, all on every rank alike; and, after the first barrier, a tensor that does
- * not lie in the heap on every rank of the host, alike on the host's ranks. The algorithm table
- * then runs the staged hierarchical allreduce there (declines_per_host), whose calls across
- * hosts are the same. That check costs the declined call one barrier more than the staged path
- * alone: the selection table runs this algorithm only from the size where tensors are put in
- * the heap (select.c).
+ * not lie in the heap on every rank of the host after all (forced by CHORUS_ALLREDUCE_ALGO, or a
+ * peer's heap that could not be mapped), alike on the host's ranks. The algorithm table then
+ * runs the staged hierarchical allreduce there (declines_per_host), whose calls across hosts are
+ * the same.
  *
  * Cost per rank, for a tensor of S bytes on a host of L ranks: S/L read from every rank (S in
  * all) and written to every rank (S in all), two barriers; across H hosts, the slice's allreduce

@@ -141,12 +141,11 @@ const struct algorithm *algorithm_table(chorus_collective collective, size_t *co
 #define MiB ((size_t)1 << 20)
 
 static const struct selection_rule rules[] = {
-    {CHORUS_ALLREDUCE, ALLREDUCE_SHARED_HEAP, PLACEMENT_SHARED_HOST, .min_bytes = 64 * KiB,
-     .provenance = "np=2 pinned, tensors in the heap (chorus-bench -b 64K -e 64M -f 4 "
-                   "--shared-heap, 3 interleaved rounds, 2026-11-26): 1.35-5.0x MPI_Allreduce "
-                   "from 64 KiB; ResNet-50 and BERT steps at 0.92x and 1.04x a memcpy of their "
-                   "bytes. From 64 KiB, the size from which chorus.torch puts gradients in the "
-                   "heap: below it the check would cost the staged path a barrier"},
+    {CHORUS_ALLREDUCE, ALLREDUCE_SHARED_HEAP, PLACEMENT_SHARED_HOST, .in_shared_heap = true,
+     .provenance = "tensors every rank put in the shared heap, np=2 pinned (chorus-bench -b 64K "
+                   "-e 64M -f 4 --shared-heap, 3 interleaved rounds, 2026-11-26): 1.35-5.0x "
+                   "MPI_Allreduce from 64 KiB; ResNet-50 and BERT steps at 0.92x and 1.04x a "
+                   "memcpy of their bytes"},
     {CHORUS_ALLREDUCE, ALLREDUCE_HIERARCHICAL, PLACEMENT_SHARED_HOST,
      .provenance = "won at every size at np=2 and np=4 on one host: shared-memory flags for "
                    "barriers, (L-1)/L of the buffer copied in and out once"},
@@ -253,6 +252,7 @@ static bool rule_holds(const struct selection_rule *rule, const struct selection
            query->bytes >= rule->min_bytes &&
            (rule->max_bytes == 0 || query->bytes <= rule->max_bytes) &&
            (rule->local_ranks == 0 || query->local_ranks == rule->local_ranks) &&
+           (!rule->in_shared_heap || query->in_shared_heap) &&
            (!rule->power_of_two_ranks || (query->nranks & (query->nranks - 1)) == 0);
 }
 

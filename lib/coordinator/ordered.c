@@ -135,10 +135,13 @@ static bool build_response(struct wire_response *response, const struct request 
         for (int m = 0; m < members; m++)
             response->first_dims[m] = records[m].desc.ndims > 0 ? records[m].desc.shape[0] : 0;
     }
-    if (request->desc.collective == CHORUS_ALLTOALL)
-        for (int m = 0; m < members; m++)
-            if (!records[m].desc.even_split || records[m].desc.shape[0] != request->desc.shape[0])
-                response->request.even_split = 0;
+    /* What the response says of every member's tensor. */
+    for (int m = 0; m < members; m++) {
+        if (!records[m].desc.even_split || records[m].desc.shape[0] != request->desc.shape[0])
+            response->request.even_split = 0;
+        if (!records[m].desc.in_shared_heap)
+            response->request.in_shared_heap = 0;
+    }
     return true;
 }
 

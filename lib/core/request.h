@@ -31,6 +31,10 @@ struct wire_request {
     /* Alltoall: 1 when this rank sends rows/nranks rows to every rank. In a response, 1 when
      * every rank does so with the same rows, so that no rank needs the others' splits. */
     uint8_t even_split;
+    /* Allreduce: 1 when this rank's result buffer lies in the shared heap (chorus_mem_alloc).
+     * In a response, 1 when every rank's does: then the selection may reduce it in place
+     * (allreduce_shared_heap.c), a decision every rank makes alike at no cost of its own. */
+    uint8_t in_shared_heap;
     bool cached;         /* only cache_slot travels: the response cache holds the rest */
     uint32_t cache_slot;
 };

@@ -66,7 +66,7 @@ chorus_status executor_gpu_reducescatter_on_host(struct executor *executor,
 chorus_status executor_run_host_allreduce(struct executor *executor, void *buffer,
                                  const struct allreduce_piece *pieces, size_t piece_count,
                                  size_t count, chorus_dtype dtype, chorus_op op, double factor,
-                                 char *error, size_t error_size);
+                                 bool in_shared_heap, char *error, size_t error_size);
 chorus_status executor_run_host_broadcast(struct executor *executor, void *buffer, size_t bytes, int root,
                                  char *error, size_t error_size);
 chorus_status executor_run_host_allgather(struct executor *executor, const void *send, void *recv,

@@ -49,7 +49,7 @@ static char *reduce_in_host_buffer(struct executor *executor, const struct gpu_p
     }
     if (*status == CHORUS_OK) {
         reduce_scale_buffer(host, total, dtype, prescale);
-        *status = executor_run_host_allreduce(executor, host, NULL, 0, total, dtype, op, factor, error,
+        *status = executor_run_host_allreduce(executor, host, NULL, 0, total, dtype, op, factor, false, error,
                                      error_size);
     }
     if (*status != CHORUS_OK) {

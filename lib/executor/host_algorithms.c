@@ -42,10 +42,11 @@ static struct selection_query query_for(const struct executor *executor,
 }
 
 static chorus_status run_selected(struct executor *executor, chorus_collective collective,
-                                  size_t bytes, union collective_args args, char *error,
-                                  size_t error_size)
+                                  size_t bytes, bool in_shared_heap, union collective_args args,
+                                  char *error, size_t error_size)
 {
     struct selection_query query = query_for(executor, collective, bytes);
+    query.in_shared_heap = in_shared_heap;
     int ran = -1;
     chorus_status status = selection_run(collective, &query, args, &ran);
     executor->last_algorithm = algorithm_name(collective, ran);
@@ -74,7 +75,7 @@ static chorus_status run_selected(struct executor *executor, chorus_collective c
 chorus_status executor_run_host_allreduce(struct executor *executor, void *buffer,
                                  const struct allreduce_piece *pieces, size_t piece_count,
                                  size_t count, chorus_dtype dtype, chorus_op op, double factor,
-                                 char *error, size_t error_size)
+                                 bool in_shared_heap, char *error, size_t error_size)
 {
     struct allreduce_args args = {
         .transport = &executor->transport,
@@ -97,7 +98,8 @@ chorus_status executor_run_host_allreduce(struct executor *executor, void *buffe
         return status;
     }
     return run_selected(executor, CHORUS_ALLREDUCE, count * chorus_dtype_size(dtype),
-                        (union collective_args){.allreduce = &args}, error, error_size);
+                        in_shared_heap, (union collective_args){.allreduce = &args}, error,
+                        error_size);
 }
 
 chorus_status executor_run_host_broadcast(struct executor *executor, void *buffer, size_t bytes, int root,
@@ -109,7 +111,7 @@ chorus_status executor_run_host_broadcast(struct executor *executor, void *buffe
                                   .buffer = buffer,
                                   .bytes = bytes,
                                   .root = root};
-    return run_selected(executor, CHORUS_BROADCAST, bytes,
+    return run_selected(executor, CHORUS_BROADCAST, bytes, false,
                         (union collective_args){.broadcast = &args}, error, error_size);
 }
 
@@ -124,7 +126,7 @@ chorus_status executor_run_host_allgather(struct executor *executor, const void 
                                   .recv = recv,
                                   .block_bytes = block_bytes,
                                   .offsets = offsets};
-    return run_selected(executor, CHORUS_ALLGATHER, total,
+    return run_selected(executor, CHORUS_ALLGATHER, total, false,
                         (union collective_args){.allgather = &args}, error, error_size);
 }
 
@@ -144,14 +146,15 @@ chorus_status executor_run_host_reducescatter(struct executor *executor, const v
                                       .op = op,
                                       .factor = factor,
                                       .tuned = &executor->settings->tuned};
-    return run_selected(executor, CHORUS_REDUCESCATTER, count * chorus_dtype_size(dtype),
+    return run_selected(executor, CHORUS_REDUCESCATTER, count * chorus_dtype_size(dtype), false,
                         (union collective_args){.reducescatter = &args}, error, error_size);
 }
 
 chorus_status executor_run_host_alltoall(struct executor *executor, const struct alltoall_args *args,
                                 size_t bytes, char *error, size_t error_size)
 {
-    return run_selected(executor, CHORUS_ALLTOALL, bytes, (union collective_args){.alltoall = args},
+    return run_selected(executor, CHORUS_ALLTOALL, bytes, false,
+                        (union collective_args){.alltoall = args},
                         error, error_size);
 }
 

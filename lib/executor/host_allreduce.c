@@ -61,7 +61,7 @@ static chorus_status reduce_in_place(struct executor *executor,
     if (pieces == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;
     chorus_status status = executor_run_host_allreduce(executor, NULL, pieces, member_count, total, dtype,
-                                              op, factor, error, error_size);
+                                              op, factor, false, error, error_size);
     if (status == CHORUS_OK && executor->timeline != NULL) {
         double reduced = clock_seconds();
         struct batch_times times = {started, started, reduced, reduced};
@@ -94,7 +94,7 @@ static chorus_status reduce_segment(void *context, void *segment, size_t count)
 {
     struct segment_collective *collective = context;
     return executor_run_host_allreduce(collective->executor, segment, NULL, 0, count, collective->dtype,
-                              collective->op, collective->factor, collective->error,
+                              collective->op, collective->factor, false, collective->error,
                               collective->error_size);
 }
 
@@ -177,8 +177,10 @@ chorus_status executor_host_allreduce(struct executor *executor, const struct wi
             reduce_fill_identity(buffer, count, dtype, op);
         }
         /* A joined rank scales too: in the ring and hierarchical algorithms each rank scales
-         * the part of the result it reduces, for everyone. */
-        return executor_run_host_allreduce(executor, buffer, NULL, 0, count, dtype, op, factor, error,
+         * the part of the result it reduces, for everyone. Where every rank's result lies in
+         * the shared heap (rank 0 said so), it may be reduced there. */
+        return executor_run_host_allreduce(executor, buffer, NULL, 0, count, dtype, op, factor,
+                                  first->request.in_shared_heap && request != NULL, error,
                                   error_size);
     }
 

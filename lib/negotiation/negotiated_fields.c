@@ -118,6 +118,11 @@ static void format_even_split(const struct wire_request *r, char *text, size_t s
     snprintf(text, size, "%s", r->even_split ? "even" : "uneven");
 }
 
+static void format_in_shared_heap(const struct wire_request *r, char *text, size_t size)
+{
+    snprintf(text, size, "%s", r->in_shared_heap ? "in the shared heap" : "elsewhere");
+}
+
 /* ----- agreement other than equality ------------------------------------------------------ */
 
 /* Ranks agree on where a tensor lives (host or GPU), not on which GPU. */
@@ -182,6 +187,11 @@ static const char *check_even_split(const struct wire_request *r)
     return r->even_split <= 1 ? NULL : "even_split neither 0 nor 1";
 }
 
+static const char *check_in_shared_heap(const struct wire_request *r)
+{
+    return r->in_shared_heap <= 1 ? NULL : "in_shared_heap neither 0 nor 1";
+}
+
 /* ----- the table -------------------------------------------------------------------------- */
 
 #define C(collective) FIELD_COLLECTIVE(collective)
@@ -229,6 +239,9 @@ const struct negotiated_field negotiated_fields[] = {
     /* Each rank's own: whether it splits an alltoall evenly. */
     {.name = "even split", .encoding = FIELD_U8, .offset = AT(even_split), .cache_key = true,
      .format = format_even_split, .check = check_even_split},
+    /* Each rank's own: whether its allreduce's buffer lies in the shared heap. */
+    {.name = "shared heap", .encoding = FIELD_U8, .offset = AT(in_shared_heap),
+     .cache_key = true, .format = format_in_shared_heap, .check = check_in_shared_heap},
 };
 const size_t negotiated_field_count = ARRAY_LENGTH(negotiated_fields);
 

@@ -71,6 +71,30 @@ START_TEST(ready_only_when_every_rank_submitted)
 }
 END_TEST
 
+/* Where each rank's allreduce buffer lies is its own, never a mismatch; the response says the
+ * tensor is in the shared heap only when it is on every rank (the selection then reduces it in
+ * place on every rank alike). */
+START_TEST(the_shared_heap_is_every_ranks_or_nobodys)
+{
+    struct wire_request in_heap = allreduce("heap"), elsewhere = allreduce("heap");
+    in_heap.in_shared_heap = 1;
+    negotiator_submit(&negotiator, 0, &in_heap, 0);
+    negotiator_submit(&negotiator, 1, &elsewhere, 0);
+    negotiator_submit(&negotiator, 2, &in_heap, 0);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
+    ck_assert_uint_eq(responses[0].request.in_shared_heap, 0);
+    struct wire_request all = allreduce("all");
+    all.in_shared_heap = 1;
+    for (int r = 0; r < 3; r++)
+        negotiator_submit(&negotiator, r, &all, 0);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_uint_eq(responses[0].request.in_shared_heap, 1);
+}
+END_TEST
+
 START_TEST(order_is_the_order_of_completion)
 {
     const char *names[] = {"w0", "w1", "w2", "w3"};
@@ -622,6 +646,7 @@ int main(void)
     TCase *tc = tcase_create("negotiation");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, ready_only_when_every_rank_submitted);
+    tcase_add_test(tc, the_shared_heap_is_every_ranks_or_nobodys);
     tcase_add_test(tc, order_is_the_order_of_completion);
     tcase_add_test(tc, mismatches_name_tensor_field_and_ranks);
     tcase_add_test(tc, broadcast_roots_must_agree);
