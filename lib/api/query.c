@@ -306,8 +306,9 @@ char chorus_query_gpu_route(chorus_dtype dtype, chorus_op op, bool scaled)
     static const char letter[] = {[GPU_ROUTE_NCCL] = 'N', [GPU_ROUTE_NCCL_SCALED] = 'P',
                                   [GPU_ROUTE_HOST] = 'H'};
     bool refused = (dtype == CHORUS_BOOL && (op == CHORUS_AVERAGE || scaled)) ||
-                   (op == CHORUS_ADASUM &&
-                    ((dtype != CHORUS_FLOAT32 && dtype != CHORUS_FLOAT64) || scaled));
+                   (op == CHORUS_ADASUM && ((dtype != CHORUS_FLOAT16 && dtype != CHORUS_FLOAT32 &&
+                                             dtype != CHORUS_FLOAT64) ||
+                                            scaled));
     return refused ? '-' : letter[gpu_route_of(dtype, op, scaled)];
 }
 

@@ -22,12 +22,13 @@ static chorus_status validate_reduction(const chorus_op_args *args)
                       (int)args->op);
     if (args->op == CHORUS_ADASUM &&
         (args->collective != CHORUS_ALLREDUCE ||
-         (args->input.dtype != CHORUS_FLOAT32 && args->input.dtype != CHORUS_FLOAT64) ||
+         (args->input.dtype != CHORUS_FLOAT16 && args->input.dtype != CHORUS_FLOAT32 &&
+          args->input.dtype != CHORUS_FLOAT64) ||
          args->prescale_factor != 1.0 || args->postscale_factor != 1.0 ||
          (args->compression != CHORUS_COMPRESSION_DEFAULT &&
           args->compression != CHORUS_COMPRESSION_NONE)))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "%s \"%s\": adasum takes allreduces of float32 or float64 tensors, "
+                      "%s \"%s\": adasum takes allreduces of float16, float32 or float64 tensors, "
                       "without scale factors or compression; not %s%s",
                       kind, name, chorus_dtype_name(args->input.dtype),
                       args->prescale_factor != 1.0 || args->postscale_factor != 1.0

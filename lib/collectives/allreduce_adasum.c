@@ -6,7 +6,9 @@
  * vector leaves the other as it is (a joined rank's stand-in). The ranks combine up a binomial
  * tree in rank order: at distance d = 1, 2, 4, ... rank r (r mod 2d = 0) combines its partial
  * result, first, with that of rank r + d. Rank 0 then holds the result and sends it back down
- * the same tree, so that every rank ends with the same bits. Dot products are taken in double.
+ * the same tree, so that every rank ends with the same bits. Dot products are taken in double,
+ * and float16 vectors are combined in float (each partial result rounded to float16, as
+ * Horovod's CPU Adasum stores it).
  *
  * Cost: 2 ceil(log2 p) steps of the whole tensor, which is not bandwidth-optimal (Horovod's
  * vector-halving form is); Adasum is for the gradients of a training step, where the point is
@@ -16,6 +18,8 @@
  * partial first); rank 0 sends the result to 2, then to 1.
  */
 #include "algorithms.h"
+
+#include "../core/dtype.h"
 
 #include <math.h>
 
@@ -37,6 +41,8 @@ static chorus_status receive_whole(struct transport *transport, void *buffer, si
 
 static double element_at(const void *data, size_t i, chorus_dtype dtype)
 {
+    if (dtype == CHORUS_FLOAT16)
+        return half_to_float(((const uint16_t *)data)[i]);
     return dtype == CHORUS_FLOAT64 ? ((const double *)data)[i] : ((const float *)data)[i];
 }
 
@@ -59,6 +65,8 @@ static void combine(void *a, const void *b, size_t count, chorus_dtype dtype)
         double value = wa * element_at(a, i, dtype) + wb * element_at(b, i, dtype);
         if (dtype == CHORUS_FLOAT64)
             ((double *)a)[i] = value;
+        else if (dtype == CHORUS_FLOAT16)
+            ((uint16_t *)a)[i] = float_to_half((float)value);
         else
             ((float *)a)[i] = (float)value;
     }

@@ -168,24 +168,25 @@ void reduce_pair(void *restrict result, const void *restrict a, const void *rest
 }
 
 /* Sums scaled in the same pass: each sum is rounded to the dtype before it is multiplied, as a
- * separate reduce_scale_buffer pass would do, so the results are bitwise the same. */
+ * separate reduce_scale_buffer pass would do, so the results are bitwise the same. The product
+ * is taken in double and rounded once (see reduce_scale_buffer). */
 #define DEFINE_SCALED_LOOPS(suffix, type)                                                        \
     VECTOR_CLONES                                                                                \
     static void sum_scaled_##suffix(type *restrict accumulator, const type *restrict operand,    \
-                                    size_t count, type factor)                                   \
+                                    size_t count, double factor)                                 \
     {                                                                                            \
         for (size_t i = 0; i < count; i++) {                                                     \
             type sum = accumulator[i] + operand[i];                                              \
-            accumulator[i] = sum * factor;                                                       \
+            accumulator[i] = (type)((double)sum * factor);                                       \
         }                                                                                        \
     }                                                                                            \
     VECTOR_CLONES                                                                                \
     static void pair_sum_scaled_##suffix(type *restrict result, const type *restrict a,          \
-                                         const type *restrict b, size_t count, type factor)      \
+                                         const type *restrict b, size_t count, double factor)    \
     {                                                                                            \
         for (size_t i = 0; i < count; i++) {                                                     \
             type sum = a[i] + b[i];                                                              \
-            result[i] = sum * factor;                                                            \
+            result[i] = (type)((double)sum * factor);                                            \
         }                                                                                        \
     }
 
@@ -205,7 +206,7 @@ void reduce_into_scaled(void *restrict accumulator, const void *restrict operand
         reduce_into(accumulator, operand, count, dtype, op);
         reduce_scale_buffer(accumulator, count, dtype, factor);
     } else if (dtype == CHORUS_FLOAT32) {
-        sum_scaled_f32(accumulator, operand, count, (float)factor);
+        sum_scaled_f32(accumulator, operand, count, factor);
     } else {
         sum_scaled_f64(accumulator, operand, count, factor);
     }
@@ -218,7 +219,7 @@ void reduce_pair_scaled(void *restrict result, const void *restrict a, const voi
         reduce_pair(result, a, b, count, dtype, op);
         reduce_scale_buffer(result, count, dtype, factor);
     } else if (dtype == CHORUS_FLOAT32) {
-        pair_sum_scaled_f32(result, a, b, count, (float)factor);
+        pair_sum_scaled_f32(result, a, b, count, factor);
     } else {
         pair_sum_scaled_f64(result, a, b, count, factor);
     }
@@ -336,10 +337,12 @@ void reduce_scale_buffer(void *buffer, size_t count, chorus_dtype dtype, double 
         return;
     }
     case CHORUS_FLOAT32: {
+        /* In double, rounded once: the factor itself (1/3 for an average of 3 ranks) is not
+         * rounded to float first, so that x * (1/n) is x / n correctly rounded, as Horovod's
+         * scaling (float times double) gives. */
         float *values = buffer;
-        float f = (float)factor;
         for (size_t i = 0; i < count; i++)
-            values[i] *= f;
+            values[i] = (float)((double)values[i] * factor);
         return;
     }
     case CHORUS_FLOAT64: {

@@ -2,7 +2,6 @@
 described by a data pointer, a dtype and a shape. chorus.numpy and chorus.torch build on it."""
 import atexit
 import ctypes
-import itertools
 import threading
 import weakref
 
@@ -179,19 +178,36 @@ def cross_size():
 
 def join():
     """This rank has run out of data: the others go on with it contributing nothing, until
-    every rank has joined. Blocks until then."""
+    every rank has joined. Blocks until then. Every rank then counts its unnamed operations
+    from 0 again (default_name)."""
     check(c.lib.chorus_join())
+    _restart_names()
 
 
-_names = itertools.count()
 _names_lock = threading.Lock()
+_names_epoch = 0  # joins completed, the same on every rank after each
+_names_next = 0
+
+
+def _restart_names():
+    global _names_epoch, _names_next
+    with _names_lock:
+        _names_epoch += 1
+        _names_next = 0
 
 
 def default_name(kind):
-    """Horovod-style automatic names: identical on every rank that makes the same calls in the
-    same order."""
+    """Horovod-style automatic names, "allreduce.noname.N": identical on every rank that makes
+    the same calls in the same order. Counted from the last join every rank completed, where
+    every rank starts again from 0 ("allreduce.noname.J.N" after the J-th): ranks whose counts
+    drifted apart (an allgather the joined ranks' peers submitted and had refused, a call that
+    failed on some ranks only) meet again after it."""
+    global _names_next
     with _names_lock:
-        return f"{kind}.noname.{next(_names)}"
+        number = _names_next
+        _names_next += 1
+        return (f"{kind}.noname.{number}" if _names_epoch == 0
+                else f"{kind}.noname.{_names_epoch}.{number}")
 
 
 class Handle:

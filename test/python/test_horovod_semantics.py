@@ -4,9 +4,14 @@ ranks (the suite runs it at 2 and 3). Written from Horovod's documentation and b
 
 - gradients: allgather's and broadcast's average the upstream gradients, reducescatter's
   gathers them back (times the ranks for a sum), and the grouped forms are differentiable;
-- integer scale factors and averages truncate, as Horovod's C++ casts do;
+- integer scale factors and averages truncate, as Horovod's C++ casts do, for allreduce and
+  reducescatter alike; float32 scale factors multiply in double, rounded once, so that an
+  average of 3 is x / 3 correctly rounded (Horovod scales float by double);
 - an average while a rank has joined divides by every rank (joined ones contribute zeros), and
-  an allgather or broadcast while a rank has joined fails;
+  an allgather or broadcast while a rank has joined fails; unnamed calls meet again after every
+  rank joined, however many of them each rank made before (Horovod's join tests rely on it), and
+  allgather_object and broadcast_object are named alike on every rank;
+- Adasum takes float16 tensors (Horovod's CPU Adasum does);
 - a refused call raises ValueError, a failed collective HorovodInternalError;
 - nccl_built() is NCCL's version number (0 without NCCL), not a bool;
 - DistributedOptimizer: _parameter_names, a process set that leaves this rank out,
@@ -117,6 +122,61 @@ def integers(rank, size):
     check(torch.allclose(floats, torch.tensor([0.75 * size])), f"float postscale {floats}")
 
 
+def scaling(rank, size):
+    # reducescatter scales integers as allreduce does: prescale truncates each rank's input,
+    # postscale the reduced block; 4 rows per rank of the value 7 (-7 on odd rows).
+    rows = torch.tensor([[7], [-7]] * (2 * size), dtype=torch.int32)
+    got = hvd.reducescatter(rows, op=hvd.Sum, prescale_factor=0.7, name="s.rs.pre")
+    check(got.flatten().tolist() == [int(7 * 0.7) * size, int(-7 * 0.7) * size] * 2,
+          f"reducescatter integer prescale 0.7: {got.flatten().tolist()}")
+    got = hvd.reducescatter(rows, op=hvd.Sum, postscale_factor=0.7, name="s.rs.post")
+    check(got.flatten().tolist() == [int(7 * size * 0.7), int(-7 * size * 0.7)] * 2,
+          f"reducescatter integer postscale 0.7: {got.flatten().tolist()}")
+    got = hvd.reducescatter(rows.to(torch.int64) * (rank + 1), op=hvd.Average,
+                            name="s.rs.average")
+    total = 7 * size * (size + 1) // 2
+    check(got.flatten().tolist() == [int(total * (1.0 / size)), int(-total * (1.0 / size))] * 2,
+          f"reducescatter integer average: {got.flatten().tolist()}")
+    # float32 averaged over every rank: (x * size) * (1.0 / size) in double, rounded once; at 3
+    # ranks float32's own 1/3 would miss it by an ulp for 71.0 (Horovod's test_horovod_join_
+    # allreduce compares with threshold 0).
+    x = torch.tensor([71.0, 65.0, -68.0, 13.0], dtype=torch.float32)
+    got = hvd.allreduce(x, op=hvd.Average, name="s.float.average")
+    expected = ((x * size).to(torch.float64) * (1.0 / size)).to(torch.float32)
+    check(torch.equal(got, expected), f"float32 average {got.tolist()}, {expected.tolist()}")
+
+
+def unnamed_after_join(rank, size):
+    # Horovod's test_horovod_join_allgather: each rank in turn joins while the others' unnamed
+    # allgather is refused; the joined rank made one unnamed call fewer, yet every rank's next
+    # unnamed calls meet. allgather_object's name does not count calls either.
+    if size == 1:
+        return
+    for first in range(size):
+        if rank == first:
+            hvd.join()
+        else:
+            raises(hvd.HorovodInternalError, lambda: hvd.allgather(torch.ones(2, 1)),
+                   "an unnamed allgather while a rank has joined")
+            hvd.join()
+        got = hvd.allgather_object(rank)
+        check(got == list(range(size)), f"allgather_object after join {first}: {got}")
+    got = hvd.allreduce(torch.ones(1), op=hvd.Sum)  # unnamed, counted alike everywhere again
+    check(got.item() == size, f"an unnamed allreduce after the joins: {got.item()}")
+    obj = hvd.broadcast_object({"a": 1} if rank == 0 else None, root_rank=0)
+    check(obj == {"a": 1}, f"broadcast_object with None on the other ranks: {obj}")
+
+
+def adasum_half(rank, size):
+    # Horovod's CPU Adasum takes float16: orthogonal vectors add up.
+    vector = torch.zeros(size, dtype=torch.float16)
+    vector[rank] = rank + 1
+    got = hvd.allreduce(vector, op=hvd.Adasum, name="s.adasum.half")
+    check(got.dtype == torch.float16 and
+          torch.equal(got, torch.arange(1, size + 1, dtype=torch.float16)),
+          f"Adasum of orthogonal float16 vectors: {got.tolist()}")
+
+
 def joined_average(rank, size):
     # The last rank joins; the others average. Horovod's joined rank contributes zeros and
     # the sum is divided by every rank: 4.0 * (size - 1) / size.
@@ -222,7 +282,8 @@ def optimizer(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    for part in (gradients, integers, joined_average, joined_gathers, errors, queries, optimizer):
+    for part in (gradients, integers, scaling, joined_average, joined_gathers, unnamed_after_join,
+                 adasum_half, errors, queries, optimizer):
         part(rank, size)
     hvd.shutdown()
     print(f"horovod semantics np={size} rank {rank}: {0 if failures else 1} passed, "

@@ -4,18 +4,22 @@ import pickle
 
 import torch
 
-from ..core import default_name, rank
+from ..core import rank
 from .mpi_ops import allgather, broadcast_, broadcast_async_, synchronize
 from .optimizer import _is_distributed
 
 
 def allgather_object(obj, name=None, process_set=None):
-    """Gathers a picklable object from every rank; returns the list, in rank order."""
-    name = name or default_name("allgather_object")
+    """Gathers a picklable object from every rank; returns the list, in rank order. Its default
+    name is the same on every rank and every call ("allgather_object.sz", ".t"), not a count of
+    unnamed calls: ranks that made different numbers of them before still meet here (Horovod
+    names it after the object's type, for the same reason, which ranks passing objects of
+    different types would not share)."""
+    name = name or "allgather_object"
     payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
-    sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=f"{name}.sizes",
+    sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=f"{name}.sz",
                       process_set=process_set)
-    data = allgather(payload, name=f"{name}.data", process_set=process_set).numpy().tobytes()
+    data = allgather(payload, name=f"{name}.t", process_set=process_set).numpy().tobytes()
     objects, start = [], 0
     for length in sizes.tolist():
         objects.append(pickle.loads(data[start:start + length]))
@@ -47,16 +51,18 @@ def broadcast_parameters(params, root_rank):
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
-    """Broadcasts a picklable object from root_rank; returns it on every rank."""
-    name = name or default_name("broadcast_object")
+    """Broadcasts a picklable object from root_rank; returns it on every rank. Its default name
+    is the same on every rank and call, as allgather_object's, also where only the root passes
+    an object (the others None)."""
+    name = name or "broadcast_object"
     payload = None
     if rank() == root_rank:
         payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
     length = torch.tensor([payload.numel() if payload is not None else 0], dtype=torch.int64)
-    broadcast_(length, root_rank, name=f"{name}.length", process_set=process_set)
+    broadcast_(length, root_rank, name=f"{name}.sz", process_set=process_set)
     if payload is None:
         payload = torch.empty(int(length.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name=f"{name}.payload", process_set=process_set)
+    broadcast_(payload, root_rank, name=f"{name}.t", process_set=process_set)
     return pickle.loads(payload.numpy().tobytes())
 
 

@@ -477,17 +477,29 @@ def grouped_allgather(tensors, name=None, process_set=None):
 
 
 
-def _reducescatter_request(tensor, name, operator, set_id, prescale_factor, postscale_factor,
-                           compression, member=0):
+def _reducescatter_request(tensor, name, operator, process_set, prescale_factor,
+                           postscale_factor, compression, member=0):
     """One reducescatter (member `member` of a group): its arguments, the (compressed) tensor
-    chorus reads, and what reads and decompresses its block from the handle."""
-    compressed, context = compression.compress(tensor.contiguous())
+    chorus reads, and what reads and decompresses its block from the handle. Scaled and
+    averaged as Horovod does (_horovod_factors): integers through double, truncated, in this
+    layer."""
+    set_id = _set_id(process_set)  # refuses what is not a process set
+    operator, prescale_factor, postscale_factor, integer_pre, integer_post = _horovod_factors(
+        tensor.dtype, operator, prescale_factor, postscale_factor, process_set)
+    tensor = tensor.contiguous()
+    if integer_pre != 1.0:
+        tensor = _truncated(tensor, integer_pre)
+    compressed, context = compression.compress(tensor)
     if compressed.dim() == 0:
         raise ValueError("reducescatter needs a tensor with at least one dimension")
     args = op_args(c.REDUCESCATTER, name, _descriptor(compressed), None, operator, 0,
                    prescale_factor, postscale_factor, process_set=set_id)
     gathered = _gathered(compressed, tuple(compressed.shape[1:]), member)
-    return args, compressed, lambda handle: compression.decompress(gathered(handle), context)
+
+    def finish(handle):
+        block = compression.decompress(gathered(handle), context)
+        return _truncated(block, integer_post) if integer_post != 1.0 else block
+    return args, compressed, finish
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescale_factor=1.0,
@@ -496,8 +508,8 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescal
     rows: the first dimension split as evenly as it goes, the first (rows % size) ranks getting
     one row more, as Horovod splits it."""
     args, compressed, finish = _reducescatter_request(
-        tensor, name or default_name("reducescatter"), _resolve_op(None, op),
-        _set_id(process_set), prescale_factor, postscale_factor, compression)
+        tensor, name or default_name("reducescatter"), _resolve_op(None, op), process_set,
+        prescale_factor, postscale_factor, compression)
     return submit(args, compressed, finish)
 
 
@@ -546,8 +558,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None
     (host tensors of one dtype) fuse into one collective; synchronize() returns the blocks."""
     name = name or default_name("grouped_reducescatter")
     operator = _resolve_op(None, op)
-    set_id = _set_id(process_set)
-    requests = [_reducescatter_request(t, f"{name}.{i}", operator, set_id, prescale_factor,
+    requests = [_reducescatter_request(t, f"{name}.{i}", operator, process_set, prescale_factor,
                                        postscale_factor, compression, i)
                 for i, t in enumerate(tensors)]
     return _submit_requests(requests)

@@ -1,0 +1,1 @@
+"""Horovod's runner package, as far as its test helpers import it (threads.py)."""
