@@ -12,6 +12,7 @@
 
 struct chorus_context;
 struct request;
+struct chorus_handle;
 
 /* The current instance, held for reading until api_instance_release(); NULL (and nothing held) when
  * chorus is not initialized. */
@@ -26,5 +27,12 @@ chorus_status api_not_initialized(const char *call);
  * and wakes the thread (a caller about to take its turn does not). */
 chorus_status api_enqueue_requests(struct chorus_context *context, struct request **requests,
                                    size_t count, bool wake);
+/* Undoes a submission that failed before it was queued: frees `request` and completes and
+ * frees its `handle` (either may be NULL) with `status`. */
+void api_discard_submission(struct request *request, struct chorus_handle *handle,
+                            chorus_status status);
+/* Queues one request that runs in call order (an ordered operation, a transfer), and runs it on
+ * this thread if the background thread is idle, else wakes that thread for it. */
+chorus_status api_enqueue_ordered(struct chorus_context *context, struct request *request);
 
 #endif

@@ -70,11 +70,7 @@ static chorus_status change_process_sets(const char *call, const int *ranks, int
     }
     api_instance_release();
     if (status != CHORUS_OK) {
-        request_free(request);
-        if (handle != NULL) {
-            handle_member_done(handle, status, NULL);
-            chorus_handle_free(handle);
-        }
+        api_discard_submission(request, handle, status);
         return status;
     }
     status = api_handle_wait_and_free(handle, NULL, NULL);

@@ -67,6 +67,7 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
         allreduce && tensor->memory == CHORUS_MEMORY_HOST &&
         shared_heap_offset(request->output, request->count * chorus_dtype_size(tensor->dtype)) !=
             SHARED_HEAP_NOWHERE;
+    request->timeout_seconds = api_op_timeout(args);
     request->handle = handle;
     request->submitted_at = clock_seconds();
     return request;
@@ -131,6 +132,30 @@ chorus_status api_enqueue_requests(struct chorus_context *context, struct reques
             pthread_cond_signal(&context->wakeup);
     }
     pthread_mutex_unlock(&context->lock);
+    return status;
+}
+
+void api_discard_submission(struct request *request, struct chorus_handle *handle,
+                            chorus_status status)
+{
+    request_free(request);
+    if (handle != NULL) {
+        handle->members_pending = 1;
+        handle_member_done(handle, status, NULL);
+        chorus_handle_free(handle);
+    }
+}
+
+chorus_status api_enqueue_ordered(struct chorus_context *context, struct request *request)
+{
+    /* It runs on this thread when the background thread is idle (no hand-off either way); else
+     * the background thread is woken for it. */
+    chorus_status status = api_enqueue_requests(context, &request, 1, false);
+    if (status == CHORUS_OK && !coord_step_as_caller(context)) {
+        pthread_mutex_lock(&context->lock);
+        pthread_cond_signal(&context->wakeup);
+        pthread_mutex_unlock(&context->lock);
+    }
     return status;
 }
 
@@ -277,24 +302,14 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
             goto out;
         }
     }
-    /* An ordered operation runs on this thread when the background thread is idle (no
-     * hand-off either way); else the background thread is woken for it. */
-    status = api_enqueue_requests(context, requests, count, !ordered);
-    if (status == CHORUS_OK && ordered && !coord_step_as_caller(context)) {
-        pthread_mutex_lock(&context->lock);
-        pthread_cond_signal(&context->wakeup);
-        pthread_mutex_unlock(&context->lock);
-    }
+    status = ordered ? api_enqueue_ordered(context, requests[0])
+                     : api_enqueue_requests(context, requests, count, true);
 out:
     api_instance_release();
     if (status != CHORUS_OK) {
         for (size_t i = 0; requests != NULL && i < count; i++)
             request_free(requests[i]);
-        if (handle != NULL) {
-            handle->members_pending = 1;
-            handle_member_done(handle, status, NULL);
-            chorus_handle_free(handle);
-        }
+        api_discard_submission(NULL, handle, status);
     } else {
         *handle_out = handle;
     }

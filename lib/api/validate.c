@@ -99,7 +99,8 @@ static bool op_args_size_released(size_t struct_size)
     static const size_t released[] = {
         offsetof(chorus_op_args, process_set), /* 0.1.0 before process sets */
         offsetof(chorus_op_args, flags),       /* with process_set */
-        sizeof(chorus_op_args),                /* with flags */
+        offsetof(chorus_op_args, timeout_seconds), /* with flags */
+        sizeof(chorus_op_args),                /* with timeout_seconds */
     };
     for (size_t i = 0; i < ARRAY_LENGTH(released); i++)
         if (struct_size == released[i])
@@ -120,31 +121,17 @@ uint64_t api_op_flags(const chorus_op_args *args)
                                                                                       : 0;
 }
 
-chorus_status api_validate_op(const chorus_op_args *args, int nranks)
+double api_op_timeout(const chorus_op_args *args)
 {
-    if (!op_args_size_released(args->struct_size))
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "chorus_submit: args.struct_size is %zu, which no released chorus_op_args "
-                      "has (%zu now, %zu before flags, %zu before process sets); initialize "
-                      "args with CHORUS_OP_ARGS_INIT",
-                      args->struct_size, sizeof *args, offsetof(chorus_op_args, flags),
-                      offsetof(chorus_op_args, process_set));
-    if ((api_op_flags(args) & ~CHORUS_OP_ORDERED) != 0)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown flags 0x%llx",
-                      (unsigned long long)(api_op_flags(args) & ~CHORUS_OP_ORDERED));
-    const char *kind = chorus_collective_name(args->collective);
-    if (!dtype_collective_is_valid((int)args->collective))
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown collective %d",
-                      (int)args->collective);
-    if (args->name == NULL || args->name[0] == '\0')
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s: the tensor name is empty", kind);
-    size_t name_length = strnlen(args->name, CHORUS_MAX_NAME_LENGTH + 1);
-    if (name_length > CHORUS_MAX_NAME_LENGTH)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "%s: the tensor name is longer than %d bytes", kind,
-                      CHORUS_MAX_NAME_LENGTH);
-    const chorus_tensor *tensor = &args->input;
-    const char *name = args->name;
+    return args->struct_size >= offsetof(chorus_op_args, timeout_seconds) +
+                                    sizeof args->timeout_seconds
+               ? args->timeout_seconds
+               : 0.0;
+}
+
+chorus_status api_validate_tensor(const char *kind, const char *name,
+                                  const chorus_tensor *tensor)
+{
     if (!dtype_is_valid((int)tensor->dtype))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": unknown dtype %d", kind, name,
                       (int)tensor->dtype);
@@ -182,6 +169,48 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
                           "%s \"%s\": tensor is on GPU %d, but this host has %d GPU(s)", kind,
                           name, tensor->device, gpu_device_count());
     }
+    return CHORUS_OK;
+}
+
+chorus_status api_validate_op(const chorus_op_args *args, int nranks)
+{
+    if (!op_args_size_released(args->struct_size))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "chorus_submit: args.struct_size is %zu, which no released chorus_op_args "
+                      "has (%zu now, %zu before timeout_seconds, %zu before flags, %zu before "
+                      "process sets); initialize args with CHORUS_OP_ARGS_INIT",
+                      args->struct_size, sizeof *args, offsetof(chorus_op_args, timeout_seconds),
+                      offsetof(chorus_op_args, flags), offsetof(chorus_op_args, process_set));
+    if ((api_op_flags(args) & ~CHORUS_OP_ORDERED) != 0)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown flags 0x%llx",
+                      (unsigned long long)(api_op_flags(args) & ~CHORUS_OP_ORDERED));
+    const char *kind = chorus_collective_name(args->collective);
+    if (!dtype_collective_is_valid((int)args->collective))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown collective %d",
+                      (int)args->collective);
+    if (args->name == NULL || args->name[0] == '\0')
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s: the tensor name is empty", kind);
+    size_t name_length = strnlen(args->name, CHORUS_MAX_NAME_LENGTH + 1);
+    if (name_length > CHORUS_MAX_NAME_LENGTH)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s: the tensor name is longer than %d bytes", kind,
+                      CHORUS_MAX_NAME_LENGTH);
+    const char *name = args->name;
+    double timeout = api_op_timeout(args);
+    if (!(timeout >= 0) || !isfinite(timeout))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s \"%s\": timeout_seconds is %g; it must be finite and not negative",
+                      kind, name, timeout);
+    if (timeout > 0 && (api_op_flags(args) & CHORUS_OP_ORDERED) == 0)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s \"%s\": timeout_seconds is for ordered operations (CHORUS_OP_ORDERED); "
+                      "a negotiated one that a rank never submits is bounded by the stall check "
+                      "(CHORUS_STALL_SHUTDOWN_SECONDS)",
+                      kind, name);
+    const chorus_tensor *tensor = &args->input;
+    chorus_status checked = api_validate_tensor(kind, name, tensor);
+    if (checked != CHORUS_OK)
+        return checked;
     switch (args->collective) {
     case CHORUS_ALLREDUCE: {
         chorus_status reduction = validate_reduction(args);

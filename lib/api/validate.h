@@ -12,10 +12,16 @@
 /* CHORUS_OK, or the status of the first problem with its message in chorus_last_error(),
  * naming the tensor. */
 chorus_status api_validate_op(const chorus_op_args *args, int nranks);
+/* The tensor's own checks (dtype, shape, data, memory), which every call that takes one shares;
+ * messages start `kind "name"`. */
+chorus_status api_validate_tensor(const char *kind, const char *name,
+                                  const chorus_tensor *tensor);
 
 /* The process set the call names: 0 (every rank) from callers built before the field existed. */
 int api_op_process_set(const chorus_op_args *args);
 /* The caller's CHORUS_OP_* flags (0 in a struct from before flags). */
 uint64_t api_op_flags(const chorus_op_args *args);
+/* The caller's timeout_seconds (0 in a struct from before it). */
+double api_op_timeout(const chorus_op_args *args);
 
 #endif

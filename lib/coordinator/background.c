@@ -62,6 +62,7 @@ static void coord_enter(struct background *background, enum coord_state state,
         LOG(LOG_ERROR, "background", "%s", text);
         runner_abort(&background->runner, status, text);
         pending_fail_all(&background->pending, status, text);
+        transfers_fail_all(&background->transfers, status, text);
         background->state = COORD_FAILED;
         if (background->context->params.values.abort_on_failure) {
             LOG(LOG_ERROR, "background",
@@ -76,6 +77,7 @@ static void coord_enter(struct background *background, enum coord_state state,
         char message[700];
         snprintf(message, sizeof message, "chorus shut down before it completed (%s)", text);
         pending_fail_all(&background->pending, CHORUS_ERR_SHUTDOWN, message);
+        transfers_fail_all(&background->transfers, CHORUS_ERR_SHUTDOWN, message);
     }
     if (state == COORD_STOPPING && background->state != COORD_RUNNING)
         return;
@@ -122,6 +124,9 @@ static struct idle_view idle_view_of(const struct background *background)
      * collective inside MPI calls). */
     if (background->rounds.on)
         cap = 2e-4;
+    /* A transfer completes only where the loop tests it. */
+    if (transfers_in_flight(&background->transfers))
+        cap = 1e-4;
     return (struct idle_view){.cap = cap, .shutdown_sent = pending->shutdown_sent,
                               .join_sent = pending->join_sent};
 }
@@ -210,11 +215,16 @@ static bool take_submissions(struct background *background)
                            CHORUS_ERR_OUT_OF_MEMORY, "out of memory in the background thread");
         taken = next;
     }
-    /* Ordered operations run now, in call order; after a fatal error the rest stay queued, and
-     * fail with it. */
+    /* Ordered operations run now, and transfers are posted, in call order; after a fatal error
+     * the rest stay queued, and fail with it. */
     struct request *ordered;
-    while (!report_pending(&background->report) && (ordered = pending_next_ordered(pending)))
-        ordered_run(&background->ordered, ordered, &background->report);
+    while (!report_pending(&background->report) && (ordered = pending_next_ordered(pending))) {
+        if (ordered->desc.collective == COLLECTIVE_SEND ||
+            ordered->desc.collective == COLLECTIVE_RECEIVE)
+            transfers_post(&background->transfers, ordered);
+        else
+            ordered_run(&background->ordered, ordered, &background->report);
+    }
     if (raised & WIRE_FLAG_JOIN) {
         background->runner.executor.joined = true;
         background->rounds.state.joined = background->rounds.on;
@@ -422,6 +432,7 @@ chorus_status coord_setup(struct background *background, char *error, size_t err
     background->runner.context = context;
     background->runner.pending = &background->pending;
     ordered_init(&background->ordered, &background->runner, &background->pending);
+    transfers_init(&background->transfers, &background->runner, &background->pending);
     if (!star_init(&background->star, context, rank, background->size, &background->channel,
                    &background->pending, &background->runner) ||
         !rounds_init(&background->rounds, params, background->size)) {
@@ -477,12 +488,17 @@ static chorus_status start(struct background *background, char *error, size_t er
 {
     struct chorus_context *context = background->context;
     if (MPI_Comm_dup(context->user_comm, &context->control_comm) != MPI_SUCCESS ||
-        MPI_Comm_dup(context->user_comm, &context->data_comm) != MPI_SUCCESS) {
+        MPI_Comm_dup(context->user_comm, &context->data_comm) != MPI_SUCCESS ||
+        MPI_Comm_dup(context->user_comm, &context->transfer_comm) != MPI_SUCCESS) {
         snprintf(error, error_size, "MPI_Comm_dup failed");
         return CHORUS_ERR_MPI;
     }
     MPI_Comm_set_errhandler(context->control_comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(context->data_comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(context->transfer_comm, MPI_ERRORS_RETURN);
+    int *tag_upper_bound = NULL, found = 0;
+    MPI_Comm_get_attr(context->transfer_comm, MPI_TAG_UB, &tag_upper_bound, &found);
+    context->tag_upper_bound = found && tag_upper_bound != NULL ? *tag_upper_bound : 32767;
     MPI_Comm_rank(context->control_comm, &context->rank);
     MPI_Comm_size(context->control_comm, &context->size);
     background->rank = context->rank;
@@ -544,6 +560,8 @@ static void release_communicators(struct chorus_context *context)
         MPI_Comm_free(&context->control_comm);
     if (context->data_comm != MPI_COMM_NULL)
         MPI_Comm_free(&context->data_comm);
+    if (context->transfer_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&context->transfer_comm);
 }
 
 /* ----- the loop --------------------------------------------------------------------------- */
@@ -563,6 +581,7 @@ void coord_loop(struct background *background)
         bool stopping = background->state == COORD_STOPPING;
         if (!stopping) {
             active |= take_submissions(background);
+            active |= transfers_progress(&background->transfers);
             active |= star_flush(star, report);
             going = coord_settle(background);
         }
@@ -623,6 +642,7 @@ void coord_teardown(struct background *background)
 {
     bool failed = background->state == COORD_FAILED || background->runner.executor.aborted;
     ordered_release(&background->ordered);
+    transfers_release(&background->transfers);
     runner_release(&background->runner);
     rounds_release(&background->rounds);
     autotune_release(&background->autotune);

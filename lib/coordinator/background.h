@@ -5,6 +5,7 @@
  *
  *   background.c (the loop, its state, start-up and fatal errors)
  *     -> ordered.h (CHORUS_OP_ORDERED operations: run in call order after a check)
+ *     -> transfers.h (the user's sends and receives: posted in call order, polled)
  *     -> rounds.h (ready rounds)  -> star.h (the star protocol: messages, rank 0's answers)
  *     -> runner.h (running agreed responses: the job's and the process sets' executors)
  *     -> pending.h (this rank's requests and handles)
@@ -19,6 +20,7 @@
 #include "coordinator.h"
 #include "ordered.h"
 #include "rounds.h"
+#include "transfers.h"
 
 #include "../tuning/tuning_file.h"
 
@@ -34,6 +36,7 @@ struct background {
     struct star star;
     struct rounds rounds;
     struct ordered ordered;
+    struct transfers transfers;
     struct tuning_table tuning; /* CHORUS_TUNING_FILE's rows, in use by the selection */
     struct executor_settings settings; /* what every executor of the instance runs with */
     struct autotune autotune;

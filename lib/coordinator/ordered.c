@@ -203,6 +203,7 @@ void ordered_run(struct ordered *ordered, struct request *request, struct coord_
         goto out;
     }
     char error[1024] = "";
+    executor_bound_waits(executor, request->timeout_seconds);
     chorus_status status = executor_exchange_records(executor, mine, sizeof mine, all, error,
                                                      sizeof error);
     if (status == CHORUS_OK)
@@ -233,6 +234,7 @@ void ordered_run(struct ordered *ordered, struct request *request, struct coord_
     }
     free(disagreement);
 out:
+    executor_bound_waits(executor, 0);
     free(all);
     free_records(records, members);
 }

@@ -22,9 +22,13 @@ static struct set_executor *find_set_executor(const struct runner *runner, int i
 static void set_executor_free(struct set_executor *set, bool aborted)
 {
     executor_release(&set->executor);
-    /* After a fatal error, transfers given up on may still refer to the communicator. */
-    if (!aborted)
+    /* After a fatal error, transfers given up on may still refer to the communicators. (A
+     * user's transfer still in flight keeps its communicator alive in MPI until it ends.) */
+    if (!aborted) {
         MPI_Comm_free(&set->comm);
+        if (set->transfer_comm != MPI_COMM_NULL)
+            MPI_Comm_free(&set->transfer_comm);
+    }
     free(set);
 }
 
@@ -62,6 +66,14 @@ static chorus_status add_set(struct runner *runner, const struct wire_request *a
         }
         set->id = agreed->process_set;
         set->comm = comm;
+        set->transfer_comm = MPI_COMM_NULL;
+        if (MPI_Comm_dup(comm, &set->transfer_comm) != MPI_SUCCESS) {
+            MPI_Comm_free(&comm);
+            free(set);
+            snprintf(error, error_size, "adding process set %d: MPI_Comm_dup failed",
+                     agreed->process_set);
+            return CHORUS_ERR_MPI;
+        }
         int rank = 0;
         MPI_Comm_rank(comm, &rank);
         executor_init_for_set(&set->executor, &runner->executor, &set->comm, rank, size);
@@ -202,6 +214,14 @@ struct executor *runner_executor_of(struct runner *runner, int process_set)
         return &runner->executor;
     struct set_executor *set = find_set_executor(runner, process_set);
     return set != NULL ? &set->executor : NULL;
+}
+
+MPI_Comm runner_transfer_comm(struct runner *runner, int process_set)
+{
+    if (process_set == 0)
+        return runner->context->transfer_comm;
+    struct set_executor *set = find_set_executor(runner, process_set);
+    return set != NULL ? set->transfer_comm : MPI_COMM_NULL;
 }
 
 void runner_abort(struct runner *runner, chorus_status status, const char *reason)

@@ -14,6 +14,7 @@
 struct set_executor {
     int id;
     MPI_Comm comm;
+    MPI_Comm transfer_comm; /* the members' point-to-point transfers (transfers.h) */
     struct executor executor;
 };
 
@@ -34,6 +35,10 @@ chorus_status runner_run(struct runner *runner, const struct wire_response *resp
 /* The executor of process set `process_set` (0: the job's), or NULL where this rank is not a
  * member. */
 struct executor *runner_executor_of(struct runner *runner, int process_set);
+
+/* The communicator of process set `process_set`'s point-to-point transfers (0: the job's), or
+ * MPI_COMM_NULL where this rank is not a member. */
+MPI_Comm runner_transfer_comm(struct runner *runner, int process_set);
 
 /* This rank stops after a fatal error: the job's executor tells the other ranks, and every
  * host segment (the sets' too) is poisoned, so that local peers stop waiting for it. */

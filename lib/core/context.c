@@ -18,6 +18,7 @@ struct chorus_context *context_create(MPI_Comm user_comm)
     context->user_comm = user_comm;
     context->control_comm = MPI_COMM_NULL;
     context->data_comm = MPI_COMM_NULL;
+    context->transfer_comm = MPI_COMM_NULL;
     pthread_mutex_init(&context->lock, NULL);
     pthread_mutex_init(&context->coordinator_turn, NULL);
     /* Timed waits count on the monotonic clock, which no change of the date moves. */

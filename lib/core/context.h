@@ -34,6 +34,8 @@ struct chorus_context {
     MPI_Comm user_comm;    /* the communicator given to init (not owned) */
     MPI_Comm control_comm; /* negotiation messages (owned by the background thread) */
     MPI_Comm data_comm;    /* collectives (owned by the background thread) */
+    MPI_Comm transfer_comm; /* the user's point-to-point transfers (background thread's) */
+    int tag_upper_bound;   /* of transfers: MPI's MPI_TAG_UB, set before init returns */
     pthread_t thread;
     chorus_status params_status;  /* parsing the parameters on this rank */
     char params_message[1024];

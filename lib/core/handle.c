@@ -7,14 +7,14 @@
 #include "handle.h"
 
 #include "log.h"
-
+#include "request.h"
 
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct chorus_handle *handle_create(chorus_collective collective, size_t members)
+struct chorus_handle *handle_create(int collective, size_t members)
 {
     struct chorus_handle *handle = calloc(1, sizeof *handle);
     if (handle == NULL)
@@ -26,6 +26,7 @@ struct chorus_handle *handle_create(chorus_collective collective, size_t members
     handle->members_pending = members;
     handle->first_error = CHORUS_OK;
     handle->collective = collective;
+    handle->source = -1;
     handle->output_count = members > 0 ? members : 1;
     handle->outputs = handle->output_count == 1
                           ? &handle->single
@@ -162,7 +163,7 @@ chorus_status chorus_handle_output_at(const chorus_handle *handle, size_t member
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_output: the handle is a %s, not an allgather, a "
                               "reducescatter or an alltoall",
-                              chorus_collective_name(handle->collective));
+                              request_kind_name(handle->collective));
     if (member >= handle->output_count)
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_output: member %zu of a handle of %zu", member,
@@ -190,6 +191,21 @@ chorus_status chorus_handle_take_output(chorus_handle *handle, chorus_tensor *ou
     return chorus_handle_take_output_at(handle, 0, output);
 }
 
+int chorus_handle_source(const chorus_handle *handle)
+{
+    if (handle == NULL)
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                                     "chorus_handle_source: handle is NULL");
+    chorus_status status = atomic_load_explicit(&handle->status, memory_order_acquire);
+    if (status != CHORUS_OK)
+        return status;
+    if (handle->collective != COLLECTIVE_RECEIVE)
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                                     "chorus_handle_source: the handle is a %s, not a receive",
+                                     request_kind_name(handle->collective));
+    return handle->source;
+}
+
 chorus_status chorus_handle_received_splits(const chorus_handle *handle, int64_t *splits,
                                             size_t capacity)
 {
@@ -202,7 +218,7 @@ chorus_status chorus_handle_received_splits(const chorus_handle *handle, int64_t
     if (handle->collective != CHORUS_ALLTOALL)
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_received_splits: the handle is a %s, not an alltoall",
-                              chorus_collective_name(handle->collective));
+                              request_kind_name(handle->collective));
     if (capacity < handle->received_count)
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_received_splits: room for %zu entries; there are %zu "

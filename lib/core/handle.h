@@ -35,7 +35,8 @@ struct chorus_handle {
     size_t members_pending;  /* requests that still have to finish (a group's members) */
     chorus_status first_error;
     char *message;
-    chorus_collective collective;
+    int collective;          /* chorus_collective, or an internal kind (request.h) */
+    int source;              /* a receive's: the job rank whose message it took */
     /* Allgather, reducescatter, alltoall: one output per member of the group (one when alone;
      * `outputs` is then `single`). */
     struct handle_output *outputs;
@@ -46,7 +47,7 @@ struct chorus_handle {
 };
 
 /* A new in-progress handle waiting for `members` requests. */
-struct chorus_handle *handle_create(chorus_collective collective, size_t members);
+struct chorus_handle *handle_create(int collective, size_t members);
 
 /* Records the outcome of one member request; the handle completes when the last member has
  * reported, with the first error reported (message formatted from `format`, NULL for none).

@@ -20,9 +20,20 @@ void wire_request_free(struct wire_request *request)
 
 const char *request_collective_name(const struct wire_request *request)
 {
-    return request->collective == COLLECTIVE_PROCESS_SET
-               ? "process set change"
-               : chorus_collective_name((chorus_collective)request->collective);
+    return request_kind_name(request->collective);
+}
+
+const char *request_kind_name(int collective)
+{
+    switch (collective) {
+    case COLLECTIVE_PROCESS_SET:
+        return "process set change";
+    case COLLECTIVE_SEND:
+        return "send";
+    case COLLECTIVE_RECEIVE:
+        return "receive";
+    }
+    return chorus_collective_name((chorus_collective)collective);
 }
 
 bool response_applies_to(const struct wire_response *response, int rank)

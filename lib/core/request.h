@@ -43,8 +43,14 @@ struct wire_request {
  * id in `process_set`), or, with no members, removes set `process_set`. Negotiated like any
  * tensor, so every rank changes its sets at the same point of the order all ranks run. */
 enum { COLLECTIVE_PROCESS_SET = CHORUS_COLLECTIVE_COUNT };
-/* chorus_collective_name, or "process set change" for COLLECTIVE_PROCESS_SET. */
+/* Internal too: a point-to-point send or receive (chorus_send_async, chorus_recv_async). Never
+ * negotiated nor on the wire: the background thread posts it in submission order with the
+ * ordered operations (transfers.h), the peer in `root`, the tag in the request's `tag`. */
+enum { COLLECTIVE_SEND = CHORUS_COLLECTIVE_COUNT + 1, COLLECTIVE_RECEIVE };
+/* chorus_collective_name, "process set change", "send" or "receive". */
 const char *request_collective_name(const struct wire_request *request);
+/* The same for a collective's number (chorus_collective or one of the internal kinds above). */
+const char *request_kind_name(int collective);
 
 enum response_type {
     RESPONSE_EXECUTE = 1,   /* run the collective */
@@ -80,7 +86,9 @@ struct request {
     size_t count; /* elements */
     struct chorus_handle *handle;
     uint32_t member; /* its index in its group (0 when alone): where its output goes */
-    bool ordered;    /* CHORUS_OP_ORDERED: run in call order, not negotiated */
+    bool ordered;    /* CHORUS_OP_ORDERED, or a transfer: run in call order, not negotiated */
+    double timeout_seconds; /* ordered: the caller's bound on waiting for the members (0: none) */
+    int tag;         /* a transfer's */
     double submitted_at;
     struct request *next;
 };

@@ -108,6 +108,10 @@ bool executor_host_allreduce_in_place(const struct executor *executor, size_t by
 struct node_segment *executor_node(struct executor *executor);
 /* A wait's interrupt check (transport and GPU): another rank's notice that it failed. */
 chorus_status executor_interrupt_check(void *executor, char *error, size_t error_size);
+/* The bound on waits in force (executor_bound_waits), and how a message names where it came
+ * from. */
+double executor_timeout(const struct executor *executor);
+const char *executor_timeout_origin(const struct executor *executor);
 
 /* When a fused batch's phases ended; a batch reduced in place has no copies: packed == started
  * and unpacked == reduced. */

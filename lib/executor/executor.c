@@ -62,7 +62,7 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
         (unsigned)params->staging_areas, settings->staging_streaming, settings->oversubscribed,
         error, error_size);
     executor->node_ready = status == CHORUS_OK;
-    executor->node.timeout_seconds = params->timeout_seconds;
+    executor->node.timeout_seconds = executor_timeout(executor);
     executor->node.waiting = executor_waiting;
     executor->node.waiting_context = executor;
     if (executor->node_ready && executor->node.cross != NULL) {
@@ -104,10 +104,27 @@ struct node_segment *executor_node(struct executor *executor)
     return executor->node_ready ? &executor->node : NULL;
 }
 
+void executor_bound_waits(struct executor *executor, double seconds)
+{
+    executor->own_timeout = seconds;
+    executor->node.timeout_seconds = executor_timeout(executor);
+}
+
+double executor_timeout(const struct executor *executor)
+{
+    return executor->own_timeout > 0 ? executor->own_timeout
+                                     : executor->settings->params->timeout_seconds;
+}
+
+const char *executor_timeout_origin(const struct executor *executor)
+{
+    return executor->own_timeout > 0 ? "the operation's timeout" : "CHORUS_TIMEOUT_SECONDS";
+}
+
 chorus_status executor_interrupt_check(void *context, char *error, size_t error_size)
 {
     struct executor *executor = context;
-    double timeout = executor->settings->params->timeout_seconds;
+    double timeout = executor_timeout(executor);
     executor_waiting(executor);
     chorus_status status = executor_peer_failure(executor, error, error_size);
     if (status != CHORUS_OK || timeout <= 0 || executor->batch_started == 0)
@@ -115,9 +132,9 @@ chorus_status executor_interrupt_check(void *context, char *error, size_t error_
     if (clock_seconds() - executor->batch_started <= timeout)
         return CHORUS_OK;
     snprintf(error, error_size,
-             "did not complete within %g s (CHORUS_TIMEOUT_SECONDS): another rank is stopped, "
-             "dead or far behind",
-             timeout);
+             "did not complete within the timeout of %g s (%s): another rank is stopped, dead, "
+             "far behind or never called it",
+             timeout, executor_timeout_origin(executor));
     return CHORUS_ERR_TIMEOUT;
 }
 

@@ -44,7 +44,8 @@ struct executor {
     struct scratch stand_in; /* data of a joined rank that has no tensor of that name */
     struct scratch pieces;   /* the piece list of a fused batch reduced in place */
     const struct executor_settings *settings; /* the instance's; a set's executor shares it */
-    double batch_started;   /* when the running batch started, for CHORUS_TIMEOUT_SECONDS */
+    double batch_started;   /* when the running batch started, for the timeout */
+    double own_timeout;     /* the running ordered operation's timeout_seconds; 0: none given */
     struct gpu_context *gpu;
     int local_ranks;     /* ranks per host when equal on every host, else 1 */
     bool node_ready;     /* the segment below exists */
@@ -88,8 +89,12 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                            size_t count, struct request *const *taken, char *error,
                            size_t error_size);
 
+/* Bounds the waits of what runs next by `seconds` (an ordered operation's timeout_seconds), or,
+ * with 0, by CHORUS_TIMEOUT_SECONDS again. */
+void executor_bound_waits(struct executor *executor, double seconds);
+
 /* An allgather of one record of `bytes` per rank into `all` (in rank order), bounded like a
- * batch by CHORUS_TIMEOUT_SECONDS and other ranks' notices: the check that precedes an ordered
+ * batch by the timeout and other ranks' notices: the check that precedes an ordered
  * operation. Returns CHORUS_OK or a fatal error whose text is in `error`; the caller decides
  * what a failure means (the ranks are then out of step: executor_abort). */
 chorus_status executor_exchange_records(struct executor *executor, const void *mine, size_t bytes,

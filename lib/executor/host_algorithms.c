@@ -58,9 +58,9 @@ static chorus_status run_selected(struct executor *executor, chorus_collective c
                                    sizeof executor->transport.error);
     } else if (stuck >= 0) {
         snprintf(executor->transport.error, sizeof executor->transport.error,
-                 "local rank %d of this host did not reach a barrier within %g s "
-                 "(CHORUS_TIMEOUT_SECONDS): it is stopped, dead or far behind",
-                 stuck, executor->settings->params->timeout_seconds);
+                 "local rank %d of this host did not reach a barrier within the timeout of %g "
+                 "s (%s): it is stopped, dead, far behind or never called it",
+                 stuck, executor_timeout(executor), executor_timeout_origin(executor));
         status = CHORUS_ERR_TIMEOUT;
     }
     if (status == CHORUS_ERR_NOT_SUPPORTED)

@@ -18,6 +18,7 @@
 
 #include <chorus.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -39,6 +40,7 @@ struct Operation {
     std::once_flag once;
     chorus_status status = CHORUS_IN_PROGRESS;
     std::string error;
+    int source = -1;                     // a receive's sender, as the group numbers it
     std::atomic<bool> done{false};
 
     ~Operation() { chorus_handle_free(handle); }
@@ -167,6 +169,13 @@ class WorkChorus : public c10d::Work {
 
     void synchronize() override {}
 
+    // The group rank whose message a receive took (recvAnysource's answer).
+    int sourceRank() const override {
+        TORCH_CHECK(operation_->done.load() && operation_->status == CHORUS_OK,
+                    "chorus backend: sourceRank of a receive that has not completed");
+        return operation_->source;
+    }
+
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!future_) {
@@ -242,14 +251,19 @@ chorus_tensor flat(const at::Tensor &tensor) {
 
 class ProcessGroupChorus : public c10d::ProcessGroup {
   public:
-    ProcessGroupChorus(int rank, int size, int process_set, std::vector<int64_t> job_ranks)
+    ProcessGroupChorus(int rank, int size, int process_set, std::vector<int64_t> job_ranks,
+                       double timeout_seconds)
         : c10d::ProcessGroup(rank, size), process_set_(process_set),
-          job_ranks_(std::move(job_ranks)) {}
+          job_ranks_(std::move(job_ranks)), timeout_seconds_(timeout_seconds) {}
 
     const std::string getBackendName() const override { return "chorus"; }
 
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
                                              const c10d::AllreduceOptions &opts) override {
+        TORCH_CHECK(tensors.size() == 1, "chorus backend: allreduce takes one tensor per "
+                                         "process, not ", tensors.size());
+        if (tensors[0].is_sparse())
+            return sparse_allreduce(tensors[0], op_of(opts.reduceOp, "allreduce"));
         check_single(tensors, "allreduce");
         return reduce_in_place(tensors[0], op_of(opts.reduceOp, "allreduce"), -1,
                                c10d::OpType::ALLREDUCE);
@@ -473,23 +487,283 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
         return submit(args, operation, c10d::OpType::BARRIER);
     }
 
-    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &, int, int) override {
-        point_to_point("send");
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int destination,
+                                        int tag) override {
+        check_single(tensors, "send");
+        check_root(destination, "send");
+        check_tag(tag, "send");
+        at::Tensor buffer = tensors[0].contiguous();
+        auto operation = std::make_shared<Operation>();
+        operation->keep_alive = {buffer};
+        chorus_tensor described = flat(buffer);
+        chorus_status status =
+            chorus_send_async(&described, static_cast<int>(job_ranks_[destination]), tag,
+                              process_set_, &operation->handle);
+        TORCH_CHECK(status == CHORUS_OK, "chorus backend: send: ", chorus_status_name(status),
+                    ": ", chorus_last_error());
+        return c10::make_intrusive<WorkChorus>(std::move(operation), getRank(),
+                                               c10d::OpType::SEND);
     }
-    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &, int, int) override {
-        point_to_point("recv");
+
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int source,
+                                        int tag) override {
+        check_single(tensors, "recv");
+        check_root(source, "recv");
+        check_tag(tag, "recv");
+        return receive(tensors[0], static_cast<int>(job_ranks_[source]), tag,
+                       c10d::OpType::RECV);
     }
-    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &, int) override {
-        point_to_point("recv");
+
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
+                                                 int tag) override {
+        check_single(tensors, "recv");
+        check_tag(tag, "recv");
+        return receive(tensors[0], CHORUS_ANY_SOURCE, tag, c10d::OpType::RECVANYSOURCE);
+    }
+
+    // Every rank's tensors, each rank's packed into one buffer of bytes (the ranks' inputs have
+    // the same sizes and dtypes, as torch requires), gathered by one allgather and cut apart.
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+        std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &) override {
+        TORCH_CHECK(static_cast<int>(outputs.size()) == getSize(),
+                    "chorus backend: allgather_coalesced needs one list of outputs per rank (",
+                    getSize(), "), not ", outputs.size());
+        std::vector<at::Tensor> bytes;
+        for (auto &input : inputs) {
+            TORCH_CHECK(input.device().is_cpu(), "chorus backend: allgather_coalesced of a "
+                                                 "tensor on ", input.device());
+            bytes.push_back(as_bytes(input.contiguous()));
+        }
+        for (auto &list : outputs) {
+            TORCH_CHECK(list.size() == inputs.size(),
+                        "chorus backend: allgather_coalesced needs as many outputs per rank as "
+                        "inputs (", inputs.size(), ")");
+            for (size_t i = 0; i < list.size(); i++)
+                TORCH_CHECK(list[i].numel() == inputs[i].numel() &&
+                                list[i].scalar_type() == inputs[i].scalar_type(),
+                            "chorus backend: allgather_coalesced's output ", i,
+                            " must have input ", i, "'s size and dtype");
+        }
+        at::Tensor packed = bytes.empty() ? at::empty({0}, at::kByte) : at::cat(bytes);
+        std::vector<at::Tensor> flat_outputs;
+        for (auto &list : outputs)
+            for (auto &output : list)
+                flat_outputs.push_back(output);
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = flat_outputs;
+        operation->keep_alive = {packed};
+        operation->finish = copy_output_in_order;
+        return submit(base_args(CHORUS_ALLGATHER, flat(packed)), operation,
+                      c10d::OpType::ALLGATHER_COALESCED);
+    }
+
+    // gloo's monitored barrier, over chorus's transfers: every other rank tells group rank 0
+    // that it arrived and waits for rank 0's answer; rank 0 waits for them in rank order, up to
+    // the timeout, and names the first that did not arrive (all of them with waitAllRanks).
+    // The messages have one tag (kMonitoredTag). A receive given up on stays posted and serves
+    // the next call, so that no message is lost to it: a rank that missed a call and comes to
+    // the next is seen arriving there.
+    void monitoredBarrier(const c10d::BarrierOptions &opts, bool wait_all_ranks) override {
+        using clock = std::chrono::steady_clock;
+        auto timeout = opts.timeout == c10d::kUnsetTimeout ? std::chrono::milliseconds(1800000)
+                                                           : opts.timeout;
+        auto deadline = clock::now() + timeout;
+        long long ms = static_cast<long long>(timeout.count());
+        prune_sends();
+        if (getRank() != 0) {
+            sends_.push_back(transfer_token(true, 0));
+            if (!answer_)
+                answer_ = transfer_token(false, 0);
+            bool answered = wait_until(answer_, deadline);
+            if (answered)
+                answer_.reset();
+            TORCH_CHECK(answered, "Rank ", getRank(), " successfully reached monitoredBarrier, "
+                        "but received errors while waiting for send/recv from rank 0 (chorus: "
+                        "no answer within ", ms, " ms; rank 0's error names the rank that did "
+                        "not arrive)");
+            return;
+        }
+        arrivals_.resize(getSize());
+        for (int r = 1; r < getSize(); r++)
+            if (!arrivals_[r])
+                arrivals_[r] = transfer_token(false, r);
+        std::vector<int> missing;
+        for (int r = 1; r < getSize(); r++) {
+            if (!wait_all_ranks && clock::now() >= deadline)
+                TORCH_CHECK(false, "Rank 0 timed out in monitoredBarrier after ", ms,
+                            " ms (ranks ", r, " and above not yet seen)");
+            if (wait_until(arrivals_[r], deadline)) {
+                arrivals_[r].reset();
+                continue;
+            }
+            TORCH_CHECK(wait_all_ranks, "Rank ", r, " failed to pass monitoredBarrier in ", ms,
+                        " ms");
+            missing.push_back(r);
+        }
+        if (!missing.empty()) {
+            std::string ranks;
+            for (size_t i = 0; i < missing.size(); i++)
+                ranks += (i > 0 ? ", " : "") + std::to_string(missing[i]);
+            TORCH_CHECK(false, "Ranks ", ranks, " failed to pass monitoredBarrier in ", ms,
+                        " ms");
+        }
+        for (int r = 1; r < getSize(); r++)
+            sends_.push_back(transfer_token(true, r));
     }
 
   private:
-    [[noreturn]] static void point_to_point(const char *call) {
-        TORCH_CHECK(false, "chorus backend: ", call,
-                    " is not supported: chorus runs collectives only. For point-to-point "
-                    "(pipeline parallelism), create a gloo group beside it, "
-                    "dist.new_group(backend=\"gloo\"), and pass it as group=");
-        abort();
+    // The tag of monitored barriers' messages: not for send and recv on a chorus group.
+    static constexpr int kMonitoredTag = 32767;
+
+    // A one-int transfer of a monitored barrier. Its buffer lives on the heap and is let go
+    // only once the transfer completed: one given up on may still be written.
+    struct Token {
+        chorus_handle *handle = nullptr;
+        int32_t *word = new int32_t(0);
+        bool done = false;
+        ~Token() {
+            if (handle != nullptr && !done)
+                chorus_handle_free(handle); // freed by chorus when it completes; the word stays
+            else {
+                chorus_handle_free(handle);
+                delete word;
+            }
+        }
+    };
+
+    std::shared_ptr<Token> transfer_token(bool send, int group_rank) {
+        auto token = std::make_shared<Token>();
+        chorus_tensor described{};
+        described.data = token->word;
+        described.dtype = CHORUS_INT32;
+        described.ndims = 1;
+        described.shape[0] = 1;
+        int peer = static_cast<int>(job_ranks_[group_rank]);
+        chorus_status status =
+            send ? chorus_send_async(&described, peer, kMonitoredTag, process_set_,
+                                     &token->handle)
+                 : chorus_recv_async(&described, peer, kMonitoredTag, process_set_,
+                                     &token->handle);
+        TORCH_CHECK(status == CHORUS_OK, "chorus backend: monitoredBarrier: ",
+                    chorus_status_name(status), ": ", chorus_last_error());
+        return token;
+    }
+
+    // Whether the token's transfer completed successfully by `deadline` (polled: chorus's
+    // handles have no timed wait).
+    static bool wait_until(const std::shared_ptr<Token> &token,
+                           std::chrono::steady_clock::time_point deadline) {
+        for (;;) {
+            chorus_status status = chorus_test(token->handle);
+            if (status != CHORUS_IN_PROGRESS) {
+                token->done = true;
+                return status == CHORUS_OK;
+            }
+            if (std::chrono::steady_clock::now() >= deadline)
+                return false;
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+    }
+
+    // Drops the sends of earlier monitored barriers that have completed.
+    void prune_sends() {
+        std::vector<std::shared_ptr<Token>> pending;
+        for (auto &token : sends_) {
+            if (chorus_test(token->handle) == CHORUS_IN_PROGRESS)
+                pending.push_back(token);
+            else
+                token->done = true;
+        }
+        sends_ = std::move(pending);
+    }
+
+    static void check_tag(int tag, const char *call) {
+        TORCH_CHECK(tag < kMonitoredTag, "chorus backend: ", call, " with tag ", tag, ": tag ",
+                    kMonitoredTag, " is monitored_barrier's on a chorus group");
+    }
+
+    // A sparse (COO) allreduce, as gloo's: every rank's indices and values gathered (two
+    // allgathers of as many rows as each rank has entries), summed where indices repeat, and the
+    // sum written into `tensor`. Completes before it returns.
+    c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor tensor, chorus_op op) {
+        TORCH_CHECK(op == CHORUS_SUM, "chorus backend: allreduce of a sparse tensor takes SUM "
+                                      "only (as gloo)");
+        TORCH_CHECK(tensor.device().is_cpu(), "chorus backend: allreduce of a sparse tensor on ",
+                    tensor.device());
+        at::Tensor input = tensor.coalesce();
+        at::Tensor indices = gather_rows(input._indices().t().contiguous());
+        at::Tensor values = gather_rows(input._values().contiguous());
+        at::Tensor sum =
+            at::sparse_coo_tensor(indices.t(), values, input.sizes(), input.options())
+                .coalesce();
+        tensor.copy_(sum);
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = {tensor};
+        operation->complete();
+        return c10::make_intrusive<WorkChorus>(std::move(operation), getRank(),
+                                               c10d::OpType::ALLREDUCE);
+    }
+
+    // Every member's `rows` (contiguous, the first dimension counting rows, which may differ
+    // between members) one after the other, by an allgather waited for here.
+    at::Tensor gather_rows(const at::Tensor &rows) {
+        chorus_tensor described{};
+        described.data = rows.data_ptr();
+        described.dtype = dtype_of(rows);
+        described.ndims = static_cast<size_t>(rows.dim());
+        for (int64_t d = 0; d < rows.dim(); d++)
+            described.shape[d] = rows.size(d);
+        chorus_op_args args = base_args(CHORUS_ALLGATHER, described);
+        chorus_handle *handle = nullptr;
+        chorus_status status = chorus_submit(&args, &handle);
+        TORCH_CHECK(status == CHORUS_OK, "chorus backend: ", chorus_status_name(status), ": ",
+                    chorus_last_error());
+        status = chorus_wait(handle);
+        std::string error = status == CHORUS_OK ? "" : chorus_handle_error(handle);
+        chorus_tensor gathered{};
+        if (status == CHORUS_OK)
+            chorus_handle_output(handle, &gathered);
+        std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
+        shape[0] = status == CHORUS_OK ? gathered.shape[0] : 0;
+        at::Tensor result = at::empty(shape, rows.options());
+        if (status == CHORUS_OK && result.numel() > 0)
+            std::memcpy(result.data_ptr(), gathered.data, result.numel() * result.element_size());
+        chorus_handle_free(handle);
+        TORCH_CHECK(status == CHORUS_OK, "chorus backend: ", chorus_status_name(status), ": ",
+                    error);
+        return result;
+    }
+
+    // The bytes of a contiguous tensor, as a uint8 tensor over the same memory.
+    static at::Tensor as_bytes(const at::Tensor &tensor) {
+        return at::from_blob(tensor.data_ptr(), {tensor.numel() * tensor.element_size()},
+                             [tensor](void *) {}, at::TensorOptions().dtype(at::kByte));
+    }
+
+    // A receive into `tensor` (through a contiguous copy where it is not contiguous).
+    c10::intrusive_ptr<c10d::Work> receive(at::Tensor tensor, int job_source, int tag,
+                                           c10d::OpType type) {
+        check_cpu(tensor, "recv");
+        at::Tensor buffer = tensor.contiguous();
+        auto operation = std::make_shared<Operation>();
+        operation->outputs = {tensor};
+        operation->keep_alive = {buffer};
+        std::vector<int64_t> job_ranks = job_ranks_;
+        operation->finish = [tensor, buffer, job_ranks](Operation &done) mutable {
+            int sender = chorus_handle_source(done.handle);
+            for (size_t r = 0; r < job_ranks.size(); r++)
+                if (job_ranks[r] == sender)
+                    done.source = static_cast<int>(r);
+            if (!buffer.is_same(tensor))
+                tensor.copy_(buffer);
+        };
+        chorus_tensor described = flat(buffer);
+        chorus_status status = chorus_recv_async(&described, job_source, tag, process_set_,
+                                                 &operation->handle);
+        TORCH_CHECK(status == CHORUS_OK, "chorus backend: recv: ", chorus_status_name(status),
+                    ": ", chorus_last_error());
+        return c10::make_intrusive<WorkChorus>(std::move(operation), getRank(), type);
     }
 
     void check_root(int64_t root, const char *call) const {
@@ -504,6 +778,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
         args.input = input;
         args.process_set = process_set_;
         args.flags = CHORUS_OP_ORDERED;
+        args.timeout_seconds = timeout_seconds_;
         return args;
     }
 
@@ -612,6 +887,12 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
 
     int process_set_;
     std::vector<int64_t> job_ranks_; // the group's ranks in the job, by group rank
+    double timeout_seconds_;         // the group's timeout=, or 0: CHORUS_TIMEOUT_SECONDS
+    // monitoredBarrier's transfers kept between calls: rank 0's receives from each rank, the
+    // others' receive of rank 0's answer, sends not yet completed.
+    std::vector<std::shared_ptr<Token>> arrivals_;
+    std::shared_ptr<Token> answer_;
+    std::vector<std::shared_ptr<Token>> sends_;
 };
 
 } // namespace
@@ -621,6 +902,7 @@ PYBIND11_MODULE(_chorus_c10d, module) {
     py::object base = py::module::import("torch.distributed").attr("ProcessGroup");
     py::class_<ProcessGroupChorus, c10::intrusive_ptr<ProcessGroupChorus>>(
         module, "ProcessGroupChorus", base)
-        .def(py::init<int, int, int, std::vector<int64_t>>(), py::arg("rank"), py::arg("size"),
-             py::arg("process_set"), py::arg("job_ranks"));
+        .def(py::init<int, int, int, std::vector<int64_t>, double>(), py::arg("rank"),
+             py::arg("size"), py::arg("process_set"), py::arg("job_ranks"),
+             py::arg("timeout_seconds") = 0.0);
 }

@@ -21,6 +21,8 @@ ERR_INVALID_ARGUMENT, ERR_NOT_INITIALIZED, ERR_DUPLICATE_NAME = -1, -2, -7
 SUM, AVERAGE, MIN, MAX, PRODUCT, ADASUM = range(6)
 # chorus_collective
 ALLREDUCE, BROADCAST, ALLGATHER, REDUCESCATTER, ALLTOALL = range(5)
+# chorus_send_async / chorus_recv_async
+ANY_SOURCE = -1
 # chorus_memory
 MEMORY_HOST, MEMORY_CUDA = 0, 1
 # chorus_compression
@@ -39,7 +41,7 @@ class OpArgs(ctypes.Structure):
                 ("op", ctypes.c_int), ("root", ctypes.c_int), ("prescale_factor", ctypes.c_double),
                 ("postscale_factor", ctypes.c_double), ("compression", ctypes.c_int),
                 ("splits", ctypes.POINTER(ctypes.c_int64)), ("process_set", ctypes.c_int),
-                ("flags", ctypes.c_uint64)]
+                ("flags", ctypes.c_uint64), ("timeout_seconds", ctypes.c_double)]
 
 
 class Topology(ctypes.Structure):
@@ -110,6 +112,11 @@ _declare("chorus_handle_output_at", ctypes.c_int, handle_p, ctypes.c_size_t,
 _declare("chorus_handle_received_splits", ctypes.c_int, handle_p,
          ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t)
 _declare("chorus_handle_free", None, handle_p)
+_declare("chorus_send_async", ctypes.c_int, ctypes.POINTER(Tensor), ctypes.c_int, ctypes.c_int,
+         ctypes.c_int, ctypes.POINTER(handle_p))
+_declare("chorus_recv_async", ctypes.c_int, ctypes.POINTER(Tensor), ctypes.c_int, ctypes.c_int,
+         ctypes.c_int, ctypes.POINTER(handle_p))
+_declare("chorus_handle_source", ctypes.c_int, handle_p)
 _declare("chorus_join", ctypes.c_int)
 _declare("chorus_barrier", ctypes.c_int)
 _declare("chorus_last_joined_rank", ctypes.c_int)

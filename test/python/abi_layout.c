@@ -42,6 +42,7 @@ int main(void)
     FIELD("OpArgs", chorus_op_args, splits);
     FIELD("OpArgs", chorus_op_args, process_set);
     FIELD("OpArgs", chorus_op_args, flags);
+    FIELD("OpArgs", chorus_op_args, timeout_seconds);
 
     STRUCT("Topology", chorus_topology);
     FIELD("Topology", chorus_topology, struct_size);
@@ -91,6 +92,7 @@ int main(void)
     VALUE("REDUCESCATTER", CHORUS_REDUCESCATTER);
     VALUE("ALLTOALL", CHORUS_ALLTOALL);
     VALUE("COLLECTIVE_COUNT", CHORUS_COLLECTIVE_COUNT);
+    VALUE("ANY_SOURCE", CHORUS_ANY_SOURCE);
     VALUE("MEMORY_HOST", CHORUS_MEMORY_HOST);
     VALUE("MEMORY_CUDA", CHORUS_MEMORY_CUDA);
     VALUE("COMPRESSION_DEFAULT", CHORUS_COMPRESSION_DEFAULT);

@@ -10,7 +10,14 @@ float64 or int64 and cast back:
   reduce_scatter_tensor, all_to_all, all_to_all_single with uneven splits, reduce, gather,
   scatter, barrier, the object collectives; zero-size tensors;
 - groups from new_group (the even ranks, the odd ranks, all), get_backend;
-- send/recv refused with a message naming what to use instead;
+- send, recv (from a rank and from any, which returns the sender), isend, irecv and
+  batch_isend_irecv with tags, into non-contiguous tensors too, in a group too; a message
+  longer than the receive fails it, naming both; monitored_barrier's tags refused;
+- all_gather_coalesced of tensors of several shapes and dtypes; all_reduce of sparse tensors
+  against the dense sum;
+- monitored_barrier passing, and naming the rank that did not arrive (rank 0) while the
+  others hear that rank 0 gave up;
+- (alone: test_group_timeout) a group's timeout= bounding a barrier only rank 0 calls;
 - a shape that differs at one position fails on every rank with one message, then the ranks
   go on in step;
 - DistributedDataParallel whose parameters match single-process training on the whole batch
@@ -247,8 +254,124 @@ def test_groups():
         check([o.item() for o in outs] == [float(m) for m in members], f"group {members} gather")
 
 
+def test_point_to_point():
+    after, before = (rank + 1) % size, (rank - 1) % size
+    seed = 500
+    for dtype in (torch.float32, torch.int64, torch.float16, torch.bool):
+        for count in (0, 1, 7, 1009):
+            seed += 1
+            sent = dist.isend(make(seed, rank, count, dtype), after, tag=count)
+            into = torch.empty(2 * count, dtype=dtype)[::2]  # not contiguous
+            dist.recv(into, before, tag=count)
+            sent.wait()
+            check(torch.equal(into, make(seed, before, count, dtype)),
+                  f"recv {dtype} x {count} from rank {before}")
+    # From any rank: recv returns the sender, whose data it took.
+    if rank == 0:
+        senders = []
+        for _ in range(size - 1):
+            into = torch.empty(5)
+            sender = dist.recv(into, tag=3)
+            senders.append(sender)
+            check(torch.equal(into, make(900, sender, 5, torch.float32)),
+                  f"recv from any: the data is not rank {sender}'s")
+        check(sorted(senders) == list(range(1, size)), f"recv from any: senders {senders}")
+    else:
+        dist.send(make(900, rank, 5, torch.float32), 0, tag=3)
+    # batch_isend_irecv around the ring, two tags, received in the other order.
+    outs = [make(901, rank, 4, torch.float64), make(902, rank, 6, torch.float64)]
+    ins = [torch.empty(4, dtype=torch.float64), torch.empty(6, dtype=torch.float64)]
+    ops = [dist.P2POp(dist.irecv, ins[1], before, tag=2), dist.P2POp(dist.irecv, ins[0], before,
+                                                                    tag=1),
+           dist.P2POp(dist.isend, outs[0], after, tag=1), dist.P2POp(dist.isend, outs[1], after,
+                                                                    tag=2)]
+    for request in dist.batch_isend_irecv(ops):
+        request.wait()
+    check(torch.equal(ins[0], make(901, before, 4, torch.float64)) and
+          torch.equal(ins[1], make(902, before, 6, torch.float64)), "batch_isend_irecv")
+    # In a group of the odd ranks, peers named by their rank in the job.
+    odd = [r for r in range(size) if r % 2]
+    group = dist.new_group(odd) if odd else None
+    if rank in odd:
+        i = odd.index(rank)
+        sent = dist.isend(torch.full((3,), float(rank)), odd[(i + 1) % len(odd)], group=group)
+        into = torch.empty(3)
+        dist.recv(into, odd[(i - 1) % len(odd)], group=group)
+        sent.wait()
+        check(torch.equal(into, torch.full((3,), float(odd[(i - 1) % len(odd)]))), "group recv")
+    raises(lambda: dist.send(torch.ones(1), after, tag=32767), ["monitored_barrier"],
+           "a reserved tag")
+    if size >= 2 and rank < 2:
+        if rank == 1:
+            dist.send(torch.ones(3), 0, tag=7)
+        else:
+            raises(lambda: dist.recv(torch.empty(2), 1, tag=7),
+                   ["CHORUS_ERR_MISMATCH", "rank 1 sent a message longer than the receive's 8 "
+                    "bytes"], "a longer message")
+
+
+def test_coalesced_and_sparse():
+    # all_gather_coalesced: each rank's tensors of several shapes (torch takes one dtype per
+    # call), complex too.
+    def mine(r, dtype):
+        shapes = [(2, 3), (5,), (1, 1, 1), (0,)]
+        made = [make(700 + i, r, torch.Size(shape).numel(), torch.float64).reshape(shape)
+                for i, shape in enumerate(shapes)]
+        if dtype == torch.cfloat:
+            return [torch.complex(t.float(), -t.float()) for t in made]
+        return [t.to(dtype) for t in made]
+    for dtype in (torch.float32, torch.int64, torch.cfloat):
+        outputs = [[torch.empty_like(t) for t in mine(rank, dtype)] for _ in range(size)]
+        dist.all_gather_coalesced(outputs, mine(rank, dtype))
+        check(all(torch.equal(outputs[r][i], mine(r, dtype)[i]) for r in range(size)
+                  for i in range(4)), f"all_gather_coalesced of {dtype}")
+    # Sparse all_reduce: rank r has entries at rows r, r + 1 and 7 of a 10 x 2 tensor.
+    def sparse(r):
+        rows = torch.tensor([[r % 10, (r + 1) % 10, 7], [0, 1, r % 2]])
+        return torch.sparse_coo_tensor(rows, make(710, r, 3, torch.float64), (10, 2))
+    mine_sparse = sparse(rank)
+    dist.all_reduce(mine_sparse)
+    expected = sum(sparse(r).to_dense() for r in range(size))
+    check(mine_sparse.is_sparse and torch.allclose(mine_sparse.to_dense(), expected),
+          "sparse all_reduce")
+
+
+def test_monitored_barrier():
+    from datetime import timedelta
+    dist.monitored_barrier(timeout=timedelta(seconds=30))
+    dist.monitored_barrier(timeout=timedelta(seconds=30), wait_all_ranks=True)
+    if size < 2:
+        return
+    # Rank 1 does not come: rank 0 names it; the others hear that rank 0 did not answer.
+    if rank == 0:
+        raises(lambda: dist.monitored_barrier(timeout=timedelta(seconds=1)),
+               ["Rank 1 failed to pass monitoredBarrier in 1000 ms"], "monitored_barrier")
+    elif rank > 1:
+        raises(lambda: dist.monitored_barrier(timeout=timedelta(seconds=1)),
+               [f"Rank {rank} successfully reached monitoredBarrier", "from rank 0"],
+               "monitored_barrier")
+    dist.barrier()
+    dist.monitored_barrier(timeout=timedelta(seconds=30))  # a new call's tags: in step again
+
+
+def test_group_timeout():
+    """Alone (it stops chorus): only rank 0 calls a barrier of a group made with timeout=."""
+    import time
+    from datetime import timedelta
+    group = dist.new_group(list(range(size)), timeout=timedelta(seconds=1))
+    if rank == 0:
+        started = time.monotonic()
+        raises(lambda: dist.barrier(group), [" timeout ", "the operation's timeout"],
+               "a barrier past the group's timeout")
+        waited = time.monotonic() - started
+        check(0.9 <= waited < 20, f"the barrier gave up after {waited:.1f} s")
+    else:
+        time.sleep(3)
+        raises(lambda: dist.all_reduce(torch.ones(1)), ["rank 0"],
+               "a call after rank 0 timed out")
+
+
 def test_refusals_and_mismatch():
-    raises(lambda: dist.send(torch.ones(1), dst=(rank + 1) % size), ["gloo"], "send")
     if size < 2:
         return
     shape = 5 if rank == 1 else 4
@@ -366,9 +489,16 @@ def test_zero_and_join():
 
 
 TESTS = (test_all_reduce, test_broadcast_and_reduce, test_gathers,
-         test_reduce_scatter_and_all_to_all, test_groups, test_refusals_and_mismatch, test_ddp,
+         test_reduce_scatter_and_all_to_all, test_groups, test_point_to_point,
+         test_coalesced_and_sparse, test_monitored_barrier, test_refusals_and_mismatch, test_ddp,
          test_zero_and_join)
 chosen = sys.argv[1:]  # names of tests to run alone (all by default)
+if chosen == ["test_group_timeout"]:
+    # chorus has stopped: no collective can gather the verdict; each rank's exit code tells.
+    test_group_timeout()
+    print(f"torch_distributed group timeout, rank {rank}: "
+          f"{'FAILED' if failures else 'passed'}", flush=True)
+    sys.exit(1 if failures else 0)
 for test in TESTS:
     if not chosen or test.__name__ in chosen:
         test()

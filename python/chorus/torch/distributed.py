@@ -12,8 +12,9 @@ Every collective runs as a chorus ordered operation (CHORUS_OP_ORDERED): each ra
 on a group runs with every other member's N-th, with no negotiation, and a call that differs
 (shape, dtype, op, collective) fails on every rank with a message naming the position and the
 ranks. The collectives are those of a C++ process group (python/c10d), built with chorus when
-libtorch-dev is found. Point-to-point (send, recv) is not supported: create a gloo group beside
-it for that. docs/torch-distributed.md tells the rest."""
+libtorch-dev is found, as are point-to-point send and recv (chorus's transfers, posted in call
+order with the collectives) and monitored_barrier (which torch 1.13 allows on gloo alone: this
+module's wrapper runs it on chorus groups). docs/torch-distributed.md tells the rest."""
 import ctypes
 import glob
 import importlib.util
@@ -31,6 +32,7 @@ BACKEND = "chorus"
 _extension_module = None
 _original_init_process_group = c10d.init_process_group
 _original_new_group = c10d.new_group
+_original_monitored_barrier = c10d.monitored_barrier
 # Sets added by new_group on every rank, waiting for the member's backend constructor.
 _pending_sets = {}
 
@@ -157,6 +159,31 @@ def new_group(ranks=None, *args, **kwargs):
     return _original_new_group(ranks, *args, **kwargs)
 
 
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier, which torch 1.13 runs on gloo only, also on chorus
+    groups: the other ranks tell the group's rank 0 that they arrived, and rank 0 raises
+    RuntimeError naming the first rank (or, with wait_all_ranks, every rank) that did not
+    arrive within `timeout` ("Rank 1 failed to pass monitoredBarrier in 2000 ms", as gloo);
+    the ranks that arrived raise too when rank 0 does not answer. The group's process group
+    object has the same call (group.monitored_barrier(timeout, wait_all_ranks=...))."""
+    target = c10d._get_default_group() if group in (None, c10d.GroupMember.WORLD) else group
+    if c10d._rank_not_in_group(group) or dist.get_backend(target) != BACKEND:
+        return _original_monitored_barrier(c10d.GroupMember.WORLD if group is None else group,
+                                           timeout=timeout, wait_all_ranks=wait_all_ranks)
+    return target.monitored_barrier(c10d.default_pg_timeout if timeout is None else timeout,
+                                    wait_all_ranks=wait_all_ranks)
+
+
+def _timeout_seconds(options):
+    """The timeout= given to init_process_group or new_group, which bounds each collective of
+    the group as it does gloo's; 0 (chorus's own CHORUS_TIMEOUT_SECONDS) where none was given,
+    which torch passes as its default of 30 minutes."""
+    timeout = getattr(options, "timeout", None)
+    if timeout is None or timeout == c10d.default_pg_timeout:
+        return 0.0
+    return max(timeout.total_seconds(), 1e-3)
+
+
 def _create(options, pg_options):
     """The backend's constructor (torch's extended API): a group of the whole job, or of the
     ranks new_group named."""
@@ -168,14 +195,14 @@ def _create(options, pg_options):
                 f"the chorus backend's rank and world size are the MPI job's ({core.rank()} of "
                 f"{core.size()}), not {options.group_rank} of {options.group_size}")
         return extension.ProcessGroupChorus(core.rank(), core.size(), 0,
-                                            list(range(core.size())))
+                                            list(range(core.size())), _timeout_seconds(options))
     waiting = _pending_sets.get(tuple(members))
     if not waiting:
         raise RuntimeError(f"chorus backend: a group of ranks {members} made without "
                            "torch.distributed.new_group (which import chorus.torch wraps)")
     process_set = waiting.pop(0)
     return extension.ProcessGroupChorus(options.group_rank, options.group_size, process_set,
-                                        members)
+                                        members, _timeout_seconds(options))
 
 
 def register():
@@ -187,3 +214,4 @@ def register():
     for module in (dist, c10d):
         module.init_process_group = init_process_group
         module.new_group = new_group
+        module.monitored_barrier = monitored_barrier
