@@ -137,6 +137,16 @@ def scaling(rank, size):
     total = 7 * size * (size + 1) // 2
     check(got.flatten().tolist() == [int(total * (1.0 / size)), int(-total * (1.0 / size))] * 2,
           f"reducescatter integer average: {got.flatten().tolist()}")
+    # An explicit factor on float32 is Horovod's: cast to float32, multiplied in float32 (its
+    # test_horovod_allreduce_prescale/_postscale compare with threshold 0 up to 3 ranks).
+    factor = 0.1915194503788923  # numpy's first uniform() after seed 1234, as Horovod's test
+    x = torch.tensor([-81.0, 37.0, 99.0, -3.0, 55.0], dtype=torch.float32)
+    f32 = torch.tensor(factor, dtype=torch.float32)
+    if size <= 3:
+        got = hvd.allreduce(x, op=hvd.Sum, prescale_factor=factor, name="s.float.pre")
+        check(torch.equal(got, (x * f32) * size), f"float32 prescale {got.tolist()}")
+        got = hvd.allreduce(x, op=hvd.Sum, postscale_factor=factor, name="s.float.post2")
+        check(torch.equal(got, (x * size) * f32), f"float32 postscale {got.tolist()}")
     # float32 averaged over every rank: (x * size) * (1.0 / size) in double, rounded once; at 3
     # ranks float32's own 1/3 would miss it by an ulp for 71.0 (Horovod's test_horovod_join_
     # allreduce compares with threshold 0).

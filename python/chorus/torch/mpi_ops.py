@@ -108,6 +108,10 @@ def _staged(tensor):
 _INTEGER_DTYPES = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 
 
+# Scaled by Horovod's CPU code in float32 (float16 is widened to float32 first).
+_FLOAT32_SCALED_DTYPES = (torch.float32, torch.float16)
+
+
 def _horovod_factors(dtype, op, prescale_factor, postscale_factor, process_set):
     """chorus's op and scale factors for Horovod's result, and the factors this layer applies
     to integer tensors itself: (op, prescale, postscale, integer_prescale, integer_postscale).
@@ -116,7 +120,13 @@ def _horovod_factors(dtype, op, prescale_factor, postscale_factor, process_set):
     scales integers by C's casts, (T)(value * factor), which truncate. chorus's C API divides by
     the ranks that contributed and rounds integers (chorus.h); so here an average is a sum
     whose postscale divides by the set's size, and integers are scaled in this layer."""
+    if dtype in _FLOAT32_SCALED_DTYPES:
+        # Horovod multiplies these in float32 by the factor cast to float32; chorus multiplies in
+        # double and rounds once, which for a factor that float32 holds is the same product.
+        prescale_factor = float(torch.tensor(prescale_factor, dtype=torch.float32))
+        postscale_factor = float(torch.tensor(postscale_factor, dtype=torch.float32))
     if op == Average:
+        # The quotient by the set's size, rounded once (as Horovod's tests expect: x / size).
         op, postscale_factor = Sum, postscale_factor / _set_size(process_set)
     if dtype in _INTEGER_DTYPES and (prescale_factor != 1.0 or postscale_factor != 1.0):
         return op, 1.0, 1.0, prescale_factor, postscale_factor
