@@ -161,8 +161,8 @@ chorus_status gpu_wait_for(struct gpu_context *context, enum wait_kind kind, cha
         if (context->timeout_seconds > 0 && now - started > context->timeout_seconds) {
             abort_communicator(context);
             snprintf(error, error_size,
-                     "%s did not complete within %g s (CHORUS_TIMEOUT_SECONDS): a rank is "
-                     "stopped, dead or far behind",
+                     "%s did not complete within the timeout of %g s (CHORUS_TIMEOUT_SECONDS): "
+                     "a rank is stopped, dead, far behind or never called it",
                      what, context->timeout_seconds);
             return CHORUS_ERR_TIMEOUT;
         }

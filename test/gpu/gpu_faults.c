@@ -75,7 +75,7 @@ static void run_failing_scenario(const char *scenario, int device)
             /* Every rank waits for rank 1 to join the communicator, then gives up. */
             EXPECT(status == CHORUS_ERR_TIMEOUT || (status != CHORUS_OK && test_rank != 1),
                    "%s: %s: %s", name, chorus_status_name(status), chorus_last_error());
-            EXPECT(strstr(chorus_last_error(), "within 3 s") != NULL ||
+            EXPECT(strstr(chorus_last_error(), "timeout of 3 s") != NULL ||
                        strstr(chorus_last_error(), "rank 1") != NULL,
                    "%s: no cause: %s", name, chorus_last_error());
             return;

@@ -62,6 +62,7 @@ def run(options, backend, np, tests, work):
     results_dir = tempfile.mkdtemp(dir=work)
     temp_dir = tempfile.mkdtemp(dir=work)
     os.mkdir(os.path.join(temp_dir, "barrier"))
+    os.mkdir(os.path.join(temp_dir, "test_dir"))  # test_get_rank's, as torch's harness makes
     environment = dict(os.environ, BACKEND="mpi" if options.as_mpi else "gloo",
                        TEMP_DIR=temp_dir, MASTER_ADDR="127.0.0.1",
                        OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
