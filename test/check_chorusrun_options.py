@@ -39,7 +39,7 @@ def run(words):
     command = []
     for line in result.stderr.splitlines():
         if line.startswith("chorusrun: '"):
-            command = shlex.split(line[len("chorusrun: "):])
+            command = settings_joined(shlex.split(line[len("chorusrun: "):]))
     return result.returncode, result.stderr, command
 
 
@@ -53,6 +53,20 @@ def options_of_help():
         if match:
             found.append((match.group(1).split(", ")[0], match.group(2).split()))
     return found
+
+
+def settings_joined(words):
+    """`words` with MPICH's `-genv NAME VALUE` written as Open MPI's NAME=VALUE is."""
+    joined = []
+    i = 0
+    while i < len(words):
+        if words[i] in ("-genv", "-env") and i + 2 < len(words):
+            joined += [words[i], f"{words[i + 1]}={words[i + 2]}"]
+            i += 3
+        else:
+            joined.append(words[i])
+            i += 1
+    return joined
 
 
 def difference(words, baseline):

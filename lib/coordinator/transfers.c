@@ -1,7 +1,10 @@
 /*
  * transfers.c — see transfers.h. A tensor goes as one MPI message, so that a receive from any
  * source takes all of it from one sender: as bytes up to 2 GiB, beyond that as elements of a
- * contiguous type of the dtype's size (MPI counts are int).
+ * contiguous type of the dtype's size (MPI counts are int). A receive is matched by
+ * MPI_Improbe before it receives (MPI_Imrecv): its size is checked first, so a message of
+ * another size is drained aside and never truncated. Truncation is an error MPICH reports
+ * through MPI_COMM_WORLD's handler, whatever the communicator's: it would abort the job.
  */
 #include "transfers.h"
 
@@ -18,6 +21,11 @@ struct transfer {
     MPI_Datatype type; /* MPI_BYTE, or a committed contiguous type of one element */
     int count;         /* of `type` */
     size_t bytes;
+    MPI_Comm comm;
+    int peer;      /* in comm, or MPI_ANY_SOURCE */
+    bool matched;  /* a receive: its message found and being received (sends: always) */
+    bool finished; /* completed, to be dropped from the list */
+    int sender;    /* a receive's sender, a job rank, once matched */
 };
 
 void transfers_init(struct transfers *transfers, struct runner *runner, struct pending *pending)
@@ -89,13 +97,13 @@ static void finish(struct transfers *transfers, struct request *request, chorus_
     vsnprintf(reason, sizeof reason, format, arguments);
     va_end(arguments);
     char peer[32];
-    char *message = text_format(
-        "%s of %zu bytes %s %s (tag %d, process set %d) on rank %d: %s",
-        request_collective_name(&request->desc),
-        request->count * chorus_dtype_size((chorus_dtype)request->desc.dtype),
-        request->desc.collective == COLLECTIVE_SEND ? "to" : "from",
-        peer_text(request, peer, sizeof peer), request->tag, request->desc.process_set,
-        transfers->runner->executor.rank, reason);
+    char *message =
+        text_format("%s of %zu bytes %s %s (tag %d, process set %d) on rank %d: %s",
+                    request_collective_name(&request->desc),
+                    request->count * chorus_dtype_size((chorus_dtype)request->desc.dtype),
+                    request->desc.collective == COLLECTIVE_SEND ? "to" : "from",
+                    peer_text(request, peer, sizeof peer), request->tag, request->desc.process_set,
+                    transfers->runner->executor.rank, reason);
     pending_finish(transfers->pending, request, status, message != NULL ? message : reason);
     free(message);
 }
@@ -165,104 +173,165 @@ void transfers_post(struct transfers *transfers, struct request *request)
         finish(transfers, request, CHORUS_ERR_OUT_OF_MEMORY, "out of memory");
         return;
     }
+    transfer.comm = comm;
+    transfer.peer = peer;
+    transfer.matched = send;
+    transfer.sender = -1;
     MPI_Request mpi = MPI_REQUEST_NULL;
-    int code = send ? MPI_Isend(request->input, transfer.count, transfer.type, peer,
-                                request->tag, comm, &mpi)
-                    : MPI_Irecv(request->output, transfer.count, transfer.type, peer,
-                                request->tag, comm, &mpi);
-    if (code != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING] = "";
-        int length = 0;
-        MPI_Error_string(code, text, &length);
-        free_type(&transfer.type);
-        finish(transfers, request, CHORUS_ERR_MPI, "%s failed: %s",
-               send ? "MPI_Isend" : "MPI_Irecv", text);
-        return;
+    if (send) {
+        int code = MPI_Isend(request->input, transfer.count, transfer.type, peer, request->tag,
+                             comm, &mpi);
+        if (code != MPI_SUCCESS) {
+            char text[MPI_MAX_ERROR_STRING] = "";
+            int length = 0;
+            MPI_Error_string(code, text, &length);
+            free_type(&transfer.type);
+            finish(transfers, request, CHORUS_ERR_MPI, "MPI_Isend failed: %s", text);
+            return;
+        }
     }
     transfers->active[transfers->count] = transfer;
     transfers->requests[transfers->count] = mpi;
     transfers->count++;
 }
 
-/* Completes a finished transfer after MPI's `status` of it. */
+/* Receives a matched message of the wrong size into a buffer of its own and drops it; false
+ * where it cannot (no memory, too large to describe), leaving the message unreceived. */
+static bool drain(MPI_Message *message, const MPI_Status *status, size_t element)
+{
+    MPI_Count bytes = 0;
+    MPI_Get_elements_x(status, MPI_BYTE, &bytes);
+    MPI_Datatype type = MPI_BYTE;
+    int count = 0;
+    if (bytes < 0 ||
+        !message_shape((size_t)bytes, (size_t)bytes % element == 0 ? element : 1, &type, &count))
+        return false;
+    void *scratch = malloc(bytes > 0 ? (size_t)bytes : 1);
+    if (scratch == NULL) {
+        free_type(&type);
+        return false;
+    }
+    MPI_Mrecv(scratch, count, type, message, MPI_STATUS_IGNORE);
+    free(scratch);
+    free_type(&type);
+    return true;
+}
+
+/* Looks for the message of each receive not yet matched, in the order they were posted (as
+ * MPI matches posted receives): one of the right size is received into the tensor, one of
+ * another size drained and its receive failed. True when any was matched. */
+static bool match_receives(struct transfers *transfers)
+{
+    struct chorus_context *context = transfers->runner->context;
+    bool any = false;
+    for (size_t i = 0; i < transfers->count; i++) {
+        struct transfer *transfer = &transfers->active[i];
+        if (transfer->matched || transfer->finished)
+            continue;
+        struct request *request = transfer->request;
+        int found = 0;
+        MPI_Message message = MPI_MESSAGE_NULL;
+        MPI_Status status;
+        if (MPI_Improbe(transfer->peer, request->tag, transfer->comm, &found, &message, &status) !=
+                MPI_SUCCESS ||
+            !found)
+            continue;
+        any = true;
+        transfer->sender = job_rank_of(context, request->desc.process_set, status.MPI_SOURCE);
+        int count = MPI_UNDEFINED;
+        MPI_Get_count(&status, transfer->type, &count);
+        if (count == transfer->count) {
+            int code = MPI_Imrecv(request->output, transfer->count, transfer->type, &message,
+                                  &transfers->requests[i]);
+            if (code == MPI_SUCCESS) {
+                transfer->matched = true;
+                continue;
+            }
+            char text[MPI_MAX_ERROR_STRING] = "";
+            int length = 0;
+            MPI_Error_string(code, text, &length);
+            finish(transfers, request, CHORUS_ERR_MPI, "MPI_Imrecv failed: %s", text);
+        } else {
+            MPI_Count bytes = 0;
+            MPI_Get_elements_x(&status, MPI_BYTE, &bytes);
+            size_t element = chorus_dtype_size((chorus_dtype)request->desc.dtype);
+            bool drained = drain(&message, &status, element);
+            finish(transfers, request, CHORUS_ERR_MISMATCH,
+                   "rank %d sent %lld bytes where the receive takes %zu%s", transfer->sender,
+                   (long long)bytes, transfer->bytes,
+                   drained ? "" : " (the message could not be received aside: out of memory)");
+        }
+        free_type(&transfer->type);
+        transfer->finished = true;
+    }
+    return any;
+}
+
+/* Completes a transfer MPI finished, after MPI's `status` of it. */
 static void complete(struct transfers *transfers, struct transfer *transfer,
                      const MPI_Status *status, int code)
 {
     struct request *request = transfer->request;
-    struct chorus_context *context = transfers->runner->context;
-    bool send = request->desc.collective == COLLECTIVE_SEND;
     int error = code == MPI_ERR_IN_STATUS ? status->MPI_ERROR : code;
-    int sender = send ? -1 : job_rank_of(context, request->desc.process_set, status->MPI_SOURCE);
-    if (error == MPI_ERR_TRUNCATE) {
-        finish(transfers, request, CHORUS_ERR_MISMATCH,
-               "rank %d sent a message longer than the receive's %zu bytes", sender,
-               transfer->bytes);
-    } else if (error != MPI_SUCCESS) {
+    if (error != MPI_SUCCESS) {
         char text[MPI_MAX_ERROR_STRING] = "";
         int length = 0;
         MPI_Error_string(error, text, &length);
         finish(transfers, request, CHORUS_ERR_MPI, "MPI failed: %s", text);
     } else {
-        int received = transfer->count;
-        if (!send)
-            MPI_Get_count(status, transfer->type, &received);
-        if (received != transfer->count) {
-            size_t unit = transfer->type == MPI_BYTE
-                              ? 1
-                              : chorus_dtype_size((chorus_dtype)request->desc.dtype);
-            finish(transfers, request, CHORUS_ERR_MISMATCH,
-                   "rank %d sent %zu bytes where the receive takes %zu", sender,
-                   (size_t)received * unit, transfer->bytes);
-        } else {
-            if (!send)
-                request->handle->source = sender;
-            finish(transfers, request, CHORUS_OK, NULL);
-        }
+        if (request->desc.collective == COLLECTIVE_RECEIVE)
+            request->handle->source = transfer->sender;
+        finish(transfers, request, CHORUS_OK, NULL);
     }
     free_type(&transfer->type);
+    transfer->finished = true;
 }
 
-bool transfers_progress(struct transfers *transfers)
+/* Drops the finished transfers, keeping the rest in the order posted. */
+static void compact(struct transfers *transfers)
 {
-    if (transfers->count == 0)
-        return false;
-    int *indices = malloc(transfers->count * sizeof *indices);
-    MPI_Status *statuses = malloc(transfers->count * sizeof *statuses);
-    int done = 0;
-    int code = indices != NULL && statuses != NULL
-                   ? MPI_Testsome((int)transfers->count, transfers->requests, &done, indices,
-                                  statuses)
-                   : MPI_ERR_NO_MEM;
-    if (code != MPI_SUCCESS && code != MPI_ERR_IN_STATUS) {
-        free(indices);
-        free(statuses);
-        /* Out of memory here, or MPI broken: the transfers cannot be completed one by one. */
-        transfers_fail_all(transfers, code == MPI_ERR_NO_MEM ? CHORUS_ERR_OUT_OF_MEMORY
-                                                             : CHORUS_ERR_MPI,
-                           code == MPI_ERR_NO_MEM ? "out of memory testing transfers"
-                                                  : "MPI_Testsome failed");
-        return true;
-    }
-    if (done == MPI_UNDEFINED || done == 0) {
-        free(indices);
-        free(statuses);
-        return false;
-    }
-    for (int i = 0; i < done; i++)
-        complete(transfers, &transfers->active[indices[i]], &statuses[i], code);
-    /* Keep the rest in the order posted. */
     size_t kept = 0;
     for (size_t i = 0; i < transfers->count; i++) {
-        if (transfers->requests[i] == MPI_REQUEST_NULL)
+        if (transfers->active[i].finished)
             continue;
         transfers->active[kept] = transfers->active[i];
         transfers->requests[kept] = transfers->requests[i];
         kept++;
     }
     transfers->count = kept;
+}
+
+bool transfers_progress(struct transfers *transfers)
+{
+    if (transfers->count == 0)
+        return false;
+    bool matched = match_receives(transfers);
+    int *indices = malloc(transfers->count * sizeof *indices);
+    MPI_Status *statuses = malloc(transfers->count * sizeof *statuses);
+    int done = 0;
+    int code =
+        indices != NULL && statuses != NULL
+            ? MPI_Testsome((int)transfers->count, transfers->requests, &done, indices, statuses)
+            : MPI_ERR_NO_MEM;
+    if (code != MPI_SUCCESS && code != MPI_ERR_IN_STATUS) {
+        free(indices);
+        free(statuses);
+        compact(transfers);
+        /* Out of memory here, or MPI broken: the transfers cannot be completed one by one. */
+        transfers_fail_all(
+            transfers, code == MPI_ERR_NO_MEM ? CHORUS_ERR_OUT_OF_MEMORY : CHORUS_ERR_MPI,
+            code == MPI_ERR_NO_MEM ? "out of memory testing transfers" : "MPI_Testsome failed");
+        return true;
+    }
+    /* MPI_UNDEFINED: every request null (receives not yet matched, or just failed). */
+    if (done == MPI_UNDEFINED)
+        done = 0;
+    for (int i = 0; i < done; i++)
+        complete(transfers, &transfers->active[indices[i]], &statuses[i], code);
+    compact(transfers);
     free(indices);
     free(statuses);
-    return true;
+    return matched || done > 0;
 }
 
 void transfers_fail_all(struct transfers *transfers, chorus_status status, const char *reason)
@@ -271,9 +340,10 @@ void transfers_fail_all(struct transfers *transfers, chorus_status status, const
         struct transfer *transfer = &transfers->active[i];
         MPI_Request *mpi = &transfers->requests[i];
         if (transfer->request->desc.collective == COLLECTIVE_RECEIVE) {
-            /* A receive cancels locally: nothing lands in its tensor afterwards. */
-            MPI_Cancel(mpi);
-            MPI_Wait(mpi, MPI_STATUS_IGNORE);
+            /* One not matched has nothing posted; one matched has its message on the way,
+             * which lands before its tensor is given back. */
+            if (*mpi != MPI_REQUEST_NULL)
+                MPI_Wait(mpi, MPI_STATUS_IGNORE);
         } else if (*mpi != MPI_REQUEST_NULL) {
             MPI_Request_free(mpi);
         }
@@ -281,7 +351,6 @@ void transfers_fail_all(struct transfers *transfers, chorus_status status, const
         finish(transfers, transfer->request, status, "%s", reason);
     }
     if (transfers->count > 0)
-        LOG(LOG_DEBUG, "transfers", "%zu transfers in flight failed: %s", transfers->count,
-            reason);
+        LOG(LOG_DEBUG, "transfers", "%zu transfers in flight failed: %s", transfers->count, reason);
     transfers->count = 0;
 }

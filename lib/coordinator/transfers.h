@@ -21,7 +21,8 @@ struct transfers {
     struct runner *runner;
     struct pending *pending;
     struct transfer *active; /* posted, in the order posted */
-    MPI_Request *requests;   /* active[i]'s MPI request, for MPI_Testsome */
+    MPI_Request *requests;   /* active[i]'s MPI request, for MPI_Testsome (null for a receive
+                                not yet matched) */
     size_t count;
     size_t capacity;
 };
@@ -41,8 +42,8 @@ bool transfers_progress(struct transfers *transfers);
 bool transfers_in_flight(const struct transfers *transfers);
 
 /* Completes every transfer in flight with `status` and `reason` (shutdown, a fatal error): a
- * receive is cancelled; a send is left to MPI, which may still read its tensor until the peer
- * takes or drops it. */
+ * receive not yet matched is dropped, one matched waits for its message; a send is left to MPI,
+ * which may still read its tensor until the peer takes or drops it. */
 void transfers_fail_all(struct transfers *transfers, chorus_status status, const char *reason);
 
 #endif

@@ -43,7 +43,7 @@ static chorus_tensor tensor_of(void *data, chorus_dtype dtype, int64_t count)
 }
 
 static chorus_handle *send_to(void *data, chorus_dtype dtype, int64_t count, int to, int tag,
-                           int set)
+                              int set)
 {
     chorus_tensor tensor = tensor_of(data, dtype, count);
     chorus_handle *handle = NULL;
@@ -52,7 +52,7 @@ static chorus_handle *send_to(void *data, chorus_dtype dtype, int64_t count, int
 }
 
 static chorus_handle *receive_from(void *data, chorus_dtype dtype, int64_t count, int from, int tag,
-                              int set)
+                                   int set)
 {
     chorus_tensor tensor = tensor_of(data, dtype, count);
     chorus_handle *handle = NULL;
@@ -186,8 +186,8 @@ static void beside_ordered(uint64_t seed)
         double expected = 0;
         for (int r = 0; r < test_size; r++)
             expected += r + i;
-        EXPECT(values[i] == (float)expected, "allreduce element %d: %g, expected %g", i,
-               values[i], expected);
+        EXPECT(values[i] == (float)expected, "allreduce element %d: %g, expected %g", i, values[i],
+               expected);
     }
     finish_ok(receive_from(in, CHORUS_FLOAT64, 64, previous, 3, 0));
     finish_ok(sent);
@@ -254,15 +254,13 @@ static void in_a_set(uint64_t seed)
         finish_ok(received);
         EXPECT(wrong_bytes(in, 100, seed, previous, 9) == 0, "from rank %d in the set: wrong",
                previous);
-        EXPECT_STATUS(chorus_send_async(&tensor, 0, 9, set, &handle),
-                      CHORUS_ERR_INVALID_ARGUMENT);
+        EXPECT_STATUS(chorus_send_async(&tensor, 0, 9, set, &handle), CHORUS_ERR_INVALID_ARGUMENT);
         EXPECT(strstr(chorus_last_error(), "rank 0 is not a member") != NULL, "%s",
                chorus_last_error());
     } else if (test_rank % 2 == 0) {
         EXPECT_STATUS(chorus_recv_async(&tensor, CHORUS_ANY_SOURCE, 9, set, &handle),
                       CHORUS_ERR_INVALID_ARGUMENT);
-        EXPECT(strstr(chorus_last_error(), "is not a member") != NULL, "%s",
-               chorus_last_error());
+        EXPECT(strstr(chorus_last_error(), "is not a member") != NULL, "%s", chorus_last_error());
     }
     EXPECT_STATUS(chorus_process_set_remove(set), CHORUS_OK);
 }
@@ -309,24 +307,31 @@ static void wrong_sizes(void)
     test_step = "wrong sizes";
     if (test_size < 2 || test_rank > 1)
         return;
-    int32_t words[2] = {1, 2};
     if (test_rank == 1) {
-        finish_ok(send_to(words, CHORUS_INT32, 2, 0, 40, 0));
-        finish_ok(send_to(words, CHORUS_INT32, 1, 0, 41, 0));
+        int32_t sent[2] = {1, 2};
+        finish_ok(send_to(sent, CHORUS_INT32, 2, 0, 40, 0));
+        finish_ok(send_to(sent, CHORUS_INT32, 1, 0, 41, 0));
         return;
     }
+    int32_t words[2] = {7, 9};
     chorus_handle *handle = receive_from(words, CHORUS_INT32, 1, 1, 40, 0);
     EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_MISMATCH);
-    EXPECT(strstr(chorus_handle_error(handle), "longer than the receive's 4 bytes") != NULL &&
+    EXPECT(strstr(chorus_handle_error(handle), "rank 1 sent 8 bytes where the receive takes 4") !=
+                   NULL &&
                strstr(chorus_handle_error(handle), "receive of 4 bytes from rank 1 (tag 40") !=
                    NULL,
            "%s", chorus_handle_error(handle));
+    /* Neither message touches the tensor: each is received aside. */
+    EXPECT(words[0] == 7 && words[1] == 9, "the receive's tensor changed: %d %d", words[0],
+           words[1]);
     chorus_handle_free(handle);
     handle = receive_from(words, CHORUS_INT32, 2, 1, 41, 0);
     EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_MISMATCH);
     EXPECT(strstr(chorus_handle_error(handle), "rank 1 sent 4 bytes where the receive takes 8") !=
                NULL,
            "%s", chorus_handle_error(handle));
+    EXPECT(words[0] == 7 && words[1] == 9, "the receive's tensor changed: %d %d", words[0],
+           words[1]);
     chorus_handle_free(handle);
 }
 
@@ -334,11 +339,11 @@ static void wrong_sizes(void)
 static void pending_at_shutdown(void)
 {
     test_step = "pending at shutdown";
-    /* One rank's shutdown ends every rank's instance: the others must be done first. */
-    MPI_Barrier(MPI_COMM_WORLD);
     int32_t word = 0;
     chorus_handle *handle = receive_from(&word, CHORUS_INT32, 1, CHORUS_ANY_SOURCE, 999, 0);
     EXPECT(chorus_test(handle) == CHORUS_IN_PROGRESS, "completed with nothing sent");
+    /* One rank's shutdown ends every rank's instance: every rank must have submitted first. */
+    MPI_Barrier(MPI_COMM_WORLD);
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_SHUTDOWN);
     EXPECT(strstr(chorus_handle_error(handle), "receive") != NULL, "%s",

@@ -121,7 +121,8 @@ def run(options, backend, np, tests, work):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--np", default="2,3")
-    parser.add_argument("--backends", default="chorus,gloo")
+    parser.add_argument("--backends", default=None,
+                        help="chorus,gloo (chorus alone with --as-mpi: gloo has no all_to_all)")
     parser.add_argument("--together", dest="each", action="store_false", default=True)
     parser.add_argument("--each", dest="each", action="store_true")
     parser.add_argument("--as-mpi", action="store_true")
@@ -132,6 +133,8 @@ def main():
     parser.add_argument("--launcher", default="mpirun --oversubscribe --bind-to none")
     options = parser.parse_args()
     options.launcher = options.launcher.split()
+    if options.backends is None:
+        options.backends = "chorus" if options.as_mpi else "chorus,gloo"
     try:
         import torch.distributed  # noqa: F401
     except ImportError:
@@ -145,11 +148,20 @@ def main():
     regressions = []
     try:
         for np in [int(n) for n in options.np.split(",")]:
-            outcomes = {b: run(options, b, np, tests, work) for b in options.backends.split(",")}
+            chosen = tests
+            if options.as_mpi and np < 3:
+                # skip_if_small_worldsize lets BACKEND=mpi through, but the group these make
+                # is ranks [1, 2]: torch runs its MPI tests at 3 ranks
+                chosen = [t for t in tests
+                          if not t.endswith("_group") or t.endswith("_full_group")]
+                print(f"\n# np={np}: {len(tests) - len(chosen)} *_group tests left out "
+                      "(their group is ranks 1 and 2)")
+            outcomes = {b: run(options, b, np, chosen, work)
+                        for b in options.backends.split(",")}
             counts = {b: {} for b in outcomes}
             print(f"\n# np={np}, BACKEND={'mpi' if options.as_mpi else 'gloo'}, "
                   f"{'each test alone' if options.each else 'all tests in one run'}")
-            for test in tests:
+            for test in chosen:
                 row = []
                 for backend, outcome in outcomes.items():
                     status, message = outcome[test]
@@ -158,6 +170,7 @@ def main():
                 gloo = outcomes.get("gloo", {}).get(test, ("?", ""))[0]
                 chorus = outcomes.get("chorus", {}).get(test, ("?", ""))
                 note = ""
+                # with no gloo in the run (--as-mpi), every failure on chorus counts
                 if chorus[0] in ("FAIL", "HANG", "CRASH") and gloo in ("PASS", "?"):
                     if test in EXPECTED:
                         note = f"  (expected: {EXPECTED[test]})"
