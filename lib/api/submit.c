@@ -23,12 +23,15 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     if (request == NULL)
         return NULL;
     const chorus_tensor *tensor = &args->input;
-    /* A set's names are its own: the same name may be in flight in another set. */
+    /* A set's names are its own: the same name may be in flight in another set, and so may
+     * the same group name (rank 0 holds and compares a group's members by it). */
     int process_set = api_op_process_set(args);
     request->desc.name = process_set == 0
                              ? strdup(args->name)
                              : text_format("%s [process set %d]", args->name, process_set);
-    request->desc.group = strdup(group);
+    request->desc.group = process_set == 0 || group[0] == '\0'
+                              ? strdup(group)
+                              : text_format("%s [process set %d]", group, process_set);
     if (request->desc.name == NULL || request->desc.group == NULL) {
         request_free(request);
         return NULL;
@@ -267,8 +270,8 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
             goto out;
         if (args[i].collective != args[0].collective) {
             status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                            "grouped %s: member %zu (\"%s\") is another collective (%s)", kind,
-                            i, args[i].name, chorus_collective_name(args[i].collective));
+                            "grouped %s: member %zu (\"%s\") is another collective (%s)", kind, i,
+                            args[i].name, chorus_collective_name(args[i].collective));
             goto out;
         }
         for (size_t j = 0; j < i; j++) {

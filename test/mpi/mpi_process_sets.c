@@ -6,7 +6,8 @@
  * of rows that differ per member, reducescatters and alltoalls, beside allreduces of the whole
  * job and a tensor of the same name in every set. Each result is checked against the reference
  * computed from every member's inputs, members numbered by their rank within the set. Then: the
- * odd ranks' set runs while rank 0 submits nothing (sets proceed independently), the errors
+ * odd ranks' set runs while rank 0 submits nothing (sets proceed independently), a group of
+ * the same name in the even and the odd ranks' sets at once, the errors
  * (not a member, a set that does not exist, a root outside the set, a mismatch inside a set,
  * adds that name different ranks), and removing a set with a tensor still pending.
  */
@@ -67,8 +68,8 @@ static struct operation *new_operation(enum kind kind, struct set *set, const ch
 {
     struct operation *op = &operations[operation_count++];
     int index = set->submitted++;
-    *op = (struct operation){.kind = kind, .set = set,
-                             .seed = 9000 + (uint64_t)set->id * 1000 + (uint64_t)index};
+    *op = (struct operation){
+        .kind = kind, .set = set, .seed = 9000 + (uint64_t)set->id * 1000 + (uint64_t)index};
     snprintf(op->name, sizeof op->name, "%s.%s.%d", set->label, what, index);
     return op;
 }
@@ -111,11 +112,10 @@ static void submit_in(struct set *set)
                 op->op = ops[o];
                 op->count = counts[c];
                 op->buffer = malloc((size_t)op->count * chorus_dtype_size(op->dtype) + 1);
-                reference_fill(op->buffer, (size_t)op->count, op->dtype, op->op, op->seed,
-                               set->me);
+                reference_fill(op->buffer, (size_t)op->count, op->dtype, op->op, op->seed, set->me);
                 chorus_op_args args = CHORUS_OP_ARGS_INIT;
-                args.input = (chorus_tensor){.data = op->buffer, .dtype = op->dtype, .ndims = 1,
-                                             .shape = {op->count}};
+                args.input = (chorus_tensor){
+                    .data = op->buffer, .dtype = op->dtype, .ndims = 1, .shape = {op->count}};
                 args.op = op->op;
                 submit(op, &args);
             }
@@ -130,8 +130,8 @@ static void submit_in(struct set *set)
             memset(op->buffer, 0xee, (size_t)op->count);
         chorus_op_args args = CHORUS_OP_ARGS_INIT;
         args.collective = CHORUS_BROADCAST;
-        args.input = (chorus_tensor){.data = op->buffer, .dtype = CHORUS_UINT8, .ndims = 1,
-                                     .shape = {op->count}};
+        args.input = (chorus_tensor){
+            .data = op->buffer, .dtype = CHORUS_UINT8, .ndims = 1, .shape = {op->count}};
         args.root = op->root;
         submit(op, &args);
     }
@@ -142,8 +142,8 @@ static void submit_in(struct set *set)
         reference_fill_bytes(op->buffer, (size_t)rows * 3 * sizeof(int32_t), op->seed, set->me);
         chorus_op_args args = CHORUS_OP_ARGS_INIT;
         args.collective = CHORUS_ALLGATHER;
-        args.input = (chorus_tensor){.data = op->buffer, .dtype = CHORUS_INT32, .ndims = 2,
-                                     .shape = {rows, 3}};
+        args.input = (chorus_tensor){
+            .data = op->buffer, .dtype = CHORUS_INT32, .ndims = 2, .shape = {rows, 3}};
         submit(op, &args);
     }
     const int64_t scatter_rows[] = {0, 1, 7, 13};
@@ -156,8 +156,8 @@ static void submit_in(struct set *set)
         reference_fill(op->buffer, (size_t)op->count * 2, op->dtype, op->op, op->seed, set->me);
         chorus_op_args args = CHORUS_OP_ARGS_INIT;
         args.collective = CHORUS_REDUCESCATTER;
-        args.input = (chorus_tensor){.data = op->buffer, .dtype = op->dtype, .ndims = 2,
-                                     .shape = {op->count, 2}};
+        args.input = (chorus_tensor){
+            .data = op->buffer, .dtype = op->dtype, .ndims = 2, .shape = {op->count, 2}};
         args.op = op->op;
         submit(op, &args);
     }
@@ -175,8 +175,8 @@ static void submit_in(struct set *set)
         op->buffer = rows;
         chorus_op_args args = CHORUS_OP_ARGS_INIT;
         args.collective = CHORUS_ALLTOALL;
-        args.input = (chorus_tensor){.data = rows, .dtype = CHORUS_INT32, .ndims = 1,
-                                     .shape = {total}};
+        args.input =
+            (chorus_tensor){.data = rows, .dtype = CHORUS_INT32, .ndims = 1, .shape = {total}};
         args.splits = splits;
         submit(op, &args);
     }
@@ -211,9 +211,9 @@ static void check_reducescatter(const struct operation *op, const chorus_tensor 
     if (output->shape[0] != mine)
         return;
     char why[256] = "";
-    long wrong = reference_check_reduced(output->data, (size_t)first * 2, (size_t)mine * 2,
-                                         op->dtype, op->op, op->set->size, NULL, op->seed, 1.0,
-                                         1.0, why, sizeof why);
+    long wrong =
+        reference_check_reduced(output->data, (size_t)first * 2, (size_t)mine * 2, op->dtype,
+                                op->op, op->set->size, NULL, op->seed, 1.0, 1.0, why, sizeof why);
     EXPECT(wrong < 0, "%s: %s", op->name, why);
 }
 
@@ -225,8 +225,8 @@ static void check_alltoall(const struct operation *op, const chorus_tensor *outp
     int64_t at = 0;
     for (int from = 0; from < op->set->size; from++) {
         int64_t expected = alltoall_rows(from, op->set->me);
-        EXPECT(received[from] == expected, "%s: %lld rows from member %d, expected %lld",
-               op->name, (long long)received[from], from, (long long)expected);
+        EXPECT(received[from] == expected, "%s: %lld rows from member %d, expected %lld", op->name,
+               (long long)received[from], from, (long long)expected);
         for (int64_t i = 0; i < expected && at < output->shape[0]; i++, at++)
             EXPECT(rows[at] == (int32_t)(op->seed * 1000 + (uint64_t)from * 100 +
                                          (uint64_t)op->set->me * 10 + (uint64_t)i),
@@ -299,6 +299,43 @@ static void test_same_name_everywhere(struct set *sets, size_t count)
     }
 }
 
+/* A grouped allreduce of the same names in the even and the odd ranks' sets, each group with
+ * its own members (Horovod names two sets' unnamed groups alike). Staged so that rank 0 holds
+ * both sets' groups at once: rank 1 and rank 2 submit first, and once rank 0 has seen them,
+ * the rest. Each member adds (its rank in the set + 1) times (the tensor's index + 1). */
+static void test_same_group_in_two_sets(const struct set *even, const struct set *odd)
+{
+    test_step = "one group name in two sets";
+    const struct set *mine = even->me >= 0 ? even : odd;
+    enum { MEMBERS = 3 };
+    float values[MEMBERS];
+    chorus_op_args args[MEMBERS];
+    const char *names[MEMBERS] = {"group.0", "group.1", "group.2"};
+    for (int i = 0; i < MEMBERS; i++) {
+        values[i] = (float)((mine->me + 1) * (i + 1));
+        args[i] = (chorus_op_args)CHORUS_OP_ARGS_INIT;
+        args[i].name = names[i];
+        args[i].input = floats(&values[i], 1);
+        args[i].process_set = mine->id;
+    }
+    chorus_handle *handle = NULL;
+    bool first = test_rank == 1 || test_rank == 2;
+    if (first)
+        EXPECT_STATUS(chorus_submit_group(args, MEMBERS, &handle), CHORUS_OK);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* rank 0's loop takes in what ranks 1 and 2 sent */
+    nanosleep(&(struct timespec){.tv_nsec = 50L * 1000 * 1000}, NULL);
+    if (!first)
+        EXPECT_STATUS(chorus_submit_group(args, MEMBERS, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+    chorus_handle_free(handle);
+    float triangle = (float)(mine->size * (mine->size + 1) / 2);
+    for (int i = 0; i < MEMBERS; i++)
+        EXPECT(values[i] == triangle * (float)(i + 1), "%s in the %s set: %g, expected %g",
+               names[i], mine->label, values[i], triangle * (float)(i + 1));
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* The odd ranks' set runs many collectives while the even ranks submit nothing at all. */
 static void test_independent(const struct set *odd)
 {
@@ -358,9 +395,10 @@ static void test_errors(const struct set *even, const struct set *all)
     chorus_op_args mismatched = CHORUS_OP_ARGS_INIT;
     mismatched.name = "mixed";
     mismatched.process_set = all->id;
-    mismatched.input = test_rank == 0 ? floats(&value, 1)
-                                      : (chorus_tensor){.data = &wide, .dtype = CHORUS_FLOAT64,
-                                                        .ndims = 1, .shape = {1}};
+    mismatched.input =
+        test_rank == 0
+            ? floats(&value, 1)
+            : (chorus_tensor){.data = &wide, .dtype = CHORUS_FLOAT64, .ndims = 1, .shape = {1}};
     EXPECT_STATUS(chorus_submit(&mismatched, &handle), CHORUS_OK);
     EXPECT_STATUS(chorus_wait(handle), test_size > 1 ? CHORUS_ERR_MISMATCH : CHORUS_OK);
     if (test_size > 1)
@@ -451,8 +489,10 @@ int main(int argc, char **argv)
         wait_and_check(&operations[i]);
 
     test_same_name_everywhere(sets, set_count);
-    if (odds > 0)
+    if (odds > 0) {
         test_independent(&sets[1]);
+        test_same_group_in_two_sets(&sets[0], &sets[1]);
+    }
     test_errors(&sets[0], &sets[set_count - 1]);
 
     test_step = "removing sets";
