@@ -186,26 +186,38 @@ def join():
 
 _names_lock = threading.Lock()
 _names_epoch = 0  # joins completed, the same on every rank after each
-_names_next = 0
+_names_next = {}  # process set id: the next number
 
 
 def _restart_names():
-    global _names_epoch, _names_next
+    global _names_epoch
     with _names_lock:
         _names_epoch += 1
-        _names_next = 0
+        _names_next.clear()
 
 
-def default_name(kind):
+def _set_key(process_set):
+    """A process set's id, given as an id, an object with process_set_id, or None (the job)."""
+    if process_set is None:
+        return 0
+    if isinstance(process_set, int):
+        return process_set
+    return getattr(process_set, "process_set_id", None) or 0
+
+
+def default_name(kind, process_set=None):
     """Horovod-style automatic names, "allreduce.noname.N": identical on every rank that makes
-    the same calls in the same order. Counted from the last join every rank completed, where
-    every rank starts again from 0 ("allreduce.noname.J.N" after the J-th): ranks whose counts
-    drifted apart (an allgather the joined ranks' peers submitted and had refused, a call that
-    failed on some ranks only) meet again after it."""
-    global _names_next
+    the same calls in the same order. Numbered per process set (chorus keeps each set's names
+    apart), so that members of different sets, which make different numbers of calls in their
+    own sets, still agree in the sets they share; Horovod numbers every call of a process
+    alike, and its own test_torch.py then hangs as one file at 3 ranks. Counted from the last
+    join every rank completed, where every rank starts again from 0 ("allreduce.noname.J.N"
+    after the J-th): ranks whose counts drifted apart (an allgather the joined ranks' peers
+    submitted and had refused, a call that failed on some ranks only) meet again after it."""
+    key = _set_key(process_set)
     with _names_lock:
-        number = _names_next
-        _names_next += 1
+        number = _names_next.get(key, 0)
+        _names_next[key] = number + 1
         return (f"{kind}.noname.{number}" if _names_epoch == 0
                 else f"{kind}.noname.{_names_epoch}.{number}")
 

@@ -36,7 +36,7 @@ def _tensor(array):
 
 def allreduce_async_(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0,
                      process_set=0):
-    name = name or default_name("allreduce")
+    name = name or default_name("allreduce", process_set)
     args = op_args(c.ALLREDUCE, name, _tensor(array), None, op, 0, prescale_factor,
                    postscale_factor, process_set=process_set)
     return submit(args, array, lambda handle: array)
@@ -46,7 +46,7 @@ def allreduce_async(array, op=Average, name=None, prescale_factor=1.0, postscale
                     process_set=0):
     array = np.ascontiguousarray(array)
     output = np.empty_like(array)
-    name = name or default_name("allreduce")
+    name = name or default_name("allreduce", process_set)
     args = op_args(c.ALLREDUCE, name, _tensor(array), output.ctypes.data, op, 0,
                    prescale_factor, postscale_factor, process_set=process_set)
     return submit(args, (array, output), lambda handle: output)
@@ -66,7 +66,7 @@ def allreduce_(array, op=Average, name=None, prescale_factor=1.0, postscale_fact
 
 def grouped_allreduce(arrays, op=Average, name=None, process_set=0):
     """Allreduces every array of the list as one negotiated group; returns new arrays."""
-    name = name or default_name("grouped_allreduce")
+    name = name or default_name("grouped_allreduce", process_set)
     inputs = [np.ascontiguousarray(a) for a in arrays]
     outputs = [np.empty_like(a) for a in inputs]
     args = [op_args(c.ALLREDUCE, f"{name}.{i}", _tensor(a), o.ctypes.data, op,
@@ -76,7 +76,7 @@ def grouped_allreduce(arrays, op=Average, name=None, process_set=0):
 
 
 def broadcast_async_(array, root_rank, name=None, process_set=0):
-    name = name or default_name("broadcast")
+    name = name or default_name("broadcast", process_set)
     args = op_args(c.BROADCAST, name, _tensor(array), None, root=root_rank,
                    process_set=process_set)
     return submit(args, array, lambda handle: array)
@@ -108,7 +108,7 @@ def allgather_async(array, name=None, process_set=0):
     array = np.ascontiguousarray(array)
     if array.ndim == 0:
         array = array.reshape(1)
-    name = name or default_name("allgather")
+    name = name or default_name("allgather", process_set)
     args = op_args(c.ALLGATHER, name, _tensor(array), process_set=process_set)
     return submit(args, array, _gathered(array.dtype, array.shape[1:]))
 
@@ -123,7 +123,7 @@ def alltoall_async(array, splits=None, name=None, process_set=0):
     array = np.ascontiguousarray(array)
     if array.ndim == 0:
         raise ValueError("alltoall needs an array with at least one dimension")
-    name = name or default_name("alltoall")
+    name = name or default_name("alltoall", process_set)
     values = None if splits is None else [int(s) for s in splits]
     args = op_args(c.ALLTOALL, name, _tensor(array), splits=values, process_set=process_set)
     gathered = _gathered(array.dtype, array.shape[1:])
@@ -144,7 +144,7 @@ def reducescatter_async(array, op=Average, name=None, prescale_factor=1.0, posts
     array = np.ascontiguousarray(array)
     if array.ndim == 0:
         raise ValueError("reducescatter needs an array with at least one dimension")
-    name = name or default_name("reducescatter")
+    name = name or default_name("reducescatter", process_set)
     args = op_args(c.REDUCESCATTER, name, _tensor(array), None, op, 0, prescale_factor,
                    postscale_factor, process_set=process_set)
     return submit(args, array, _gathered(array.dtype, array.shape[1:]))

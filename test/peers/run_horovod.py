@@ -5,7 +5,8 @@ given. Horovod's files are read from a checkout of Horovod at tag v0.28.1 (githu
 horovod); without one this skips (exit 77), saying so: nothing is fetched or copied.
 
 It prints every test's outcome (pass, fail, hang, skip with its reason), then a table of counts
-per file, rank count and mode, and exits 1 when a test fails or hangs.
+per file, rank count and mode, and exits 1 when a test fails or hangs, but for the failures
+EXPECTED lists (a defect of the test at one rank count, with why).
 
     run_horovod.py HOROVOD_CHECKOUT [--np 2,3,4] [--modes alone,file]
                    [--files parallel/test_torch.py,...] [--only SUBSTRING] [--timeout S]
@@ -25,6 +26,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 FILES = {"parallel/test_torch.py": "2,3,4", "parallel/test_adasum_pytorch.py": "2,4",
          "single/test_torch_elastic.py": "1"}
+# Tests that fail on any implementation where named, with why (docs/horovod-migration.md says
+# the same): (test, ranks, mode or None for both): reason.
+FLOAT16_AT_3 = ("float16 at 3 ranks: the test wants the float32 value 3a exactly (rtol 0) from a "
+                "float16 sum of three float16 a, which float16 cannot hold; Horovod's own float16 "
+                "sum rounds alike, and its CI runs 2 ranks")
+EXPECTED = {
+    ("test_horovod_allreduce_prescale", 3, None): FLOAT16_AT_3,
+    ("test_horovod_reducescatter_prescale", 3, None): FLOAT16_AT_3,
+    ("test_horovod_grouped_reducescatter_prescale", 3, None): FLOAT16_AT_3,
+    ("test_horovod_reducescatter_process_sets", 3, "file"):
+        "after test_horovod_reducescatter_prescale failed on some ranks only (each rank checks "
+        "its own block), those ranks left its loop early: the others' next call waited for them "
+        "until CHORUS_STALL_SHUTDOWN_SECONDS ended it, and the ranks that had gone on were "
+        "stalled with it",
+}
+# In one file, a test that fails on some ranks only leaves the others waiting in their next
+# collective: the wait ends as an error after this long (unless the caller's environment sets
+# it), as HOROVOD_STALL_SHUTDOWN_TIME_SECONDS would, so that the file goes on.
+FILE_STALL_SECONDS = "60"
 # Each rank writes its own report (the launcher tells the rank its number), and exits 0 whatever
 # its tests did, so that the launcher does not end the other ranks before they write theirs.
 RANK_REPORT = ('import os, sys, pytest; '
@@ -89,7 +109,10 @@ def run(options, environment, checkout, path, np, ids, work):
         prefix = tempfile.mktemp(dir=work, prefix="report-")
         command = options.launcher + ["-np", str(np), sys.executable, "-c", RANK_REPORT,
                                       prefix] + batch
-        limit = options.timeout * (1 if options.mode == "alone" else len(ids))
+        limit = options.timeout * (1 if options.mode == "alone" else 10)
+        if options.mode == "file":
+            environment = dict(environment)
+            environment.setdefault("CHORUS_STALL_SHUTDOWN_SECONDS", FILE_STALL_SECONDS)
         try:
             subprocess.run(command, env=environment, cwd=os.path.join(checkout, "test"),
                            capture_output=True, timeout=limit, start_new_session=True)
@@ -140,9 +163,13 @@ def main():
                     for test_id, (status, message) in outcome.items():
                         counts[status] = counts.get(status, 0) + 1
                         name = test_id.split("::")[-1]
+                        expected = EXPECTED.get((name, np, mode)) or \
+                            EXPECTED.get((name, np, None))
                         if status != "PASS":
-                            print(f"{status:5s} {name}  {message}")
-                        if status in ("FAIL", "HANG"):
+                            print(f"{status:5s} {name}  {message}" +
+                                  (f"  (expected: {expected})" if expected and
+                                   status == "FAIL" else ""))
+                        if status in ("FAIL", "HANG") and not (expected and status == "FAIL"):
                             failures.append(f"{path} np={np} {mode}: {name}: {status} "
                                             f"{message}")
                     table.append((path, np, mode, counts, time.monotonic() - started))
@@ -153,7 +180,7 @@ def main():
     for path, np, mode, counts, seconds in table:
         print(f"| {path} | {np} | {mode} | {counts.get('PASS', 0)} | {counts.get('FAIL', 0)} | "
               f"{counts.get('HANG', 0)} | {counts.get('SKIP', 0)} | {seconds:.0f} |")
-    print(f"\nhorovod suite: {len(failures)} failed or hung")
+    print(f"\nhorovod suite: {len(failures)} failed or hung beyond the expected failures")
     return 1 if failures else 0
 
 

@@ -177,6 +177,27 @@ def unnamed_after_join(rank, size):
     check(obj == {"a": 1}, f"broadcast_object with None on the other ranks: {obj}")
 
 
+def unnamed_in_sets(rank, size):
+    # Horovod's test_horovod_broadcast_process_sets at 3 ranks: the even ranks' set (2 members)
+    # broadcasts from each member, the odd ranks' set (1 member) from its one, so the sets'
+    # members make different numbers of unnamed calls. Unnamed calls are numbered per set, and
+    # the job's next unnamed calls meet (Horovod numbers a process's calls alike, and would
+    # wait there).
+    if size == 1:
+        return
+    even = hvd.add_process_set([r for r in range(size) if r % 2 == 0])
+    odd = hvd.add_process_set([r for r in range(size) if r % 2 == 1])
+    mine, members = (even, list(range(0, size, 2))) if rank % 2 == 0 else \
+        (odd, list(range(1, size, 2)))
+    for root in members:
+        got = hvd.broadcast(torch.tensor([float(rank)]), root_rank=root, process_set=mine)
+        check(got.item() == root, f"an unnamed broadcast from {root} in a set: {got.item()}")
+    got = hvd.allreduce(torch.ones(1), op=hvd.Sum)  # unnamed, in the job
+    check(got.item() == size, f"an unnamed allreduce after the sets' calls: {got.item()}")
+    hvd.remove_process_set(odd)
+    hvd.remove_process_set(even)
+
+
 def adasum_half(rank, size):
     # Horovod's CPU Adasum takes float16: orthogonal vectors add up.
     vector = torch.zeros(size, dtype=torch.float16)
@@ -293,7 +314,7 @@ def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     for part in (gradients, integers, scaling, joined_average, joined_gathers, unnamed_after_join,
-                 adasum_half, errors, queries, optimizer):
+                 unnamed_in_sets, adasum_half, errors, queries, optimizer):
         part(rank, size)
     hvd.shutdown()
     print(f"horovod semantics np={size} rank {rank}: {0 if failures else 1} passed, "

@@ -166,14 +166,14 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     postscale_factor=1.0, process_set=None, *, compression=Compression.none):
     tensor = tensor.contiguous()
     output = torch.empty_like(tensor)
-    return _allreduce_submit(tensor, output, name or default_name("allreduce"),
+    return _allreduce_submit(tensor, output, name or default_name("allreduce", process_set),
                              _resolve_op(average, op), prescale_factor, postscale_factor,
                              compression, process_set)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=None, *, compression=Compression.none):
-    return _allreduce_submit(tensor, None, name or default_name("allreduce"),
+    return _allreduce_submit(tensor, None, name or default_name("allreduce", process_set),
                              _resolve_op(average, op), prescale_factor, postscale_factor,
                              compression, process_set)
 
@@ -207,7 +207,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
               prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Differentiable (sum and average) when `tensor` requires a gradient."""
     operator = _resolve_op(average, op)
-    name = name or default_name("allreduce")
+    name = name or default_name("allreduce", process_set)
     if _differentiable(tensor):
         _require_differentiable_op("an allreduce", operator)
         return _AllreduceFunction.apply(tensor, name, operator, prescale_factor,
@@ -225,7 +225,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=None, *,
                             compression=Compression.none):
-    name = name or default_name("grouped_allreduce")
+    name = name or default_name("grouped_allreduce", process_set)
     inputs = [t.contiguous() for t in tensors]
     outputs = [torch.empty_like(t) for t in inputs]
     operator = _resolve_op(average, op)
@@ -280,7 +280,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                       prescale_factor=1.0, postscale_factor=1.0, process_set=None):
     """Differentiable (sum and average) when a tensor requires a gradient, as Horovod's."""
     operator = _resolve_op(average, op)
-    name = name or default_name("grouped_allreduce")
+    name = name or default_name("grouped_allreduce", process_set)
     if _any_differentiable(tensors):
         _require_differentiable_op("a grouped allreduce", operator)
         return list(_GroupedAllreduceFunction.apply(name, operator, prescale_factor,
@@ -296,7 +296,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              compression=Compression.none):
     """In place: each tensor receives its result (through a contiguous copy where it is not
     contiguous)."""
-    name = name or default_name("grouped_allreduce")
+    name = name or default_name("grouped_allreduce", process_set)
     operator = _resolve_op(average, op)
     set_id = _set_id(process_set)
     factors = [_horovod_factors(t.dtype, operator, prescale_factor, postscale_factor,
@@ -377,7 +377,7 @@ def _submit_requests(requests):
 
 def allgather_async(tensor, name=None, process_set=None):
     """Concatenates every rank's tensor along the first dimension (which may differ)."""
-    args, tensor, finish = _allgather_request(tensor, name or default_name("allgather"),
+    args, tensor, finish = _allgather_request(tensor, name or default_name("allgather", process_set),
                                               _set_id(process_set))
     return submit(args, tensor, finish)
 
@@ -435,7 +435,7 @@ class _AllgatherFunction(torch.autograd.Function):
 
 def allgather(tensor, name=None, process_set=None):
     """Differentiable when `tensor` requires a gradient."""
-    name = name or default_name("allgather")
+    name = name or default_name("allgather", process_set)
     if _differentiable(tensor):
         return _AllgatherFunction.apply(tensor, name, process_set)
     return synchronize(allgather_async(tensor, name, process_set))
@@ -444,7 +444,7 @@ def allgather(tensor, name=None, process_set=None):
 def grouped_allgather_async(tensors, name=None, process_set=None):
     """Allgathers of every tensor as one group: negotiated together and fused where they can be;
     synchronize() returns the list of results."""
-    name = name or default_name("grouped_allgather")
+    name = name or default_name("grouped_allgather", process_set)
     set_id = _set_id(process_set)
     requests = [_allgather_request(t, f"{name}.{i}", set_id, i) for i, t in enumerate(tensors)]
     return _submit_requests(requests)
@@ -478,7 +478,7 @@ class _GroupedAllgatherFunction(torch.autograd.Function):
 
 def grouped_allgather(tensors, name=None, process_set=None):
     """Differentiable when a tensor requires a gradient, as Horovod's."""
-    name = name or default_name("grouped_allgather")
+    name = name or default_name("grouped_allgather", process_set)
     if _any_differentiable(tensors):
         if any(t.dim() == 0 for t in tensors):
             raise ValueError("grouped_allgather needs tensors of at least one dimension")
@@ -518,7 +518,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=None, prescal
     rows: the first dimension split as evenly as it goes, the first (rows % size) ranks getting
     one row more, as Horovod splits it."""
     args, compressed, finish = _reducescatter_request(
-        tensor, name or default_name("reducescatter"), _resolve_op(None, op), process_set,
+        tensor, name or default_name("reducescatter", process_set), _resolve_op(None, op), process_set,
         prescale_factor, postscale_factor, compression)
     return submit(args, compressed, finish)
 
@@ -548,7 +548,7 @@ class _ReducescatterFunction(torch.autograd.Function):
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average, process_set=None,
                   prescale_factor=1.0, postscale_factor=1.0):
     """Differentiable (sum and average) when `tensor` requires a gradient."""
-    name = name or default_name("reducescatter")
+    name = name or default_name("reducescatter", process_set)
     operator = _resolve_op(None, op)
     if _differentiable(tensor):
         if operator not in (Sum, Average):
@@ -566,7 +566,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=None
                                 compression=Compression.none):
     """Reducescatters of every tensor, submitted together, so that they negotiate together and
     (host tensors of one dtype) fuse into one collective; synchronize() returns the blocks."""
-    name = name or default_name("grouped_reducescatter")
+    name = name or default_name("grouped_reducescatter", process_set)
     operator = _resolve_op(None, op)
     requests = [_reducescatter_request(t, f"{name}.{i}", operator, process_set, prescale_factor,
                                        postscale_factor, compression, i)
@@ -600,7 +600,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
                           process_set=None, prescale_factor=1.0, postscale_factor=1.0):
     """Differentiable (sum and average) when a tensor requires a gradient, as Horovod's."""
     operator = _resolve_op(None, op)
-    name = name or default_name("grouped_reducescatter")
+    name = name or default_name("grouped_reducescatter", process_set)
     if _any_differentiable(tensors):
         _require_differentiable_op("a grouped reducescatter", operator)
         return list(_GroupedReducescatterFunction.apply(name, operator, prescale_factor,
@@ -628,7 +628,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     returns the received tensor, and with splits given also the rows received from each rank
     (an int32 tensor), as Horovod does."""
     return _alltoall_submit(tensor, _split_list(splits, process_set),
-                            name or default_name("alltoall"), splits is not None, process_set)
+                            name or default_name("alltoall", process_set), splits is not None, process_set)
 
 
 def _alltoall_submit(tensor, splits, name, with_splits, process_set=None):
@@ -670,7 +670,7 @@ class _AlltoallFunction(torch.autograd.Function):
 
 def alltoall(tensor, splits=None, name=None, process_set=None):
     """Differentiable when `tensor` requires a gradient."""
-    name = name or default_name("alltoall")
+    name = name or default_name("alltoall", process_set)
     if _differentiable(tensor):
         output, received = _AlltoallFunction.apply(tensor, _split_list(splits, process_set),
                                                    name, process_set)
@@ -694,7 +694,7 @@ def barrier(process_set=None):
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     staged, back = _staged(tensor)
-    args = op_args(c.BROADCAST, name or default_name("broadcast"), _descriptor(staged),
+    args = op_args(c.BROADCAST, name or default_name("broadcast", process_set), _descriptor(staged),
                    root=root_rank, process_set=_set_id(process_set))
     return submit(args, staged, lambda handle: back())
 
@@ -727,7 +727,7 @@ class _BroadcastFunction(torch.autograd.Function):
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
     """Differentiable when `tensor` requires a gradient."""
-    name = name or default_name("broadcast")
+    name = name or default_name("broadcast", process_set)
     if _differentiable(tensor):
         return _BroadcastFunction.apply(tensor, root_rank, name, process_set)
     return synchronize(broadcast_async(tensor, root_rank, name, process_set))
