@@ -63,6 +63,9 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     Barrier, DistributedTest)
 
 
+FIRST_PORT = int(os.environ.get("MASTER_PORT", "29500"))
+
+
 class RankTests(DistributedTest._DistTestBase, TestCase):
     """_DistTestBase in this process, as one rank: a process group per test, made before it and
     destroyed after, as TestDistBackend's spawned processes do."""
@@ -78,19 +81,31 @@ class RankTests(DistributedTest._DistTestBase, TestCase):
     def init_method(self):
         return "env://"
 
+    tests_begun = 0
+
     def setUp(self):
         super().setUp()
+        # Each test's env:// store on a port of its own: on the last test's port, a rank could
+        # reach rank 0's old store while rank 0 was still closing it (broken pipe).
+        RankTests.tests_begun += 1
+        os.environ["MASTER_PORT"] = str(FIRST_PORT + RankTests.tests_begun % 2000)
         dist.init_process_group(init_method="env://", backend=os.environ["BACKEND"],
                                 world_size=size, rank=rank,
                                 timeout=distributed_test.timedelta(
                                     seconds=distributed_test.default_pg_timeout))
-        self._barrier()
+        try:
+            self._barrier()
+        except BaseException:
+            dist.destroy_process_group()  # tearDown does not run after a failed setUp
+            raise
 
     def tearDown(self):
-        self._barrier()
-        if dist.is_initialized():
-            dist.destroy_process_group()
-        super().tearDown()
+        try:
+            self._barrier()
+        finally:  # the next test makes its own group even where this one left the ranks apart
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            super().tearDown()
 
 
 SKIP_MESSAGES = {skip.exit_code: skip.message
