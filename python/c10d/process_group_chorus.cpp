@@ -30,29 +30,24 @@
 #include <thread>
 #include <vector>
 
-namespace
-{
+namespace {
 
 // One submitted chorus operation and what follows it.
 struct Operation {
-    chorus_handle *handle = nullptr;         // nullptr: nothing to run (an empty group's no-op)
+    chorus_handle *handle = nullptr;     // nullptr: nothing to run (an empty group's no-op)
     std::function<void(Operation &)> finish; // after success: copies into the outputs
-    std::vector<at::Tensor> outputs;         // the future's value
-    std::vector<at::Tensor> keep_alive;      // buffers chorus reads or writes until completion
+    std::vector<at::Tensor> outputs;     // the future's value
+    std::vector<at::Tensor> keep_alive;  // buffers chorus reads or writes until completion
     std::once_flag once;
     chorus_status status = CHORUS_IN_PROGRESS;
     std::string error;
-    int source = -1; // a receive's sender, as the group numbers it
+    int source = -1;                     // a receive's sender, as the group numbers it
     std::atomic<bool> done{false};
 
-    ~Operation()
-    {
-        chorus_handle_free(handle);
-    }
+    ~Operation() { chorus_handle_free(handle); }
 
     // Waits for the handle and runs `finish`, once, whichever thread comes first.
-    void complete()
-    {
+    void complete() {
         std::call_once(once, [this] {
             status = handle != nullptr ? chorus_wait(handle) : CHORUS_OK;
             if (status != CHORUS_OK) {
@@ -79,20 +74,18 @@ struct Operation {
 // far above what hooks nest (a callback waiting for one later future, and DDP's buckets in
 // flight: tens), and keeps a runaway of asynchronous operations from starting a thread each.
 // The threads live as long as the process: they may still wait on chorus while it exits.
-class Completer
-{
+class Completer {
   public:
     static constexpr size_t kMaxThreads = 64;
 
-    static Completer &instance()
-    {
+    static Completer &instance() {
         // Never destroyed: its threads may still wait while the process exits.
         static Completer *completer = new Completer();
         return *completer;
     }
 
-    void add(std::shared_ptr<Operation> operation, c10::intrusive_ptr<c10::ivalue::Future> future)
-    {
+    void add(std::shared_ptr<Operation> operation,
+             c10::intrusive_ptr<c10::ivalue::Future> future) {
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.emplace_back(std::move(operation), std::move(future));
         if (idle_ == 0 && threads_.size() < kMaxThreads)
@@ -102,8 +95,7 @@ class Completer
     }
 
   private:
-    void run()
-    {
+    void run() {
         std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
             idle_++;
@@ -133,24 +125,19 @@ class Completer
     size_t idle_ = 0;
 };
 
-class WorkChorus : public c10d::Work
-{
+class WorkChorus : public c10d::Work {
   public:
     WorkChorus(std::shared_ptr<Operation> operation, int rank, c10d::OpType type)
-        : c10d::Work(rank, type), operation_(std::move(operation))
-    {
-    }
+        : c10d::Work(rank, type), operation_(std::move(operation)) {}
 
     // A Work dropped while its operation runs (DDP drops the one of its join check) leaves the
     // operation, with the buffers chorus still writes, to a completion thread.
-    ~WorkChorus() override
-    {
+    ~WorkChorus() override {
         if (!operation_->done.load() && !future_)
             Completer::instance().add(operation_, {});
     }
 
-    bool isCompleted() override
-    {
+    bool isCompleted() override {
         if (operation_->done.load())
             return true;
         if (operation_->handle != nullptr && chorus_test(operation_->handle) == CHORUS_IN_PROGRESS)
@@ -159,28 +146,24 @@ class WorkChorus : public c10d::Work
         return true;
     }
 
-    bool isSuccess() const override
-    {
+    bool isSuccess() const override {
         return operation_->done.load() && operation_->status == CHORUS_OK;
     }
 
-    std::exception_ptr exception() const override
-    {
+    std::exception_ptr exception() const override {
         if (!operation_->done.load() || operation_->status == CHORUS_OK)
             return nullptr;
         return std::make_exception_ptr(std::runtime_error(operation_->error));
     }
 
-    bool wait(std::chrono::milliseconds /* timeout: CHORUS_TIMEOUT_SECONDS bounds it */) override
-    {
+    bool wait(std::chrono::milliseconds /* timeout: CHORUS_TIMEOUT_SECONDS bounds it */) override {
         operation_->complete();
         if (operation_->status != CHORUS_OK)
             throw std::runtime_error(operation_->error);
         return true;
     }
 
-    std::vector<at::Tensor> result() override
-    {
+    std::vector<at::Tensor> result() override {
         operation_->complete();
         return operation_->outputs;
     }
@@ -188,15 +171,13 @@ class WorkChorus : public c10d::Work
     void synchronize() override {}
 
     // The group rank whose message a receive took (recvAnysource's answer).
-    int sourceRank() const override
-    {
+    int sourceRank() const override {
         TORCH_CHECK(operation_->done.load() && operation_->status == CHORUS_OK,
                     "chorus backend: sourceRank of a receive that has not completed");
         return operation_->source;
     }
 
-    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override
-    {
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!future_) {
             future_ = c10::make_intrusive<c10::ivalue::Future>(
@@ -212,29 +193,18 @@ class WorkChorus : public c10d::Work
     c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-chorus_dtype dtype_of(const at::Tensor &tensor)
-{
+chorus_dtype dtype_of(const at::Tensor &tensor) {
     switch (tensor.scalar_type()) {
-    case at::kFloat:
-        return CHORUS_FLOAT32;
-    case at::kDouble:
-        return CHORUS_FLOAT64;
-    case at::kHalf:
-        return CHORUS_FLOAT16;
-    case at::kBFloat16:
-        return CHORUS_BFLOAT16;
-    case at::kInt:
-        return CHORUS_INT32;
-    case at::kLong:
-        return CHORUS_INT64;
-    case at::kShort:
-        return CHORUS_INT16;
-    case at::kChar:
-        return CHORUS_INT8;
-    case at::kByte:
-        return CHORUS_UINT8;
-    case at::kBool:
-        return CHORUS_BOOL;
+    case at::kFloat: return CHORUS_FLOAT32;
+    case at::kDouble: return CHORUS_FLOAT64;
+    case at::kHalf: return CHORUS_FLOAT16;
+    case at::kBFloat16: return CHORUS_BFLOAT16;
+    case at::kInt: return CHORUS_INT32;
+    case at::kLong: return CHORUS_INT64;
+    case at::kShort: return CHORUS_INT16;
+    case at::kChar: return CHORUS_INT8;
+    case at::kByte: return CHORUS_UINT8;
+    case at::kBool: return CHORUS_BOOL;
     default:
         TORCH_CHECK(false, "chorus backend: tensors of dtype ", tensor.scalar_type(),
                     " are not supported (float32, float64, float16, bfloat16, int8-64, uint8, "
@@ -242,19 +212,13 @@ chorus_dtype dtype_of(const at::Tensor &tensor)
     }
 }
 
-chorus_op op_of(const c10d::ReduceOp &op, const char *call)
-{
+chorus_op op_of(const c10d::ReduceOp &op, const char *call) {
     switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
-    case c10d::ReduceOp::SUM:
-        return CHORUS_SUM;
-    case c10d::ReduceOp::AVG:
-        return CHORUS_AVERAGE;
-    case c10d::ReduceOp::PRODUCT:
-        return CHORUS_PRODUCT;
-    case c10d::ReduceOp::MIN:
-        return CHORUS_MIN;
-    case c10d::ReduceOp::MAX:
-        return CHORUS_MAX;
+    case c10d::ReduceOp::SUM: return CHORUS_SUM;
+    case c10d::ReduceOp::AVG: return CHORUS_AVERAGE;
+    case c10d::ReduceOp::PRODUCT: return CHORUS_PRODUCT;
+    case c10d::ReduceOp::MIN: return CHORUS_MIN;
+    case c10d::ReduceOp::MAX: return CHORUS_MAX;
     default:
         TORCH_CHECK(false, "chorus backend: ", call, " with ReduceOp ",
                     static_cast<int>(static_cast<c10d::ReduceOp::RedOpType>(op)),
@@ -263,24 +227,21 @@ chorus_op op_of(const c10d::ReduceOp &op, const char *call)
     }
 }
 
-void check_cpu(const at::Tensor &tensor, const char *call)
-{
-    TORCH_CHECK(tensor.device().is_cpu(), "chorus backend: ", call, " of a tensor on ",
-                tensor.device(),
+void check_cpu(const at::Tensor &tensor, const char *call) {
+    TORCH_CHECK(tensor.device().is_cpu(), "chorus backend: ", call,
+                " of a tensor on ", tensor.device(),
                 ": this backend takes CPU tensors (use the nccl backend for CUDA tensors)");
     dtype_of(tensor);
 }
 
-void check_single(const std::vector<at::Tensor> &tensors, const char *call)
-{
+void check_single(const std::vector<at::Tensor> &tensors, const char *call) {
     TORCH_CHECK(tensors.size() == 1, "chorus backend: ", call,
                 " takes one tensor per process, not ", tensors.size());
     check_cpu(tensors[0], call);
 }
 
 // A one-dimensional chorus tensor over `tensor`'s elements (contiguous).
-chorus_tensor flat(const at::Tensor &tensor)
-{
+chorus_tensor flat(const at::Tensor &tensor) {
     chorus_tensor described{};
     described.data = tensor.data_ptr();
     described.dtype = dtype_of(tensor);
@@ -289,30 +250,22 @@ chorus_tensor flat(const at::Tensor &tensor)
     return described;
 }
 
-class ProcessGroupChorus : public c10d::ProcessGroup
-{
+class ProcessGroupChorus : public c10d::ProcessGroup {
   public:
     ProcessGroupChorus(int rank, int size, int process_set, std::vector<int64_t> job_ranks,
                        double timeout_seconds)
         : c10d::ProcessGroup(rank, size), process_set_(process_set),
-          job_ranks_(std::move(job_ranks)), timeout_seconds_(timeout_seconds)
-    {
+          job_ranks_(std::move(job_ranks)), timeout_seconds_(timeout_seconds) {
         std::lock_guard<std::mutex> lock(monitored_lock());
         generation_ = ++monitored_transfers(process_set_).groups_made;
     }
 
-    const std::string getBackendName() const override
-    {
-        return "chorus";
-    }
+    const std::string getBackendName() const override { return "chorus"; }
 
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
-                                             const c10d::AllreduceOptions &opts) override
-    {
-        TORCH_CHECK(tensors.size() == 1,
-                    "chorus backend: allreduce takes one tensor per "
-                    "process, not ",
-                    tensors.size());
+                                             const c10d::AllreduceOptions &opts) override {
+        TORCH_CHECK(tensors.size() == 1, "chorus backend: allreduce takes one tensor per "
+                                         "process, not ", tensors.size());
         if (tensors[0].is_sparse())
             return sparse_allreduce(tensors[0], op_of(opts.reduceOp, "allreduce"));
         check_single(tensors, "allreduce");
@@ -320,10 +273,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup
                                c10d::OpType::ALLREDUCE);
     }
 
-    c10::intrusive_ptr<c10d::Work>
-    allreduce_coalesced(std::vector<at::Tensor> &tensors,
-                        const c10d::AllreduceCoalescedOptions &opts) override
-    {
+    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+        std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) override {
         TORCH_CHECK(!tensors.empty(), "chorus backend: allreduce_coalesced of no tensors");
         for (auto &tensor : tensors) {
             check_cpu(tensor, "allreduce_coalesced");
@@ -350,16 +301,14 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     }
 
     c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
-                                          const c10d::ReduceOptions &opts) override
-    {
+                                          const c10d::ReduceOptions &opts) override {
         check_single(tensors, "reduce");
         return reduce_in_place(tensors[0], op_of(opts.reduceOp, "reduce"),
                                static_cast<int>(opts.rootRank), c10d::OpType::REDUCE);
     }
 
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
-                                             const c10d::BroadcastOptions &opts) override
-    {
+                                             const c10d::BroadcastOptions &opts) override {
         check_single(tensors, "broadcast");
         check_root(opts.rootRank, "broadcast");
         at::Tensor tensor = tensors[0];
@@ -376,11 +325,11 @@ class ProcessGroupChorus : public c10d::ProcessGroup
 
     c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
                                              std::vector<at::Tensor> &inputs,
-                                             const c10d::AllgatherOptions &) override
-    {
+                                             const c10d::AllgatherOptions &) override {
         check_single(inputs, "allgather");
         TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
-                    "chorus backend: allgather needs one list of ", getSize(), " output tensors");
+                    "chorus backend: allgather needs one list of ", getSize(),
+                    " output tensors");
         for (auto &output : outputs[0])
             TORCH_CHECK(output.numel() == inputs[0].numel() &&
                             output.scalar_type() == inputs[0].scalar_type(),
@@ -390,8 +339,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     }
 
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
-                                                   const c10d::AllgatherOptions &) override
-    {
+                                                   const c10d::AllgatherOptions &) override {
         check_cpu(input, "_allgather_base");
         TORCH_CHECK(output.numel() == input.numel() * getSize() &&
                         output.scalar_type() == input.scalar_type(),
@@ -402,12 +350,12 @@ class ProcessGroupChorus : public c10d::ProcessGroup
 
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
                                           std::vector<at::Tensor> &inputs,
-                                          const c10d::GatherOptions &opts) override
-    {
+                                          const c10d::GatherOptions &opts) override {
         check_single(inputs, "gather");
         check_root(opts.rootRank, "gather");
         bool root = getRank() == opts.rootRank;
-        TORCH_CHECK(root ? outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize()
+        TORCH_CHECK(root ? outputs.size() == 1 &&
+                               static_cast<int>(outputs[0].size()) == getSize()
                          : outputs.empty() || outputs[0].empty(),
                     "chorus backend: gather needs ", getSize(),
                     " output tensors on the root and none elsewhere");
@@ -418,8 +366,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
 
     c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
                                            std::vector<std::vector<at::Tensor>> &inputs,
-                                           const c10d::ScatterOptions &opts) override
-    {
+                                           const c10d::ScatterOptions &opts) override {
         check_single(outputs, "scatter");
         check_root(opts.rootRank, "scatter");
         bool root = getRank() == opts.rootRank;
@@ -447,10 +394,9 @@ class ProcessGroupChorus : public c10d::ProcessGroup
         return alltoall_rows(send, splits, output, c10d::OpType::SCATTER);
     }
 
-    c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
-                                                  std::vector<std::vector<at::Tensor>> &inputs,
-                                                  const c10d::ReduceScatterOptions &opts) override
-    {
+    c10::intrusive_ptr<c10d::Work> reduce_scatter(
+        std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
+        const c10d::ReduceScatterOptions &opts) override {
         check_single(outputs, "reduce_scatter");
         TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                     "chorus backend: reduce_scatter needs one list of ", getSize(),
@@ -466,10 +412,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup
                                    c10d::OpType::REDUCE_SCATTER);
     }
 
-    c10::intrusive_ptr<c10d::Work>
-    _reduce_scatter_base(at::Tensor &output, at::Tensor &input,
-                         const c10d::ReduceScatterOptions &opts) override
-    {
+    c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+        at::Tensor &output, at::Tensor &input, const c10d::ReduceScatterOptions &opts) override {
         check_cpu(input, "_reduce_scatter_base");
         TORCH_CHECK(input.numel() == output.numel() * getSize(),
                     "chorus backend: _reduce_scatter_base's input must hold ", getSize(),
@@ -482,8 +426,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
                                                  std::vector<int64_t> &output_splits,
                                                  std::vector<int64_t> &input_splits,
-                                                 const c10d::AllToAllOptions &) override
-    {
+                                                 const c10d::AllToAllOptions &) override {
         check_cpu(input, "alltoall_base");
         int64_t rows = input.dim() > 0 ? input.size(0) : input.numel();
         std::vector<int64_t> splits(input_splits.begin(), input_splits.end());
@@ -504,8 +447,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
 
     c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
                                             std::vector<at::Tensor> &inputs,
-                                            const c10d::AllToAllOptions &) override
-    {
+                                            const c10d::AllToAllOptions &) override {
         TORCH_CHECK(static_cast<int>(inputs.size()) == getSize() &&
                         static_cast<int>(outputs.size()) == getSize(),
                     "chorus backend: all_to_all needs ", getSize(), " inputs and outputs");
@@ -528,8 +470,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup
             const char *at = static_cast<const char *>(received.data);
             for (size_t r = 0; r < done.outputs.size(); r++) {
                 at::Tensor &out = done.outputs[r];
-                TORCH_CHECK(counts[r] == out.numel(), "all_to_all: rank ", r, " sent ", counts[r],
-                            " elements where output ", r, " holds ", out.numel());
+                TORCH_CHECK(counts[r] == out.numel(), "all_to_all: rank ", r, " sent ",
+                            counts[r], " elements where output ", r, " holds ", out.numel());
                 size_t bytes = counts[r] * out.element_size();
                 copy_bytes_into(out, at, bytes);
                 at += bytes;
@@ -540,8 +482,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
         return submit(args, operation, c10d::OpType::ALLTOALL);
     }
 
-    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override
-    {
+    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override {
         at::Tensor token = at::zeros({1}, at::kInt);
         auto operation = std::make_shared<Operation>();
         operation->keep_alive = {token};
@@ -551,8 +492,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     }
 
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int destination,
-                                        int tag) override
-    {
+                                        int tag) override {
         check_single(tensors, "send");
         check_root(destination, "send");
         check_tag(tag, "send");
@@ -563,22 +503,23 @@ class ProcessGroupChorus : public c10d::ProcessGroup
         chorus_status status =
             chorus_send_async(&described, static_cast<int>(job_ranks_[destination]), tag,
                               process_set_, &operation->handle);
-        TORCH_CHECK(status == CHORUS_OK, "chorus backend: send: ", chorus_status_name(status), ": ",
-                    chorus_last_error());
-        return c10::make_intrusive<WorkChorus>(std::move(operation), getRank(), c10d::OpType::SEND);
+        TORCH_CHECK(status == CHORUS_OK, "chorus backend: send: ", chorus_status_name(status),
+                    ": ", chorus_last_error());
+        return c10::make_intrusive<WorkChorus>(std::move(operation), getRank(),
+                                               c10d::OpType::SEND);
     }
 
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int source,
-                                        int tag) override
-    {
+                                        int tag) override {
         check_single(tensors, "recv");
         check_root(source, "recv");
         check_tag(tag, "recv");
-        return receive(tensors[0], static_cast<int>(job_ranks_[source]), tag, c10d::OpType::RECV);
+        return receive(tensors[0], static_cast<int>(job_ranks_[source]), tag,
+                       c10d::OpType::RECV);
     }
 
-    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors, int tag) override
-    {
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
+                                                 int tag) override {
         check_single(tensors, "recv");
         check_tag(tag, "recv");
         return receive(tensors[0], CHORUS_ANY_SOURCE, tag, c10d::OpType::RECVANYSOURCE);
@@ -586,31 +527,27 @@ class ProcessGroupChorus : public c10d::ProcessGroup
 
     // Every rank's tensors, each rank's packed into one buffer of bytes (the ranks' inputs have
     // the same sizes and dtypes, as torch requires), gathered by one allgather and cut apart.
-    c10::intrusive_ptr<c10d::Work>
-    allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
-                        std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &) override
-    {
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+        std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
+        const c10d::AllgatherOptions &) override {
         TORCH_CHECK(static_cast<int>(outputs.size()) == getSize(),
                     "chorus backend: allgather_coalesced needs one list of outputs per rank (",
                     getSize(), "), not ", outputs.size());
         std::vector<at::Tensor> bytes;
         for (auto &input : inputs) {
-            TORCH_CHECK(input.device().is_cpu(),
-                        "chorus backend: allgather_coalesced of a "
-                        "tensor on ",
-                        input.device());
+            TORCH_CHECK(input.device().is_cpu(), "chorus backend: allgather_coalesced of a "
+                                                 "tensor on ", input.device());
             bytes.push_back(as_bytes(input.contiguous()));
         }
         for (auto &list : outputs) {
             TORCH_CHECK(list.size() == inputs.size(),
                         "chorus backend: allgather_coalesced needs as many outputs per rank as "
-                        "inputs (",
-                        inputs.size(), ")");
+                        "inputs (", inputs.size(), ")");
             for (size_t i = 0; i < list.size(); i++)
                 TORCH_CHECK(list[i].numel() == inputs[i].numel() &&
                                 list[i].scalar_type() == inputs[i].scalar_type(),
-                            "chorus backend: allgather_coalesced's output ", i, " must have input ",
-                            i, "'s size and dtype");
+                            "chorus backend: allgather_coalesced's output ", i,
+                            " must have input ", i, "'s size and dtype");
         }
         at::Tensor packed = bytes.empty() ? at::empty({0}, at::kByte) : at::cat(bytes);
         std::vector<at::Tensor> flat_outputs;
@@ -633,13 +570,12 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     // the next is seen arriving there. They are kept per process set, not per group object: a
     // group made again over the same set (the default group, after destroy_process_group) takes
     // them over, as its messages would otherwise land in them.
-    void monitoredBarrier(const c10d::BarrierOptions &opts, bool wait_all_ranks) override
-    {
+    void monitoredBarrier(const c10d::BarrierOptions &opts, bool wait_all_ranks) override {
         std::lock_guard<std::mutex> lock(monitored_lock());
         MonitoredTransfers &kept = monitored_transfers(process_set_);
         using clock = std::chrono::steady_clock;
-        auto timeout =
-            opts.timeout == c10d::kUnsetTimeout ? std::chrono::milliseconds(1800000) : opts.timeout;
+        auto timeout = opts.timeout == c10d::kUnsetTimeout ? std::chrono::milliseconds(1800000)
+                                                           : opts.timeout;
         auto deadline = clock::now() + timeout;
         long long ms = static_cast<long long>(timeout.count());
         prune_sends(kept.sends);
@@ -650,12 +586,9 @@ class ProcessGroupChorus : public c10d::ProcessGroup
             bool answered = receive_until(kept.answer, 0, deadline);
             if (answered)
                 kept.answer.reset();
-            TORCH_CHECK(answered, "Rank ", getRank(),
-                        " successfully reached monitoredBarrier, "
+            TORCH_CHECK(answered, "Rank ", getRank(), " successfully reached monitoredBarrier, "
                         "but received errors while waiting for send/recv from rank 0 (chorus: "
-                        "no answer within ",
-                        ms,
-                        " ms; rank 0's error names the rank that did "
+                        "no answer within ", ms, " ms; rank 0's error names the rank that did "
                         "not arrive)");
             return;
         }
@@ -666,8 +599,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup
         std::vector<int> missing;
         for (int r = 1; r < getSize(); r++) {
             if (!wait_all_ranks && clock::now() >= deadline)
-                TORCH_CHECK(false, "Rank 0 timed out in monitoredBarrier after ", ms, " ms (ranks ",
-                            r, " and above not yet seen)");
+                TORCH_CHECK(false, "Rank 0 timed out in monitoredBarrier after ", ms,
+                            " ms (ranks ", r, " and above not yet seen)");
             if (receive_until(kept.arrivals[r], r, deadline)) {
                 kept.arrivals[r].reset();
                 continue;
@@ -680,7 +613,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup
             std::string ranks;
             for (size_t i = 0; i < missing.size(); i++)
                 ranks += (i > 0 ? ", " : "") + std::to_string(missing[i]);
-            TORCH_CHECK(false, "Ranks ", ranks, " failed to pass monitoredBarrier in ", ms, " ms");
+            TORCH_CHECK(false, "Ranks ", ranks, " failed to pass monitoredBarrier in ", ms,
+                        " ms");
         }
         for (int r = 1; r < getSize(); r++)
             kept.sends.push_back(transfer_token(true, r));
@@ -696,8 +630,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
         chorus_handle *handle = nullptr;
         int32_t *word = new int32_t(0);
         bool done = false;
-        ~Token()
-        {
+        ~Token() {
             if (handle != nullptr && !done)
                 chorus_handle_free(handle); // freed by chorus when it completes; the word stays
             else {
@@ -707,8 +640,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
         }
     };
 
-    std::shared_ptr<Token> transfer_token(bool send, int group_rank)
-    {
+    std::shared_ptr<Token> transfer_token(bool send, int group_rank) {
         auto token = std::make_shared<Token>();
         *token->word = send ? generation_ : 0;
         chorus_tensor described{};
@@ -718,11 +650,12 @@ class ProcessGroupChorus : public c10d::ProcessGroup
         described.shape[0] = 1;
         int peer = static_cast<int>(job_ranks_[group_rank]);
         chorus_status status =
-            send ? chorus_send_async(&described, peer, kMonitoredTag, process_set_, &token->handle)
-                 : chorus_recv_async(&described, peer, kMonitoredTag, process_set_, &token->handle);
-        TORCH_CHECK(status == CHORUS_OK,
-                    "chorus backend: monitoredBarrier: ", chorus_status_name(status), ": ",
-                    chorus_last_error());
+            send ? chorus_send_async(&described, peer, kMonitoredTag, process_set_,
+                                     &token->handle)
+                 : chorus_recv_async(&described, peer, kMonitoredTag, process_set_,
+                                     &token->handle);
+        TORCH_CHECK(status == CHORUS_OK, "chorus backend: monitoredBarrier: ",
+                    chorus_status_name(status), ": ", chorus_last_error());
         return token;
     }
 
@@ -730,8 +663,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     // `deadline`: one of an earlier group over the same set (a rank that came late to its
     // barrier) is dropped and the receive posted again.
     bool receive_until(std::shared_ptr<Token> &token, int group_rank,
-                       std::chrono::steady_clock::time_point deadline)
-    {
+                       std::chrono::steady_clock::time_point deadline) {
         for (;;) {
             if (!wait_until(token, deadline))
                 return false;
@@ -744,8 +676,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     // Whether the token's transfer completed successfully by `deadline` (polled: chorus's
     // handles have no timed wait).
     static bool wait_until(const std::shared_ptr<Token> &token,
-                           std::chrono::steady_clock::time_point deadline)
-    {
+                           std::chrono::steady_clock::time_point deadline) {
         for (;;) {
             chorus_status status = chorus_test(token->handle);
             if (status != CHORUS_IN_PROGRESS) {
@@ -759,8 +690,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     }
 
     // Drops the sends of earlier monitored barriers that have completed.
-    static void prune_sends(std::vector<std::shared_ptr<Token>> &sends)
-    {
+    static void prune_sends(std::vector<std::shared_ptr<Token>> &sends) {
         std::vector<std::shared_ptr<Token>> pending;
         for (auto &token : sends) {
             if (chorus_test(token->handle) == CHORUS_IN_PROGRESS)
@@ -771,8 +701,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup
         sends = std::move(pending);
     }
 
-    // monitoredBarrier's transfers kept between calls: rank 0's receives from each rank, the
-    // others' receive of rank 0's answer, sends not yet completed.
+    // monitoredBarrier's transfers kept between calls, per process set: rank 0's receives from
+    // each rank, the others' receive of rank 0's answer, sends not yet completed.
     struct MonitoredTransfers {
         int groups_made = 0; // groups made over the set so far: a group's messages carry its
                              // number, alike on every member, as all make their groups in turn
@@ -782,20 +712,17 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     };
 
     // Those of process set `process_set`. Never destroyed: at exit, chorus may be gone.
-    static MonitoredTransfers &monitored_transfers(int process_set)
-    {
+    static MonitoredTransfers &monitored_transfers(int process_set) {
         static auto *kept = new std::map<int, MonitoredTransfers>();
         return (*kept)[process_set];
     }
 
-    static std::mutex &monitored_lock()
-    {
+    static std::mutex &monitored_lock() {
         static auto *lock = new std::mutex();
         return *lock;
     }
 
-    static void check_tag(int tag, const char *call)
-    {
+    static void check_tag(int tag, const char *call) {
         TORCH_CHECK(tag < kMonitoredTag, "chorus backend: ", call, " with tag ", tag, ": tag ",
                     kMonitoredTag, " is monitored_barrier's on a chorus group");
     }
@@ -803,8 +730,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     // A sparse (COO) allreduce, as gloo's: every rank's indices and values gathered (two
     // allgathers of as many rows as each rank has entries), summed where indices repeat, and the
     // sum written into `tensor`. Completes before it returns.
-    c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor tensor, chorus_op op)
-    {
+    c10::intrusive_ptr<c10d::Work> sparse_allreduce(at::Tensor tensor, chorus_op op) {
         TORCH_CHECK(op == CHORUS_SUM, "chorus backend: allreduce of a sparse tensor takes SUM "
                                       "only (as gloo)");
         TORCH_CHECK(tensor.device().is_cpu(), "chorus backend: allreduce of a sparse tensor on ",
@@ -813,7 +739,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup
         at::Tensor indices = gather_rows(input._indices().t().contiguous());
         at::Tensor values = gather_rows(input._values().contiguous());
         at::Tensor sum =
-            at::sparse_coo_tensor(indices.t(), values, input.sizes(), input.options()).coalesce();
+            at::sparse_coo_tensor(indices.t(), values, input.sizes(), input.options())
+                .coalesce();
         tensor.copy_(sum);
         auto operation = std::make_shared<Operation>();
         operation->outputs = {tensor};
@@ -824,8 +751,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
 
     // Every member's `rows` (contiguous, the first dimension counting rows, which may differ
     // between members) one after the other, by an allgather waited for here.
-    at::Tensor gather_rows(const at::Tensor &rows)
-    {
+    at::Tensor gather_rows(const at::Tensor &rows) {
         chorus_tensor described{};
         described.data = rows.data_ptr();
         described.dtype = dtype_of(rows);
@@ -854,17 +780,14 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     }
 
     // The bytes of a contiguous tensor, as a uint8 tensor over the same memory.
-    static at::Tensor as_bytes(const at::Tensor &tensor)
-    {
-        return at::from_blob(
-            tensor.data_ptr(), {tensor.numel() * tensor.element_size()}, [tensor](void *) {},
-            at::TensorOptions().dtype(at::kByte));
+    static at::Tensor as_bytes(const at::Tensor &tensor) {
+        return at::from_blob(tensor.data_ptr(), {tensor.numel() * tensor.element_size()},
+                             [tensor](void *) {}, at::TensorOptions().dtype(at::kByte));
     }
 
     // A receive into `tensor` (through a contiguous copy where it is not contiguous).
     c10::intrusive_ptr<c10d::Work> receive(at::Tensor tensor, int job_source, int tag,
-                                           c10d::OpType type)
-    {
+                                           c10d::OpType type) {
         check_cpu(tensor, "recv");
         at::Tensor buffer = tensor.contiguous();
         auto operation = std::make_shared<Operation>();
@@ -880,21 +803,19 @@ class ProcessGroupChorus : public c10d::ProcessGroup
                 tensor.copy_(buffer);
         };
         chorus_tensor described = flat(buffer);
-        chorus_status status =
-            chorus_recv_async(&described, job_source, tag, process_set_, &operation->handle);
-        TORCH_CHECK(status == CHORUS_OK, "chorus backend: recv: ", chorus_status_name(status), ": ",
-                    chorus_last_error());
+        chorus_status status = chorus_recv_async(&described, job_source, tag, process_set_,
+                                                 &operation->handle);
+        TORCH_CHECK(status == CHORUS_OK, "chorus backend: recv: ", chorus_status_name(status),
+                    ": ", chorus_last_error());
         return c10::make_intrusive<WorkChorus>(std::move(operation), getRank(), type);
     }
 
-    void check_root(int64_t root, const char *call) const
-    {
+    void check_root(int64_t root, const char *call) const {
         TORCH_CHECK(root >= 0 && root < getSize(), "chorus backend: ", call, " root ", root,
                     " is not a rank of the group (", getSize(), " ranks)");
     }
 
-    chorus_op_args base_args(chorus_collective collective, chorus_tensor input) const
-    {
+    chorus_op_args base_args(chorus_collective collective, chorus_tensor input) const {
         chorus_op_args args = CHORUS_OP_ARGS_INIT;
         args.collective = collective;
         args.name = nullptr;
@@ -905,8 +826,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
         return args;
     }
 
-    static void copy_bytes_into(at::Tensor &out, const void *bytes, size_t count)
-    {
+    static void copy_bytes_into(at::Tensor &out, const void *bytes, size_t count) {
         if (count == 0)
             return;
         if (out.is_contiguous()) {
@@ -920,8 +840,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
 
     // After an allgather or reducescatter: the handle's output, cut into the operation's outputs
     // one after the other (all of it into a single output).
-    static void copy_output_in_order(Operation &done)
-    {
+    static void copy_output_in_order(Operation &done) {
         chorus_tensor produced{};
         chorus_handle_output(done.handle, &produced);
         const char *at = static_cast<const char *>(produced.data);
@@ -933,9 +852,9 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     }
 
     // An allgather of `input` whose result lands in `outputs` in rank order (none: dropped).
-    c10::intrusive_ptr<c10d::Work>
-    allgather_into(const at::Tensor &input, std::vector<at::Tensor> outputs, c10d::OpType type)
-    {
+    c10::intrusive_ptr<c10d::Work> allgather_into(const at::Tensor &input,
+                                                  std::vector<at::Tensor> outputs,
+                                                  c10d::OpType type) {
         at::Tensor contiguous = input.contiguous();
         auto operation = std::make_shared<Operation>();
         operation->outputs = std::move(outputs);
@@ -945,8 +864,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     }
 
     c10::intrusive_ptr<c10d::Work> submit(const chorus_op_args &args,
-                                          std::shared_ptr<Operation> operation, c10d::OpType type)
-    {
+                                          std::shared_ptr<Operation> operation,
+                                          c10d::OpType type) {
         chorus_status status = chorus_submit(&args, &operation->handle);
         TORCH_CHECK(status == CHORUS_OK, "chorus backend: ", chorus_status_name(status), ": ",
                     chorus_last_error());
@@ -955,8 +874,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
 
     // An allreduce (root < 0) or a reduce to `root`, in place on `tensor`.
     c10::intrusive_ptr<c10d::Work> reduce_in_place(at::Tensor tensor, chorus_op op, int root,
-                                                   c10d::OpType type)
-    {
+                                                   c10d::OpType type) {
         if (root >= 0)
             check_root(root, "reduce");
         // A reduce leaves the other ranks' tensors as they were: they reduce a copy.
@@ -976,8 +894,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
 
     // Reducescatter of `input` (size x output's elements, contiguous) into `output`.
     c10::intrusive_ptr<c10d::Work> reduce_scatter_rows(at::Tensor input, at::Tensor output,
-                                                       chorus_op op, c10d::OpType type)
-    {
+                                                       chorus_op op, c10d::OpType type) {
         auto operation = std::make_shared<Operation>();
         operation->outputs = {output};
         operation->keep_alive = {input};
@@ -995,8 +912,7 @@ class ProcessGroupChorus : public c10d::ProcessGroup
 
     // Alltoall of a flat `send` with `splits` elements per rank, into `output` (flat order).
     c10::intrusive_ptr<c10d::Work> alltoall_rows(at::Tensor send, std::vector<int64_t> splits,
-                                                 at::Tensor output, c10d::OpType type)
-    {
+                                                 at::Tensor output, c10d::OpType type) {
         auto operation = std::make_shared<Operation>();
         operation->outputs = {output};
         operation->keep_alive = {send};
@@ -1004,8 +920,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup
             chorus_tensor received{};
             chorus_handle_output(done.handle, &received);
             at::Tensor &out = done.outputs[0];
-            TORCH_CHECK(received.shape[0] == out.numel(), "all_to_all_single: ", received.shape[0],
-                        " elements arrived for an output of ", out.numel());
+            TORCH_CHECK(received.shape[0] == out.numel(), "all_to_all_single: ",
+                        received.shape[0], " elements arrived for an output of ", out.numel());
             copy_bytes_into(out, received.data, out.numel() * out.element_size());
         };
         chorus_op_args args = base_args(CHORUS_ALLTOALL, flat(send));
@@ -1016,13 +932,12 @@ class ProcessGroupChorus : public c10d::ProcessGroup
     int process_set_;
     std::vector<int64_t> job_ranks_; // the group's ranks in the job, by group rank
     double timeout_seconds_;         // the group's timeout=, or 0: CHORUS_TIMEOUT_SECONDS
-    int generation_ = 0;             // this group's number among those over its process set
+    int generation_ = 0;             // this group's number among those made over its set
 };
 
 } // namespace
 
-PYBIND11_MODULE(_chorus_c10d, module)
-{
+PYBIND11_MODULE(_chorus_c10d, module) {
     module.doc() = "chorus as a torch.distributed backend (see chorus.torch.distributed)";
     py::object base = py::module::import("torch.distributed").attr("ProcessGroup");
     py::class_<ProcessGroupChorus, c10::intrusive_ptr<ProcessGroupChorus>>(
