@@ -108,6 +108,16 @@ static void finish(struct transfers *transfers, struct request *request, chorus_
     free(message);
 }
 
+/* Completes `request` with CHORUS_ERR_MPI: "`what` failed: " and MPI's text of `code`. */
+static void finish_mpi_failure(struct transfers *transfers, struct request *request,
+                               const char *what, int code)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int length = 0;
+    MPI_Error_string(code, text, &length);
+    finish(transfers, request, CHORUS_ERR_MPI, "%s failed: %s", what, text);
+}
+
 static bool grow(struct transfers *transfers)
 {
     if (transfers->count < transfers->capacity)
@@ -182,11 +192,8 @@ void transfers_post(struct transfers *transfers, struct request *request)
         int code = MPI_Isend(request->input, transfer.count, transfer.type, peer, request->tag,
                              comm, &mpi);
         if (code != MPI_SUCCESS) {
-            char text[MPI_MAX_ERROR_STRING] = "";
-            int length = 0;
-            MPI_Error_string(code, text, &length);
             free_type(&transfer.type);
-            finish(transfers, request, CHORUS_ERR_MPI, "MPI_Isend failed: %s", text);
+            finish_mpi_failure(transfers, request, "MPI_Isend", code);
             return;
         }
     }
@@ -197,10 +204,8 @@ void transfers_post(struct transfers *transfers, struct request *request)
 
 /* Receives a matched message of the wrong size into a buffer of its own and drops it; false
  * where it cannot (no memory, too large to describe), leaving the message unreceived. */
-static bool drain(MPI_Message *message, const MPI_Status *status, size_t element)
+static bool drain(MPI_Message *message, MPI_Count bytes, size_t element)
 {
-    MPI_Count bytes = 0;
-    MPI_Get_elements_x(status, MPI_BYTE, &bytes);
     MPI_Datatype type = MPI_BYTE;
     int count = 0;
     if (bytes < 0 ||
@@ -247,15 +252,12 @@ static bool match_receives(struct transfers *transfers)
                 transfer->matched = true;
                 continue;
             }
-            char text[MPI_MAX_ERROR_STRING] = "";
-            int length = 0;
-            MPI_Error_string(code, text, &length);
-            finish(transfers, request, CHORUS_ERR_MPI, "MPI_Imrecv failed: %s", text);
+            finish_mpi_failure(transfers, request, "MPI_Imrecv", code);
         } else {
             MPI_Count bytes = 0;
             MPI_Get_elements_x(&status, MPI_BYTE, &bytes);
             size_t element = chorus_dtype_size((chorus_dtype)request->desc.dtype);
-            bool drained = drain(&message, &status, element);
+            bool drained = drain(&message, bytes, element);
             finish(transfers, request, CHORUS_ERR_MISMATCH,
                    "rank %d sent %lld bytes where the receive takes %zu%s", transfer->sender,
                    (long long)bytes, transfer->bytes,
@@ -274,10 +276,7 @@ static void complete(struct transfers *transfers, struct transfer *transfer,
     struct request *request = transfer->request;
     int error = code == MPI_ERR_IN_STATUS ? status->MPI_ERROR : code;
     if (error != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING] = "";
-        int length = 0;
-        MPI_Error_string(error, text, &length);
-        finish(transfers, request, CHORUS_ERR_MPI, "MPI failed: %s", text);
+        finish_mpi_failure(transfers, request, "MPI", error);
     } else {
         if (request->desc.collective == COLLECTIVE_RECEIVE)
             request->handle->source = transfer->sender;
