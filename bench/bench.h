@@ -2,8 +2,9 @@
  * bench.h — what the modes of chorus-bench share: the parsed options, this process's rank and
  * the job's size, and the helpers every mode uses. Each mode is a file: sweep.c (the
  * nccl-tests-style sweep against plain MPI), cycle.c (negotiation cost), workload.c (a training
- * step of a real model's gradients), overlap.c (gradients behind compute) and link.c (what the
- * network between hosts delivers); options.c parses the command line for all of them.
+ * step of a real model's gradients), overlap.c (gradients behind compute), link.c (what the
+ * network between hosts delivers) and latency.c (small collectives on each path against MPI);
+ * options.c parses the command line for all of them.
  */
 #ifndef CHORUS_BENCH_H
 #define CHORUS_BENCH_H
@@ -27,6 +28,9 @@ struct options {
     bool link;   /* --link: what the network between the first two hosts delivers to MPI */
     bool overlap; /* --overlap: the workload's gradients trickle in behind compute */
     bool ordered; /* --ordered: chorus's operations in call order (CHORUS_OP_ORDERED) */
+    bool latency; /* --latency: small allreduces and a barrier on each path, against MPI */
+    int rounds;   /* --rounds N: interleaved rounds of --latency (0: 5) */
+    bool max_bytes_given; /* -e was given */
     double ratios[8];
     int ratio_count;
     const char *compare;       /* --compare PARAMS: a second chorus configuration */
@@ -64,5 +68,7 @@ void workload_benchmark(const char *workload, int steps, chorus_collective colle
 /* step.c: --workload MODEL --autotune, on the plain step. */
 void workload_autotune(const char *workload, int steps);
 void link_benchmark(void);
+/* latency.c: --latency (it initializes and shuts chorus down itself, round by round). */
+int latency_benchmark(const struct options *o);
 
 #endif

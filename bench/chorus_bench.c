@@ -12,6 +12,9 @@
  *   chorus-bench --device cuda [sweep options]   (built with CUDA and NCCL: buffers on the GPU; no MPI
  *                                column; chorus-bench-emulated runs it over the emulated CUDA
  *                                runtime and NCCL and says so: logic, never GPU speed)
+ *   chorus-bench --latency [-b 8] [-e 64K] [--rounds 5]
+ *                               (small allreduces and a barrier: MPI, chorus's ordered path,
+ *                                its negotiated path, in interleaved rounds; latency.c)
  *   chorus-bench --cycle N [-c broadcast|allgather]
  *                               (the cost of a step of N tiny allreduces, broadcasts or
  *                                allgathers: negotiation)
@@ -60,6 +63,13 @@ int main(int argc, char **argv)
         link_benchmark();
         MPI_Finalize();
         return 0;
+    }
+    if (o.latency) {
+        if (!o.max_bytes_given)
+            o.max_bytes = 64 << 10;
+        int status = latency_benchmark(&o);
+        MPI_Finalize();
+        return status;
     }
     if (chorus_init(NULL) != CHORUS_OK) {
         fprintf(stderr, "chorus_init: %s\n", chorus_last_error());

@@ -44,6 +44,10 @@ static const char usage_text[] =
     "      --link             what the network between the first two hosts delivers to MPI\n"
     "      --ordered          the sweep's chorus operations in call order, not negotiated\n"
     "                         (CHORUS_OP_ORDERED, as the torch.distributed backend runs them)\n"
+    "      --latency          small allreduces (-b, default 8, to -e, default 64K) and a barrier\n"
+    "                         through MPI (chorus shut down), chorus's ordered path and its\n"
+    "                         negotiated path, in interleaved rounds: medians, t/MPI\n"
+    "      --rounds N         rounds of --latency (default 5)\n"
     "  -h, --help             this text\n"
     "The last line of every run is a summary: line; a wrong result fails the run (exit 1).\n";
 
@@ -99,6 +103,8 @@ int parse_options(int argc, char **argv, struct options *o)
         {"compare", required_argument, NULL, 'P'},
         {"step-timeline", required_argument, NULL, 'T'},
         {"ordered", no_argument, NULL, 'Q'},
+        {"latency", no_argument, NULL, 'U'},
+        {"rounds", required_argument, NULL, 'N'},
         {"autotune", no_argument, NULL, 'A'},
         {"shared-heap", no_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
@@ -128,6 +134,7 @@ int parse_options(int argc, char **argv, struct options *o)
             break;
         case 'e':
             ok = bench_parse_size(value, &o->max_bytes);
+            o->max_bytes_given = true;
             break;
         case 'f': {
             char *end = NULL;
@@ -152,6 +159,12 @@ int parse_options(int argc, char **argv, struct options *o)
             break;
         case 'Q':
             o->ordered = true;
+            break;
+        case 'U':
+            o->latency = true;
+            break;
+        case 'N':
+            ok = parse_positive_int(value, &o->rounds) && o->rounds > 0;
             break;
         case 'A':
             o->autotune = true;

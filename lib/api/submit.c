@@ -9,11 +9,49 @@
 #include "../coordinator/coordinator.h"
 #include "../core/context.h"
 #include "../core/log.h"
+#include "../core/output_pool.h"
+#include "../lane/lane.h"
 #include "../transport/shared_heap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* What `args` describes, as the ranks compare it: everything but the name and the group, which
+ * the caller sets. */
+static void describe(struct wire_request *desc, const chorus_op_args *args, uint32_t group_size,
+                     int default_compression)
+{
+    const chorus_tensor *tensor = &args->input;
+    bool reduces = args->collective == CHORUS_ALLREDUCE || args->collective == CHORUS_REDUCESCATTER;
+    bool allreduce = args->collective == CHORUS_ALLREDUCE;
+    desc->collective = (uint8_t)args->collective;
+    desc->dtype = (uint8_t)tensor->dtype;
+    desc->op = reduces ? (uint8_t)args->op : 0;
+    desc->ndims = (uint8_t)tensor->ndims;
+    memcpy(desc->shape, tensor->shape, tensor->ndims * sizeof tensor->shape[0]);
+    desc->root = args->collective == CHORUS_BROADCAST ? args->root : 0;
+    desc->device = tensor->memory == CHORUS_MEMORY_CUDA ? tensor->device : DEVICE_HOST;
+    desc->prescale = reduces ? args->prescale_factor : 1.0;
+    desc->postscale = reduces ? args->postscale_factor : 1.0;
+    desc->group_size = group_size;
+    desc->process_set = api_op_process_set(args);
+    /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
+    int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
+                                                                      : (int)args->compression;
+    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. */
+    desc->compression = allreduce && tensor->dtype == CHORUS_FLOAT32 &&
+                                tensor->memory == CHORUS_MEMORY_HOST && args->op != CHORUS_ADASUM
+                            ? (uint8_t)compression
+                            : CHORUS_COMPRESSION_NONE;
+    /* Where a host allreduce's result lies: the selection reduces it in place where every
+     * rank's lies in the shared heap (rank 0 tells, in the response). */
+    const void *output = args->output != NULL ? args->output : tensor->data;
+    desc->in_shared_heap =
+        allreduce && tensor->memory == CHORUS_MEMORY_HOST &&
+        shared_heap_offset(output, chorus_tensor_count(tensor) * chorus_dtype_size(tensor->dtype)) !=
+            SHARED_HEAP_NOWHERE;
+}
 
 static struct request *request_create(const chorus_op_args *args, const char *group,
                                       uint32_t group_size, struct chorus_handle *handle,
@@ -36,40 +74,13 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
         request_free(request);
         return NULL;
     }
-    request->desc.collective = (uint8_t)args->collective;
-    request->desc.dtype = (uint8_t)tensor->dtype;
-    bool reduces = args->collective == CHORUS_ALLREDUCE || args->collective == CHORUS_REDUCESCATTER;
-    request->desc.op = reduces ? (uint8_t)args->op : 0;
-    request->desc.ndims = (uint8_t)tensor->ndims;
-    memcpy(request->desc.shape, tensor->shape, tensor->ndims * sizeof tensor->shape[0]);
-    request->desc.root = args->collective == CHORUS_BROADCAST ? args->root : 0;
-    request->desc.device = tensor->memory == CHORUS_MEMORY_CUDA ? tensor->device : DEVICE_HOST;
-    bool allreduce = args->collective == CHORUS_ALLREDUCE;
-    request->desc.prescale = reduces ? args->prescale_factor : 1.0;
-    request->desc.postscale = reduces ? args->postscale_factor : 1.0;
-    request->desc.group_size = group_size;
-    request->desc.process_set = process_set;
-    /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
-    int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
-                                                                      : (int)args->compression;
-    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. */
-    request->desc.compression = allreduce && tensor->dtype == CHORUS_FLOAT32 &&
-                                        tensor->memory == CHORUS_MEMORY_HOST &&
-                                        args->op != CHORUS_ADASUM
-                                    ? (uint8_t)compression
-                                    : CHORUS_COMPRESSION_NONE;
+    describe(&request->desc, args, group_size, default_compression);
     request->input = tensor->data;
     bool handle_output = args->collective == CHORUS_ALLGATHER ||
                          args->collective == CHORUS_REDUCESCATTER ||
                          args->collective == CHORUS_ALLTOALL;
     request->output = args->output != NULL && !handle_output ? args->output : tensor->data;
     request->count = chorus_tensor_count(tensor);
-    /* Where a host allreduce's result lies: the selection reduces it in place where every
-     * rank's lies in the shared heap (rank 0 tells, in the response). */
-    request->desc.in_shared_heap =
-        allreduce && tensor->memory == CHORUS_MEMORY_HOST &&
-        shared_heap_offset(request->output, request->count * chorus_dtype_size(tensor->dtype)) !=
-            SHARED_HEAP_NOWHERE;
     request->timeout_seconds = api_op_timeout(args);
     request->handle = handle;
     request->submitted_at = clock_seconds();
@@ -162,6 +173,111 @@ chorus_status api_enqueue_ordered(struct chorus_context *context, struct request
     return status;
 }
 
+/* Why a closed lane refuses `kind` "name": the instance stopped, a lane failed, or it is
+ * shutting down. */
+static chorus_status lane_refusal(struct chorus_context *context, const char *kind,
+                                  const char *name)
+{
+    chorus_status stopped = atomic_load(&context->stopped);
+    if (stopped != CHORUS_OK)
+        return REJECT(stopped, "%s \"%s\": %s", kind, name, context->stopped_message);
+    chorus_status failed = atomic_load(&context->user_failure);
+    if (failed != CHORUS_OK)
+        return REJECT(failed, "%s \"%s\": stopped: %s", kind, name,
+                      context->user_failure_message);
+    return REJECT(CHORUS_ERR_SHUTDOWN, "%s \"%s\": chorus is shutting down", kind, name);
+}
+
+/* The lane of `process_set` (lib/lane), entered (lane_leave when done), in *lane; NULL where the
+ * set has none (its ranks span hosts). Refuses `kind` "name" (a status) where it has one that is
+ * closed. */
+static chorus_status enter_lane(struct chorus_context *context, int process_set,
+                                const char *kind, const char *name, struct lane **lane)
+{
+    bool entered = false;
+    if (process_set == 0) {
+        /* Counted before the pointer is loaded, so that the background thread frees the lane
+         * only after this thread entered it or saw it withdrawn (runner_release). */
+        atomic_fetch_add(&context->job_lane_users, 1);
+        *lane = atomic_load(&context->job_lane);
+        entered = *lane != NULL && lane_enter(*lane);
+        atomic_fetch_sub(&context->job_lane_users, 1);
+    } else {
+        pthread_mutex_lock(&context->lock);
+        const struct process_set *set = process_set_find(&context->process_sets, process_set);
+        *lane = set != NULL ? set->lane : NULL;
+        entered = *lane != NULL && lane_enter(*lane);
+        pthread_mutex_unlock(&context->lock);
+    }
+    if (*lane != NULL && !entered) {
+        *lane = NULL;
+        return lane_refusal(context, kind, name);
+    }
+    return CHORUS_OK;
+}
+
+/* An ordered operation through its set's lane, on this thread: it runs there and `handle`
+ * completes, or the members agree on it there and it is queued for the background thread with
+ * what they agreed. Leaves the lane. */
+static chorus_status submit_on_lane(struct chorus_context *context, struct lane *lane,
+                                    const chorus_op_args *args, struct chorus_handle *handle,
+                                    int nranks)
+{
+    int compression = context->params.values.compression;
+    if (atomic_load(&context->join_requested)) {
+        lane_leave(lane);
+        handle_member_done(handle, CHORUS_ERR_INVALID_ARGUMENT,
+                           "%s \"%s\": ordered operations cannot run while this rank has "
+                           "joined (chorus_join)",
+                           chorus_collective_name(args->collective), args->name);
+        return CHORUS_OK;
+    }
+    struct wire_request desc;
+    memset(&desc, 0, sizeof desc); /* padding too: the lane compares descriptions as bytes */
+    desc.name = (char *)args->name;
+    desc.group = (char *)"";
+    describe(&desc, args, 1, compression);
+    struct lane_operation operation = {
+        .desc = &desc,
+        .input = args->input.data,
+        .output = args->output != NULL ? args->output : args->input.data,
+        .count = chorus_tensor_count(&args->input),
+        .timeout_seconds = api_op_timeout(args),
+    };
+    struct lane_result result;
+    enum lane_outcome outcome = lane_run(lane, &operation, &result);
+    lane_leave(lane);
+    if (outcome == LANE_RAN) {
+        if (result.status == CHORUS_OK && result.output.data != NULL)
+            handle_set_output(handle, 0, &result.output, output_pool_give,
+                              result.output_capacity);
+        handle_finish_unpublished(handle, result.status, result.message);
+        return CHORUS_OK;
+    }
+    struct request *request = request_create(args, "", 1, handle, compression);
+    if (request != NULL && args->collective == CHORUS_ALLTOALL &&
+        !copy_splits(request, args, nranks)) {
+        request_free(request);
+        request = NULL;
+    }
+    if (request == NULL) {
+        /* The other members run it: this rank can no longer keep in step with them. */
+        ordered_agreement_free(result.agreed);
+        char *message = text_format("%s \"%s\": out of memory after the members agreed on it",
+                                    chorus_collective_name(args->collective), args->name);
+        context_report_failure(context, CHORUS_ERR_OUT_OF_MEMORY,
+                               message != NULL ? message : "out of memory");
+        free(message);
+        return REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+    }
+    request->ordered = true;
+    request->agreed = result.agreed;
+    chorus_status status = api_enqueue_ordered(context, request);
+    if (status != CHORUS_OK)
+        request_free(request);
+    return status;
+}
+
 /* Bytes that " [process set N]" may add to a name. */
 #define PROCESS_SET_NAME_SUFFIX 32
 
@@ -223,7 +339,8 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
         return api_not_initialized("chorus_submit");
     chorus_status status = CHORUS_OK;
     struct chorus_handle *handle = NULL;
-    struct request **requests = calloc(count, sizeof *requests);
+    struct request *single = NULL; /* one operation needs no array */
+    struct request **requests = count == 1 ? &single : calloc(count, sizeof *requests);
     if (requests == NULL) {
         status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
         goto out;
@@ -283,9 +400,21 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
             }
         }
     }
+    struct lane *lane = NULL;
+    if (ordered) {
+        status = enter_lane(context, api_op_process_set(args), kind, args->name, &lane);
+        if (status != CHORUS_OK)
+            goto out;
+    }
     handle = handle_create(args[0].collective, count);
     if (handle == NULL) {
+        if (lane != NULL)
+            lane_leave(lane);
         status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+        goto out;
+    }
+    if (lane != NULL) {
+        status = submit_on_lane(context, lane, args, handle, nranks);
         goto out;
     }
     for (size_t i = 0; i < count; i++) {
@@ -316,7 +445,8 @@ out:
     } else {
         *handle_out = handle;
     }
-    free(requests);
+    if (requests != &single)
+        free(requests);
     return status;
 }
 
@@ -334,11 +464,45 @@ chorus_status chorus_submit_group(const chorus_op_args *args, size_t count, chor
     return submit(args, count, handle);
 }
 
+/* A barrier in the job's lane: one phase in which every rank's line says "barrier" (and a
+ * rank that submitted something else at that position finds out). Leaves the lane. */
+static chorus_status barrier_on_lane(struct lane *lane)
+{
+    struct wire_request desc;
+    memset(&desc, 0, sizeof desc); /* padding too: the lane compares descriptions as bytes */
+    desc.name = "barrier";
+    desc.group = "";
+    desc.collective = COLLECTIVE_BARRIER;
+    desc.device = DEVICE_HOST;
+    desc.prescale = desc.postscale = 1.0;
+    desc.group_size = 1;
+    struct lane_operation operation = {.desc = &desc};
+    struct lane_result result;
+    lane_run(lane, &operation, &result);
+    lane_leave(lane);
+    if (result.status != CHORUS_OK)
+        REJECT(result.status, "%s", result.message != NULL ? result.message : "barrier failed");
+    free(result.message);
+    return result.status;
+}
+
 chorus_status chorus_barrier(void)
 {
     struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
         return api_not_initialized("chorus_barrier");
+    /* Where every rank shares this host: through the job's lane, in call order with the ordered
+     * operations. Else (or while this rank joins) negotiated, as any tensor. */
+    struct lane *lane = NULL;
+    chorus_status status = atomic_load(&context->join_requested)
+                               ? CHORUS_OK
+                               : enter_lane(context, 0, "barrier", "barrier", &lane);
+    if (lane != NULL || status != CHORUS_OK) {
+        if (lane != NULL)
+            status = barrier_on_lane(lane);
+        api_instance_release();
+        return status;
+    }
     char name[48];
     snprintf(name, sizeof name, "chorus.barrier.%lu", atomic_fetch_add(&context->barriers, 1));
     api_instance_release();

@@ -463,8 +463,7 @@ chorus_status coord_setup(struct background *background, char *error, size_t err
     executor->local_ranks = context->topology.homogeneous ? context->topology.local_size : 1;
     struct executor_settings *settings = &background->settings;
     executor_settings_init(settings, params);
-    settings->oversubscribed = context->topology.pus > 0 &&
-                               (size_t)context->topology.local_size > context->topology.pus;
+    settings->oversubscribed = context->local_ranks_share_cores;
     settings->staging_streaming =
         staging_stores_streaming((enum staging_stores)params->staging_stores,
                                  context->local_ranks_share_cache, settings->oversubscribed);
@@ -539,6 +538,7 @@ static chorus_status start(struct background *background, char *error, size_t er
             error);
         error[0] = '\0';
     }
+    runner_open_job_lane(&background->runner);
     liveness_batch_done(&background->star.liveness, clock_seconds());
     log_start(background);
     return CHORUS_OK;
@@ -578,6 +578,16 @@ void coord_loop(struct background *background)
     while (going) {
         size_t ordered_before = background->ordered.run_count;
         bool active = false;
+        /* First a user thread's fatal error (a lane's timeout; its message is set before its
+         * status): that thread went on after it, and may have asked for the shutdown since,
+         * which must not be taken for an orderly one (the other ranks would then end this
+         * instance differently, and wait for each other in collective frees). */
+        chorus_status user = atomic_load(&context->user_failure);
+        if (user != CHORUS_OK) {
+            report_fail(report, user, "%s", context->user_failure_message);
+            going = coord_settle(background);
+            continue;
+        }
         bool stopping = background->state == COORD_STOPPING;
         if (!stopping) {
             active |= take_submissions(background);

@@ -15,12 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What one member submitted at a position, decoded from its record. */
-struct ordered_record {
-    uint64_t position;
-    struct wire_request desc;
-};
-
 void ordered_init(struct ordered *ordered, struct runner *runner, struct pending *pending)
 {
     *ordered = (struct ordered){.runner = runner, .pending = pending};
@@ -77,72 +71,92 @@ static int *member_ranks(struct ordered *ordered, int process_set, int members)
     return ranks;
 }
 
-/* Where the members' records disagree: a malloc'd message naming the position, the field and the
- * job's ranks (as rank 0's mismatch messages do); NULL when they agree. As the negotiator does,
- * the common case (agreement) is decided from the values; only a disagreement is described,
- * which formats every field of every member. The records' names are `label` meanwhile. */
+/* Where the members' records disagree: a malloc'd message naming the position, the field and
+ * the job's ranks (mismatch_ordered); NULL when they agree. */
 static char *find_disagreement(struct ordered *ordered, struct ordered_record *records,
                                int members, int process_set, const char *label)
 {
-    bool agree = true;
-    for (int m = 0; m < members; m++)
-        agree = agree && records[m].position == records[0].position &&
-                negotiated_fields_agree(&records[0].desc, &records[m].desc);
-    if (agree)
+    if (mismatch_ordered_agree(records, members))
         return NULL;
-    int job_size = ordered->runner->executor.nranks;
     int *ranks = member_ranks(ordered, process_set, members);
-    struct wire_request *requests = calloc((size_t)job_size, sizeof *requests);
-    char *message = NULL;
-    for (int m = 1; ranks != NULL && message == NULL && m < members; m++)
-        if (records[m].position != records[0].position)
-            message = text_format("%s: ranks %d and %d are at different ordered positions (%" PRIu64
-                                    " and %" PRIu64 "): an earlier ordered operation failed on one "
-                                    "of them only",
-                                    label, ranks[0], ranks[m], records[0].position,
-                                    records[m].position);
-    if (message == NULL && ranks != NULL && requests != NULL) {
-        for (int m = 0; m < members; m++) {
-            requests[ranks[m]] = records[m].desc;
-            requests[ranks[m]].name = (char *)label;
-        }
-        message = mismatch_find(label, requests, job_size, &requests[ranks[0]]);
-    }
-    /* Out of memory, or values that differ but print alike: still never run them. */
-    if (message == NULL)
-        message = text_format("%s: the ranks submitted different operations", label);
+    char *message = ranks != NULL ? mismatch_ordered(label, records, members, ranks,
+                                                     ordered->runner->executor.nranks)
+                                  : text_format("%s: the ranks submitted different operations",
+                                                label);
     free(ranks);
-    free(requests);
     return message;
 }
 
-/* The response every member runs: the agreed description, with what the members' records add
- * (an allgather's rows per member, whether an alltoall splits evenly everywhere). */
+/* What the members' records add to the response: an allgather's rows per member, whether an
+ * alltoall splits evenly everywhere, whether every allreduce's output lies in the shared heap.
+ * False when out of memory. */
+static bool agreement_of_records(struct ordered_agreement *agreed, uint64_t position,
+                                 const struct request *request,
+                                 const struct ordered_record *records, int members)
+{
+    *agreed = (struct ordered_agreement){.position = position, .members = (uint32_t)members,
+                                         .even_split = 1, .in_shared_heap = 1};
+    if (request->desc.collective == CHORUS_ALLGATHER) {
+        agreed->first_dims = calloc((size_t)members, sizeof *agreed->first_dims);
+        if (agreed->first_dims == NULL)
+            return false;
+        for (int m = 0; m < members; m++)
+            agreed->first_dims[m] = records[m].desc.ndims > 0 ? records[m].desc.shape[0] : 0;
+    }
+    for (int m = 0; m < members; m++) {
+        if (!records[m].desc.even_split || records[m].desc.shape[0] != request->desc.shape[0])
+            agreed->even_split = 0;
+        if (!records[m].desc.in_shared_heap)
+            agreed->in_shared_heap = 0;
+    }
+    return true;
+}
+
+/* The response every member runs: the agreed description, with what the members agreed. */
 static bool build_response(struct wire_response *response, const struct request *request,
-                           const struct ordered_record *records, int members)
+                           const struct ordered_agreement *agreed)
 {
     *response = (struct wire_response){.type = RESPONSE_EXECUTE,
                                        .status = CHORUS_OK,
-                                       .contributors = (uint32_t)members,
+                                       .contributors = agreed->members,
                                        .agreed_at = clock_seconds()};
     if (!wire_request_copy(&response->request, &request->desc))
         return false;
     if (request->desc.collective == CHORUS_ALLGATHER) {
-        response->first_dim_count = (uint32_t)members;
-        response->first_dims = calloc((size_t)members, sizeof *response->first_dims);
+        response->first_dim_count = agreed->members;
+        response->first_dims = calloc(agreed->members, sizeof *response->first_dims);
         if (response->first_dims == NULL)
             return false;
-        for (int m = 0; m < members; m++)
-            response->first_dims[m] = records[m].desc.ndims > 0 ? records[m].desc.shape[0] : 0;
+        memcpy(response->first_dims, agreed->first_dims,
+               agreed->members * sizeof *response->first_dims);
     }
-    /* What the response says of every member's tensor. */
-    for (int m = 0; m < members; m++) {
-        if (!records[m].desc.even_split || records[m].desc.shape[0] != request->desc.shape[0])
-            response->request.even_split = 0;
-        if (!records[m].desc.in_shared_heap)
-            response->request.in_shared_heap = 0;
-    }
+    response->request.even_split = request->desc.even_split && agreed->even_split;
+    response->request.in_shared_heap = request->desc.in_shared_heap && agreed->in_shared_heap;
     return true;
+}
+
+/* Runs an operation the members agreed on, labelled `label`. */
+static void run_agreed(struct ordered *ordered, struct request *request,
+                       const struct ordered_agreement *agreed, const char *label,
+                       struct coord_report *report)
+{
+    struct wire_response response;
+    char error[1024] = "";
+    if (!build_response(&response, request, agreed)) {
+        report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "%s \"%s\": out of memory",
+                    request_collective_name(&request->desc), label);
+        wire_response_free(&response);
+        pending_keep_ordered(ordered->pending, request);
+        return;
+    }
+    ordered->running = true;
+    chorus_status status = runner_run(ordered->runner, &response, 1, &request, error,
+                                      sizeof error);
+    ordered->running = false;
+    if (status != CHORUS_OK)
+        report_fail(report, status, "%s", error);
+    wire_response_free(&response);
+    ordered->run_count++;
 }
 
 /* The members' records from `bytes` (WIRE_ORDERED_RECORD_BYTES each) into `records`; a
@@ -183,27 +197,34 @@ void ordered_run(struct ordered *ordered, struct request *request, struct coord_
                    "ordered operations cannot run while this rank has joined (chorus_join)");
         return;
     }
-    uint64_t position = 0;
     char label[CHORUS_MAX_NAME_LENGTH + 96];
+    executor_bound_waits(executor, request->timeout_seconds);
+    if (request->agreed != NULL) { /* its lane checked it */
+        mismatch_ordered_label(label, sizeof label, desc->name, request->agreed->position,
+                               desc->process_set);
+        run_agreed(ordered, request, request->agreed, label, report);
+        executor_bound_waits(executor, 0);
+        return;
+    }
+    uint64_t position = 0;
     int members = executor->nranks;
     uint8_t mine[WIRE_ORDERED_RECORD_BYTES];
     uint8_t *all = malloc((size_t)members * WIRE_ORDERED_RECORD_BYTES);
     struct ordered_record *records = calloc((size_t)members, sizeof *records);
+    struct ordered_agreement agreed = {0};
     if (all == NULL || records == NULL || !next_position(ordered, desc->process_set, &position)) {
         report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "%s \"%s\": out of memory", kind,
                     desc->name);
         pending_keep_ordered(ordered->pending, request); /* failed with the rest */
         goto out;
     }
-    snprintf(label, sizeof label, "%s, ordered position %" PRIu64 " of process set %d",
-             desc->name, position, desc->process_set);
+    mismatch_ordered_label(label, sizeof label, desc->name, position, desc->process_set);
     if (!wire_encode_ordered_record(position, desc, mine)) {
         finish_now(ordered, request, CHORUS_ERR_INTERNAL,
                    "the operation's description does not fit an ordered record");
         goto out;
     }
     char error[1024] = "";
-    executor_bound_waits(executor, request->timeout_seconds);
     chorus_status status = executor_exchange_records(executor, mine, sizeof mine, all, error,
                                                      sizeof error);
     if (status == CHORUS_OK)
@@ -215,26 +236,19 @@ void ordered_run(struct ordered *ordered, struct request *request, struct coord_
         goto out;
     }
     char *disagreement = find_disagreement(ordered, records, members, desc->process_set, label);
-    struct wire_response response;
     if (disagreement != NULL) {
         LOG(LOG_WARNING, "ordered", "%s", disagreement);
         finish_now(ordered, request, CHORUS_ERR_MISMATCH, disagreement);
-    } else if (!build_response(&response, request, records, members)) {
+    } else if (!agreement_of_records(&agreed, position, request, records, members)) {
         report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "%s \"%s\": out of memory", kind, label);
-        wire_response_free(&response);
         pending_keep_ordered(ordered->pending, request);
     } else {
-        ordered->running = true;
-        status = runner_run(ordered->runner, &response, 1, &request, error, sizeof error);
-        ordered->running = false;
-        if (status != CHORUS_OK)
-            report_fail(report, status, "%s", error);
-        wire_response_free(&response);
-        ordered->run_count++;
+        run_agreed(ordered, request, &agreed, label, report);
     }
     free(disagreement);
 out:
     executor_bound_waits(executor, 0);
+    free(agreed.first_dims);
     free(all);
     free_records(records, members);
 }

@@ -7,6 +7,7 @@
 
 #include "../core/log.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,37 @@ static struct set_executor *find_set_executor(const struct runner *runner, int i
         if (runner->set_executors[i]->id == id)
             return runner->set_executors[i];
     return NULL;
+}
+
+/* Opens the lane of `executor`, the job's or set `id`'s (member m is job rank ranks[m]; NULL:
+ * m), where its ranks all share this host (it has the small-message slots) or it has one rank.
+ * Without one its ordered operations run on the background thread, as across hosts. */
+static struct lane *open_lane(struct runner *runner, struct executor *executor, int id,
+                              const int *ranks)
+{
+    const struct chorus_params *params = &runner->context->params.values;
+    if (!executor->small_ready && executor->nranks != 1)
+        return NULL;
+    executor->lane = lane_create(runner->context, id, executor->nranks, ranks,
+                                 executor->small_ready ? &executor->small : NULL,
+                                 params->small_limit, params->timeout_seconds);
+    if (executor->lane == NULL)
+        LOG(LOG_WARNING, "lane", "process set %d: out of memory for its lane", id);
+    return executor->lane;
+}
+
+void runner_open_job_lane(struct runner *runner)
+{
+    atomic_store(&runner->context->job_lane, open_lane(runner, &runner->executor, 0, NULL));
+}
+
+/* Withdraws set `id`'s lane from the user threads, who enter it through the set's entry. */
+static void withdraw_set_lane(struct runner *runner, int id)
+{
+    struct chorus_context *context = runner->context;
+    pthread_mutex_lock(&context->lock);
+    process_set_table_set_lane(&context->process_sets, id, NULL);
+    pthread_mutex_unlock(&context->lock);
 }
 
 static void set_executor_free(struct set_executor *set, bool aborted)
@@ -84,9 +116,14 @@ static chorus_status add_set(struct runner *runner, const struct wire_request *a
             LOG(LOG_WARNING, "process sets", "set %d: %s; its collectives run over MPI alone",
                 set->id, why);
     }
+    struct set_executor *made = member ? find_set_executor(runner, agreed->process_set) : NULL;
+    struct lane *lane = made != NULL ? open_lane(runner, &made->executor, made->id, members)
+                                     : NULL;
     pthread_mutex_lock(&context->lock);
     bool recorded = process_set_table_add(&context->process_sets, agreed->process_set, members,
                                           size);
+    if (recorded)
+        process_set_table_set_lane(&context->process_sets, agreed->process_set, lane);
     pthread_mutex_unlock(&context->lock);
     if (!recorded) {
         snprintf(error, error_size, "adding process set %d: out of memory", agreed->process_set);
@@ -103,6 +140,7 @@ static void remove_set(struct runner *runner, int id)
     for (size_t i = 0; i < runner->set_executor_count; i++) {
         if (runner->set_executors[i]->id != id)
             continue;
+        withdraw_set_lane(runner, id);
         set_executor_free(runner->set_executors[i], false);
         /* Kept in the order of their ids, alike on every member: freeing a set's host segment
          * is collective over its members (runner_release). */
@@ -233,6 +271,15 @@ void runner_abort(struct runner *runner, chorus_status status, const char *reaso
 
 void runner_release(struct runner *runner)
 {
+    /* The lanes first: no user thread may be inside when their executors free them. */
+    struct chorus_context *context = runner->context; /* NULL: start-up failed before it */
+    if (context != NULL) {
+        atomic_store(&context->job_lane, NULL);
+        while (atomic_load(&context->job_lane_users) != 0)
+            sched_yield();
+    }
+    for (size_t i = 0; i < runner->set_executor_count; i++)
+        withdraw_set_lane(runner, runner->set_executors[i]->id);
     for (size_t i = 0; i < runner->set_executor_count; i++)
         set_executor_free(runner->set_executors[i], runner->executor.aborted);
     free(runner->set_executors);

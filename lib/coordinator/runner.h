@@ -32,6 +32,10 @@ chorus_status runner_run(struct runner *runner, const struct wire_response *resp
                          size_t count, struct request *const *taken, char *error,
                          size_t error_size);
 
+/* Opens the job's lane where every rank shares this host (or there is one rank), and publishes
+ * it to the user threads (context->job_lane). At start-up, after the executor's preparation. */
+void runner_open_job_lane(struct runner *runner);
+
 /* The executor of process set `process_set` (0: the job's), or NULL where this rank is not a
  * member. */
 struct executor *runner_executor_of(struct runner *runner, int process_set);

@@ -7,6 +7,7 @@
 
 #include "timeline.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -33,8 +34,25 @@ struct chorus_context *context_create(MPI_Comm user_comm)
     atomic_init(&context->stopped, CHORUS_OK);
     atomic_init(&context->barriers, 0);
     atomic_init(&context->timeline_work, false);
+    atomic_init(&context->join_requested, false);
+    atomic_init(&context->job_lane, NULL);
+    atomic_init(&context->job_lane_users, 0);
+    atomic_init(&context->user_failure, CHORUS_OK);
     context->last_joined_rank = -1;
     return context;
+}
+
+void context_report_failure(struct chorus_context *context, chorus_status status,
+                            const char *message)
+{
+    pthread_mutex_lock(&context->lock);
+    if (atomic_load(&context->user_failure) == CHORUS_OK) {
+        snprintf(context->user_failure_message, sizeof context->user_failure_message, "%s",
+                 message);
+        atomic_store(&context->user_failure, status);
+    }
+    pthread_cond_signal(&context->wakeup);
+    pthread_mutex_unlock(&context->lock);
 }
 
 void context_free(struct chorus_context *context)

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 
 struct background;
+struct lane;
 struct timeline;
 struct timeline_mark;
 
@@ -27,6 +28,9 @@ struct chorus_context {
     struct param_set params;
     chorus_topology topology;
     bool local_ranks_share_cache; /* every rank of this host runs under one last-level cache */
+    /* This host's ranks outnumber the processing units all of them together may run on: they
+     * take turns on cores. */
+    bool local_ranks_share_cores;
     char (*host_names)[CHORUS_HOST_NAME_SIZE]; /* of every rank, for messages about a peer */
     int rank;
     int size;
@@ -54,7 +58,7 @@ struct chorus_context {
     struct request *queue_tail;
     struct name_table in_flight; /* names submitted on this rank and not completed */
     bool shutdown_requested;
-    bool join_requested;
+    _Atomic bool join_requested; /* also read without the lock, by a lane (lib/lane) */
     struct chorus_handle *join_handle;
     int last_joined_rank; /* of the latest join that completed; -1 before */
     /* chorus_start_timeline / chorus_stop_timeline on rank 0: the timeline to switch to (NULL
@@ -78,6 +82,17 @@ struct chorus_context {
     struct process_set_table process_sets;
 
     _Atomic int stopped; /* CHORUS_OK while running; then the status later submits get */
+
+    /* The job's lane (lib/lane), where every rank shares one host: ordered operations on the
+     * submitting thread. The background thread publishes it at start-up and withdraws it at
+     * its end; job_lane_users counts the threads that may hold it (each adds itself before it
+     * loads the pointer), so that it is freed only after they left. */
+    _Atomic(struct lane *) job_lane;
+    _Atomic int job_lane_users;
+    /* A fatal error that a user thread met (a lane's timeout): the background thread stops the
+     * instance with it at its next turn. The status is set after the message (under `lock`). */
+    _Atomic int user_failure;
+    char user_failure_message[1024];
     _Atomic unsigned long barriers; /* chorus_barrier calls so far: each barrier's name */
     _Atomic unsigned long set_changes; /* process set adds and removes so far: their names */
 };
@@ -87,6 +102,11 @@ struct chorus_context {
 struct chorus_context *context_create(MPI_Comm user_comm);
 /* Frees a context made by context_create (NULL: nothing), after its thread has ended. */
 void context_free(struct chorus_context *context);
+
+/* Records a fatal error a user thread met, for the background thread (the first one counts),
+ * and wakes it. */
+void context_report_failure(struct chorus_context *context, chorus_status status,
+                            const char *message);
 
 /* The host `rank` runs on, as MPI names it ("?" before topology_discover). */
 const char *context_host_name(const struct chorus_context *context, int rank);

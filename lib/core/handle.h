@@ -55,6 +55,12 @@ struct chorus_handle *handle_create(int collective, size_t members);
 void handle_member_done(struct chorus_handle *handle, chorus_status status, const char *format,
                         ...) CHORUS_PRINTF(3, 4);
 
+/* Completes a handle of one member that no other thread has seen yet (its submit call has not
+ * returned it), without its lock: with `status`, and `message` (malloc'd, taken over; may be
+ * NULL). */
+void handle_finish_unpublished(struct chorus_handle *handle, chorus_status status,
+                               char *message);
+
 /* Sets member `member`'s output before it reports done. The handle owns it when `release` is
  * not NULL, and gives it back with release(data, capacity) when it is freed. */
 void handle_set_output(struct chorus_handle *handle, size_t member, const chorus_tensor *output,

@@ -112,6 +112,13 @@ const struct param_definition param_table[] = {
              "network in one allreduce; 0: 4M (a power of two from 4K to 256M)",
      .tune_values = cross_host_chunk_trial, .tune_measure = PARAM_MEASURE_SIZES,
      .tune_where = PARAM_WHERE_SEVERAL_HOSTS},
+    {.name = "CHORUS_SMALL_LIMIT", .type = PARAM_SLOT, .default_value = "64K",
+     .offset = FIELD(small_limit), .collective = -1,
+     .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE,
+     .help = "largest tensor (bytes per rank) that an ordered operation moves through the "
+             "host's small-message slots on the submitting thread, where every rank of its "
+             "process set shares one host; larger ones go to the background thread; 0: none "
+             "(at most 1M)"},
     {.name = "CHORUS_STAGING_STORES", .type = PARAM_CHOICE, .default_value = "auto",
      .offset = FIELD(staging_stores), .collective = -1,
      .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE,
@@ -311,6 +318,14 @@ static bool param_store(struct chorus_params *values, const struct param_definit
         if (!params_parse_bytes(text, &bytes) ||
             (bytes != 0 && (bytes < 4096 || bytes > ((size_t)256 << 20) ||
                             (bytes & (bytes - 1)) != 0)))
+            return false;
+        *(size_t *)field = bytes;
+        return true;
+    }
+    case PARAM_SLOT: {
+        snprintf(why, why_size, "expected bytes from 0 to 1M, such as 16K");
+        size_t bytes = 0;
+        if (!params_parse_bytes(text, &bytes) || bytes > PARAM_SLOT_LIMIT)
             return false;
         *(size_t *)field = bytes;
         return true;
@@ -576,6 +591,7 @@ static size_t param_field_size(enum param_type type)
     case PARAM_COUNT:
     case PARAM_AREAS:
     case PARAM_CHUNK:
+    case PARAM_SLOT:
         return sizeof(size_t);
     case PARAM_SECONDS:
         return sizeof(double);
@@ -624,6 +640,7 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
     case PARAM_COUNT:
     case PARAM_AREAS:
     case PARAM_CHUNK:
+    case PARAM_SLOT:
         snprintf(text, text_size, "%zu", *(const size_t *)field);
         return;
     case PARAM_SECONDS:

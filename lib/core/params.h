@@ -12,6 +12,8 @@
 /* The largest count a parameter takes: tables sized by one (the response cache) stay far from
  * overflowing their size computations. */
 #define PARAM_COUNT_LIMIT ((size_t)1 << 24)
+/* The largest PARAM_SLOT: every rank of a host holds two such slots in its shared segment. */
+#define PARAM_SLOT_LIMIT ((size_t)1 << 20)
 
 /* CHORUS_NEGOTIATION. Under auto, rounds from NEGOTIATION_ROUNDS_FROM ranks (the measurements
  * behind the figure are in docs/scaling.md). */
@@ -32,6 +34,7 @@ struct chorus_params {
     size_t staging_areas;          /* per rank in the host's segment; 0 = the default */
     size_t segment_chunk;          /* bytes of a staging area on one host; 0 = the default */
     size_t cross_host_chunk;       /* bytes of a staging area across hosts; 0 = the default */
+    size_t small_limit;            /* largest payload of an ordered operation's lane */
     int staging_stores;            /* enum staging_stores: auto, cached, streaming */
     int negotiation;               /* enum negotiation_protocol: auto, star, rounds */
     int joined_gathers;            /* enum joined_gathers: run, fail */
@@ -68,6 +71,7 @@ enum param_type {
     PARAM_COUNT,     /* size_t, at most PARAM_COUNT_LIMIT */
     PARAM_AREAS,     /* size_t: 0 (the default), 2, 4, 8 or 16 */
     PARAM_CHUNK,     /* size_t: 0 (the default) or a power of two from 4K to 256M, as bytes */
+    PARAM_SLOT,      /* size_t: bytes from 0 to PARAM_SLOT_LIMIT (a slot every rank holds twice) */
     PARAM_SECONDS,   /* double >= 0 */
     PARAM_LOG_LEVEL, /* error|warning|info|debug|trace */
     PARAM_PATH,      /* any text */

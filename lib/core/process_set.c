@@ -31,6 +31,13 @@ int process_set_rank_of(const struct process_set *set, int rank)
     return -1;
 }
 
+void process_set_table_set_lane(struct process_set_table *table, int id, struct lane *lane)
+{
+    for (size_t i = 0; i < table->count; i++)
+        if (table->sets[i].id == id)
+            table->sets[i].lane = lane;
+}
+
 bool process_set_table_add(struct process_set_table *table, int id, const int *ranks, int size)
 {
     if (table->count == table->capacity) {

@@ -10,10 +10,16 @@
 
 #include "common.h"
 
+struct lane;
+
 struct process_set {
     int id;
     int size;
     int *ranks; /* ascending; a member's index here is its rank within the set */
+    /* Where this rank is a member and every member shares its host: the set's lane (lib/lane),
+     * which the background thread sets after adding the set and withdraws before removing it;
+     * a user thread enters it under the context's lock. Else NULL. */
+    struct lane *lane;
 };
 
 struct process_set_table {
@@ -28,6 +34,8 @@ const struct process_set *process_set_find(const struct process_set_table *table
 int process_set_rank_of(const struct process_set *set, int rank);
 /* Copies `ranks` (ascending, as process_set_check_ranks demands). False when out of memory. */
 bool process_set_table_add(struct process_set_table *table, int id, const int *ranks, int size);
+/* Sets the lane of set `id` (NULL: withdraws it); nothing when there is no such set. */
+void process_set_table_set_lane(struct process_set_table *table, int id, struct lane *lane);
 void process_set_table_remove(struct process_set_table *table, int id);
 void process_set_table_destroy(struct process_set_table *table);
 

@@ -32,6 +32,8 @@ const char *request_kind_name(int collective)
         return "send";
     case COLLECTIVE_RECEIVE:
         return "receive";
+    case COLLECTIVE_BARRIER:
+        return "barrier";
     }
     return chorus_collective_name((chorus_collective)collective);
 }
@@ -75,7 +77,16 @@ void request_free(struct request *request)
         return;
     wire_request_free(&request->desc);
     free(request->splits);
+    ordered_agreement_free(request->agreed);
     free(request);
+}
+
+void ordered_agreement_free(struct ordered_agreement *agreement)
+{
+    if (agreement == NULL)
+        return;
+    free(agreement->first_dims);
+    free(agreement);
 }
 
 size_t request_elements(const struct wire_request *request)
@@ -90,6 +101,14 @@ size_t response_bytes(const struct wire_response *response)
 {
     return request_elements(&response->request) *
            chorus_dtype_size((chorus_dtype)response->request.dtype);
+}
+
+double request_output_factor(const struct wire_request *request, uint32_t contributors)
+{
+    double factor = request->postscale;
+    if (request->op == CHORUS_AVERAGE && contributors > 0)
+        factor /= (double)contributors;
+    return factor;
 }
 
 size_t allgather_row_bytes(const struct wire_request *request)

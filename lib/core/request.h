@@ -47,7 +47,11 @@ enum { COLLECTIVE_PROCESS_SET = CHORUS_COLLECTIVE_COUNT };
  * negotiated nor on the wire: the background thread posts it in submission order with the
  * ordered operations (transfers.h), the peer in `root`, the tag in the request's `tag`. */
 enum { COLLECTIVE_SEND = CHORUS_COLLECTIVE_COUNT + 1, COLLECTIVE_RECEIVE };
-/* chorus_collective_name, "process set change", "send" or "receive". */
+/* Internal too: chorus_barrier where it runs in the job's lane (lib/lane), in call order with
+ * the ordered operations, its members checking they all called it there. Never on the wire:
+ * elsewhere chorus_barrier is a negotiated allreduce. */
+enum { COLLECTIVE_BARRIER = CHORUS_COLLECTIVE_COUNT + 3 };
+/* chorus_collective_name, "process set change", "send", "receive" or "barrier". */
 const char *request_collective_name(const struct wire_request *request);
 /* The same for a collective's number (chorus_collective or one of the internal kinds above). */
 const char *request_kind_name(int collective);
@@ -77,6 +81,18 @@ struct wire_response {
 
 struct chorus_handle;
 
+/* What the members of an ordered operation agreed before it was queued (its lane checked their
+ * descriptions, lib/lane): its position in the set's order, and what their records add to the
+ * response, so that the background thread runs it without a check of its own. */
+struct ordered_agreement {
+    uint64_t position;
+    uint32_t members;
+    int64_t *first_dims;    /* allgather: every member's rows (malloc'd); else NULL */
+    uint8_t even_split;     /* alltoall: every member splits evenly, with the same rows */
+    uint8_t in_shared_heap; /* allreduce: every member's output lies in the shared heap */
+};
+void ordered_agreement_free(struct ordered_agreement *agreement);
+
 /* One submitted tensor, from submit until its handle member completes. */
 struct request {
     struct wire_request desc; /* what is negotiated */
@@ -88,6 +104,7 @@ struct request {
     uint32_t member; /* its index in its group (0 when alone): where its output goes */
     bool ordered;    /* CHORUS_OP_ORDERED, or a transfer: run in call order, not negotiated */
     double timeout_seconds; /* ordered: the caller's bound on waiting for the members (0: none) */
+    struct ordered_agreement *agreed; /* ordered, checked by its lane; else NULL */
     int tag;         /* a transfer's */
     double submitted_at;
     struct request *next;
@@ -110,6 +127,9 @@ bool response_applies_to(const struct wire_response *response, int rank);
 size_t request_elements(const struct wire_request *request);
 /* Bytes of the tensor a response describes. */
 size_t response_bytes(const struct wire_response *response);
+/* What an allreduce's or reducescatter's result is multiplied by: the postscale factor, and
+ * for an average the division by the ranks that contributed. */
+double request_output_factor(const struct wire_request *request, uint32_t contributors);
 /* Bytes an allgather's row (everything but the first dimension) takes. */
 size_t allgather_row_bytes(const struct wire_request *request);
 /* Bytes a response adds to a batch: an allgather's whole gathered tensor, else its tensor. */

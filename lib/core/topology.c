@@ -1,14 +1,16 @@
 /*
  * topology.c — where this rank runs: ranks on the same host (MPI_Comm_split_type with
  * MPI_COMM_TYPE_SHARED), the host's index among hosts, and, with hwloc, the cores, hardware
- * threads and NUMA nodes this rank's CPU binding allows, and whether the ranks of this host all
- * run under one last-level cache.
+ * threads and NUMA nodes this rank's CPU binding allows, whether the ranks of this host all
+ * run under one last-level cache, and whether they outnumber the processing units their
+ * bindings allow together.
  */
 #include "topology.h"
 
 #include "context.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include <stdio.h>
 
@@ -36,8 +38,13 @@ int topology_cache_domain(hwloc_topology_t hw, hwloc_const_cpuset_t cpus)
     return domain;
 }
 
-/* Counts what the binding allows and returns its cache domain (topology_cache_domain). */
-static int count_cpus(chorus_topology *topology)
+/* Words of the processing units a rank's binding allows, as the host's ranks combine them
+ * (hwloc_bitmap_to_ulongs): 4,096 PUs. */
+#define BINDING_WORDS 64
+
+/* Counts what the binding allows, writes it as `binding` (BINDING_WORDS words; all zero when
+ * unknown), and returns its cache domain (topology_cache_domain). */
+static int count_cpus(chorus_topology *topology, unsigned long *binding)
 {
     int domain = -1;
     hwloc_topology_t hw;
@@ -62,6 +69,9 @@ static int count_cpus(chorus_topology *topology)
                 topology->numa_nodes++;
         }
         domain = topology_cache_domain(hw, allowed);
+        if (hwloc_bitmap_last(allowed) >= BINDING_WORDS * (int)(8 * sizeof *binding) ||
+            hwloc_bitmap_to_ulongs(allowed, BINDING_WORDS, binding) != 0)
+            memset(binding, 0, BINDING_WORDS * sizeof *binding);
         hwloc_bitmap_free(allowed);
     }
     if (topology->numa_nodes == 0)
@@ -124,11 +134,24 @@ chorus_status topology_discover(struct chorus_context *context, char *error, siz
     topology->homogeneous = reduced[1] == -reduced[2];
     /* The ranks of a host share a last-level cache when every one of them may run only under
      * the same one: all domains equal (max == min) and none spanning several (-1). */
-    int domain = count_cpus(topology);
+    unsigned long binding[BINDING_WORDS] = {0};
+    int domain = count_cpus(topology, binding);
     int domains[2] = {domain, -domain};
     if (MPI_Allreduce(MPI_IN_PLACE, domains, 2, MPI_INT, MPI_MAX, local) != MPI_SUCCESS)
         goto out;
     context->local_ranks_share_cache = domains[0] == -domains[1] && domains[0] >= 0;
+    /* More ranks than processing units among all that the host's ranks may run on: each rank's
+     * own count would say so of ranks bound to a core each (one PU each), which never take
+     * turns. */
+    if (MPI_Allreduce(MPI_IN_PLACE, binding, BINDING_WORDS, MPI_UNSIGNED_LONG, MPI_BOR, local) !=
+        MPI_SUCCESS)
+        goto out;
+    size_t host_pus = 0;
+    for (int w = 0; w < BINDING_WORDS; w++)
+        host_pus += (size_t)__builtin_popcountl(binding[w]);
+    if (host_pus == 0) /* unknown: each rank's own count, as before */
+        host_pus = topology->pus;
+    context->local_ranks_share_cores = host_pus > 0 && (size_t)topology->local_size > host_pus;
     if (!gather_host_names(context))
         goto out;
     status = CHORUS_OK;

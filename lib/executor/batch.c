@@ -32,10 +32,7 @@ chorus_dtype executor_wire_dtype(const struct wire_request *request)
 
 double executor_output_factor(const struct wire_response *response)
 {
-    double factor = response->request.postscale;
-    if (response->request.op == CHORUS_AVERAGE && response->contributors > 0)
-        factor /= (double)response->contributors;
-    return factor;
+    return request_output_factor(&response->request, response->contributors);
 }
 
 /* The buffer a joined rank reduces when it has no tensor of that name: the operator's

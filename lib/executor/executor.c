@@ -69,6 +69,18 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
         executor->node.cross->interrupted = executor->transport.interrupted;
         executor->node.cross->interrupt_context = executor->transport.interrupt_context;
     }
+    /* Every rank on this host: ordered operations may run in its small-message slots. Without
+     * them they still run, on the background thread. */
+    if (status == CHORUS_OK && hosts == 1) {
+        char why[256] = "";
+        executor->small_ready =
+            small_segment_create_mpi(&executor->small, &executor->node_comm,
+                                     lane_slot_capacity(params->small_limit),
+                                     settings->oversubscribed, why, sizeof why) == CHORUS_OK;
+        if (!executor->small_ready)
+            LOG(LOG_WARNING, "lane", "%s; ordered operations run on the background thread",
+                why);
+    }
     return status;
 }
 
@@ -508,6 +520,13 @@ void executor_release(struct executor *executor)
     executor->gpu = NULL;
     timeline_close(executor->timeline);
     executor->timeline = NULL;
+    lane_destroy(executor->lane);
+    executor->lane = NULL;
+    if (executor->small_ready && in_use)
+        small_segment_retain_mpi(&executor->small);
+    else if (executor->small_ready)
+        small_segment_destroy_mpi(&executor->small);
+    executor->small_ready = false;
     if (executor->node_ready && in_use)
         node_segment_retain_mpi(&executor->node);
     if (executor->node_ready && !in_use) {

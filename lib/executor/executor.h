@@ -14,6 +14,8 @@
 #include "../core/timeline.h"
 #include "../fusion/fusion.h"
 #include "../gpu/gpu.h"
+#include "../lane/lane.h"
+#include "../transport/small_segment.h"
 #include "abort.h"
 
 /* What the job's executor and its process sets' executors run with, held once by the
@@ -50,6 +52,12 @@ struct executor {
     int local_ranks;     /* ranks per host when equal on every host, else 1 */
     bool node_ready;     /* the segment below exists */
     struct node_segment node;
+    /* Where every rank is on this host: the small-message slots (small_segment.h), for the
+     * lane that the coordinator opens over them (`lane`, which this executor closes and frees
+     * before the slots). */
+    bool small_ready;
+    struct small_segment small;
+    struct lane *lane;
     MPI_Comm node_comm, cross_comm;
     bool joined;                /* this rank has joined: it has no tensors for new names */
     struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */

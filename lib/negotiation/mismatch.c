@@ -7,6 +7,7 @@
 
 #include "negotiated_fields.h"
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,4 +92,48 @@ char *mismatch_find(const char *name, const struct wire_request *requests, int n
         return text_format("broadcast \"%s\": root rank %d has joined and has no data",
                              name, reference->root);
     return NULL;
+}
+
+void mismatch_ordered_label(char *label, size_t size, const char *name, uint64_t position,
+                            int process_set)
+{
+    snprintf(label, size, "%s, ordered position %" PRIu64 " of process set %d", name, position,
+             process_set);
+}
+
+bool mismatch_ordered_agree(const struct ordered_record *records, int members)
+{
+    for (int m = 0; m < members; m++)
+        if (records[m].position != records[0].position ||
+            !negotiated_fields_agree(&records[0].desc, &records[m].desc))
+            return false;
+    return true;
+}
+
+char *mismatch_ordered(const char *label, const struct ordered_record *records, int members,
+                       const int *ranks, int job_size)
+{
+    if (mismatch_ordered_agree(records, members))
+        return NULL;
+    for (int m = 1; m < members; m++)
+        if (records[m].position != records[0].position)
+            return text_format("%s: ranks %d and %d are at different ordered positions (%" PRIu64
+                               " and %" PRIu64 "): an earlier ordered operation failed on one "
+                               "of them only",
+                               label, ranks[0], ranks[m], records[0].position,
+                               records[m].position);
+    char *message = NULL;
+    struct wire_request *requests = calloc((size_t)job_size, sizeof *requests);
+    if (requests != NULL) {
+        for (int m = 0; m < members; m++) {
+            requests[ranks[m]] = records[m].desc;
+            requests[ranks[m]].name = (char *)label;
+        }
+        message = mismatch_find(label, requests, job_size, &requests[ranks[0]]);
+    }
+    free(requests);
+    /* Out of memory, or values that differ but print alike: still never run them. */
+    if (message == NULL)
+        message = text_format("%s: the ranks submitted different operations", label);
+    return message;
 }

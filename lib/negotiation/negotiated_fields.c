@@ -148,6 +148,37 @@ static bool groups_agree(const struct wire_request *a, const struct wire_request
            strcmp(a->group ? a->group : "", b->group ? b->group : "") == 0;
 }
 
+/* ----- the digests of agreement other than equality -------------------------------------- */
+
+static void mix_text(uint64_t *hash, const char *text)
+{
+    size_t length = text != NULL ? strlen(text) : 0;
+    negotiated_digest_mix(hash, length);
+    for (size_t at = 0; at < length; at += 8) {
+        uint64_t word = 0;
+        memcpy(&word, text + at, length - at < 8 ? length - at : 8);
+        negotiated_digest_mix(hash, word);
+    }
+}
+
+static void device_digest(const struct wire_request *r, uint64_t *hash)
+{
+    negotiated_digest_mix(hash, r->device == DEVICE_HOST);
+}
+
+static void row_shape_digest(const struct wire_request *r, uint64_t *hash)
+{
+    negotiated_digest_mix(hash, r->ndims);
+    for (size_t i = 1; i < r->ndims; i++)
+        negotiated_digest_mix(hash, (uint64_t)r->shape[i]);
+}
+
+static void group_digest(const struct wire_request *r, uint64_t *hash)
+{
+    negotiated_digest_mix(hash, r->group_size);
+    mix_text(hash, r->group);
+}
+
 /* ----- what a decoded value may be -------------------------------------------------------- */
 
 static const char *check_collective(const struct wire_request *r)
@@ -214,11 +245,13 @@ const struct negotiated_field negotiated_fields[] = {
     {.name = "dtype", .encoding = FIELD_U8, .offset = AT(dtype), .agree = FIELD_ALL_TENSORS,
      .cache_key = true, .format = format_dtype, .check = check_dtype},
     {.name = "device", .encoding = FIELD_I32, .offset = AT(device), .agree = FIELD_ALL_TENSORS,
-     .cache_key = true, .agrees = devices_agree, .format = format_device},
+     .cache_key = true, .agrees = devices_agree,
+     .digest = device_digest, .format = format_device},
     {.name = "shape", .encoding = FIELD_SHAPE, .offset = AT(shape),
      .agree = FIELD_ALL_TENSORS & ~ROWS_MAY_DIFFER, .cache_key = true, .format = format_shape},
     {.name = "shape", .encoding = FIELD_VIRTUAL, .agree = ROWS_MAY_DIFFER,
-     .agrees = row_shapes_agree, .format = format_row_shape},
+     .agrees = row_shapes_agree,
+     .digest = row_shape_digest, .format = format_row_shape},
     {.name = "op", .encoding = FIELD_U8, .offset = AT(op), .agree = REDUCING, .cache_key = true,
      .format = format_op, .check = check_op},
     {.name = "root", .encoding = FIELD_I32, .offset = AT(root), .agree = C(CHORUS_BROADCAST),
@@ -233,7 +266,8 @@ const struct negotiated_field negotiated_fields[] = {
     /* Grouped or not, and which group: for every collective, grouped ones and those that
      * cannot be grouped alike (where a group's members must be submitted together). */
     {.name = "group", .encoding = FIELD_TEXT, .offset = AT(group), .agree = FIELD_EVERY_REQUEST,
-     .cache_key = true, .agrees = groups_agree, .format = format_group},
+     .cache_key = true, .agrees = groups_agree,
+     .digest = group_digest, .format = format_group},
     {.name = "group size", .encoding = FIELD_U32, .offset = AT(group_size), .cache_key = true,
      .format = format_group_size, .check = check_group_size},
     /* Each rank's own: whether it splits an alltoall evenly. */
@@ -301,6 +335,60 @@ bool negotiated_fields_agree(const struct wire_request *a, const struct wire_req
             return false;
     }
     return true;
+}
+
+/* Mixes a field compared for equality: its value, as negotiated_field_equal compares it. */
+static void mix_value(uint64_t *hash, const struct negotiated_field *field,
+                      const struct wire_request *r)
+{
+    switch (field->encoding) {
+    case FIELD_VIRTUAL:
+        break;
+    case FIELD_U8:
+        negotiated_digest_mix(hash, VALUE(uint8_t, r, field));
+        break;
+    case FIELD_I32:
+        negotiated_digest_mix(hash, (uint32_t)VALUE(int32_t, r, field));
+        break;
+    case FIELD_U32:
+        negotiated_digest_mix(hash, VALUE(uint32_t, r, field));
+        break;
+    case FIELD_F64: {
+        uint64_t bits;
+        memcpy(&bits, &VALUE(double, r, field), sizeof bits);
+        negotiated_digest_mix(hash, bits);
+        break;
+    }
+    case FIELD_TEXT:
+        mix_text(hash, VALUE(char *, r, field));
+        break;
+    case FIELD_SHAPE:
+        negotiated_digest_mix(hash, r->ndims);
+        for (size_t i = 0; i < r->ndims; i++)
+            negotiated_digest_mix(hash, (uint64_t)r->shape[i]);
+        break;
+    case FIELD_MEMBERS:
+        negotiated_digest_mix(hash, r->member_count);
+        for (size_t i = 0; i < r->member_count; i++)
+            negotiated_digest_mix(hash, (uint32_t)r->members[i]);
+        break;
+    }
+}
+
+uint64_t negotiated_fields_digest(const struct wire_request *request)
+{
+    uint64_t hash = 0x63686f72757321ull;
+    for (size_t i = 0; i < negotiated_field_count; i++) {
+        const struct negotiated_field *field = &negotiated_fields[i];
+        if (!negotiated_field_applies(field, request->collective))
+            continue;
+        negotiated_digest_mix(&hash, i);
+        if (field->agrees != NULL)
+            field->digest(request, &hash);
+        else
+            mix_value(&hash, field, request);
+    }
+    return hash;
 }
 
 bool wire_request_equal(const struct wire_request *a, const struct wire_request *b)

@@ -32,7 +32,10 @@ enum field_encoding {
     (FIELD_COLLECTIVE(CHORUS_ALLREDUCE) | FIELD_COLLECTIVE(CHORUS_BROADCAST) |                   \
      FIELD_COLLECTIVE(CHORUS_ALLGATHER) | FIELD_COLLECTIVE(CHORUS_REDUCESCATTER) |               \
      FIELD_COLLECTIVE(CHORUS_ALLTOALL))
-#define FIELD_EVERY_REQUEST (FIELD_ALL_TENSORS | FIELD_COLLECTIVE(COLLECTIVE_PROCESS_SET))
+/* A lane's barrier compares only what every request does: that it is one (lib/lane). */
+#define FIELD_EVERY_REQUEST                                                                      \
+    (FIELD_ALL_TENSORS | FIELD_COLLECTIVE(COLLECTIVE_PROCESS_SET) |                             \
+     FIELD_COLLECTIVE(COLLECTIVE_BARRIER))
 
 struct negotiated_field {
     const char *name;              /* "dtype": the message reads "dtype mismatch: ..." */
@@ -42,6 +45,9 @@ struct negotiated_field {
     bool cache_key;                /* compared exactly by wire_request_equal */
     /* Whether two ranks' values agree; NULL: they are the same value. */
     bool (*agrees)(const struct wire_request *a, const struct wire_request *b);
+    /* With `agrees`: mixes into *hash what `agrees` compares, so that values that agree mix
+     * alike (negotiated_fields_digest). */
+    void (*digest)(const struct wire_request *request, uint64_t *hash);
     /* The value as the mismatch message prints it. */
     void (*format)(const struct wire_request *request, char *text, size_t size);
     /* After decoding: what is wrong with the value, or NULL. */
@@ -57,6 +63,18 @@ bool negotiated_field_applies(const struct negotiated_field *field, unsigned col
 /* Whether `a` and `b`, submitted by two ranks for one tensor, agree on every field their
  * collective compares (a's collective decides; a differing collective disagrees). */
 bool negotiated_fields_agree(const struct wire_request *a, const struct wire_request *b);
+
+/* A 64-bit digest of what `request`'s collective compares: requests that agree
+ * (negotiated_fields_agree) have the same digest, and requests that do not almost never do. The
+ * ordered operations' fast path compares digests first (lib/lane). */
+uint64_t negotiated_fields_digest(const struct wire_request *request);
+
+/* Mixes `word` into `hash` (the digest's step). */
+static inline void negotiated_digest_mix(uint64_t *hash, uint64_t word)
+{
+    uint64_t h = (*hash ^ word) * 0x9e3779b97f4a7c15ull;
+    *hash = h ^ (h >> 29);
+}
 
 /* Whether `a` and `b` are the same description: every field of the response-cache key,
  * compared exactly (the name included). */

@@ -4,6 +4,7 @@
  */
 #include "node_segment.h"
 #include "shared_heap.h"
+#include "spin_pause.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -11,17 +12,6 @@
 #include <string.h>
 #include <sys/uio.h> /* process_vm_readv, process_vm_writev (_GNU_SOURCE, set by the build) */
 #include <unistd.h>
-
-/* Tells the CPU this is a spin-wait: it saves power and lets a hypervisor run another virtual
- * CPU (pause-loop exiting) instead of this one spinning away its time slice. */
-static inline void spin_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
 
 #define CACHE_LINE 64
 

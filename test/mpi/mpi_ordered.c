@@ -7,6 +7,8 @@
  * odd ranks) while the other ranks run their own; names that repeat or are NULL; and the
  * mismatches: a shape, a dtype, a collective that differs at one position fails on every rank
  * with one message naming the position and the ranks, after which the ranks go on in step.
+ * Sizes on both sides of the host's small-message limit with barriers between them, and a
+ * barrier against an allreduce.
  */
 #include "../common/reference.h"
 #include "mpi_test.h"
@@ -284,6 +286,94 @@ static void test_mismatch(const char *what, const char *expected)
            expected_sum);
 }
 
+/* Allreduces of counts on both sides of CHORUS_SMALL_LIMIT (64K: 16384 floats) and allgathers
+ * where one rank's rows alone exceed it, a barrier between each two, all submitted before any is
+ * waited for: those the host's slots run and those handed to the background thread stay in
+ * step, and barriers (in call order with them on one host) pass. Then a barrier where rank 1
+ * submits an allreduce instead: both fail, the barrier naming the collectives. */
+static void test_around_the_limit(void)
+{
+    test_step = "around the small-message limit";
+    static const int64_t counts[] = {16383, 16384, 16385, 100000, 1, 20000};
+    enum { SIZES = sizeof counts / sizeof counts[0] };
+    float *buffers[SIZES];
+    chorus_handle *handles[2 * SIZES];
+    int32_t *rows_of[SIZES];
+    for (int i = 0; i < SIZES; i++) {
+        buffers[i] = malloc((size_t)counts[i] * sizeof(float));
+        for (int64_t e = 0; e < counts[i]; e++)
+            buffers[i][e] = (float)(test_rank + 1) * (float)((e % 7) + 1);
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        args.flags = CHORUS_OP_ORDERED;
+        args.name = "around the limit";
+        args.input = floats(buffers[i], counts[i]);
+        EXPECT_STATUS(chorus_submit(&args, &handles[2 * i]), CHORUS_OK);
+        /* Rows of 4 int32 (16 bytes): the last rank's are counts[i] / 4 rows. */
+        int64_t rows = test_rank == test_size - 1 ? counts[i] / 4 : test_rank;
+        rows_of[i] = malloc((size_t)(rows > 0 ? rows : 1) * 16);
+        for (int64_t e = 0; e < rows * 4; e++)
+            rows_of[i][e] = test_rank * 1000003 + (int32_t)e;
+        args = (chorus_op_args)CHORUS_OP_ARGS_INIT;
+        args.flags = CHORUS_OP_ORDERED;
+        args.collective = CHORUS_ALLGATHER;
+        args.input = (chorus_tensor){.data = rows_of[i], .dtype = CHORUS_INT32, .ndims = 2,
+                                     .shape = {rows, 4}};
+        EXPECT_STATUS(chorus_submit(&args, &handles[2 * i + 1]), CHORUS_OK);
+        EXPECT_STATUS(chorus_barrier(), CHORUS_OK);
+    }
+    float ranks_sum = (float)(test_size * (test_size + 1) / 2);
+    for (int i = 0; i < SIZES; i++) {
+        EXPECT_STATUS(chorus_wait(handles[2 * i]), CHORUS_OK);
+        int64_t wrong = 0;
+        for (int64_t e = 0; e < counts[i]; e++)
+            wrong += buffers[i][e] != ranks_sum * (float)((e % 7) + 1);
+        EXPECT(wrong == 0, "allreduce of %lld floats: %lld wrong", (long long)counts[i],
+               (long long)wrong);
+        EXPECT_STATUS(chorus_wait(handles[2 * i + 1]), CHORUS_OK);
+        chorus_tensor gathered = {0};
+        EXPECT_STATUS(chorus_handle_output(handles[2 * i + 1], &gathered), CHORUS_OK);
+        const int32_t *at = gathered.data;
+        int64_t total = 0;
+        for (int r = 0; r < test_size; r++) {
+            int64_t rows = r == test_size - 1 ? counts[i] / 4 : r;
+            for (int64_t e = 0; e < rows * 4; e++)
+                wrong += at[e] != r * 1000003 + (int32_t)e;
+            at += rows * 4;
+            total += rows;
+        }
+        EXPECT(wrong == 0 && gathered.shape[0] == total,
+               "allgather with %lld rows from the last rank: %lld wrong, %lld rows of %lld",
+               (long long)(counts[i] / 4), (long long)wrong, (long long)gathered.shape[0],
+               (long long)total);
+        chorus_handle_free(handles[2 * i]);
+        chorus_handle_free(handles[2 * i + 1]);
+        free(buffers[i]);
+        free(rows_of[i]);
+    }
+    if (test_size < 2)
+        return;
+    test_step = "a barrier against an allreduce";
+    if (test_rank == 1) {
+        float value = 1;
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        args.flags = CHORUS_OP_ORDERED;
+        args.name = "not a barrier";
+        args.input = floats(&value, 1);
+        chorus_handle *handle = NULL;
+        EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
+        EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_MISMATCH);
+        EXPECT(strstr(chorus_handle_error(handle), "collective mismatch") != NULL, "%s",
+               chorus_handle_error(handle));
+        chorus_handle_free(handle);
+    } else {
+        EXPECT_STATUS(chorus_barrier(), CHORUS_ERR_MISMATCH);
+        EXPECT(strstr(chorus_last_error(), "collective mismatch") != NULL &&
+                   strstr(chorus_last_error(), "rank 1 allreduce") != NULL,
+               "%s", chorus_last_error());
+    }
+    EXPECT_STATUS(chorus_barrier(), CHORUS_OK);
+}
+
 static void test_refusals(void)
 {
     test_step = "refusals";
@@ -384,6 +474,7 @@ int main(int argc, char **argv)
     test_mismatch("dtype", "dtype mismatch");
     test_mismatch("collective", "collective mismatch");
     test_mismatch("op", "op mismatch");
+    test_around_the_limit();
     test_refusals();
     test_threads();
     test_step = "shutdown";

@@ -161,6 +161,17 @@ START_TEST(malformed_values_name_variable_and_value)
     }
     char *good_chunks[] = {"CHORUS_SEGMENT_CHUNK=256K", "CHORUS_CROSS_HOST_CHUNK=16M", NULL};
     ck_assert_int_eq(load(good_chunks, NULL), CHORUS_OK);
+    /* The lanes' slots: every rank holds two, so at most 1M. */
+    char *huge_slot[] = {"CHORUS_SMALL_LIMIT=2M", NULL};
+    ck_assert_int_eq(load(huge_slot, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_msg(strstr(error, "CHORUS_SMALL_LIMIT") && strstr(error, "from 0 to 1M"), "%s",
+                  error);
+    char *slots[] = {"CHORUS_SMALL_LIMIT=1M", NULL};
+    ck_assert_int_eq(load(slots, NULL), CHORUS_OK);
+    ck_assert_uint_eq(set.values.small_limit, (size_t)1 << 20);
+    char *no_slots[] = {"CHORUS_SMALL_LIMIT=0", NULL};
+    ck_assert_int_eq(load(no_slots, NULL), CHORUS_OK);
+    ck_assert_uint_eq(set.values.small_limit, 0);
     char *huge_cache[] = {"CHORUS_CACHE_CAPACITY=18446744073709551615", NULL};
     ck_assert_int_eq(load(huge_cache, NULL), CHORUS_ERR_BAD_PARAMETER);
     ck_assert_ptr_nonnull(strstr(error, "CHORUS_CACHE_CAPACITY"));
@@ -226,7 +237,7 @@ START_TEST(rows_say_consistently_who_may_set_them)
         }
     }
     /* the parameters of each kind when this test was written: a row that loses its mark fails */
-    ck_assert_uint_eq(tuning_file, 6);
+    ck_assert_uint_eq(tuning_file, 7);
     ck_assert_uint_eq(runtime, 3);
 }
 END_TEST

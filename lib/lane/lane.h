@@ -1,0 +1,107 @@
+/*
+ * lane.h — ordered operations (CHORUS_OP_ORDERED) on the thread that submits them, beside the
+ * background thread, for a process set whose ranks all share one host: the lane of that set.
+ *
+ * Every ordered operation of such a set passes through its lane, in call order. The members
+ * publish what they submitted at the position (a signature, the count and a digest of every
+ * field their collective compares, negotiated_fields.h) in one cache line of the host's
+ * small-message slots (small_segment.h), with the payload beside it: a small allreduce,
+ * broadcast, allgather or reducescatter then runs in that same phase, with no hand-off to the
+ * background thread, no message through MPI and no allocation (an allgather's or
+ * reducescatter's output comes from the output pool). Members that disagree find it out in
+ * that phase, all of them alike; they then exchange their full records in a second phase, so
+ * that every member fails with the same message as the background thread's ordered check
+ * gives. An operation the lane does not run (too large for the slots, on a GPU, compressed,
+ * Adasum, an alltoall) has still been checked there: it goes to the background thread with what
+ * the members agreed, which then runs it without a check of its own.
+ *
+ * Why this is safe beside the background thread: a lane's state (its slots, its position) is
+ * touched only by the thread that holds the lane's turn, a mutex of its own, and the
+ * background thread never takes it; the background thread only creates a lane before it is
+ * published (init, a set's add, under the context's lock) and closes it after it is withdrawn,
+ * once no thread is inside (`users`). The slots are shared with the other ranks' lanes only,
+ * through the phase protocol (small_segment.h). A user thread never calls MPI here. The
+ * ThreadSanitizer suite runs the ordered tests over it (tsan_ordered_np3).
+ *
+ * A member that does not arrive within the operation's timeout (CHORUS_TIMEOUT_SECONDS) is a
+ * fatal error, as for the background thread's check: the lane reports it to the instance
+ * (context_report_failure), whose background thread then stops the job. A lane also gives up
+ * at once when its instance stops (a fatal error elsewhere, a shutdown) or it is closed.
+ */
+#ifndef CHORUS_LANE_H
+#define CHORUS_LANE_H
+
+#include "../core/context.h"
+#include "../transport/small_segment.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct lane {
+    pthread_mutex_t turn;       /* held by the thread running an operation: call order */
+    struct small_segment segment;
+    struct small_segment *local; /* a set of one rank: its slots in ordinary memory */
+    uint64_t position;          /* under turn: the set's ordered operations so far */
+    struct process_set members; /* the set: its id, and member m is job rank members.ranks[m] */
+    int job_size;
+    size_t limit;               /* largest payload a rank moves through its slot */
+    double timeout_seconds;     /* CHORUS_TIMEOUT_SECONDS (0: never) */
+    /* Under turn: the last description digested, and its digest (a loop submits the same
+     * operations again and again). */
+    struct wire_request digested;
+    uint64_t digest;
+    bool digest_known;
+    struct chorus_context *context;
+    _Atomic int users;          /* threads inside (lane_enter .. lane_leave) */
+    _Atomic bool closed;        /* no new operation may start */
+};
+
+/* A new lane for process set `process_set` of `members` ranks (member m is job rank
+ * job_ranks[m]; NULL: m itself), over `segment` (whose owner frees it after the lane), or, with
+ * one member and `segment` NULL, over slots of its own. `limit`: the largest payload per rank
+ * (CHORUS_SMALL_LIMIT). NULL when out of memory. Background thread. */
+struct lane *lane_create(struct chorus_context *context, int process_set, int members,
+                         const int *job_ranks, const struct small_segment *segment, size_t limit,
+                         double timeout_seconds);
+/* Closes the lane, waits until no thread is inside, and frees it (NULL: nothing). */
+void lane_destroy(struct lane *lane);
+/* Closes it and waits until no thread is inside, without freeing it (the job's lane, which the
+ * context frees). */
+void lane_close(struct lane *lane);
+
+/* The slots' capacity for a limit: at least what a full record takes. */
+size_t lane_slot_capacity(size_t limit);
+
+/* Enters the lane (false, having entered nothing, when it is closed); lane_leave leaves it.
+ * The lane must stay allocated meanwhile: the caller found it under its owner's rules. */
+bool lane_enter(struct lane *lane);
+void lane_leave(struct lane *lane);
+
+/* One ordered operation: its description (its name only labels it, borrowed; its bytes
+ * zeroed where no field is, so that descriptions compare as bytes), buffers and bound. */
+struct lane_operation {
+    const struct wire_request *desc;
+    const void *input;
+    void *output;           /* allreduce, broadcast: where the result goes */
+    size_t count;           /* elements of the input */
+    double timeout_seconds; /* the operation's own bound; 0: the lane's */
+};
+
+enum lane_outcome {
+    LANE_RAN,       /* it ran (or failed) in the lane: the result says how */
+    LANE_ELSEWHERE, /* the members agree; the background thread runs it with `agreed` */
+};
+
+struct lane_result {
+    chorus_status status;
+    char *message;            /* malloc'd, on failure */
+    chorus_tensor output;     /* allgather, reducescatter: the output, from the output pool */
+    size_t output_capacity;
+    struct ordered_agreement *agreed; /* LANE_ELSEWHERE: malloc'd, for the request */
+};
+
+/* Runs `operation` at the lane's next position (after lane_enter). */
+enum lane_outcome lane_run(struct lane *lane, const struct lane_operation *operation,
+                           struct lane_result *result);
+
+#endif
