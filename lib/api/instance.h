@@ -31,6 +31,10 @@ chorus_status api_enqueue_requests(struct chorus_context *context, struct reques
  * frees its `handle` (either may be NULL) with `status`. */
 void api_discard_submission(struct request *request, struct chorus_handle *handle,
                             chorus_status status);
+/* chorus_submit for a caller that waits for the operation at once (the blocking forms): the
+ * background thread is not woken for it, as the waiting thread turns the loop itself. */
+chorus_status api_submit_to_wait(const chorus_op_args *args, struct chorus_handle **handle);
+
 /* Queues one request that runs in call order (an ordered operation, a transfer), and runs it on
  * this thread if the background thread is idle, else wakes that thread for it. */
 chorus_status api_enqueue_ordered(struct chorus_context *context, struct request *request);

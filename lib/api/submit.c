@@ -327,8 +327,11 @@ static bool groupable(chorus_collective collective)
            collective == CHORUS_REDUCESCATTER;
 }
 
-/* Enqueues `count` operations as one unit (a group when count > 1). */
-static chorus_status submit(const chorus_op_args *args, size_t count, chorus_handle **handle_out)
+/* Enqueues `count` operations as one unit (a group when count > 1). `waits`: the caller waits
+ * for them at once (a blocking form), and so turns the loop itself (chorus_wait): the
+ * background thread is not woken for them. */
+static chorus_status submit(const chorus_op_args *args, size_t count, chorus_handle **handle_out,
+                            bool waits)
 {
     if (handle_out == NULL || args == NULL)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: args and handle must not be "
@@ -435,7 +438,7 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
         }
     }
     status = ordered ? api_enqueue_ordered(context, requests[0])
-                     : api_enqueue_requests(context, requests, count, true);
+                     : api_enqueue_requests(context, requests, count, !waits);
 out:
     api_instance_release();
     if (status != CHORUS_OK) {
@@ -452,7 +455,12 @@ out:
 
 chorus_status chorus_submit(const chorus_op_args *args, chorus_handle **handle)
 {
-    return submit(args, 1, handle);
+    return submit(args, 1, handle, false);
+}
+
+chorus_status api_submit_to_wait(const chorus_op_args *args, chorus_handle **handle)
+{
+    return submit(args, 1, handle, true);
 }
 
 chorus_status chorus_submit_group(const chorus_op_args *args, size_t count, chorus_handle **handle)
@@ -461,7 +469,7 @@ chorus_status chorus_submit_group(const chorus_op_args *args, size_t count, chor
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit_group: the group is empty");
     if (count > UINT32_MAX)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit_group: too many tensors");
-    return submit(args, count, handle);
+    return submit(args, count, handle, false);
 }
 
 /* A barrier in the job's lane: one phase in which every rank's line says "barrier" (and a

@@ -298,7 +298,8 @@ static void executor_waiting(void *owner)
  * without its turn (coord_loop). */
 static void executor_ran(void *owner)
 {
-    if (!((struct background *)owner)->ordered.running)
+    struct background *background = owner;
+    if (!background->ordered.running && !background->driven_by_caller)
         sched_yield();
 }
 
@@ -566,59 +567,96 @@ static void release_communicators(struct chorus_context *context)
 
 /* ----- the loop --------------------------------------------------------------------------- */
 
-void coord_loop(struct background *background)
+/* While a user thread turns the loop as it waits (coord_drive, which marks when it last did),
+ * the background thread gives up its turn and naps, rather than take the turn back after every
+ * operation of that thread: where the two share a core, each such hand-off would be a context
+ * switch on the operation's path. It naps in steps of DRIVER_FRESH_SECONDS, so that it is back
+ * within that long after the user thread stopped turning the loop without saying so (a thread
+ * that stops waiting before its operation completed wakes it at once). Returns whether it
+ * stepped aside (then with the turn again). */
+#define DRIVER_FRESH_SECONDS 100e-6
+
+static bool step_aside(struct chorus_context *context)
+{
+    double driven = atomic_load_explicit(&context->driven_at, memory_order_relaxed);
+    if (driven == 0 || clock_seconds() - driven > DRIVER_FRESH_SECONDS)
+        return false;
+    pthread_mutex_unlock(&context->coordinator_turn);
+    nanosleep(&(struct timespec){.tv_nsec = (long)(DRIVER_FRESH_SECONDS * 1e9)}, NULL);
+    pthread_mutex_lock(&context->coordinator_turn);
+    return true;
+}
+
+/* One turn of the loop over its parts: a user thread's fatal error first, then submissions,
+ * transfers, negotiation (rank 0's part, a follower's, or rounds), pending sends, other ranks'
+ * notices and heartbeats. Returns whether the loop goes on; *active says whether the turn did
+ * anything. Under the coordinator's turn, by the background thread or a user thread that
+ * drives the loop while it waits (coord_drive). */
+static bool coord_turn(struct background *background, bool *active)
 {
     struct chorus_context *context = background->context;
     struct star *star = &background->star;
     struct coord_report *report = &background->report;
-    double idle_since = clock_seconds();
+    *active = false;
+    /* A user thread's fatal error (a lane's timeout; its message is set before its status):
+     * that thread went on after it, and may have asked for the shutdown since, which must not
+     * be taken for an orderly one (the other ranks would then end this instance differently,
+     * and wait for each other in collective frees). */
+    chorus_status user = atomic_load(&context->user_failure);
+    if (user != CHORUS_OK) {
+        report_fail(report, user, "%s", context->user_failure_message);
+        return coord_settle(background);
+    }
+    bool going = true;
+    bool stopping = background->state == COORD_STOPPING;
+    if (!stopping) {
+        *active |= take_submissions(background);
+        *active |= transfers_progress(&background->transfers);
+        *active |= star_flush(star, report);
+        going = coord_settle(background);
+    }
+    stopping = background->state == COORD_STOPPING;
+    if (going && background->rank == 0)
+        *active |= star_coordinate(star, stopping, report);
+    else if (going && !background->rounds.on && !stopping)
+        *active |= star_follow(star, report);
+    going = going && coord_settle(background);
+    if (going)
+        *active |= rounds_progress(&background->rounds, star,
+                                   background->state == COORD_STOPPING, report);
+    going = going && coord_settle(background);
+    star_progress(star, false, false);
+    /* Another rank's notice that it failed, unless this rank already stopped (after a batch
+     * that failed because of it, say): one report per failure. */
+    char failure[1024];
+    chorus_status peer = going ? executor_peer_failure(&background->runner.executor, failure,
+                                                       sizeof failure)
+                               : CHORUS_OK;
+    if (peer != CHORUS_OK)
+        report_fail(report, peer, "%s", failure);
+    going = going && coord_settle(background);
+    /* After the notices: a rank woken from a freeze learns first that the others gave up. */
+    if (going)
+        *active |= star_keep_alive(star, background->state == COORD_STOPPING, report);
+    return going && coord_settle(background);
+}
+
+void coord_loop(struct background *background)
+{
+    struct chorus_context *context = background->context;
+    struct star *star = &background->star;
     pthread_mutex_lock(&context->coordinator_turn);
+    background->active_at = clock_seconds();
     context->coordinator = background;
     bool going = coord_settle(background);
     while (going) {
-        size_t ordered_before = background->ordered.run_count;
-        bool active = false;
-        /* First a user thread's fatal error (a lane's timeout; its message is set before its
-         * status): that thread went on after it, and may have asked for the shutdown since,
-         * which must not be taken for an orderly one (the other ranks would then end this
-         * instance differently, and wait for each other in collective frees). */
-        chorus_status user = atomic_load(&context->user_failure);
-        if (user != CHORUS_OK) {
-            report_fail(report, user, "%s", context->user_failure_message);
-            going = coord_settle(background);
+        if (step_aside(context)) {
+            going = coord_settle(background); /* a user thread's turns may have ended it */
             continue;
         }
-        bool stopping = background->state == COORD_STOPPING;
-        if (!stopping) {
-            active |= take_submissions(background);
-            active |= transfers_progress(&background->transfers);
-            active |= star_flush(star, report);
-            going = coord_settle(background);
-        }
-        stopping = background->state == COORD_STOPPING;
-        if (going && background->rank == 0)
-            active |= star_coordinate(star, stopping, report);
-        else if (going && !background->rounds.on && !stopping)
-            active |= star_follow(star, report);
-        going = going && coord_settle(background);
-        if (going)
-            active |= rounds_progress(&background->rounds, star,
-                                      background->state == COORD_STOPPING, report);
-        going = going && coord_settle(background);
-        star_progress(star, false, false);
-        /* Another rank's notice that it failed, unless this rank already stopped (after a
-         * batch that failed because of it, say): one report per failure. */
-        char failure[1024];
-        chorus_status peer = going ? executor_peer_failure(&background->runner.executor,
-                                                           failure, sizeof failure)
-                                   : CHORUS_OK;
-        if (peer != CHORUS_OK)
-            report_fail(report, peer, "%s", failure);
-        going = going && coord_settle(background);
-        /* After the notices: a rank woken from a freeze learns first that the others gave up. */
-        if (going)
-            active |= star_keep_alive(star, background->state == COORD_STOPPING, report);
-        going = going && coord_settle(background);
+        size_t ordered_before = background->ordered.run_count;
+        bool active = false;
+        going = coord_turn(background, &active);
         if (active && going && background->ordered.run_count != ordered_before) {
             /* The user thread that an ordered operation's completion woke may run its next one
              * itself: yield the core to it without the turn (executor_ran did not yield). */
@@ -628,8 +666,10 @@ void coord_loop(struct background *background)
             going = coord_settle(background);
         }
         if (active) {
-            idle_since = clock_seconds();
+            background->active_at = clock_seconds();
         } else if (going) {
+            /* Since the last activity: a user thread that drove the loop meanwhile moved it. */
+            double idle_since = background->active_at;
             struct idle_view view = idle_view_of(background);
             pthread_mutex_unlock(&context->coordinator_turn);
             idle(context, idle_since, view);
@@ -646,6 +686,60 @@ void coord_loop(struct background *background)
         background->rounds.on ? "rounds" : "star", star->messages_sent,
         star->messages_received, background->rounds.posted_count,
         background->rounds.on ? ready_rounds_vector_words(&background->rounds.state) * 8 : 0);
+}
+
+/* How long a user thread that waits for its operation goes on turning the loop while nothing
+ * happens, before it gives the turn back and sleeps: as long as the background thread itself
+ * spins before it yields (idle), so that a peer a few microseconds behind is still met by a
+ * thread that turns the loop. */
+#define DRIVE_QUIET_SECONDS 50e-6
+/* How long a waiting thread tries to take the turn from a busy background thread, which steps
+ * aside at the end of its turn (coord_loop). */
+#define DRIVE_TAKEOVER_SECONDS 20e-6
+
+bool coord_drive(struct chorus_context *context, const struct chorus_handle *handle)
+{
+    double now = clock_seconds(), give_up = now + DRIVE_TAKEOVER_SECONDS;
+    atomic_store(&context->driven_at, now); /* the background thread steps aside */
+    while (pthread_mutex_trylock(&context->coordinator_turn) != 0) {
+        if (atomic_load_explicit(&handle->status, memory_order_acquire) != CHORUS_IN_PROGRESS ||
+            clock_seconds() > give_up) {
+            atomic_store(&context->driven_at, 0.0);
+            return false;
+        }
+        sched_yield();
+    }
+    struct background *background = context->coordinator;
+    bool drove = background != NULL &&
+                 (background->state == COORD_RUNNING || background->state == COORD_STOPPING);
+    double quiet_since = clock_seconds();
+    if (drove)
+        background->driven_by_caller = true;
+    while (drove && atomic_load_explicit(&handle->status, memory_order_acquire) ==
+                        CHORUS_IN_PROGRESS) {
+        bool active = false;
+        if (!coord_turn(background, &active))
+            break;
+        now = clock_seconds();
+        atomic_store_explicit(&context->driven_at, now, memory_order_relaxed);
+        if (active)
+            quiet_since = background->active_at = now;
+        else if (now - quiet_since > DRIVE_QUIET_SECONDS)
+            break;
+    }
+    if (drove)
+        background->driven_by_caller = false;
+    bool done =
+        atomic_load_explicit(&handle->status, memory_order_acquire) != CHORUS_IN_PROGRESS;
+    pthread_mutex_unlock(&context->coordinator_turn);
+    if (!done) {
+        /* Waiting longer: the background thread takes over at once. */
+        atomic_store(&context->driven_at, 0.0);
+        pthread_mutex_lock(&context->lock);
+        pthread_cond_signal(&context->wakeup);
+        pthread_mutex_unlock(&context->lock);
+    }
+    return drove;
 }
 
 void coord_teardown(struct background *background)

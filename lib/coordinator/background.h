@@ -40,6 +40,8 @@ struct background {
     struct tuning_table tuning; /* CHORUS_TUNING_FILE's rows, in use by the selection */
     struct executor_settings settings; /* what every executor of the instance runs with */
     struct autotune autotune;
+    double active_at;      /* under the turn: when the loop last did something */
+    bool driven_by_caller; /* under the turn: a user thread turns the loop (coord_drive) */
 };
 
 /* Prepares the parts of `background`, whose context, rank, size and channel are set, and whose

@@ -20,4 +20,12 @@ struct chorus_context;
  * whether it ran them; if not, the background thread will (wake it). */
 bool coord_step_as_caller(struct chorus_context *context);
 
+struct chorus_handle;
+/* A user thread that waits for `handle` turns the background thread's loop itself while the
+ * turn is free, until the handle completes or nothing has happened for a while: the waiting
+ * thread then does what the background thread would have woken to do, and no hand-off between
+ * the two threads (each a context switch where they share a core) sits on the operation's path.
+ * Returns whether it took the turn. */
+bool coord_drive(struct chorus_context *context, const struct chorus_handle *handle);
+
 #endif

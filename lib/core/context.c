@@ -38,6 +38,7 @@ struct chorus_context *context_create(MPI_Comm user_comm)
     atomic_init(&context->job_lane, NULL);
     atomic_init(&context->job_lane_users, 0);
     atomic_init(&context->user_failure, CHORUS_OK);
+    atomic_init(&context->driven_at, 0.0);
     context->last_joined_rank = -1;
     return context;
 }

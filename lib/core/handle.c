@@ -191,10 +191,8 @@ chorus_status chorus_test(const chorus_handle *handle)
 #define WAIT_SPINS 20
 #define WAIT_YIELD_SECONDS 50e-6
 
-chorus_status chorus_wait(chorus_handle *handle)
+chorus_status handle_wait(chorus_handle *handle)
 {
-    if (handle == NULL)
-        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT, "chorus_wait: handle is NULL");
     for (int spin = 0; spin < WAIT_SPINS; spin++) {
         int status = atomic_load_explicit(&handle->status, memory_order_acquire);
         if (status != CHORUS_IN_PROGRESS)

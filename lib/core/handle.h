@@ -61,6 +61,10 @@ void handle_member_done(struct chorus_handle *handle, chorus_status status, cons
 void handle_finish_unpublished(struct chorus_handle *handle, chorus_status status,
                                char *message);
 
+/* Waits for the handle to complete (spinning briefly, then yielding, then sleeping on its
+ * condition variable) and returns its status. chorus_wait's last part (lib/api/wait.c). */
+chorus_status handle_wait(struct chorus_handle *handle);
+
 /* Sets member `member`'s output before it reports done. The handle owns it when `release` is
  * not NULL, and gives it back with release(data, capacity) when it is freed. */
 void handle_set_output(struct chorus_handle *handle, size_t member, const chorus_tensor *output,
