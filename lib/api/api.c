@@ -70,6 +70,9 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
     if (context == NULL)
         return status_set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_init: out of memory");
     context->mpi_initialized_by_chorus = mpi_initialized_by_chorus;
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    context->mpi_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
 
     /* A malformed parameter is not reported here yet: the background thread first tells every
      * rank, so that all ranks fail init together instead of some waiting for the others. */

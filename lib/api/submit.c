@@ -237,16 +237,35 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
     desc.name = (char *)args->name;
     desc.group = (char *)"";
     describe(&desc, args, 1, compression);
+    /* An alltoall's rows per member, as the executor takes them (the lane's own may run it). */
+    int64_t *splits = NULL;
+    if (args->collective == CHORUS_ALLTOALL) {
+        splits = calloc((size_t)nranks, sizeof *splits);
+        int64_t even = args->input.shape[0] / nranks;
+        desc.even_split = even * nranks == args->input.shape[0];
+        for (int r = 0; splits != NULL && r < nranks; r++) {
+            splits[r] = args->splits != NULL ? args->splits[r] : even;
+            if (splits[r] != even)
+                desc.even_split = 0;
+        }
+        if (splits == NULL) {
+            lane_leave(lane);
+            return REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
+        }
+    }
     struct lane_operation operation = {
         .desc = &desc,
         .input = args->input.data,
         .output = args->output != NULL ? args->output : args->input.data,
         .count = chorus_tensor_count(&args->input),
         .timeout_seconds = api_op_timeout(args),
+        .splits = splits,
+        .handle = handle,
     };
     struct lane_result result;
     enum lane_outcome outcome = lane_run(lane, &operation, &result);
     lane_leave(lane);
+    free(splits);
     if (outcome == LANE_RAN) {
         if (result.status == CHORUS_OK && result.output.data != NULL)
             handle_set_output(handle, 0, &result.output, output_pool_give,
@@ -482,6 +501,7 @@ static chorus_status barrier_on_lane(struct lane *lane)
     desc.group = "";
     desc.collective = COLLECTIVE_BARRIER;
     desc.device = DEVICE_HOST;
+    desc.compression = CHORUS_COMPRESSION_NONE;
     desc.prescale = desc.postscale = 1.0;
     desc.group_size = 1;
     struct lane_operation operation = {.desc = &desc};

@@ -112,29 +112,6 @@ static bool agreement_of_records(struct ordered_agreement *agreed, uint64_t posi
     return true;
 }
 
-/* The response every member runs: the agreed description, with what the members agreed. */
-static bool build_response(struct wire_response *response, const struct request *request,
-                           const struct ordered_agreement *agreed)
-{
-    *response = (struct wire_response){.type = RESPONSE_EXECUTE,
-                                       .status = CHORUS_OK,
-                                       .contributors = agreed->members,
-                                       .agreed_at = clock_seconds()};
-    if (!wire_request_copy(&response->request, &request->desc))
-        return false;
-    if (request->desc.collective == CHORUS_ALLGATHER) {
-        response->first_dim_count = agreed->members;
-        response->first_dims = calloc(agreed->members, sizeof *response->first_dims);
-        if (response->first_dims == NULL)
-            return false;
-        memcpy(response->first_dims, agreed->first_dims,
-               agreed->members * sizeof *response->first_dims);
-    }
-    response->request.even_split = request->desc.even_split && agreed->even_split;
-    response->request.in_shared_heap = request->desc.in_shared_heap && agreed->in_shared_heap;
-    return true;
-}
-
 /* Runs an operation the members agreed on, labelled `label`. */
 static void run_agreed(struct ordered *ordered, struct request *request,
                        const struct ordered_agreement *agreed, const char *label,
@@ -142,7 +119,7 @@ static void run_agreed(struct ordered *ordered, struct request *request,
 {
     struct wire_response response;
     char error[1024] = "";
-    if (!build_response(&response, request, agreed)) {
+    if (!ordered_agreement_response(&response, &request->desc, agreed)) {
         report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "%s \"%s\": out of memory",
                     request_collective_name(&request->desc), label);
         wire_response_free(&response);

@@ -20,26 +20,34 @@ static struct set_executor *find_set_executor(const struct runner *runner, int i
     return NULL;
 }
 
-/* Opens the lane of `executor`, the job's or set `id`'s (member m is job rank ranks[m]; NULL:
- * m), where its ranks all share this host (it has the small-message slots) or it has one rank.
- * Without one its ordered operations run on the background thread, as across hosts. */
+/* Opens the lane of `executor`, the job's or set `id`'s over `comm` (member m is job rank
+ * ranks[m]; NULL: m), where it has one rank or its ranks all share this host (one segment, no
+ * other hosts): over MPI (collective over the set), or over local slots for one rank. Without
+ * one its ordered operations run on the background thread, as across hosts. */
 static struct lane *open_lane(struct runner *runner, struct executor *executor, int id,
-                              const int *ranks)
+                              const int *ranks, MPI_Comm comm)
 {
-    const struct chorus_params *params = &runner->context->params.values;
-    if (!executor->small_ready && executor->nranks != 1)
+    struct chorus_context *context = runner->context;
+    const struct chorus_params *params = &context->params.values;
+    if (executor->nranks == 1)
+        return lane_create(context, id, 1, ranks, NULL, params->small_limit,
+                           params->timeout_seconds);
+    if (!executor->node_ready || executor->node.cross != NULL)
         return NULL;
-    executor->lane = lane_create(runner->context, id, executor->nranks, ranks,
-                                 executor->small_ready ? &executor->small : NULL,
-                                 params->small_limit, params->timeout_seconds);
-    if (executor->lane == NULL)
-        LOG(LOG_WARNING, "lane", "process set %d: out of memory for its lane", id);
-    return executor->lane;
+    char why[256] = "";
+    struct lane *lane = lane_open_mpi(context, id, ranks, &comm, &executor->node_comm,
+                                      executor->settings, context->mpi_thread_multiple, why,
+                                      sizeof why);
+    if (lane == NULL)
+        LOG(LOG_WARNING, "lane", "process set %d: %s; its ordered operations run on the "
+            "background thread", id, why);
+    return lane;
 }
 
 void runner_open_job_lane(struct runner *runner)
 {
-    atomic_store(&runner->context->job_lane, open_lane(runner, &runner->executor, 0, NULL));
+    runner->lane = open_lane(runner, &runner->executor, 0, NULL, runner->context->data_comm);
+    atomic_store(&runner->context->job_lane, runner->lane);
 }
 
 /* Withdraws set `id`'s lane from the user threads, who enter it through the set's entry. */
@@ -53,6 +61,7 @@ static void withdraw_set_lane(struct runner *runner, int id)
 
 static void set_executor_free(struct set_executor *set, bool aborted)
 {
+    lane_destroy(set->lane, aborted);
     executor_release(&set->executor);
     /* After a fatal error, transfers given up on may still refer to the communicators. (A
      * user's transfer still in flight keeps its communicator alive in MPI until it ends.) */
@@ -117,8 +126,9 @@ static chorus_status add_set(struct runner *runner, const struct wire_request *a
                 set->id, why);
     }
     struct set_executor *made = member ? find_set_executor(runner, agreed->process_set) : NULL;
-    struct lane *lane = made != NULL ? open_lane(runner, &made->executor, made->id, members)
-                                     : NULL;
+    if (made != NULL)
+        made->lane = open_lane(runner, &made->executor, made->id, members, made->comm);
+    struct lane *lane = made != NULL ? made->lane : NULL;
     pthread_mutex_lock(&context->lock);
     bool recorded = process_set_table_add(&context->process_sets, agreed->process_set, members,
                                           size);
@@ -285,5 +295,7 @@ void runner_release(struct runner *runner)
     free(runner->set_executors);
     runner->set_executors = NULL;
     runner->set_executor_count = 0;
+    lane_destroy(runner->lane, runner->executor.aborted);
+    runner->lane = NULL;
     executor_release(&runner->executor);
 }

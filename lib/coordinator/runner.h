@@ -8,6 +8,7 @@
 #define CHORUS_RUNNER_H
 
 #include "../executor/executor.h"
+#include "../lane/lane.h"
 #include "pending.h"
 
 /* A process set this rank is a member of, with the communicator its collectives run on. */
@@ -16,12 +17,14 @@ struct set_executor {
     MPI_Comm comm;
     MPI_Comm transfer_comm; /* the members' point-to-point transfers (transfers.h) */
     struct executor executor;
+    struct lane *lane;      /* its lane where its ranks share this host (lib/lane), or NULL */
 };
 
 struct runner {
     struct chorus_context *context;
     struct pending *pending;
     struct executor executor;            /* the job's */
+    struct lane *lane;                   /* the job's lane (lib/lane), or NULL */
     struct set_executor **set_executors; /* the process sets this rank is a member of, by id */
     size_t set_executor_count;
 };

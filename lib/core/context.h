@@ -35,6 +35,7 @@ struct chorus_context {
     int rank;
     int size;
     bool mpi_initialized_by_chorus;
+    bool mpi_thread_multiple; /* user threads may call MPI beside the background thread */
     MPI_Comm user_comm;    /* the communicator given to init (not owned) */
     MPI_Comm control_comm; /* negotiation messages (owned by the background thread) */
     MPI_Comm data_comm;    /* collectives (owned by the background thread) */

@@ -103,6 +103,28 @@ size_t response_bytes(const struct wire_response *response)
            chorus_dtype_size((chorus_dtype)response->request.dtype);
 }
 
+bool ordered_agreement_response(struct wire_response *response, const struct wire_request *desc,
+                                const struct ordered_agreement *agreed)
+{
+    *response = (struct wire_response){.type = RESPONSE_EXECUTE,
+                                       .status = CHORUS_OK,
+                                       .contributors = agreed->members,
+                                       .agreed_at = clock_seconds()};
+    if (!wire_request_copy(&response->request, desc))
+        return false;
+    if (desc->collective == CHORUS_ALLGATHER) {
+        response->first_dim_count = agreed->members;
+        response->first_dims = calloc(agreed->members, sizeof *response->first_dims);
+        if (response->first_dims == NULL)
+            return false;
+        memcpy(response->first_dims, agreed->first_dims,
+               agreed->members * sizeof *response->first_dims);
+    }
+    response->request.even_split = desc->even_split && agreed->even_split;
+    response->request.in_shared_heap = desc->in_shared_heap && agreed->in_shared_heap;
+    return true;
+}
+
 double request_output_factor(const struct wire_request *request, uint32_t contributors)
 {
     double factor = request->postscale;

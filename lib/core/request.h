@@ -92,6 +92,10 @@ struct ordered_agreement {
     uint8_t in_shared_heap; /* allreduce: every member's output lies in the shared heap */
 };
 void ordered_agreement_free(struct ordered_agreement *agreement);
+/* The response every member of an ordered operation runs: its description `desc` (copied),
+ * with what the members agreed. False when out of memory (free the response anyway). */
+bool ordered_agreement_response(struct wire_response *response, const struct wire_request *desc,
+                                const struct ordered_agreement *agreed);
 
 /* One submitted tensor, from submit until its handle member completes. */
 struct request {

@@ -69,18 +69,6 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
         executor->node.cross->interrupted = executor->transport.interrupted;
         executor->node.cross->interrupt_context = executor->transport.interrupt_context;
     }
-    /* Every rank on this host: ordered operations may run in its small-message slots. Without
-     * them they still run, on the background thread. */
-    if (status == CHORUS_OK && hosts == 1) {
-        char why[256] = "";
-        executor->small_ready =
-            small_segment_create_mpi(&executor->small, &executor->node_comm,
-                                     lane_slot_capacity(params->small_limit),
-                                     settings->oversubscribed, why, sizeof why) == CHORUS_OK;
-        if (!executor->small_ready)
-            LOG(LOG_WARNING, "lane", "%s; ordered operations run on the background thread",
-                why);
-    }
     return status;
 }
 
@@ -431,6 +419,10 @@ void executor_watch_aborts_through(struct executor *executor,
 
 chorus_status executor_peer_failure(struct executor *executor, char *error, size_t error_size)
 {
+    if (executor->detached)
+        return executor->peer_failure != NULL
+                   ? executor->peer_failure(executor->owner, error, error_size)
+                   : CHORUS_OK;
     if (executor->parent != NULL)
         return executor_peer_failure(executor->parent, error, error_size);
     if (!abort_watch_poll(&executor->abort))
@@ -448,17 +440,20 @@ void executor_abort(struct executor *executor, chorus_status status, const char 
         return;
     executor->aborted = true;
     /* A rank that stops because another did has nothing to tell: everyone got that notice. A
-     * process set's executor tells through the job's. */
+     * process set's executor tells through the job's; a detached one through its instance's
+     * background thread. */
     if (executor->parent != NULL)
         executor_abort(executor->parent, status, reason);
-    else if (!executor->abort.received)
+    else if (!executor->detached && !executor->abort.received)
         abort_notify(&executor->abort, executor->rank, status, reason);
     if (executor->node_ready)
         node_segment_poison(&executor->node);
 }
 
-void executor_init_for_set(struct executor *executor, struct executor *parent, const void *comm,
-                           int rank, int nranks)
+/* An executor over `comm` (an MPI_Comm passed by pointer) with `settings`, before its owner's
+ * callbacks and its host segment. */
+static void init_over(struct executor *executor, const struct executor_settings *settings,
+                      const void *comm, int rank, int nranks)
 {
     memset(executor, 0, sizeof *executor);
     executor->rank = rank;
@@ -467,8 +462,14 @@ void executor_init_for_set(struct executor *executor, struct executor *parent, c
     transport_mpi_init(&executor->transport, comm);
     executor->transport.interrupted = executor_interrupt_check;
     executor->transport.interrupt_context = executor;
-    executor->settings = parent->settings;
+    executor->settings = settings;
     executor->local_ranks = 1; /* until executor_prepare_set */
+}
+
+void executor_init_for_set(struct executor *executor, struct executor *parent, const void *comm,
+                           int rank, int nranks)
+{
+    init_over(executor, parent->settings, comm, rank, nranks);
     executor->parent = parent;
     executor->owner = parent->owner;
     executor->take_request = parent->take_request;
@@ -477,6 +478,13 @@ void executor_init_for_set(struct executor *executor, struct executor *parent, c
     executor->fatal_error = parent->fatal_error;
     executor->waiting = parent->waiting;
     executor->ran = parent->ran;
+}
+
+void executor_init_detached(struct executor *executor, const struct executor_settings *settings,
+                            const void *comm, int rank, int nranks)
+{
+    init_over(executor, settings, comm, rank, nranks);
+    executor->detached = true;
 }
 
 void executor_settings_init(struct executor_settings *settings,
@@ -520,13 +528,6 @@ void executor_release(struct executor *executor)
     executor->gpu = NULL;
     timeline_close(executor->timeline);
     executor->timeline = NULL;
-    lane_destroy(executor->lane);
-    executor->lane = NULL;
-    if (executor->small_ready && in_use)
-        small_segment_retain_mpi(&executor->small);
-    else if (executor->small_ready)
-        small_segment_destroy_mpi(&executor->small);
-    executor->small_ready = false;
     if (executor->node_ready && in_use)
         node_segment_retain_mpi(&executor->node);
     if (executor->node_ready && !in_use) {

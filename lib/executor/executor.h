@@ -14,8 +14,6 @@
 #include "../core/timeline.h"
 #include "../fusion/fusion.h"
 #include "../gpu/gpu.h"
-#include "../lane/lane.h"
-#include "../transport/small_segment.h"
 #include "abort.h"
 
 /* What the job's executor and its process sets' executors run with, held once by the
@@ -52,12 +50,6 @@ struct executor {
     int local_ranks;     /* ranks per host when equal on every host, else 1 */
     bool node_ready;     /* the segment below exists */
     struct node_segment node;
-    /* Where every rank is on this host: the small-message slots (small_segment.h), for the
-     * lane that the coordinator opens over them (`lane`, which this executor closes and frees
-     * before the slots). */
-    bool small_ready;
-    struct small_segment small;
-    struct lane *lane;
     MPI_Comm node_comm, cross_comm;
     bool joined;                /* this rank has joined: it has no tensors for new names */
     struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */
@@ -65,6 +57,12 @@ struct executor {
     struct abort_watch abort;   /* for another rank's notice that it stopped */
     /* A process set's executor: its aborts and the notices it heeds go through the job's. */
     struct executor *parent;
+    /* A lane's executor (lib/lane), run by a user thread beside the background thread: it
+     * learns of other ranks' failures from `peer_failure` (its instance stopped) rather than
+     * from their notices, and after a fatal error of its own only poisons its segment: the
+     * instance stops through `fatal_error`, and the background thread tells the others. */
+    bool detached;
+    chorus_status (*peer_failure)(void *owner, char *error, size_t error_size);
     bool aborted;               /* this rank stopped after a fatal error (executor_abort) */
 
     /* Supplied by the owner: find-and-remove the local request of a name (NULL if none), and
@@ -118,6 +116,12 @@ void executor_release(struct executor *executor);
 void executor_init_for_set(struct executor *executor, struct executor *parent, const void *comm,
                            int rank, int nranks);
 chorus_status executor_prepare_set(struct executor *executor, char *error, size_t error_size);
+
+/* Makes `executor` a detached one (see `detached`) over `comm` (an MPI_Comm passed by pointer,
+ * which must stay put), this rank being `rank` of `nranks`, with `settings`; its owner sets its
+ * callbacks. executor_prepare_set() then creates its host segment. */
+void executor_init_detached(struct executor *executor, const struct executor_settings *settings,
+                            const void *comm, int rank, int nranks);
 
 /* Fatal errors on one rank only. executor_watch_aborts() posts the receive for other ranks'
  * notices on `control_comm` (abort.h) and makes the transport's waits poll it; false if MPI

@@ -14,6 +14,7 @@
 #include "../negotiation/negotiated_fields.h"
 #include "../negotiation/wire.h"
 
+#include <mpi.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,32 +28,153 @@ size_t lane_slot_capacity(size_t limit)
     return limit > WIRE_ORDERED_RECORD_BYTES ? limit : WIRE_ORDERED_RECORD_BYTES;
 }
 
-struct lane *lane_create(struct chorus_context *context, int process_set, int members,
-                         const int *job_ranks, const struct small_segment *segment, size_t limit,
-                         double timeout_seconds)
+/* A lane without slots yet: its turn, its members, its settings. NULL when out of memory. */
+static struct lane *lane_new(struct chorus_context *context, int process_set, int members,
+                             const int *job_ranks, size_t limit, double timeout_seconds)
 {
     struct lane *lane = calloc(1, sizeof *lane);
     int *ranks = calloc((size_t)members, sizeof *ranks);
-    struct small_segment *local =
-        segment == NULL ? small_segments_create_local(1, lane_slot_capacity(limit)) : NULL;
-    if (lane == NULL || ranks == NULL || (segment == NULL && local == NULL)) {
+    if (lane == NULL || ranks == NULL) {
         free(lane);
         free(ranks);
-        small_segments_destroy_local(local);
         return NULL;
     }
     for (int m = 0; m < members; m++)
         ranks[m] = job_ranks != NULL ? job_ranks[m] : m;
     pthread_mutex_init(&lane->turn, NULL);
-    lane->segment = segment != NULL ? *segment : local[0];
-    lane->local = local;
     lane->members = (struct process_set){.id = process_set, .size = members, .ranks = ranks};
     lane->job_size = context->size;
     lane->limit = limit;
     lane->timeout_seconds = timeout_seconds;
     lane->context = context;
+    lane->executor_comm = MPI_COMM_NULL;
     atomic_init(&lane->users, 0);
     atomic_init(&lane->closed, false);
+    return lane;
+}
+
+struct lane *lane_create(struct chorus_context *context, int process_set, int members,
+                         const int *job_ranks, const struct small_segment *segment, size_t limit,
+                         double timeout_seconds)
+{
+    struct lane *lane = lane_new(context, process_set, members, job_ranks, limit,
+                                 timeout_seconds);
+    struct small_segment *local =
+        segment == NULL ? small_segments_create_local(1, lane_slot_capacity(limit)) : NULL;
+    if (lane == NULL || (segment == NULL && local == NULL)) {
+        small_segments_destroy_local(local);
+        lane_destroy(lane, false);
+        return NULL;
+    }
+    lane->segment = segment != NULL ? *segment : local[0];
+    lane->local = local;
+    return lane;
+}
+
+/* The lane's executor reports here (its owner is the lane). */
+static void executor_finished(void *owner, struct request *request, chorus_status status,
+                              const char *message)
+{
+    (void)request; /* the lane's own, on its stack */
+    struct lane *lane = owner;
+    if (status != CHORUS_OK && lane->running->status == CHORUS_OK) {
+        lane->running->status = status;
+        lane->running->message = text_format("%s", message != NULL ? message : "");
+    }
+}
+
+static void executor_failed(void *owner, chorus_status status, const char *message)
+{
+    struct lane *lane = owner;
+    atomic_store(&lane->closed, true);
+    context_report_failure(lane->context, status, message);
+}
+
+static chorus_status executor_peer_failed(void *owner, char *error, size_t error_size)
+{
+    struct lane *lane = owner;
+    chorus_status stopped = atomic_load(&lane->context->stopped);
+    if (stopped != CHORUS_OK) {
+        snprintf(error, error_size, "%s", lane->context->stopped_message);
+        return stopped;
+    }
+    chorus_status failed = atomic_load(&lane->context->user_failure);
+    if (failed != CHORUS_OK) {
+        snprintf(error, error_size, "%s", lane->context->user_failure_message);
+        return failed;
+    }
+    return CHORUS_OK;
+}
+
+/* The lane's executor over a duplicate of `comm`, with a host segment of its own: collective
+ * over `comm`, and the same answer on every member. False when it could not be made (the lane
+ * is then not opened). */
+static bool open_executor(struct lane *lane, MPI_Comm comm, const struct executor_settings *settings)
+{
+    int rank = 0, members = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &members);
+    lane->params = *settings->params;
+    lane->settings = *settings;
+    lane->settings.params = &lane->params;
+    if (MPI_Comm_dup(comm, &lane->executor_comm) != MPI_SUCCESS)
+        lane->executor_comm = MPI_COMM_NULL;
+    lane->executor = calloc(1, sizeof *lane->executor);
+    int ready = lane->executor != NULL && lane->executor_comm != MPI_COMM_NULL;
+    if (MPI_Allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !ready) {
+        free(lane->executor);
+        lane->executor = NULL;
+        return false;
+    }
+    MPI_Comm_set_errhandler(lane->executor_comm, MPI_ERRORS_RETURN);
+    struct executor *executor = lane->executor;
+    executor_init_detached(executor, &lane->settings, &lane->executor_comm, rank, members);
+    executor->owner = lane;
+    executor->finish = executor_finished;
+    executor->fatal_error = executor_failed;
+    executor->peer_failure = executor_peer_failed;
+    char why[256] = "";
+    /* Without its segment it still runs, over MPI. */
+    if (executor_prepare_set(executor, why, sizeof why) != CHORUS_OK)
+        LOG(LOG_WARNING, "lane", "process set %d: %s; the lane's larger operations run over "
+            "MPI alone", lane->members.id, why);
+    return true;
+}
+
+struct lane *lane_open_mpi(struct chorus_context *context, int process_set, const int *job_ranks,
+                           const void *comm_pointer, const void *node_comm_pointer,
+                           const struct executor_settings *settings, bool own_executor,
+                           char *error, size_t error_size)
+{
+    MPI_Comm comm;
+    memcpy(&comm, comm_pointer, sizeof comm);
+    int members = 1;
+    MPI_Comm_size(comm, &members);
+    const struct chorus_params *params = settings->params;
+    struct lane *lane = lane_new(context, process_set, members, job_ranks, params->small_limit,
+                                 params->timeout_seconds);
+    /* Every member must have a lane, or none: one left without would take another path. */
+    int made = lane != NULL;
+    if (MPI_Allreduce(MPI_IN_PLACE, &made, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !made) {
+        lane_destroy(lane, false);
+        snprintf(error, error_size, "out of memory for the lane on a rank");
+        return NULL;
+    }
+    if (small_segment_create_mpi(&lane->segment, node_comm_pointer,
+                                 lane_slot_capacity(params->small_limit), settings->oversubscribed,
+                                 error, error_size) != CHORUS_OK) {
+        lane_destroy(lane, false);
+        return NULL;
+    }
+    lane->segment_mpi = true;
+    int everywhere = own_executor; /* the executor's making is collective: all or none */
+    if (MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+        everywhere = 0;
+    if (everywhere && !open_executor(lane, comm, settings)) {
+        snprintf(error, error_size, "the lane's executor could not be made on a rank");
+        lane_destroy(lane, false);
+        return NULL;
+    }
     return lane;
 }
 
@@ -79,11 +201,27 @@ void lane_close(struct lane *lane)
         nanosleep(&(struct timespec){.tv_nsec = 100 * 1000}, NULL);
 }
 
-void lane_destroy(struct lane *lane)
+void lane_destroy(struct lane *lane, bool failed)
 {
     if (lane == NULL)
         return;
     lane_close(lane);
+    /* Collective frees in one order on every member: the executor's segment, its
+     * communicator, the slots. After a failure MPI keeps them (retained.h). */
+    if (lane->executor != NULL) {
+        lane->executor->aborted = lane->executor->aborted || failed;
+        bool kept = lane->executor->aborted;
+        executor_release(lane->executor);
+        if (!kept && lane->executor_comm != MPI_COMM_NULL)
+            MPI_Comm_free(&lane->executor_comm);
+        free(lane->executor);
+    } else if (lane->executor_comm != MPI_COMM_NULL) {
+        MPI_Comm_free(&lane->executor_comm);
+    }
+    if (lane->segment_mpi && failed)
+        small_segment_retain_mpi(&lane->segment);
+    else if (lane->segment_mpi)
+        small_segment_destroy_mpi(&lane->segment);
     small_segments_destroy_local(lane->local);
     pthread_mutex_destroy(&lane->turn);
     free(lane->members.ranks);
@@ -133,7 +271,8 @@ static bool runs_here(const struct lane *lane, const struct wire_request *desc, 
     bool reduces =
         desc->collective == CHORUS_ALLREDUCE || desc->collective == CHORUS_REDUCESCATTER;
     return collective && desc->device == DEVICE_HOST &&
-           desc->compression == CHORUS_COMPRESSION_NONE &&
+           (desc->collective != CHORUS_ALLREDUCE ||
+            desc->compression == CHORUS_COMPRESSION_NONE) &&
            !(reduces && desc->op == CHORUS_ADASUM) && largest <= lane->limit;
 }
 
@@ -308,6 +447,8 @@ static void take(struct lane *lane, const struct lane_operation *operation,
     memcpy(output.shape, desc->shape, sizeof output.shape);
     size_t bytes = 0;
     switch (desc->collective) {
+    case COLLECTIVE_BARRIER: /* the phase was all of it */
+        return;
     case CHORUS_ALLREDUCE:
         small_allreduce_take(segment, operation->output, operation->count, dtype, op, factor);
         return;
@@ -383,6 +524,46 @@ static void agree_elsewhere(struct lane *lane, const struct wire_request *desc,
     result->agreed = agreed;
 }
 
+/* An operation the slots do not take, on the lane's executor, as the background thread would
+ * run it: the members agreed on it (`agreed`). */
+static void run_on_executor(struct lane *lane, const struct lane_operation *operation,
+                            const struct ordered_agreement *agreed, struct lane_result *result)
+{
+    /* The executor runs over the set's communicator: a broadcast's root is a member there. */
+    struct wire_request desc = *operation->desc;
+    if (desc.collective == CHORUS_BROADCAST)
+        desc.root = member_of(lane, desc.root);
+    struct wire_response response;
+    if (!ordered_agreement_response(&response, &desc, agreed)) {
+        wire_response_free(&response);
+        result->status = CHORUS_ERR_OUT_OF_MEMORY;
+        result->message = text_format("%s \"%s\": out of memory",
+                                      request_collective_name(operation->desc),
+                                      operation->desc->name);
+        return;
+    }
+    struct request request = {.desc = desc,
+                              .input = (void *)operation->input,
+                              .output = operation->output,
+                              .splits = (int64_t *)operation->splits,
+                              .count = operation->count,
+                              .handle = operation->handle,
+                              .ordered = true,
+                              .timeout_seconds = operation->timeout_seconds};
+    struct request *taken = &request;
+    char error[1024] = "";
+    lane->running = result;
+    executor_bound_waits(lane->executor, operation->timeout_seconds);
+    chorus_status status = executor_run(lane->executor, &response, 1, &taken, error, sizeof error);
+    executor_bound_waits(lane->executor, 0);
+    lane->running = NULL;
+    if (status != CHORUS_OK && result->status == CHORUS_OK) {
+        result->status = status;
+        result->message = text_format("%s", error);
+    }
+    wire_response_free(&response);
+}
+
 enum lane_outcome lane_run(struct lane *lane, const struct lane_operation *operation,
                            struct lane_result *result)
 {
@@ -447,6 +628,13 @@ enum lane_outcome lane_run(struct lane *lane, const struct lane_operation *opera
     } else {
         agree_elsewhere(lane, desc, position, own_flags, same_counts, result);
         outcome = result->status == CHORUS_OK ? LANE_ELSEWHERE : LANE_RAN;
+        if (outcome == LANE_ELSEWHERE && lane->executor != NULL && desc->device == DEVICE_HOST) {
+            struct ordered_agreement *agreed = result->agreed;
+            result->agreed = NULL;
+            run_on_executor(lane, operation, agreed, result);
+            ordered_agreement_free(agreed);
+            outcome = LANE_RAN;
+        }
     }
 out:
     pthread_mutex_unlock(&lane->turn);

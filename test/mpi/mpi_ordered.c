@@ -7,13 +7,15 @@
  * odd ranks) while the other ranks run their own; names that repeat or are NULL; and the
  * mismatches: a shape, a dtype, a collective that differs at one position fails on every rank
  * with one message naming the position and the ranks, after which the ranks go on in step.
- * Sizes on both sides of the host's small-message limit with barriers between them, and a
- * barrier against an allreduce.
+ * Sizes on both sides of the host's small-message limit with barriers between them, a barrier
+ * against an allreduce, and ordered operations (small, and larger than the limit) on one thread
+ * beside negotiated ones on another.
  */
 #include "../common/reference.h"
 #include "mpi_test.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 
 #define MAX_RANKS 16
@@ -443,6 +445,63 @@ static void test_threads(void)
         pthread_join(threads[t], NULL);
 }
 
+/* Ordered operations on one thread while another thread runs negotiated ones, the two
+ * interleaving differently on every rank (a DDP model and a Horovod-style optimizer in one
+ * script): both complete, with the right results. */
+struct beside {
+    bool ordered;
+    int64_t count;
+    int operations;
+};
+
+static void *run_beside(void *argument)
+{
+    const struct beside *kind = argument;
+    float *buffer = malloc((size_t)kind->count * sizeof(float));
+    for (int i = 0; i < kind->operations; i++) {
+        for (int64_t e = 0; e < kind->count; e++)
+            buffer[e] = (float)(test_rank + i + e % 5);
+        chorus_tensor tensor = floats(buffer, kind->count);
+        if (kind->ordered) {
+            chorus_op_args args = CHORUS_OP_ARGS_INIT;
+            args.flags = CHORUS_OP_ORDERED;
+            args.name = "beside negotiated";
+            args.input = tensor;
+            expect_completes(&args);
+        } else {
+            char name[64];
+            snprintf(name, sizeof name, "beside ordered %d", i % 7);
+            EXPECT_STATUS(chorus_allreduce(name, &tensor, NULL, CHORUS_SUM), CHORUS_OK);
+        }
+        int64_t wrong = 0;
+        for (int64_t e = 0; e < kind->count; e++)
+            wrong += buffer[e] != (float)(test_size * (test_size - 1) / 2 +
+                                          test_size * (i + e % 5));
+        EXPECT(wrong == 0, "%s allreduce %d of %lld beside the other kind: %lld wrong",
+               kind->ordered ? "ordered" : "negotiated", i, (long long)kind->count,
+               (long long)wrong);
+        /* Each rank's own pace: the two kinds meet in a different order everywhere. */
+        if ((i + test_rank) % 3 == 0)
+            sched_yield();
+    }
+    free(buffer);
+    return NULL;
+}
+
+static void test_beside_negotiated(int64_t count)
+{
+    test_step = count > 16384 ? "ordered and negotiated at once, large" : "ordered and negotiated "
+                                                                            "at once";
+    int calls = count > 16384 ? 40 : 300;
+    struct beside kinds[2] = {{.ordered = true, .count = count, .operations = calls},
+                              {.ordered = false, .count = count, .operations = calls}};
+    pthread_t threads[2];
+    for (int t = 0; t < 2; t++)
+        pthread_create(&threads[t], NULL, run_beside, &kinds[t]);
+    for (int t = 0; t < 2; t++)
+        pthread_join(threads[t], NULL);
+}
+
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv, 240);
@@ -477,6 +536,9 @@ int main(int argc, char **argv)
     test_around_the_limit();
     test_refusals();
     test_threads();
+    test_beside_negotiated(3);
+    test_beside_negotiated(1000);
+    test_beside_negotiated(300000); /* 1.2 MB: the lanes' own executors */
     test_step = "shutdown";
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     return test_finish("mpi_ordered");
