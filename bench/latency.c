@@ -48,10 +48,15 @@ static bool allreduce_once(enum latency_path path, float *buffer, size_t count)
         return MPI_Allreduce(MPI_IN_PLACE, buffer, (int)count, MPI_FLOAT, MPI_SUM,
                              MPI_COMM_WORLD) == MPI_SUCCESS;
     chorus_tensor tensor = floats(buffer, count);
+    /* A name per size, as a training loop names each tensor: a name's cached description is
+     * never replaced (response_cache.h), so one name of changing shapes would be negotiated
+     * through rank 0 every time. */
+    char name[32];
+    snprintf(name, sizeof name, "latency.%zu", count);
     if (path == PATH_NEGOTIATED)
-        return chorus_allreduce("latency", &tensor, NULL, CHORUS_SUM) == CHORUS_OK;
+        return chorus_allreduce(name, &tensor, NULL, CHORUS_SUM) == CHORUS_OK;
     chorus_op_args args = CHORUS_OP_ARGS_INIT;
-    args.name = "latency";
+    args.name = name;
     args.input = tensor;
     args.flags = CHORUS_OP_ORDERED;
     chorus_handle *handle = NULL;

@@ -13,6 +13,7 @@
 
 
 struct node_segment;
+struct small_segment;
 struct allreduce_piece;
 struct selection_rows;
 
@@ -21,6 +22,7 @@ struct allreduce_args {
     struct transport *transport;
     struct scratch *scratch;
     struct node_segment *node; /* this host's shared segment (hierarchical), or NULL */
+    struct small_segment *small; /* every rank on this host: its small-message slots, or NULL */
     void *buffer;
     /* Instead of `buffer` (NULL then), for the hierarchical algorithm only: the buffer is these
      * pieces one after the other, read from their inputs, written to their outputs. */
@@ -151,6 +153,7 @@ chorus_status allreduce_recursive_doubling(const struct allreduce_args *args);
 chorus_status allreduce_rabenseifner(const struct allreduce_args *args);
 chorus_status allreduce_hierarchical(const struct allreduce_args *args);
 chorus_status allreduce_shared_heap(const struct allreduce_args *args);
+chorus_status allreduce_small_slots(const struct allreduce_args *args);
 /* Adasum, in place (args->op is CHORUS_ADASUM, float32 or float64, no postscale). Chosen by the
  * op, not by the selection table: no other algorithm can run it. */
 chorus_status allreduce_adasum(const struct allreduce_args *args);

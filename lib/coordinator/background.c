@@ -111,6 +111,7 @@ static bool coord_settle(struct background *background)
 struct idle_view {
     double cap;
     bool shutdown_sent, join_sent;
+    bool oversubscribed; /* more ranks than processing units on this host: never spin */
 };
 
 static struct idle_view idle_view_of(const struct background *background)
@@ -121,21 +122,23 @@ static struct idle_view idle_view_of(const struct background *background)
                      ? 1e-3
                      : 5e-3;
     /* Rounds advance only while every rank polls them (MPI progresses a non-blocking
-     * collective inside MPI calls). */
+     * collective inside MPI calls); through the host's slots a rank publishes its part when it
+     * looks, every IDLE_ROUND_SPACING (1 ms) while idle, and naps as long. */
     if (background->rounds.on)
-        cap = 2e-4;
+        cap = background->rounds.slots_ready ? 1e-3 : 2e-4;
     /* A transfer completes only where the loop tests it. */
     if (transfers_in_flight(&background->transfers))
         cap = 1e-4;
     return (struct idle_view){.cap = cap, .shutdown_sent = pending->shutdown_sent,
-                              .join_sent = pending->join_sent};
+                              .join_sent = pending->join_sent,
+                              .oversubscribed = background->settings.oversubscribed};
 }
 
 /* Called without the turn, so that a user thread may take it meanwhile. */
 static void idle(struct chorus_context *context, double idle_since, struct idle_view view)
 {
     double idle_time = clock_seconds() - idle_since;
-    if (idle_time < 50e-6)
+    if (idle_time < 50e-6 && !view.oversubscribed)
         return;
     if (idle_time < 2e-3) {
         sched_yield();
@@ -539,6 +542,21 @@ static chorus_status start(struct background *background, char *error, size_t er
             error);
         error[0] = '\0';
     }
+    /* Every rank on this host: negotiation rounds through the host's slots (rounds.h). Whether
+     * is agreed first, as the slots' making is collective. */
+    int one_host = executor->node_ready && executor->node.cross == NULL;
+    if (MPI_Allreduce(MPI_IN_PLACE, &one_host, 1, MPI_INT, MPI_MIN, context->data_comm) !=
+        MPI_SUCCESS)
+        one_host = 0;
+    if (one_host) {
+        if (!rounds_open_slots(&background->rounds, &context->params.values, background->size,
+                               &executor->node_comm, background->settings.oversubscribed, error,
+                               error_size) &&
+            error[0] != '\0')
+            LOG(LOG_WARNING, "negotiation", "%s; negotiating through rank 0 alone", error);
+        error[0] = '\0';
+        background->star.rounds_mode = background->rounds.on;
+    }
     runner_open_job_lane(&background->runner);
     liveness_batch_done(&background->star.liveness, clock_seconds());
     log_start(background);
@@ -568,13 +586,15 @@ static void release_communicators(struct chorus_context *context)
 /* ----- the loop --------------------------------------------------------------------------- */
 
 /* While a user thread turns the loop as it waits (coord_drive, which marks when it last did),
- * the background thread gives up its turn and naps, rather than take the turn back after every
+ * the background thread gives up its turn and waits, rather than take the turn back after every
  * operation of that thread: where the two share a core, each such hand-off would be a context
- * switch on the operation's path. It naps in steps of DRIVER_FRESH_SECONDS, so that it is back
- * within that long after the user thread stopped turning the loop without saying so (a thread
- * that stops waiting before its operation completed wakes it at once). Returns whether it
- * stepped aside (then with the turn again). */
+ * switch on the operation's path. It waits on its condition variable for at most
+ * DRIVER_PARK_SECONDS, and goes back to work once no thread has turned the loop for
+ * DRIVER_FRESH_SECONDS: a submit that wakes it meanwhile finds the waiting thread taking its
+ * submission at its next turn, and a thread that stops waiting before its operation completed
+ * wakes it at once. Returns whether it stepped aside (then with the turn again). */
 #define DRIVER_FRESH_SECONDS 100e-6
+#define DRIVER_PARK_SECONDS 1e-3
 
 static bool step_aside(struct chorus_context *context)
 {
@@ -582,7 +602,10 @@ static bool step_aside(struct chorus_context *context)
     if (driven == 0 || clock_seconds() - driven > DRIVER_FRESH_SECONDS)
         return false;
     pthread_mutex_unlock(&context->coordinator_turn);
-    nanosleep(&(struct timespec){.tv_nsec = (long)(DRIVER_FRESH_SECONDS * 1e9)}, NULL);
+    struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, DRIVER_PARK_SECONDS);
+    pthread_mutex_lock(&context->lock);
+    pthread_cond_timedwait(&context->wakeup, &context->lock, &deadline);
+    pthread_mutex_unlock(&context->lock);
     pthread_mutex_lock(&context->coordinator_turn);
     return true;
 }
@@ -608,6 +631,9 @@ static bool coord_turn(struct background *background, bool *active)
         return coord_settle(background);
     }
     bool going = true;
+    /* One reading of the clock for the turn's parts: a reading costs about as much as a part
+     * with nothing to do. */
+    double now = background->turn_at = clock_seconds();
     bool stopping = background->state == COORD_STOPPING;
     if (!stopping) {
         *active |= take_submissions(background);
@@ -617,13 +643,13 @@ static bool coord_turn(struct background *background, bool *active)
     }
     stopping = background->state == COORD_STOPPING;
     if (going && background->rank == 0)
-        *active |= star_coordinate(star, stopping, report);
+        *active |= star_coordinate(star, stopping, now, report);
     else if (going && !background->rounds.on && !stopping)
         *active |= star_follow(star, report);
     going = going && coord_settle(background);
     if (going)
         *active |= rounds_progress(&background->rounds, star,
-                                   background->state == COORD_STOPPING, report);
+                                   background->state == COORD_STOPPING, now, report);
     going = going && coord_settle(background);
     star_progress(star, false, false);
     /* Another rank's notice that it failed, unless this rank already stopped (after a batch
@@ -637,7 +663,7 @@ static bool coord_turn(struct background *background, bool *active)
     going = going && coord_settle(background);
     /* After the notices: a rank woken from a freeze learns first that the others gave up. */
     if (going)
-        *active |= star_keep_alive(star, background->state == COORD_STOPPING, report);
+        *active |= star_keep_alive(star, background->state == COORD_STOPPING, now, report);
     return going && coord_settle(background);
 }
 
@@ -720,12 +746,14 @@ bool coord_drive(struct chorus_context *context, const struct chorus_handle *han
         bool active = false;
         if (!coord_turn(background, &active))
             break;
-        now = clock_seconds();
+        now = background->turn_at;
         atomic_store_explicit(&context->driven_at, now, memory_order_relaxed);
         if (active)
             quiet_since = background->active_at = now;
         else if (now - quiet_since > DRIVE_QUIET_SECONDS)
             break;
+        else if (background->settings.oversubscribed)
+            sched_yield(); /* the peers it waits for may need this core */
     }
     if (drove)
         background->driven_by_caller = false;
@@ -748,7 +776,7 @@ void coord_teardown(struct background *background)
     ordered_release(&background->ordered);
     transfers_release(&background->transfers);
     runner_release(&background->runner);
-    rounds_release(&background->rounds);
+    rounds_release(&background->rounds, failed);
     autotune_release(&background->autotune);
     star_release(&background->star);
     pending_destroy(&background->pending);

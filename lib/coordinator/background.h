@@ -41,6 +41,7 @@ struct background {
     struct executor_settings settings; /* what every executor of the instance runs with */
     struct autotune autotune;
     double active_at;      /* under the turn: when the loop last did something */
+    double turn_at;        /* under the turn: when the latest turn began */
     bool driven_by_caller; /* under the turn: a user thread turns the loop (coord_drive) */
 };
 

@@ -22,13 +22,10 @@
 /* The ranks other than 0 give rank 0, which can name the rank that stopped, a head start. */
 #define FOLLOWER_ROUND_MARGIN 1.0
 
-bool rounds_init(struct rounds *rounds, const struct chorus_params *params, int size)
+/* Turns rounds on: their state and vectors. */
+static bool rounds_start(struct rounds *rounds, const struct chorus_params *params)
 {
-    memset(rounds, 0, sizeof *rounds);
-    rounds->on = params->negotiation == NEGOTIATION_ROUNDS ||
-                 (params->negotiation == NEGOTIATION_AUTO && size >= NEGOTIATION_ROUNDS_FROM);
-    if (!rounds->on)
-        return true;
+    rounds->on = true;
     double demote_after = DEMOTE_AFTER_SECONDS;
     if (params->stall_warning_seconds > 0 && params->stall_warning_seconds / 4 < demote_after)
         demote_after = params->stall_warning_seconds / 4;
@@ -47,6 +44,34 @@ bool rounds_init(struct rounds *rounds, const struct chorus_params *params, int 
     return rounds->mine != NULL && rounds->result != NULL;
 }
 
+bool rounds_init(struct rounds *rounds, const struct chorus_params *params, int size)
+{
+    memset(rounds, 0, sizeof *rounds);
+    bool on = params->negotiation == NEGOTIATION_ROUNDS ||
+              (params->negotiation == NEGOTIATION_AUTO && size >= NEGOTIATION_ROUNDS_FROM);
+    return !on || rounds_start(rounds, params);
+}
+
+bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params, int size,
+                       const void *node_comm, bool oversubscribed, char *error,
+                       size_t error_size)
+{
+    if (params->negotiation == NEGOTIATION_STAR || size < 2)
+        return false;
+    size_t slots = params->cache_capacity < ROUND_SLOTS_LIMIT ? params->cache_capacity
+                                                              : ROUND_SLOTS_LIMIT;
+    size_t bytes = (1 + 2 * ((slots + 63) / 64)) * sizeof(uint64_t);
+    if (small_segment_create_mpi(&rounds->slots, node_comm, bytes, oversubscribed, error,
+                                 error_size) != CHORUS_OK)
+        return false;
+    rounds->slots_ready = true;
+    if (!rounds->on && !rounds_start(rounds, params)) {
+        snprintf(error, error_size, "out of memory");
+        rounds->on = false; /* the slots stay, unused, and are freed with the rest */
+    }
+    return rounds->on;
+}
+
 /* Rank 0: frees the responses it sent before the posted round. */
 static void drop_round_responses(struct rounds *rounds)
 {
@@ -58,8 +83,13 @@ static void drop_round_responses(struct rounds *rounds)
     rounds->shutdown_reason[0] = '\0';
 }
 
-void rounds_release(struct rounds *rounds)
+void rounds_release(struct rounds *rounds, bool failed)
 {
+    if (rounds->slots_ready && failed)
+        small_segment_retain_mpi(&rounds->slots);
+    else if (rounds->slots_ready)
+        small_segment_destroy_mpi(&rounds->slots);
+    rounds->slots_ready = false;
     /* A round still posted after a fatal error is left to MPI: a collective's request cannot be
      * freed, and its buffers stay with it. */
     if (!rounds->posted) {
@@ -228,8 +258,11 @@ static void post_round(struct rounds *rounds, struct star *star, double now,
         return;
     ready_rounds_contribute(&rounds->state, rounds->mine, flags, now, rounds->demote_after);
     size_t words = ready_rounds_vector_words(&rounds->state);
-    if (star->channel->round_post(star->channel->state, rounds->mine, rounds->result, words) !=
-        CHORUS_OK) {
+    if (rounds->slots_ready) {
+        memcpy(small_next_data(&rounds->slots), rounds->mine, words * sizeof *rounds->mine);
+        small_publish(&rounds->slots);
+    } else if (star->channel->round_post(star->channel->state, rounds->mine, rounds->result,
+                                         words) != CHORUS_OK) {
         report_fail(report, CHORUS_ERR_MPI, "posting a negotiation round failed");
         return;
     }
@@ -237,6 +270,20 @@ static void post_round(struct rounds *rounds, struct star *star, double now,
     rounds->posted_count++;
     rounds->posted_at = now;
     star->last_cycle = now;
+}
+
+/* Through the slots: whether every rank published the posted round; if so, the AND of their
+ * vectors in `result` (in rank order, as every rank computes it). */
+static bool slots_round_done(struct rounds *rounds)
+{
+    const struct small_segment *slots = &rounds->slots;
+    if (!small_all_published(slots))
+        return false;
+    size_t words = ready_rounds_vector_words(&rounds->state);
+    memcpy(rounds->result, small_data_of(slots, 0), words * sizeof *rounds->result);
+    for (int r = 1; r < slots->local_size; r++)
+        ready_rounds_combine(rounds->result, (const uint64_t *)small_data_of(slots, r), words);
+    return true;
 }
 
 /* A round that does not complete: rank 0 names the rank whose heartbeats stopped, if one did. */
@@ -258,15 +305,16 @@ static void round_timed_out(struct rounds *rounds, struct star *star, double now
                 now - rounds->posted_at, who);
 }
 
-bool rounds_progress(struct rounds *rounds, struct star *star, bool stopping,
+bool rounds_progress(struct rounds *rounds, struct star *star, bool stopping, double now,
                      struct coord_report *report)
 {
     if (!rounds->on)
         return false;
-    double now = clock_seconds();
     if (rounds->posted) {
         bool done = false;
-        if (star->channel->round_test(star->channel->state, &done) != CHORUS_OK) {
+        if (rounds->slots_ready) {
+            done = slots_round_done(rounds);
+        } else if (star->channel->round_test(star->channel->state, &done) != CHORUS_OK) {
             report_fail(report, CHORUS_ERR_MPI, "a negotiation round failed");
             return true;
         }

@@ -10,6 +10,7 @@
 #define CHORUS_ROUNDS_H
 
 #include "../negotiation/ready_rounds.h"
+#include "../transport/small_segment.h"
 #include "star.h"
 
 struct rounds {
@@ -24,16 +25,32 @@ struct rounds {
     size_t response_count;
     char shutdown_reason[128];       /* rank 0: why, when they end in a shutdown */
     size_t posted_count;             /* rounds so far, for the log */
+    /* Every rank on one host: rounds through the host's slots (small_segment.h) instead of an
+     * allreduce on the channel: each rank publishes its vector, and when every rank's is there
+     * each ANDs them all. No message, no rank 0 between the ranks. */
+    struct small_segment slots;
+    bool slots_ready;
 };
 
 /* Decides the protocol (CHORUS_NEGOTIATION) and prepares the rounds; false when out of memory. */
 bool rounds_init(struct rounds *rounds, const struct chorus_params *params, int size);
-void rounds_release(struct rounds *rounds);
+
+/* Where every rank of the job shares this host: rounds go through slots of the host's shared
+ * memory (collective over `node_comm`, an MPI_Comm by pointer, the job's ranks in job order),
+ * and under CHORUS_NEGOTIATION=auto the job negotiates by rounds from 2 ranks: tensors seen
+ * before are then agreed without a message. Every rank decides alike (false: star, with why
+ * in `error` where the slots could not be made). At start-up, after rounds_init. */
+bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params, int size,
+                       const void *node_comm, bool oversubscribed, char *error,
+                       size_t error_size);
+/* Frees the rounds; the slots collectively (every rank alike), unless `failed`. */
+void rounds_release(struct rounds *rounds, bool failed);
 /* Keeps a new submission as its slot's bit when it can. True if it did. */
 bool rounds_take(struct rounds *rounds, const struct response_cache *cache,
                  const struct wire_request *request);
-/* Completes the posted round (running what it decided) or posts the next. */
-bool rounds_progress(struct rounds *rounds, struct star *star, bool stopping,
+/* Completes the posted round (running what it decided) or posts the next; `now`: the loop's
+ * turn's reading of the clock. */
+bool rounds_progress(struct rounds *rounds, struct star *star, bool stopping, double now,
                      struct coord_report *report);
 
 #endif

@@ -247,12 +247,11 @@ void star_while_waiting(void *owner)
     star_progress(owner, false, false);
 }
 
-bool star_keep_alive(struct star *star, bool stopping, struct coord_report *report)
+bool star_keep_alive(struct star *star, bool stopping, double now, struct coord_report *report)
 {
     struct liveness *liveness = &star->liveness;
     if (star->size == 1)
         return false;
-    double now = clock_seconds();
     bool sent = heartbeat_if_due(star, stopping, now);
     /* With rounds only rank 0 watches (liveness.h). */
     bool is_coordinator = star->rank == 0;
@@ -351,7 +350,7 @@ bool star_send_responses(struct star *star, const struct wire_response *response
     return sent;
 }
 
-bool star_coordinate(struct star *star, bool stopping, struct coord_report *report)
+bool star_coordinate(struct star *star, bool stopping, double now, struct coord_report *report)
 {
     bool active = take_in_requests(star, stopping, report);
     if (report_pending(report))
@@ -360,7 +359,6 @@ bool star_coordinate(struct star *star, bool stopping, struct coord_report *repo
         report->finished = star->byes >= star->size - 1;
         return active;
     }
-    double now = clock_seconds();
     check_stalls(star, now);
     if (star->negotiator.failed) {
         report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "the coordinator ran out of memory");

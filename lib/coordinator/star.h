@@ -50,13 +50,14 @@ void star_release(struct star *star);
 /* Sends (or, on rank 0, takes in) what this rank queued since the last time. */
 bool star_flush(struct star *star, struct coord_report *report);
 /* Rank 0: takes in every waiting REQUESTS message; unless rounds decide the order, answers
- * what is ready, sends it and runs it. While `stopping`, only counts BYEs. */
-bool star_coordinate(struct star *star, bool stopping, struct coord_report *report);
+ * what is ready, sends it and runs it. While `stopping`, only counts BYEs. `now`: the loop's
+ * turn's reading of the clock (here and below). */
+bool star_coordinate(struct star *star, bool stopping, double now, struct coord_report *report);
 /* The other ranks: runs the responses rank 0 sent, in order. */
 bool star_follow(struct star *star, struct coord_report *report);
 /* Sends a heartbeat when this rank has been quiet, and reports a watched peer silent beyond
  * CHORUS_TIMEOUT_SECONDS as a fatal error. */
-bool star_keep_alive(struct star *star, bool stopping, struct coord_report *report);
+bool star_keep_alive(struct star *star, bool stopping, double now, struct coord_report *report);
 /* The executor's `waiting` callback (its owner is the star): while a batch waits on other
  * ranks, heartbeats go on and outgoing messages keep moving. */
 void star_while_waiting(void *star);

@@ -10,6 +10,7 @@ static const char *const allreduce_names[] = {
     [ALLREDUCE_RECURSIVE_DOUBLING] = "recursive_doubling",
     [ALLREDUCE_RABENSEIFNER] = "rabenseifner",
     [ALLREDUCE_HIERARCHICAL] = "hierarchical",
+    [ALLREDUCE_SMALL_SLOTS] = "small_slots",
     [ALLREDUCE_SHARED_HEAP] = "shared_heap",
 };
 static_assert(ARRAY_LENGTH(allreduce_names) == ALLREDUCE_ALGORITHM_COUNT, "a name per algorithm");

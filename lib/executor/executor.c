@@ -69,6 +69,17 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
         executor->node.cross->interrupted = executor->transport.interrupted;
         executor->node.cross->interrupt_context = executor->transport.interrupt_context;
     }
+    /* Every rank on this host: the small-slots algorithms' slots (agreed on every rank; without
+     * them those algorithms decline). */
+    if (status == CHORUS_OK && hosts == 1) {
+        char why[256] = "";
+        executor->small_ready =
+            small_segment_create_mpi(&executor->small, &executor->node_comm,
+                                     params->small_limit, settings->oversubscribed, why,
+                                     sizeof why) == CHORUS_OK;
+        if (!executor->small_ready)
+            LOG(LOG_WARNING, "node", "%s; small collectives go through the host's segment", why);
+    }
     return status;
 }
 
@@ -528,6 +539,11 @@ void executor_release(struct executor *executor)
     executor->gpu = NULL;
     timeline_close(executor->timeline);
     executor->timeline = NULL;
+    if (executor->small_ready && in_use)
+        small_segment_retain_mpi(&executor->small);
+    else if (executor->small_ready)
+        small_segment_destroy_mpi(&executor->small);
+    executor->small_ready = false;
     if (executor->node_ready && in_use)
         node_segment_retain_mpi(&executor->node);
     if (executor->node_ready && !in_use) {

@@ -14,6 +14,7 @@
 #include "../core/timeline.h"
 #include "../fusion/fusion.h"
 #include "../gpu/gpu.h"
+#include "../transport/small_segment.h"
 #include "abort.h"
 
 /* What the job's executor and its process sets' executors run with, held once by the
@@ -50,6 +51,10 @@ struct executor {
     int local_ranks;     /* ranks per host when equal on every host, else 1 */
     bool node_ready;     /* the segment below exists */
     struct node_segment node;
+    /* Every rank on this host: small-message slots (small_segment.h) for the small-slots
+     * algorithms (this executor's own; a lane has others). */
+    bool small_ready;
+    struct small_segment small;
     MPI_Comm node_comm, cross_comm;
     bool joined;                /* this rank has joined: it has no tensors for new names */
     struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */

@@ -81,6 +81,7 @@ chorus_status executor_run_host_allreduce(struct executor *executor, void *buffe
         .transport = &executor->transport,
         .scratch = &executor->scratch,
         .node = executor_node(executor),
+        .small = executor->small_ready ? &executor->small : NULL,
         .buffer = buffer,
         .pieces = pieces,
         .piece_count = piece_count,

@@ -23,6 +23,14 @@ static bool published(const struct small_segment *segment, int rank)
            segment->phase;
 }
 
+bool small_all_published(const struct small_segment *segment)
+{
+    for (int r = 0; r < segment->local_size; r++)
+        if (!published(segment, r))
+            return false;
+    return true;
+}
+
 /* How often spinning looks at the clock and the stop hook: a clock read costs about as much
  * as the wait for a peer that is already on its way. */
 #define SPIN_POLLS_PER_CHECK 64

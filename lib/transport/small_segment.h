@@ -93,6 +93,9 @@ static inline unsigned char *small_next_payload(const struct small_segment *segm
                                        : small_next_data(segment);
 }
 
+/* Whether every local rank has published the current phase (no waiting). */
+bool small_all_published(const struct small_segment *segment);
+
 /* Publishes this rank's next slot (written through small_next_*): its phase number last. */
 void small_publish(struct small_segment *segment);
 

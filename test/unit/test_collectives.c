@@ -5,6 +5,7 @@
  */
 #include "../../lib/collectives/algorithms.h"
 #include "../../lib/transport/node_segment.h"
+#include "../../lib/transport/small_segment.h"
 #include "../../lib/transport/shared_heap.h"
 #include "../../lib/collectives/pieces.h"
 #include "../common/reference.h"
@@ -41,6 +42,7 @@ struct rank_job {
     enum { SINGLE_COPY_AS_PROBED, SINGLE_COPY_REFUSED, SINGLE_COPY_BROKEN } single_copy;
     chorus_status expected; /* what every rank's call must return (results checked when OK) */
     struct node_segment *node; /* hierarchical: this rank's host segment */
+    struct small_segment *small; /* one host: this rank's small-message slots */
     int ran;                   /* the algorithm that ran after any declines */
     char failure[768];
 };
@@ -156,6 +158,7 @@ static void *run_rank(void *argument)
         struct allreduce_args args = {.transport = &transport,
                                       .scratch = &scratch,
                                       .node = job->node,
+                                      .small = job->small,
                                       .buffer = buffer,
                                       .count = count,
                                       .dtype = job->dtype,
@@ -269,6 +272,8 @@ static void *run_mixed_rank(void *argument)
 /* The hierarchical allreduce runs on 2 emulated hosts when the ranks split evenly (4 ranks:
  * hosts {0,1} and {2,3}), else on one host. Small chunks make every buffer take several. */
 #define TEST_CHUNK_BYTES 4096
+/* The small-message slots: counts beyond them decline to the next algorithm of the table. */
+#define TEST_SMALL_LIMIT 4096
 
 static int host_count(int nranks)
 {
@@ -309,12 +314,16 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
     }
     for (int l = 0; hierarchical && hosts > 1 && l < local_size; l++)
         cross_fabrics[l] = thread_fabric_create(hosts);
+    /* One host: the small-slots algorithm's slots (a call beyond their capacity declines). */
+    struct small_segment *small =
+        one_host_segment ? small_segments_create_local(nranks, TEST_SMALL_LIMIT) : NULL;
     for (int r = 0; r < nranks; r++) {
         jobs[r] = prototype;
         jobs[r].rank = r;
         jobs[r].nranks = nranks;
         jobs[r].fabric = fabric;
         jobs[r].failure[0] = '\0';
+        jobs[r].small = small != NULL ? &small[r] : NULL;
         if (hierarchical) {
             int host = r / local_size, local = r % local_size;
             jobs[r].node = &segments[host][local];
@@ -334,6 +343,7 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
     }
     for (int h = 0; h < 2; h++)
         node_segments_destroy_local(segments[h]);
+    small_segments_destroy_local(small);
     for (int l = 0; l < 5; l++)
         thread_fabric_destroy(cross_fabrics[l]);
     thread_fabric_destroy(fabric);
@@ -1077,8 +1087,12 @@ START_TEST(selection_is_deterministic_and_covers_every_size)
      * heap by the shared heap's algorithm, which declines (to the staged one) on a host where
      * one does not lie there after all. */
     ck_assert_int_eq(first_choice(CHORUS_ALLREDUCE, -1, 1 << 20, 4, 4), ALLREDUCE_HIERARCHICAL);
-    struct selection_query heap = {.bytes = 8, .nranks = 4, .local_ranks = 4, .forced = -1,
-                                   .in_shared_heap = true};
+    /* Small ones on one host in the small-message slots, the heap's too; not across hosts. */
+    ck_assert_int_eq(first_choice(CHORUS_ALLREDUCE, -1, 8, 4, 4), ALLREDUCE_SMALL_SLOTS);
+    ck_assert_int_eq(first_choice(CHORUS_ALLREDUCE, -1, 64 << 10, 4, 4), ALLREDUCE_HIERARCHICAL);
+    ck_assert_int_ne(first_choice(CHORUS_ALLREDUCE, -1, 8, 4, 2), ALLREDUCE_SMALL_SLOTS);
+    struct selection_query heap = {.bytes = 1 << 20, .nranks = 4, .local_ranks = 4,
+                                   .forced = -1, .in_shared_heap = true};
     int heap_candidates[ALGORITHMS_MAX];
     ck_assert_uint_ge(selection_candidates(CHORUS_ALLREDUCE, &heap, heap_candidates,
                                            ALGORITHMS_MAX), 2);
