@@ -103,6 +103,20 @@ static bool copy_splits(struct request *request, const chorus_op_args *args, int
     return true;
 }
 
+/* The job's collectives (every rank's set) in the background thread's hands on this rank: a
+ * barrier in the lane asks whether any rank has some (chorus_barrier, below).
+ * Static, not in the context: a completing handle may count down after the context is gone. */
+static _Atomic long job_collectives_in_flight;
+
+/* Counts a job collective's handle in (before the background thread can complete it). */
+static void count_in_flight(struct request *request)
+{
+    if (request->desc.process_set != 0 || request->desc.collective >= CHORUS_COLLECTIVE_COUNT)
+        return;
+    atomic_fetch_add_explicit(&job_collectives_in_flight, 1, memory_order_relaxed);
+    request->handle->in_flight_count = &job_collectives_in_flight;
+}
+
 /* Queues `count` requests for the background thread, unless chorus has stopped or one of their
  * names is in flight on this rank. Ordered requests are kept by their handle, not their name,
  * which only labels them: several of one name may be in flight. */
@@ -135,6 +149,7 @@ chorus_status api_enqueue_requests(struct chorus_context *context, struct reques
         }
     }
     if (status == CHORUS_OK) {
+        count_in_flight(requests[0]);
         for (size_t i = 0; i < count; i++) {
             if (context->queue_tail != NULL)
                 context->queue_tail->next = requests[i];
@@ -492,8 +507,10 @@ chorus_status chorus_submit_group(const chorus_op_args *args, size_t count, chor
 }
 
 /* A barrier in the job's lane: one phase in which every rank's line says "barrier" (and a
- * rank that submitted something else at that position finds out). Leaves the lane. */
-static chorus_status barrier_on_lane(struct lane *lane)
+ * rank that submitted something else at that position finds out), and whether the rank has
+ * job collectives in the background thread's hands. Leaves the lane. Sets *in_flight_anywhere
+ * when some rank has. */
+static chorus_status barrier_on_lane(struct lane *lane, bool *in_flight_anywhere)
 {
     struct wire_request desc;
     memset(&desc, 0, sizeof desc); /* padding too: the lane compares descriptions as bytes */
@@ -504,14 +521,28 @@ static chorus_status barrier_on_lane(struct lane *lane)
     desc.compression = CHORUS_COMPRESSION_NONE;
     desc.prescale = desc.postscale = 1.0;
     desc.group_size = 1;
-    struct lane_operation operation = {.desc = &desc};
+    uint8_t mine = atomic_load_explicit(&job_collectives_in_flight, memory_order_relaxed) > 0;
+    uint8_t any = 0;
+    struct lane_operation operation = {.desc = &desc, .input = &mine, .output = &any};
     struct lane_result result;
     lane_run(lane, &operation, &result);
     lane_leave(lane);
     if (result.status != CHORUS_OK)
         REJECT(result.status, "%s", result.message != NULL ? result.message : "barrier failed");
     free(result.message);
+    *in_flight_anywhere = any != 0;
     return result.status;
+}
+
+/* A barrier negotiated as a tensor named "chorus.barrier.N", N counting this rank's. */
+static chorus_status negotiated_barrier(struct chorus_context *context)
+{
+    char name[48];
+    snprintf(name, sizeof name, "chorus.barrier.%lu", atomic_fetch_add(&context->barriers, 1));
+    api_instance_release();
+    int32_t nothing = 0;
+    chorus_tensor tensor = {.data = &nothing, .dtype = CHORUS_INT32, .ndims = 1, .shape = {1}};
+    return chorus_allreduce(name, &tensor, NULL, CHORUS_SUM);
 }
 
 chorus_status chorus_barrier(void)
@@ -520,21 +551,20 @@ chorus_status chorus_barrier(void)
     if (context == NULL)
         return api_not_initialized("chorus_barrier");
     /* Where every rank shares this host: through the job's lane, in call order with the ordered
-     * operations. Else (or while this rank joins) negotiated, as any tensor. */
+     * operations. Else (or while this rank joins) negotiated, as any tensor: it then runs after
+     * every collective that was ready on every rank before it, as Horovod's does. So that the
+     * lane's barrier leaves those complete too, the ranks follow it with a negotiated one where
+     * any of them has collectives in flight (all learn it in the lane's phase, so all do). */
     struct lane *lane = NULL;
     chorus_status status = atomic_load(&context->join_requested)
                                ? CHORUS_OK
                                : enter_lane(context, 0, "barrier", "barrier", &lane);
-    if (lane != NULL || status != CHORUS_OK) {
-        if (lane != NULL)
-            status = barrier_on_lane(lane);
+    bool in_flight_anywhere = false;
+    if (lane != NULL)
+        status = barrier_on_lane(lane, &in_flight_anywhere);
+    if (status != CHORUS_OK || (lane != NULL && !in_flight_anywhere)) {
         api_instance_release();
         return status;
     }
-    char name[48];
-    snprintf(name, sizeof name, "chorus.barrier.%lu", atomic_fetch_add(&context->barriers, 1));
-    api_instance_release();
-    int32_t nothing = 0;
-    chorus_tensor tensor = {.data = &nothing, .dtype = CHORUS_INT32, .ndims = 1, .shape = {1}};
-    return chorus_allreduce(name, &tensor, NULL, CHORUS_SUM);
+    return negotiated_barrier(context); /* releases the instance */
 }

@@ -286,15 +286,24 @@ static bool slots_round_done(struct rounds *rounds)
     return true;
 }
 
-/* A round that does not complete: rank 0 names the rank whose heartbeats stopped, if one did. */
+/* A round that does not complete: through the slots every rank names the first rank that did
+ * not post it (every rank is on this host, where local rank r is rank r: the host's
+ * communicator is split keyed by rank); over MPI, rank 0 names the rank whose heartbeats
+ * stopped, if one did. */
 static void round_timed_out(struct rounds *rounds, struct star *star, double now,
                             struct coord_report *report)
 {
     const struct liveness *liveness = &star->liveness;
     double silence = 0;
     int quietest = star->rank == 0 ? liveness_quietest(liveness, now, &silence) : -1;
+    int absent = rounds->slots_ready ? small_first_unpublished(&rounds->slots) : -1;
     char who[192] = "some rank stopped taking part (frozen, or its process died)";
-    if (quietest > 0 && silence > 1.5 * liveness_heartbeat_spacing(liveness))
+    if (absent >= 0)
+        snprintf(who, sizeof who,
+                 "rank %d (host %s) did not post it: it froze, its process died or it stopped "
+                 "calling chorus",
+                 absent, context_host_name(star->context, absent));
+    else if (quietest > 0 && silence > 1.5 * liveness_heartbeat_spacing(liveness))
         snprintf(who, sizeof who,
                  "rank %d (host %s) sent nothing for %.1f s: it froze, its process died or the "
                  "network to it is down",

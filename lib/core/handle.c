@@ -89,6 +89,7 @@ struct chorus_handle *handle_create(int collective, size_t members)
     handle->first_error = CHORUS_OK;
     handle->collective = collective;
     handle->source = -1;
+    handle->in_flight_count = NULL;
     handle->output_count = members > 0 ? members : 1;
     handle->outputs = handle->output_count == 1
                           ? &handle->single
@@ -147,15 +148,20 @@ void handle_member_done(struct chorus_handle *handle, chorus_status status, cons
     }
     if (--handle->members_pending > 0)
         return;
+    /* Counted down once the status is out, so that a thread that sees the count drop finds the
+     * handle complete. */
+    _Atomic long *in_flight_count = handle->in_flight_count;
     pthread_mutex_lock(&handle->lock);
     atomic_store_explicit(&handle->status, handle->first_error, memory_order_release);
     if (handle->abandoned) {
         pthread_mutex_unlock(&handle->lock);
         handle_destroy(handle);
-        return;
+    } else {
+        pthread_cond_broadcast(&handle->completed);
+        pthread_mutex_unlock(&handle->lock);
     }
-    pthread_cond_broadcast(&handle->completed);
-    pthread_mutex_unlock(&handle->lock);
+    if (in_flight_count != NULL)
+        atomic_fetch_sub_explicit(in_flight_count, 1, memory_order_release);
 }
 
 void handle_finish_unpublished(struct chorus_handle *handle, chorus_status status,

@@ -44,6 +44,9 @@ struct chorus_handle {
     struct handle_output single;
     int64_t *received_splits;      /* alltoall: rows received from each rank */
     size_t received_count;
+    /* Where set, a count of operations in flight that completion decrements (the job's
+     * collectives that chorus_barrier waits for: lib/api/submit.c). */
+    _Atomic long *in_flight_count;
 };
 
 /* A new in-progress handle waiting for `members` requests. */

@@ -53,6 +53,7 @@ static chorus_status run_selected(struct executor *executor, chorus_collective c
     const struct node_segment *node = executor_node(executor);
     int poisoned = node != NULL ? node_segment_poisoned(node) : -1;
     int stuck = node != NULL ? node_segment_stuck(node) : -1;
+    int late = executor->small_ready ? executor->small.late_rank : -1;
     if (poisoned >= 0) {
         status = local_peer_failed(executor, poisoned, executor->transport.error,
                                    sizeof executor->transport.error);
@@ -62,6 +63,11 @@ static chorus_status run_selected(struct executor *executor, chorus_collective c
                  "s (%s): it is stopped, dead, far behind or never called it",
                  stuck, executor_timeout(executor), executor_timeout_origin(executor));
         status = CHORUS_ERR_TIMEOUT;
+    } else if (late >= 0 && status == CHORUS_ERR_TIMEOUT) {
+        snprintf(executor->transport.error, sizeof executor->transport.error,
+                 "local rank %d of this host did not publish its part within the timeout of %g "
+                 "s (%s): it is stopped, dead, far behind or never called it",
+                 late, executor_timeout(executor), executor_timeout_origin(executor));
     }
     if (status == CHORUS_ERR_NOT_SUPPORTED)
         snprintf(executor->transport.error, sizeof executor->transport.error,

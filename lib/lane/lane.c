@@ -299,6 +299,10 @@ static void stage(struct lane *lane, const struct lane_operation *operation, siz
     case CHORUS_ALLGATHER:
         small_allgather_stage(segment, operation->input, bytes);
         break;
+    case COLLECTIVE_BARRIER: /* one flag byte, if any (chorus_barrier's) */
+        small_next_line(segment)->payload[0] =
+            operation->input != NULL ? *(const uint8_t *)operation->input : 0;
+        break;
     }
 }
 
@@ -447,7 +451,13 @@ static void take(struct lane *lane, const struct lane_operation *operation,
     memcpy(output.shape, desc->shape, sizeof output.shape);
     size_t bytes = 0;
     switch (desc->collective) {
-    case COLLECTIVE_BARRIER: /* the phase was all of it */
+    case COLLECTIVE_BARRIER: /* the phase was all of it; the flags' OR where asked */
+        if (operation->output != NULL) {
+            uint8_t any = 0;
+            for (int m = 0; m < members; m++)
+                any |= small_line_of(segment, m)->payload[0];
+            *(uint8_t *)operation->output = any;
+        }
         return;
     case CHORUS_ALLREDUCE:
         small_allreduce_take(segment, operation->output, operation->count, dtype, op, factor);

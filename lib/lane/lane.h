@@ -115,8 +115,9 @@ void lane_leave(struct lane *lane);
  * zeroed where no field is, so that descriptions compare as bytes), buffers and bound. */
 struct lane_operation {
     const struct wire_request *desc;
-    const void *input;
-    void *output;           /* allreduce, broadcast: where the result goes */
+    const void *input;      /* a barrier's: NULL, or a byte of flags */
+    void *output;           /* allreduce, broadcast: where the result goes; a barrier's: NULL,
+                               or a byte for the OR of every member's flags */
     size_t count;           /* elements of the input */
     double timeout_seconds; /* the operation's own bound; 0: the lane's */
     const int64_t *splits;  /* an alltoall's rows per member */

@@ -23,12 +23,17 @@ static bool published(const struct small_segment *segment, int rank)
            segment->phase;
 }
 
-bool small_all_published(const struct small_segment *segment)
+int small_first_unpublished(const struct small_segment *segment)
 {
     for (int r = 0; r < segment->local_size; r++)
         if (!published(segment, r))
-            return false;
-    return true;
+            return r;
+    return -1;
+}
+
+bool small_all_published(const struct small_segment *segment)
+{
+    return small_first_unpublished(segment) < 0;
 }
 
 /* How often spinning looks at the clock and the stop hook: a clock read costs about as much

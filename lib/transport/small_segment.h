@@ -95,6 +95,9 @@ static inline unsigned char *small_next_payload(const struct small_segment *segm
 
 /* Whether every local rank has published the current phase (no waiting). */
 bool small_all_published(const struct small_segment *segment);
+/* The first local rank that has not published the current phase, or -1: whom a timed-out
+ * wait names. */
+int small_first_unpublished(const struct small_segment *segment);
 
 /* Publishes this rank's next slot (written through small_next_*): its phase number last. */
 void small_publish(struct small_segment *segment);

@@ -376,6 +376,48 @@ static void test_around_the_limit(void)
     EXPECT_STATUS(chorus_barrier(), CHORUS_OK);
 }
 
+/* A barrier in the lane returns after the negotiated collectives this rank submitted before it
+ * have completed, as a negotiated barrier would (and Horovod's and gloo's do): rank 0 submits
+ * early, the others late, and rank 0 finds its operation complete as its barrier returns. And
+ * an operation that another rank submits only after its barrier still completes (no wait for
+ * it there). */
+static void test_barrier_after_negotiated(void)
+{
+    test_step = "a barrier after negotiated operations";
+    float values[1000];
+    for (int e = 0; e < 1000; e++)
+        values[e] = (float)(test_rank + 1) * (float)(e % 5);
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.name = "before the barrier";
+    args.input = floats(values, 1000);
+    chorus_handle *handle = NULL;
+    if (test_rank != 0)
+        nanosleep(&(struct timespec){.tv_nsec = 50L * 1000 * 1000}, NULL);
+    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_barrier(), CHORUS_OK);
+    EXPECT(chorus_test(handle) == CHORUS_OK, "after the barrier, the allreduce submitted before "
+           "it is %s", chorus_status_name(chorus_test(handle)));
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+    float ranks_sum = (float)(test_size * (test_size + 1) / 2);
+    int wrong = 0;
+    for (int e = 0; e < 1000; e++)
+        wrong += values[e] != ranks_sum * (float)(e % 5);
+    EXPECT(wrong == 0, "%d wrong", wrong);
+    chorus_handle_free(handle);
+    /* Rank 0 submits before its barrier, the others after theirs. */
+    float value = 1;
+    args.name = "across the barrier";
+    args.input = floats(&value, 1);
+    if (test_rank == 0)
+        EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_barrier(), CHORUS_OK);
+    if (test_rank != 0)
+        EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+    EXPECT(value == (float)test_size, "across the barrier: %g", value);
+    chorus_handle_free(handle);
+}
+
 static void test_refusals(void)
 {
     test_step = "refusals";
@@ -534,6 +576,7 @@ int main(int argc, char **argv)
     test_mismatch("collective", "collective mismatch");
     test_mismatch("op", "op mismatch");
     test_around_the_limit();
+    test_barrier_after_negotiated();
     test_refusals();
     test_threads();
     test_beside_negotiated(3);
