@@ -60,6 +60,17 @@ CHORUS_API size_t chorus_query_parameter_count(void);
  * end. */
 CHORUS_API chorus_status chorus_query_parameter_row(size_t index, chorus_query_parameter *row);
 
+/* The CHORUS_* variables other parts of chorus read (the Python binding, chorusrun, the
+ * benchmarks, job scripts, test tools): the library does not call them unknown. */
+typedef struct chorus_query_variable {
+    const char *name;   /* "CHORUS_MPIRUN" */
+    const char *reader; /* who reads it: "chorusrun" */
+    const char *help;
+} chorus_query_variable;
+CHORUS_API size_t chorus_query_variable_count(void);
+/* Row `index` into `row` (static strings). CHORUS_ERR_INVALID_ARGUMENT past the end. */
+CHORUS_API chorus_status chorus_query_variable_row(size_t index, chorus_query_variable *row);
+
 /* The parameters as a rank started now would load them: from the environment, the overrides
  * ("NAME=VALUE;...", the syntax of chorus_init_options.parameters, or NULL) and the tuning file
  * they name, applied as init applies it (its settings replace defaults, not what the user

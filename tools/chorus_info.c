@@ -155,6 +155,7 @@ static void usage(FILE *to)
             "  --ranks-per-host L  ranks on each host\n"
             "  --version           the version, and nothing else\n"
             "  --parameters-markdown  the parameter table as docs/parameters.md\n"
+            "  --variables         every CHORUS_* variable a part of chorus reads, and its reader\n"
             "  -h, --help          this text\n");
 }
 
@@ -233,6 +234,31 @@ static void print_parameters_markdown(void)
                row.default_value[0] ? row.default_value : "(empty)",
                row.default_value[0] ? "`" : "", row.values, row.help, flags);
     }
+    printf("\n## Variables of chorus's other parts\n\n"
+           "The Python binding, the launcher, the benchmarks, the job scripts and the test tools\n"
+           "read these; the library leaves them alone (and does not call them unknown).\n\n"
+           "| variable | read by | meaning |\n|---|---|---|\n");
+    for (size_t i = 0; i < chorus_query_variable_count(); i++) {
+        chorus_query_variable row;
+        chorus_query_variable_row(i, &row);
+        printf("| `%s` | %s | %s |\n", row.name, row.reader, row.help);
+    }
+}
+
+/* Every CHORUS_* variable a part of chorus reads, one per line with its reader ("library" for
+ * the parameters): what test/check_variables.sh compares with the sources. */
+static void print_variables(void)
+{
+    for (size_t i = 0; i < chorus_query_parameter_count(); i++) {
+        chorus_query_parameter row;
+        chorus_query_parameter_row(i, &row);
+        printf("%s library\n", row.name);
+    }
+    for (size_t i = 0; i < chorus_query_variable_count(); i++) {
+        chorus_query_variable row;
+        chorus_query_variable_row(i, &row);
+        printf("%s %s\n", row.name, row.reader);
+    }
 }
 
 int main(int argc, char **argv)
@@ -245,6 +271,7 @@ int main(int argc, char **argv)
                                             {"ranks-per-host", required_argument, NULL, 'l'},
                                             {"version", no_argument, NULL, 'v'},
                                             {"parameters-markdown", no_argument, NULL, 'p'},
+                                            {"variables", no_argument, NULL, 'V'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     int option;
@@ -267,6 +294,9 @@ int main(int argc, char **argv)
             return 0;
         case 'p':
             print_parameters_markdown();
+            return 0;
+        case 'V':
+            print_variables();
             return 0;
         case 'h':
             usage(stdout);

@@ -15,6 +15,7 @@
 #include "../tuning/tuning_file.h"
 
 #include <hwloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,30 +23,43 @@
 extern char **environ;
 
 /* The values a parameter takes, in Markdown, for docs/parameters.md and chorus-info. */
-static const char *values_of(const struct param_definition *definition)
+/* The texts of the algorithm and choice parameters' values, written once for every row (any
+ * thread may ask, chorus_query.h), then only read. */
+static char algorithm_values[CHORUS_COLLECTIVE_COUNT][256];
+static char choice_values[64][128];
+static pthread_once_t values_written = PTHREAD_ONCE_INIT;
+
+static void write_values(void)
 {
-    static char algorithm_values[CHORUS_COLLECTIVE_COUNT][256];
-    static char choice_values[64][128];
-    size_t index = (size_t)(definition - param_table);
-    if (definition->type == PARAM_ALGORITHM) {
-        chorus_collective collective = (chorus_collective)definition->collective;
+    for (int collective = 0; collective < CHORUS_COLLECTIVE_COUNT; collective++) {
         char *text = algorithm_values[collective];
         size_t used = (size_t)snprintf(text, sizeof algorithm_values[0], "`auto`");
-        for (size_t i = 0; i < algorithm_count(collective) && used < sizeof algorithm_values[0];
+        for (size_t i = 0; i < algorithm_count((chorus_collective)collective) &&
+                           used < sizeof algorithm_values[0];
              i++)
             used += (size_t)snprintf(text + used, sizeof algorithm_values[0] - used, ", `%s`",
-                                     algorithm_name(collective, (int)i));
-        return text;
+                                     algorithm_name((chorus_collective)collective, (int)i));
     }
-    if (definition->type == PARAM_CHOICE && index < ARRAY_LENGTH(choice_values)) {
+    for (size_t index = 0; index < param_count && index < ARRAY_LENGTH(choice_values); index++) {
+        const struct param_definition *definition = &param_table[index];
+        if (definition->type != PARAM_CHOICE)
+            continue;
         char *text = choice_values[index];
         size_t used = 0;
-        text[0] = '\0';
         for (size_t i = 0; definition->choices[i] != NULL && used < sizeof choice_values[0]; i++)
             used += (size_t)snprintf(text + used, sizeof choice_values[0] - used, "%s`%s`",
                                      i ? ", " : "", definition->choices[i]);
-        return text;
     }
+}
+
+static const char *values_of(const struct param_definition *definition)
+{
+    pthread_once(&values_written, write_values);
+    size_t index = (size_t)(definition - param_table);
+    if (definition->type == PARAM_ALGORITHM)
+        return algorithm_values[definition->collective];
+    if (definition->type == PARAM_CHOICE && index < ARRAY_LENGTH(choice_values))
+        return choice_values[index];
     static const char *const fixed[] = {
         [PARAM_BYTES] = "bytes (K/M/G suffixes)", [PARAM_COUNT] = "a whole number",
         [PARAM_AREAS] = "`0`, `2`, `4`, `8`, `16`", [PARAM_SECONDS] = "a number >= 0",
@@ -58,6 +72,17 @@ static const char *values_of(const struct param_definition *definition)
                ? fixed[definition->type]
                : "";
 }
+
+/* chorus_query.h mirrors these enums of params.h: the rows are converted by cast. */
+static_assert((int)CHORUS_QUERY_MEASURE_NONE == PARAM_MEASURE_NONE &&
+                  (int)CHORUS_QUERY_MEASURE_SIZES == PARAM_MEASURE_SIZES &&
+                  (int)CHORUS_QUERY_MEASURE_BURSTS == PARAM_MEASURE_BURSTS,
+              "chorus_query_measure mirrors enum param_measure");
+static_assert((int)CHORUS_QUERY_WHERE_ANY == PARAM_WHERE_ANY &&
+                  (int)CHORUS_QUERY_WHERE_SHARED_HOSTS == PARAM_WHERE_SHARED_HOSTS &&
+                  (int)CHORUS_QUERY_WHERE_ONE_HOST == PARAM_WHERE_ONE_HOST &&
+                  (int)CHORUS_QUERY_WHERE_SEVERAL_HOSTS == PARAM_WHERE_SEVERAL_HOSTS,
+              "chorus_query_where mirrors enum param_where");
 
 size_t chorus_query_parameter_count(void)
 {
@@ -83,6 +108,21 @@ chorus_status chorus_query_parameter_row(size_t index, chorus_query_parameter *r
         .tune_measure = (chorus_query_measure)definition->tune_measure,
         .tune_where = (chorus_query_where)definition->tune_where,
     };
+    return CHORUS_OK;
+}
+
+size_t chorus_query_variable_count(void)
+{
+    return param_elsewhere_count;
+}
+
+chorus_status chorus_query_variable_row(size_t index, chorus_query_variable *row)
+{
+    if (index >= param_elsewhere_count || row == NULL)
+        return CHORUS_ERR_INVALID_ARGUMENT;
+    const struct param_elsewhere *variable = &param_elsewhere_table[index];
+    *row = (chorus_query_variable){
+        .name = variable->name, .reader = variable->reader, .help = variable->help};
     return CHORUS_OK;
 }
 

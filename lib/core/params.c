@@ -440,23 +440,53 @@ static chorus_status bad_value(char *error, size_t error_size, const char *name,
     return CHORUS_ERR_BAD_PARAMETER;
 }
 
-/* Variables of chorus's other parts, which a rank's environment may hold: the Python binding's
- * (CHORUS_LIBRARY, CHORUS_C10D_EXTENSION, CHORUS_MASTER_ADDR), chorusrun's (CHORUS_MPIRUN) and
- * the job scripts' (CHORUS_BUILD). Not unknown, so not warned about. */
-static bool outside_library(const char *name, size_t length)
+const struct param_elsewhere param_elsewhere_table[] = {
+    {"CHORUS_LIBRARY", "chorus (Python)",
+     "the libchorus the Python binding loads (default: beside the package, then the system's)"},
+    {"CHORUS_SHARED_GRADIENTS", "chorus.torch",
+     "`off`: DistributedOptimizer leaves gradients where torch put them instead of moving "
+     "them into the shared heap (default `on`)"},
+    {"CHORUS_C10D_EXTENSION", "chorus.torch.distributed",
+     "the torch.distributed backend extension to load (default: the one built beside the "
+     "library)"},
+    {"CHORUS_MASTER_ADDR", "chorus.torch.distributed",
+     "the address rank 0 offers torch.distributed's store at (default: its host's name)"},
+    {"CHORUS_MPIRUN", "chorusrun", "the MPI launcher (default: the one chorus was built with)"},
+    {"CHORUS_ELASTIC_DRIVER", "chorus.elastic",
+     "set by `chorusrun --elastic` for its ranks: how a rank reaches the driver "
+     "(TOKEN@ADDRESS:PORT)"},
+    {"CHORUS_ELASTIC_STORE", "chorus.elastic",
+     "set by `chorusrun --elastic`: where ranks keep committed state between restarts"},
+    {"CHORUS_ELASTIC_GENERATION", "chorus.elastic",
+     "set by `chorusrun --elastic`: how many times the job has restarted (0 at first)"},
+    {"CHORUS_DATA_DIR", "chorus-bench",
+     "where the gradient sizes of real models are (`--workload`; default: shared/data, "
+     "../shared/data)"},
+    {"CHORUS_BUILD", "examples/sge, examples/slurm", "the build directory a job script runs"},
+    {"CHORUS_EXAMPLE", "tools/quickstart", "the example quickstart runs (default `train_mlp`)"},
+    {"CHORUS_BUILD_DIR", "tools/run-tests, tools/quickstart", "the build directory"},
+    {"CHORUS_MESON_OPTIONS", "tools/run-tests", "options for configuring the build directory"},
+    {"CHORUS_TSAN", "tools/run-tests", "`0` skips the ThreadSanitizer build's tests"},
+    {"CHORUS_TSAN_BUILD_DIR", "tools/run-tests", "the ThreadSanitizer build directory"},
+    {"CHORUS_ASAN", "tools/run-tests", "`0` skips the AddressSanitizer build's tests"},
+    {"CHORUS_ASAN_BUILD_DIR", "tools/run-tests", "the AddressSanitizer build directory"},
+    {"CHORUS_MPICH", "tools/run-tests", "`0` skips the build against MPICH and its tests"},
+    {"CHORUS_MPICH_BUILD_DIR", "tools/run-tests", "the MPICH build directory"},
+    {"CHORUS_FUZZ_SECONDS", "tools/run-tests", "seconds per fuzz target (default 45; `0` skips)"},
+    {"CHORUS_FUZZ_BUILD_DIR", "tools/fuzz", "the fuzz targets' build directory"},
+    {"CHORUS_PEERS", "tools/run-tests",
+     "`1` adds the peers' suites (Horovod's and PyTorch's own tests)"},
+};
+const size_t param_elsewhere_count = ARRAY_LENGTH(param_elsewhere_table);
+
+/* A variable of another part of chorus: not unknown, so not warned about. */
+static bool read_elsewhere(const char *name, size_t length)
 {
-    /* The Python binding's, chorusrun's and its elastic driver's (chorus.elastic), and
-     * tools/run-tests'. */
-    static const char *const names[] = {
-        "CHORUS_LIBRARY",         "CHORUS_C10D_EXTENSION", "CHORUS_MASTER_ADDR",
-        "CHORUS_MPIRUN",          "CHORUS_BUILD",          "CHORUS_ELASTIC_DRIVER",
-        "CHORUS_ELASTIC_STORE",   "CHORUS_ELASTIC_GENERATION", "CHORUS_PYTHON",
-        "CHORUS_MESON_OPTIONS",   "CHORUS_BUILD_DIR",      "CHORUS_TSAN_BUILD_DIR",
-        "CHORUS_ASAN_BUILD_DIR",  "CHORUS_MPICH_BUILD_DIR", "CHORUS_TSAN", "CHORUS_ASAN",
-        "CHORUS_MPICH",           "CHORUS_FUZZ_SECONDS"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i]) == length && strncmp(name, names[i], length) == 0)
+    for (size_t i = 0; i < param_elsewhere_count; i++) {
+        const char *row = param_elsewhere_table[i].name;
+        if (strlen(row) == length && strncmp(name, row, length) == 0)
             return true;
+    }
     return false;
 }
 
@@ -532,7 +562,7 @@ chorus_status params_load(struct param_set *set, char *const *environment, const
         const struct param_definition *definition =
             param_find(*entry, (size_t)(equals - *entry), &index);
         if (definition == NULL) {
-            if (!outside_library(*entry, (size_t)(equals - *entry)) &&
+            if (!read_elsewhere(*entry, (size_t)(equals - *entry)) &&
                 strlen(set->unknown_variables) + (size_t)(equals - *entry) + 2 <
                     sizeof set->unknown_variables) {
                 if (set->unknown_variables[0] != '\0')

@@ -1,7 +1,9 @@
 /*
  * params.h — chorus's parameters: one declarative table (name, type, default, help), read once
- * at init from the environment and from chorus_init_options.parameters. Nothing else in chorus
- * calls getenv.
+ * at init from the environment and from chorus_init_options.parameters; and the table of the
+ * CHORUS_* variables chorus's other parts read. No other CHORUS_* variable is read anywhere
+ * (test/check_variables.sh); the library's only other getenv reads launchers' variables (the
+ * job's size under a launcher, background.c).
  */
 #ifndef CHORUS_PARAMS_H
 #define CHORUS_PARAMS_H
@@ -133,6 +135,19 @@ struct param_definition {
 
 extern const struct param_definition param_table[];
 extern const size_t param_count;
+
+/* A CHORUS_* variable that another part of chorus reads (the Python binding, chorusrun, the
+ * benchmarks, the job scripts, the test tools), not the library: a row of its own table, so
+ * that the library does not call it unknown and docs/parameters.md lists it. test/
+ * check_variables.sh greps the sources: every variable read anywhere is a row of one of the
+ * two tables, and every row of this one is read where it says. */
+struct param_elsewhere {
+    const char *name;
+    const char *reader; /* who reads it: "chorus.torch", "chorusrun", "tools/run-tests", ... */
+    const char *help;
+};
+extern const struct param_elsewhere param_elsewhere_table[];
+extern const size_t param_elsewhere_count;
 
 struct param_set {
     struct chorus_params values;

@@ -20,6 +20,7 @@
 
 #include <chorus.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>

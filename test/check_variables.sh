@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Every CHORUS_* variable that a part of chorus reads is a row: of the parameter table (the
+# library's) or of the table of other parts' variables (lib/core/params.c), as
+# `chorus-info --variables` lists them; and every row of the second table is read somewhere.
+# Reading is found by its forms: getenv("CHORUS_X") in C and C++, a string "CHORUS_X" in Python
+# (status names aside), a dollar sign before the name in shell scripts and job scripts.
+#   check_variables.sh CHORUS_INFO SOURCE_ROOT
+set -euo pipefail
+chorus_info=$(realpath "$1") root=$2
+cd "$root"
+rows=$("$chorus_info" --variables)
+files=$(git ls-files 2>/dev/null || find . -type f | sed 's|^\./||')
+read_in() { # FILE...: the variables each reads, as "NAME FILE"
+  for file in "$@"; do
+    case "$file" in
+      *.c | *.h | *.cpp) grep -oE 'getenv\("CHORUS_[A-Z0-9_]+"\)' "$file" ;;
+      *.py) grep -oE "[\"']CHORUS_[A-Z0-9_]*[A-Z0-9][\"']" "$file" | grep -v "CHORUS_ERR_" ;;
+      *.sh | *.sge | *.sbatch | tools/* | test/launch/*) grep -oE '\$\{?CHORUS_[A-Z0-9_]*[A-Z0-9]' "$file" ;;
+    esac | grep -oE 'CHORUS_[A-Z0-9_]*[A-Z0-9]' | sed "s|\$| $file|" || true
+  done
+}
+# shellcheck disable=SC2086
+found=$(read_in $(echo "$files" | grep -vE '^(docs|shared)/|\.md$') | sort -u)
+failures=0
+while read -r name file; do
+  if ! grep -q "^$name " <<<"$rows"; then
+    echo "$file reads $name, which is no row of lib/core/params.c's tables" >&2
+    failures=$((failures + 1))
+  fi
+done <<<"$found"
+while read -r name reader; do
+  [ "$reader" = library ] && continue
+  if ! grep -q "^$name " <<<"$found"; then
+    echo "$name is a row of lib/core/params.c's other parts' variables, but nothing reads it" >&2
+    failures=$((failures + 1))
+  fi
+done <<<"$rows"
+checked=$(wc -l <<<"$found")
+if [ "$failures" = 0 ]; then
+  echo "variables: $checked reads checked; 1 passed, 0 failed"
+else
+  echo "variables: $failures problem(s); 0 passed, 1 failed"
+  exit 1
+fi
