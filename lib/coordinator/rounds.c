@@ -85,14 +85,15 @@ static void drop_round_responses(struct rounds *rounds)
 
 void rounds_release(struct rounds *rounds, bool failed)
 {
+    /* A round still posted over MPI after a fatal error is left to MPI: a collective's request
+     * cannot be freed, and its buffers stay with it. One through the slots holds nothing. */
+    bool held_by_mpi = rounds->posted && !rounds->slots_ready;
     if (rounds->slots_ready && failed)
         small_segment_retain_mpi(&rounds->slots);
     else if (rounds->slots_ready)
         small_segment_destroy_mpi(&rounds->slots);
     rounds->slots_ready = false;
-    /* A round still posted after a fatal error is left to MPI: a collective's request cannot be
-     * freed, and its buffers stay with it. */
-    if (!rounds->posted) {
+    if (!held_by_mpi) {
         free(rounds->mine);
         free(rounds->result);
     }
