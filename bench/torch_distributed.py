@@ -5,7 +5,7 @@ size the two take turns (interleaved rounds, medians reported). Prints a table a
 does (size, count, time, algbw, busbw) for each, and chorus's time as a fraction of gloo's;
 every result is checked (a sum of rank-dependent values) before the timing.
 
-    chorusrun -np 2 --bind-to core /usr/bin/python3 bench/torch_distributed.py \\
+    chorusrun -np 2 --bind core /usr/bin/python3 bench/torch_distributed.py \\
         [--min-bytes 8] [--max-bytes 256M] [--rounds 5]
 
 While gloo runs, chorus's background thread idles (it sleeps after 2 ms without work), and while
