@@ -1,5 +1,5 @@
 """chorusrun's options: one table, from which the parser, --help and the test of every option
-(test/check_launcher_options.py) are made, for fixed and elastic jobs alike. Standard library
+(test/check_chorusrun_options.py) are made, for fixed and elastic jobs alike. Standard library
 only."""
 import os
 import re
