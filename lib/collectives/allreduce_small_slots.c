@@ -46,10 +46,8 @@ chorus_status allreduce_small_slots(const struct allreduce_args *args)
     small_allreduce_stage(slots, args->buffer, args->count, args->dtype, 1.0);
     small_publish(slots);
     struct small_wait wait = {.transport = args->transport, .status = CHORUS_OK};
-    if (small_wait_all(slots, 0, interrupted, &wait) != SMALL_WAIT_DONE) {
-        slots->late_rank = small_first_unpublished(slots); /* whom the error names */
+    if (small_wait_all(slots, 0, interrupted, &wait) != SMALL_WAIT_DONE)
         return wait.status != CHORUS_OK ? wait.status : CHORUS_ERR_INTERNAL;
-    }
     small_allreduce_take(slots, args->buffer, args->count, args->dtype, args->op,
                          args->postscale != NULL ? *args->postscale : 1.0);
     return CHORUS_OK;

@@ -22,6 +22,12 @@
 /* The ranks other than 0 give rank 0, which can name the rank that stopped, a head start. */
 #define FOLLOWER_ROUND_MARGIN 1.0
 
+/* The slots of a round's vector: as many as the response cache has, up to ROUND_SLOTS_LIMIT. */
+static size_t round_slot_count(const struct chorus_params *params)
+{
+    return params->cache_capacity < ROUND_SLOTS_LIMIT ? params->cache_capacity : ROUND_SLOTS_LIMIT;
+}
+
 /* Turns rounds on: their state and vectors. */
 static bool rounds_start(struct rounds *rounds, const struct chorus_params *params)
 {
@@ -32,9 +38,7 @@ static bool rounds_start(struct rounds *rounds, const struct chorus_params *para
     if (params->stall_shutdown_seconds > 0 && params->stall_shutdown_seconds / 4 < demote_after)
         demote_after = params->stall_shutdown_seconds / 4;
     rounds->demote_after = demote_after;
-    size_t slots = params->cache_capacity < ROUND_SLOTS_LIMIT ? params->cache_capacity
-                                                              : ROUND_SLOTS_LIMIT;
-    if (!ready_rounds_init(&rounds->state, slots))
+    if (!ready_rounds_init(&rounds->state, round_slot_count(params)))
         return false;
     size_t words = ready_rounds_vector_words(&rounds->state);
     rounds->mine = calloc(words, sizeof *rounds->mine);
@@ -58,9 +62,7 @@ bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params
 {
     if (params->negotiation == NEGOTIATION_STAR || size < 2)
         return false;
-    size_t slots = params->cache_capacity < ROUND_SLOTS_LIMIT ? params->cache_capacity
-                                                              : ROUND_SLOTS_LIMIT;
-    size_t bytes = (1 + 2 * ((slots + 63) / 64)) * sizeof(uint64_t);
+    size_t bytes = ready_rounds_words_for(round_slot_count(params)) * sizeof(uint64_t);
     if (small_segment_create_mpi(&rounds->slots, node_comm, bytes, oversubscribed, error,
                                  error_size) != CHORUS_OK)
         return false;

@@ -45,7 +45,7 @@ struct chorus_handle {
     int64_t *received_splits;      /* alltoall: rows received from each rank */
     size_t received_count;
     /* Where set, a count of operations in flight that completion decrements (the job's
-     * collectives that chorus_barrier waits for: lib/api/submit.c). */
+     * collectives, whose count chorus_barrier tells the other ranks: lib/api/submit.c). */
     _Atomic long *in_flight_count;
 };
 

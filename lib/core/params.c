@@ -403,12 +403,17 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     return false;
 }
 
+/* Whether `row` is the `length` bytes at `name` (a variable's name in an environment entry). */
+static bool names_equal(const char *row, const char *name, size_t length)
+{
+    return strlen(row) == length && strncmp(row, name, length) == 0;
+}
+
 static const struct param_definition *param_find(const char *name, size_t name_length,
                                                  size_t *index)
 {
     for (size_t i = 0; i < param_count; i++) {
-        if (strlen(param_table[i].name) == name_length &&
-            strncmp(param_table[i].name, name, name_length) == 0) {
+        if (names_equal(param_table[i].name, name, name_length)) {
             *index = i;
             return &param_table[i];
         }
@@ -482,11 +487,9 @@ const size_t param_elsewhere_count = ARRAY_LENGTH(param_elsewhere_table);
 /* A variable of another part of chorus: not unknown, so not warned about. */
 static bool read_elsewhere(const char *name, size_t length)
 {
-    for (size_t i = 0; i < param_elsewhere_count; i++) {
-        const char *row = param_elsewhere_table[i].name;
-        if (strlen(row) == length && strncmp(name, row, length) == 0)
+    for (size_t i = 0; i < param_elsewhere_count; i++)
+        if (names_equal(param_elsewhere_table[i].name, name, length))
             return true;
-    }
     return false;
 }
 

@@ -50,9 +50,14 @@ void ready_rounds_destroy(struct ready_rounds *rounds)
     memset(rounds, 0, sizeof *rounds);
 }
 
+size_t ready_rounds_words_for(size_t slots)
+{
+    return 1 + 2 * ((slots + 63) / 64);
+}
+
 size_t ready_rounds_vector_words(const struct ready_rounds *rounds)
 {
-    return 1 + 2 * rounds->slot_words;
+    return ready_rounds_words_for(rounds->slots);
 }
 
 enum round_route ready_rounds_route(struct ready_rounds *rounds, const struct response_cache *cache,

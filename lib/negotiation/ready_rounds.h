@@ -61,8 +61,10 @@ struct round_outcome {
 bool ready_rounds_init(struct ready_rounds *rounds, size_t slots);
 void ready_rounds_destroy(struct ready_rounds *rounds);
 
-/* Words in a round's vector. */
+/* Words in a round's vector; ready_rounds_words_for: the same for `slots` slots, before the
+ * rounds exist (to size memory the vectors go through). */
 size_t ready_rounds_vector_words(const struct ready_rounds *rounds);
+size_t ready_rounds_words_for(size_t slots);
 
 /* Where a new submission goes. Only a request the cache holds exactly, not grouped, travels as a
  * bit; one that disagrees with its name's cached description also asks for the slot's demotion. */

@@ -58,8 +58,10 @@ enum small_wait_end small_wait_all(struct small_segment *segment, double timeout
             if (started == 0)
                 started = now;
             double waited = now - started;
-            if (stopped != NULL && stopped(context))
+            if (stopped != NULL && stopped(context)) {
+                segment->late_rank = r;
                 return SMALL_WAIT_STOPPED;
+            }
             if (timeout_seconds > 0 && waited > timeout_seconds) {
                 segment->late_rank = r;
                 return SMALL_WAIT_TIMEOUT;

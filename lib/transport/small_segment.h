@@ -40,8 +40,8 @@ static_assert(sizeof(struct small_line) == SMALL_LINE_BYTES, "a slot's header is
 /* Why a wait gave up (small_wait_all). */
 enum small_wait_end {
     SMALL_WAIT_DONE,     /* every rank published the phase */
-    SMALL_WAIT_STOPPED,  /* the `stopped` hook said so */
-    SMALL_WAIT_TIMEOUT,  /* a rank did not publish within the timeout: `late_rank` */
+    SMALL_WAIT_STOPPED,  /* the `stopped` hook said so, while waiting for `late_rank` */
+    SMALL_WAIT_TIMEOUT,  /* `late_rank` did not publish within the timeout */
 };
 
 struct small_segment {
@@ -53,7 +53,7 @@ struct small_segment {
     uint64_t phase; /* this rank's last published phase */
     /* Waiting: spin first unless the host has more ranks than cores (then yield at once). */
     bool oversubscribed;
-    int late_rank; /* after SMALL_WAIT_TIMEOUT: the local rank that did not publish */
+    int late_rank; /* after a wait that gave up: the first local rank that had not published */
     void *owner;   /* what to free: the MPI window, or the local allocation */
 };
 
