@@ -49,6 +49,9 @@ struct background {
  * executor's transport is ready (over MPI, or threads in tests). CHORUS_OK, or why not in
  * `error`. */
 chorus_status coord_setup(struct background *background, char *error, size_t error_size);
+/* Rank 0: records from now on into `timeline` (NULL: none), negotiation spans included
+ * (background.c). */
+void coord_adopt_timeline(struct background *background, struct timeline *timeline);
 /* Runs the loop until this rank has finished or failed. */
 void coord_loop(struct background *background);
 /* Frees the parts (not the channel's communicator). */
