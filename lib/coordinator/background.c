@@ -39,6 +39,7 @@
 #include "../core/log.h"
 #include "../core/timeline.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,19 +280,32 @@ bool coord_step_as_caller(struct chorus_context *context)
 #define DRIVER_FRESH_SECONDS 100e-6
 #define DRIVER_PARK_SECONDS 1e-3
 
-static bool step_aside(struct chorus_context *context)
+static bool driver_fresh(struct chorus_context *context)
 {
     double driven = atomic_load_explicit(&context->driven_at, memory_order_relaxed);
-    if (driven == 0 || clock_seconds() - driven > DRIVER_FRESH_SECONDS)
+    return driven != 0 && clock_seconds() - driven <= DRIVER_FRESH_SECONDS;
+}
+
+static bool step_aside(struct chorus_context *context)
+{
+    if (!driver_fresh(context))
         return false;
     pthread_mutex_unlock(&context->coordinator_turn);
-    struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, DRIVER_PARK_SECONDS);
+    /* Parked again while the thread still drives: asking for the turn it holds would make each
+     * of its releases wake this thread, only for it to find the turn taken again. */
     pthread_mutex_lock(&context->lock);
-    pthread_cond_timedwait(&context->wakeup, &context->lock, &deadline);
+    int waited;
+    do {
+        struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, DRIVER_PARK_SECONDS);
+        waited = pthread_cond_timedwait(&context->wakeup, &context->lock, &deadline);
+    } while (waited == ETIMEDOUT && driver_fresh(context));
     pthread_mutex_unlock(&context->lock);
     pthread_mutex_lock(&context->coordinator_turn);
     return true;
 }
+
+/* How often a turn looks for other ranks' failure notices (coord_turn). */
+#define PEER_CHECK_SPACING 20e-6
 
 /* One turn of the loop over its parts: a user thread's fatal error first, then submissions,
  * transfers, negotiation (rank 0's part, a follower's, or rounds), pending sends, other ranks'
@@ -336,11 +350,15 @@ static bool coord_turn(struct background *background, bool *active)
     going = going && coord_settle(background);
     star_progress(star, false, false);
     /* Another rank's notice that it failed, unless this rank already stopped (after a batch
-     * that failed because of it, say): one report per failure. */
+     * that failed because of it, say): one report per failure. Looked for every
+     * PEER_CHECK_SPACING: a look is an MPI_Test, which costs as much as a small collective,
+     * and a notice seen some microseconds later changes nothing (waits look for it too). */
     char failure[1024];
-    chorus_status peer = going ? executor_peer_failure(&background->runner.executor, failure,
-                                                       sizeof failure)
-                               : CHORUS_OK;
+    chorus_status peer = CHORUS_OK;
+    if (going && now - background->peers_checked_at >= PEER_CHECK_SPACING) {
+        background->peers_checked_at = now;
+        peer = executor_peer_failure(&background->runner.executor, failure, sizeof failure);
+    }
     if (peer != CHORUS_OK)
         report_fail(report, peer, "%s", failure);
     going = going && coord_settle(background);
@@ -402,6 +420,11 @@ void coord_loop(struct background *background)
  * spins before it yields (idle), so that a peer a few microseconds behind is still met by a
  * thread that turns the loop. */
 #define DRIVE_QUIET_SECONDS 50e-6
+/* The same where the host has more ranks than cores: the peers it waits for need this core in
+ * turn, so they take longer, and the thread yields between turns meanwhile; handing over to the
+ * background thread would cost two more context switches. As long as a lane's wait yields
+ * before it sleeps (SMALL_YIELD_SECONDS). */
+#define DRIVE_QUIET_OVERSUBSCRIBED_SECONDS 1e-3
 /* How long a waiting thread tries to take the turn from a busy background thread, which steps
  * aside at the end of its turn (coord_loop). */
 #define DRIVE_TAKEOVER_SECONDS 20e-6
@@ -422,6 +445,9 @@ bool coord_drive(struct chorus_context *context, const struct chorus_handle *han
     bool drove = background != NULL &&
                  (background->state == COORD_RUNNING || background->state == COORD_STOPPING);
     double quiet_since = clock_seconds();
+    double quiet_limit = background != NULL && background->settings.oversubscribed
+                             ? DRIVE_QUIET_OVERSUBSCRIBED_SECONDS
+                             : DRIVE_QUIET_SECONDS;
     if (drove)
         background->driven_by_caller = true;
     while (drove && atomic_load_explicit(&handle->status, memory_order_acquire) ==
@@ -433,7 +459,7 @@ bool coord_drive(struct chorus_context *context, const struct chorus_handle *han
         atomic_store_explicit(&context->driven_at, now, memory_order_relaxed);
         if (active)
             quiet_since = background->active_at = now;
-        else if (now - quiet_since > DRIVE_QUIET_SECONDS)
+        else if (now - quiet_since > quiet_limit)
             break;
         else if (background->settings.oversubscribed)
             sched_yield(); /* the peers it waits for may need this core */

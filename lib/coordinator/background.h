@@ -42,6 +42,7 @@ struct background {
     struct autotune autotune;
     double active_at;      /* under the turn: when the loop last did something */
     double turn_at;        /* under the turn: when the latest turn began */
+    double peers_checked_at; /* under the turn: when a turn last looked for failure notices */
     bool driven_by_caller; /* under the turn: a user thread turns the loop (coord_drive) */
 };
 

@@ -3,6 +3,7 @@
  */
 #include "rounds.h"
 
+#include "../collectives/small_collectives.h"
 #include "../core/log.h"
 
 #include <sched.h>
@@ -62,7 +63,11 @@ bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params
 {
     if (params->negotiation == NEGOTIATION_STAR || size < 2)
         return false;
-    size_t bytes = ready_rounds_words_for(round_slot_count(params)) * sizeof(uint64_t);
+    rounds->payload_capacity = params->small_limit;
+    rounds->vector_offset =
+        (params->small_limit + SMALL_LINE_BYTES - 1) / SMALL_LINE_BYTES * SMALL_LINE_BYTES;
+    size_t bytes = rounds->vector_offset +
+                   ready_rounds_words_for(round_slot_count(params)) * sizeof(uint64_t);
     if (small_segment_create_mpi(&rounds->slots, node_comm, bytes, oversubscribed, error,
                                  error_size) != CHORUS_OK)
         return false;
@@ -162,9 +167,59 @@ static bool run_round_responses(struct rounds *rounds, struct star *star,
     return !report_pending(report);
 }
 
-/* Runs the slots ready on every rank, in slot order. */
-static void run_round_slots(struct star *star, const struct round_outcome *outcome,
-                            struct coord_report *report)
+/* Whether a tensor can ride with a round (stage_lone): a host allreduce of the job that the
+ * small-slots algorithm could run as it is. */
+static bool rides_with_round(const struct rounds *rounds, const struct request *request)
+{
+    const struct wire_request *desc = &request->desc;
+    return desc->collective == CHORUS_ALLREDUCE && desc->device == DEVICE_HOST &&
+           desc->process_set == 0 && desc->op != CHORUS_ADASUM &&
+           desc->compression == CHORUS_COMPRESSION_NONE && request->input != NULL &&
+           request->count * chorus_dtype_size((chorus_dtype)desc->dtype) <=
+               rounds->payload_capacity;
+}
+
+/* Through the slots: this rank's only waiting tensor rides with the round when it can, as the
+ * small-slots algorithm would stage it, its slot and bytes in the line (zero: nothing rides). */
+static void stage_lone(struct rounds *rounds, const struct star *star)
+{
+    struct small_line *line = small_next_line(&rounds->slots);
+    line->signature = 0;
+    long slot = ready_rounds_lone(&rounds->state);
+    const struct wire_request *cached =
+        slot >= 0 ? response_cache_get(&star->cache, (uint32_t)slot) : NULL;
+    const struct request *request =
+        cached != NULL ? name_table_find(&star->pending->table, cached->name) : NULL;
+    if (request == NULL || !rides_with_round(rounds, request))
+        return;
+    chorus_dtype dtype = (chorus_dtype)request->desc.dtype;
+    small_allreduce_stage(&rounds->slots, request->input, request->count, dtype,
+                          request->desc.prescale);
+    line->signature = (uint64_t)slot + 1;
+    line->count = request->count * chorus_dtype_size(dtype);
+}
+
+/* Whether the completed round decided one slot alone, which every rank staged beside its vector
+ * (stage_lone): then *bytes says how many. Every rank reads the same lines and decides alike. */
+static bool lone_staged_everywhere(const struct rounds *rounds,
+                                   const struct round_outcome *outcome, size_t *bytes)
+{
+    if (!rounds->slots_ready || outcome->execute_count != 1 || outcome->responses_follow)
+        return false;
+    const struct small_segment *slots = &rounds->slots;
+    *bytes = small_line_of(slots, 0)->count;
+    for (int r = 0; r < slots->local_size; r++) {
+        const struct small_line *line = small_line_of(slots, r);
+        if (line->signature != (uint64_t)outcome->execute[0] + 1 || line->count != *bytes)
+            return false;
+    }
+    return true;
+}
+
+/* Runs the slots ready on every rank, in slot order; a lone one that rode with the round
+ * (lone_staged_everywhere) is reduced from the round's slots. */
+static void run_round_slots(struct rounds *rounds, struct star *star,
+                            const struct round_outcome *outcome, struct coord_report *report)
 {
     if (outcome->execute_count == 0)
         return;
@@ -174,10 +229,18 @@ static void run_round_slots(struct star *star, const struct round_outcome *outco
            response_cache_expand(&star->cache, outcome->execute[built], star->size,
                                  &responses[built]))
         built++;
-    if (built < outcome->execute_count)
+    struct executor *executor = &star->runner->executor;
+    size_t staged_bytes = 0;
+    if (built < outcome->execute_count) {
         report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "out of memory running a round");
-    else
+    } else {
+        if (lone_staged_everywhere(rounds, outcome, &staged_bytes)) {
+            executor->staged = &rounds->slots;
+            executor->staged_bytes = staged_bytes;
+        }
         star_execute(star, responses, built, report);
+        executor->staged = NULL;
+    }
     for (size_t i = 0; i < built; i++)
         wire_response_free(&responses[i]);
     free(responses);
@@ -219,7 +282,7 @@ static bool settle_round(struct rounds *rounds, struct star *star, struct coord_
     }
     resend(star, &outcome, report);
     if (!report_pending(report))
-        run_round_slots(star, &outcome, report);
+        run_round_slots(rounds, star, &outcome, report);
     ready_rounds_outcome_free(&outcome);
     return decided;
 }
@@ -262,7 +325,9 @@ static void post_round(struct rounds *rounds, struct star *star, double now,
     ready_rounds_contribute(&rounds->state, rounds->mine, flags, now, rounds->demote_after);
     size_t words = ready_rounds_vector_words(&rounds->state);
     if (rounds->slots_ready) {
-        memcpy(small_next_data(&rounds->slots), rounds->mine, words * sizeof *rounds->mine);
+        memcpy(small_next_data(&rounds->slots) + rounds->vector_offset, rounds->mine,
+               words * sizeof *rounds->mine);
+        stage_lone(rounds, star);
         small_publish(&rounds->slots);
     } else if (star->channel->round_post(star->channel->state, rounds->mine, rounds->result,
                                          words) != CHORUS_OK) {
@@ -283,9 +348,11 @@ static bool slots_round_done(struct rounds *rounds)
     if (!small_all_published(slots))
         return false;
     size_t words = ready_rounds_vector_words(&rounds->state);
-    memcpy(rounds->result, small_data_of(slots, 0), words * sizeof *rounds->result);
+    size_t offset = rounds->vector_offset;
+    memcpy(rounds->result, small_data_of(slots, 0) + offset, words * sizeof *rounds->result);
     for (int r = 1; r < slots->local_size; r++)
-        ready_rounds_combine(rounds->result, (const uint64_t *)small_data_of(slots, r), words);
+        ready_rounds_combine(rounds->result, (const uint64_t *)(small_data_of(slots, r) + offset),
+                             words);
     return true;
 }
 

@@ -30,6 +30,10 @@ struct rounds {
      * each ANDs them all. No message, no rank 0 between the ranks. */
     struct small_segment slots;
     bool slots_ready;
+    /* A lone small allreduce rides with the round: each slot's data area holds up to
+     * `payload_capacity` bytes of it first (rounds.c), then the vector at `vector_offset`. */
+    size_t payload_capacity;
+    size_t vector_offset;
 };
 
 /* Decides the protocol (CHORUS_NEGOTIATION) and prepares the rounds; false when out of memory. */
@@ -38,7 +42,10 @@ bool rounds_init(struct rounds *rounds, const struct chorus_params *params, int 
 /* Where every rank of the job shares this host: rounds go through slots of the host's shared
  * memory (collective over `node_comm`, an MPI_Comm by pointer, the job's ranks in job order),
  * and under CHORUS_NEGOTIATION=auto the job negotiates by rounds from 2 ranks: tensors seen
- * before are then agreed without a message. Every rank decides alike (false: star, with why
+ * before are then agreed without a message. A rank whose only waiting tensor is a host
+ * allreduce of at most CHORUS_SMALL_LIMIT bytes stages it beside its vector; when the round
+ * decides that tensor alone and every rank staged it, the executor reduces it from there, so
+ * the round is the operation's only exchange. Every rank decides alike (false: star, with why
  * in `error` where the slots could not be made). At start-up, after rounds_init. */
 bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params, int size,
                        const void *node_comm, bool oversubscribed, char *error,

@@ -350,9 +350,18 @@ bool star_send_responses(struct star *star, const struct wire_response *response
     return sent;
 }
 
+/* Rank 0, by rounds: how often it looks for requests in full. They are rare there (first
+ * sightings, mismatches, stalls, joins) and wait for the next round anyway, while a look is an
+ * MPI probe, which costs as much as a small collective on the path of every round. */
+#define ROUNDS_REQUEST_PROBE_SPACING 20e-6
+
 bool star_coordinate(struct star *star, bool stopping, double now, struct coord_report *report)
 {
-    bool active = take_in_requests(star, stopping, report);
+    bool look = !star->rounds_mode || stopping ||
+                now - star->last_request_probe >= ROUNDS_REQUEST_PROBE_SPACING;
+    if (look)
+        star->last_request_probe = now;
+    bool active = look && take_in_requests(star, stopping, report);
     if (report_pending(report))
         return active;
     if (stopping) {

@@ -37,6 +37,7 @@ struct star {
     int byes;                     /* rank 0: ranks that said their last message */
     double last_cycle;            /* when requests or responses last went out */
     double last_stall_check;
+    double last_request_probe; /* rank 0, by rounds: when it last looked for requests */
     size_t messages_sent;         /* negotiation's messages (not the rounds'), for the log */
     size_t messages_received;
     struct autotune *autotune;    /* CHORUS_AUTOTUNE: told of every list run (autotune.h) */

@@ -233,7 +233,9 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         snprintf(error, error_size, "out of memory planning fusion");
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
-    struct request **requests = calloc(count ? count : 1, sizeof *requests);
+    /* A few responses, as most runs have: no allocation. */
+    struct request *few[4] = {0};
+    struct request **requests = count <= ARRAY_LENGTH(few) ? few : calloc(count, sizeof *requests);
     chorus_status status = requests ? CHORUS_OK : CHORUS_ERR_OUT_OF_MEMORY;
     for (size_t b = 0; status == CHORUS_OK && b < plan.batch_count; b++) {
         const struct fusion_batch *batch = &plan.batches[b];
@@ -346,7 +348,8 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
             status = outcome;
         }
     }
-    free(requests);
+    if (requests != few)
+        free(requests);
     fusion_plan_free(&plan);
     timeline_flush(executor->timeline);
     if (count > 0 && executor->ran != NULL)

@@ -55,6 +55,12 @@ struct executor {
      * algorithms (this executor's own; a lane has others). */
     bool small_ready;
     struct small_segment small;
+    /* A lone allreduce of `staged_bytes` whose every contribution the negotiation round that
+     * decided it carried (rounds.c): those slots, for the small-slots algorithm to reduce from
+     * (allreduce_args.staged). Set by the coordinator around the run of that one response;
+     * the first host allreduce takes it (NULL again). */
+    const struct small_segment *staged;
+    size_t staged_bytes;
     MPI_Comm node_comm, cross_comm;
     bool joined;                /* this rank has joined: it has no tensors for new names */
     struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */

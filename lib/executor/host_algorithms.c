@@ -83,11 +83,17 @@ chorus_status executor_run_host_allreduce(struct executor *executor, void *buffe
                                  size_t count, chorus_dtype dtype, chorus_op op, double factor,
                                  bool in_shared_heap, char *error, size_t error_size)
 {
+    const struct small_segment *staged =
+        pieces == NULL && executor->staged_bytes == count * chorus_dtype_size(dtype)
+            ? executor->staged
+            : NULL;
+    executor->staged = NULL;
     struct allreduce_args args = {
         .transport = &executor->transport,
         .scratch = &executor->scratch,
         .node = executor_node(executor),
         .small = executor->small_ready ? &executor->small : NULL,
+        .staged = staged,
         .buffer = buffer,
         .pieces = pieces,
         .piece_count = piece_count,

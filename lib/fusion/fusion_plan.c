@@ -58,16 +58,17 @@ bool fusion_plan_build(const struct wire_response *responses, size_t count, size
 {
     size_t largest_fused = tensor_limit < threshold ? tensor_limit : threshold;
     memset(plan, 0, sizeof *plan);
-    size_t *batch_of = malloc((count ? count : 1) * sizeof *batch_of);
-    size_t *leader = malloc((count ? count : 1) * sizeof *leader); /* first response of a batch */
-    plan->order = malloc((count ? count : 1) * sizeof *plan->order);
-    plan->batches = calloc(count ? count : 1, sizeof *plan->batches);
-    if (batch_of == NULL || leader == NULL || plan->order == NULL || plan->batches == NULL) {
-        free(batch_of);
-        free(leader);
-        fusion_plan_free(plan);
+    /* One allocation for the plan's arrays and the working ones (it runs for every batch, of
+     * one response as often as not): the batches first, for their alignment. */
+    size_t slots = count ? count : 1;
+    struct fusion_batch *batches_memory = calloc(1, slots * (sizeof *plan->batches +
+                                                             3 * sizeof(size_t)));
+    if (batches_memory == NULL)
         return false;
-    }
+    plan->batches = batches_memory;
+    plan->order = (size_t *)(batches_memory + slots);
+    size_t *batch_of = plan->order + slots;
+    size_t *leader = batch_of + slots; /* first response of a batch */
     size_t batches = 0;
     for (size_t i = 0; i < count; i++) {
         size_t bytes = request_batch_member_bytes(&responses[i]);
@@ -102,14 +103,11 @@ bool fusion_plan_build(const struct wire_response *responses, size_t count, size
         plan->order[batch->first + batch->count++] = i;
     }
     plan->batch_count = batches;
-    free(batch_of);
-    free(leader);
     return true;
 }
 
 void fusion_plan_free(struct fusion_plan *plan)
 {
-    free(plan->order);
-    free(plan->batches);
+    free(plan->batches); /* the order is in the same allocation */
     memset(plan, 0, sizeof *plan);
 }

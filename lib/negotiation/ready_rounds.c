@@ -175,6 +175,20 @@ void ready_rounds_response_ran(struct ready_rounds *rounds, const struct respons
         bit_clear(rounds->demoted, (size_t)slot);
 }
 
+long ready_rounds_lone(const struct ready_rounds *rounds)
+{
+    long lone = -1;
+    for (size_t w = 0; w < rounds->slot_words; w++) {
+        uint64_t bits = rounds->ready[w];
+        if (bits == 0)
+            continue;
+        if (lone >= 0 || (bits & (bits - 1)) != 0)
+            return -1;
+        lone = (long)(w * 64 + (size_t)__builtin_ctzll(bits));
+    }
+    return lone;
+}
+
 bool ready_rounds_waiting(const struct ready_rounds *rounds)
 {
     for (size_t w = 0; w < rounds->slot_words; w++)

@@ -92,6 +92,9 @@ void ready_rounds_outcome_free(struct round_outcome *outcome);
 void ready_rounds_response_ran(struct ready_rounds *rounds, const struct response_cache *cache,
                                const struct wire_response *response);
 
+/* The slot of this rank's only request waiting on the bit path, or -1 (none, or several). */
+long ready_rounds_lone(const struct ready_rounds *rounds);
+
 /* Whether this rank has anything waiting on the bit path. */
 bool ready_rounds_waiting(const struct ready_rounds *rounds);
 

@@ -70,6 +70,64 @@ static void step(int number)
     }
 }
 
+/* Allreduces submitted one at a time and waited for (a scalar per step, say): on one host each
+ * rides with the round that decides it (rounds.c), reduced from the round's slots; larger ones,
+ * and those the small-slots algorithm does not take, run as before. Every op and scale, dtypes
+ * of 1 to 8 bytes, counts from 0 to past CHORUS_SMALL_LIMIT (64K, the payload beside a round),
+ * in place and out of place, each name three times (the first negotiated in full, the others
+ * as bits), against the reference. */
+static void lone_allreduces(void)
+{
+    const chorus_op ops[] = {CHORUS_SUM, CHORUS_AVERAGE, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
+    const chorus_dtype lone_dtypes[] = {CHORUS_FLOAT32, CHORUS_FLOAT64, CHORUS_INT32,
+                                        CHORUS_INT64, CHORUS_FLOAT16, CHORUS_UINT8};
+    const size_t counts[] = {0, 1, 2, 7, 8, 9, 13, 1021, 8191, 16384, 16385};
+    int number = 0;
+    for (size_t o = 0; o < (sizeof ops / sizeof ops[0]); o++)
+        for (size_t d = 0; d < (sizeof lone_dtypes / sizeof lone_dtypes[0]); d++)
+            for (size_t c = 0; c < (sizeof counts / sizeof counts[0]); c++, number++) {
+                chorus_op op = ops[o];
+                chorus_dtype dtype = lone_dtypes[d];
+                size_t count = counts[c];
+                /* Products of many elements leave every range: a few elements for them. */
+                if (op == CHORUS_PRODUCT && count > 13)
+                    continue;
+                bool floating = dtype == CHORUS_FLOAT32 || dtype == CHORUS_FLOAT64;
+                bool scaled = floating && op == CHORUS_SUM && number % 2 == 0;
+                bool in_place = number % 3 != 0;
+                char name[48];
+                snprintf(name, sizeof name, "lone.%d", number);
+                size_t bytes = count * chorus_dtype_size(dtype);
+                unsigned char *input = malloc(bytes + 1);
+                unsigned char *output = malloc(bytes + 1);
+                for (int repeat = 0; repeat < 3; repeat++) {
+                    uint64_t seed = (uint64_t)(number * 10 + repeat);
+                    reference_fill(input, count, dtype, op, seed, test_rank);
+                    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+                    args.name = name;
+                    args.input = (chorus_tensor){.data = input, .dtype = dtype, .ndims = 1,
+                                                 .shape = {(int64_t)count}};
+                    args.output = in_place ? NULL : output;
+                    args.op = op;
+                    args.prescale_factor = scaled ? 0.5 : 1.0;
+                    args.postscale_factor = scaled ? 4.0 : 1.0;
+                    chorus_handle *handle = NULL;
+                    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
+                    EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
+                    chorus_handle_free(handle);
+                    char why[256] = "";
+                    long wrong = reference_check_allreduce(
+                        in_place ? input : output, count, dtype, op, test_size, NULL, seed,
+                        args.prescale_factor, args.postscale_factor, why, sizeof why);
+                    EXPECT(wrong < 0, "%s (%s, %zu elements, %s, %s, time %d): element %ld wrong %s",
+                           name, chorus_dtype_name(dtype), count, chorus_op_name(op),
+                           in_place ? "in place" : "out of place", repeat, wrong, why);
+                }
+                free(input);
+                free(output);
+            }
+}
+
 /* grad.3 (float32, 3 elements, cached) from every rank, the last with another dtype. */
 static void mismatch_in_the_steady_state(void)
 {
@@ -131,6 +189,8 @@ int main(int argc, char **argv)
     test_step = "warm-up and steady steps";
     for (int s = 0; s < 4; s++)
         step(s);
+    test_step = "lone allreduces, each riding with its round";
+    lone_allreduces();
     test_step = "a mismatch in the steady state";
     mismatch_in_the_steady_state();
     step(4);

@@ -350,6 +350,41 @@ START_TEST(a_shape_changed_everywhere_runs_with_the_new_shape)
 }
 END_TEST
 
+/* The slot of a rank's only waiting bit, which may ride with the round (rounds.c): none with
+ * nothing waiting, none with two waiting, across the vector's words. */
+START_TEST(lone_names_the_only_waiting_slot)
+{
+    enum { SLOTS = 130 };
+    struct response_cache cache;
+    response_cache_init(&cache, SLOTS);
+    static char slot_names[SLOTS][16];
+    for (int i = 0; i < SLOTS; i++) {
+        struct wire_response response = {.type = RESPONSE_EXECUTE, .contributors = 2};
+        response.request = tensor(0);
+        snprintf(slot_names[i], sizeof slot_names[i], "slot.%d", i);
+        response.request.name = slot_names[i];
+        ck_assert(response_cache_record(&cache, &response, 2));
+    }
+    struct ready_rounds rounds;
+    ck_assert(ready_rounds_init(&rounds, SLOTS));
+    ck_assert_int_eq(ready_rounds_lone(&rounds), -1);
+    struct wire_request request = *response_cache_get(&cache, 129);
+    ck_assert_int_eq(ready_rounds_route(&rounds, &cache, &request, 0), ROUTE_BIT);
+    ck_assert_int_eq(ready_rounds_lone(&rounds), 129);
+    request = *response_cache_get(&cache, 3);
+    ck_assert_int_eq(ready_rounds_route(&rounds, &cache, &request, 0), ROUTE_BIT);
+    ck_assert_int_eq(ready_rounds_lone(&rounds), -1);
+    ready_rounds_destroy(&rounds);
+    ck_assert(ready_rounds_init(&rounds, SLOTS));
+    ck_assert_int_eq(ready_rounds_route(&rounds, &cache, &request, 0), ROUTE_BIT);
+    request = *response_cache_get(&cache, 5);
+    ck_assert_int_eq(ready_rounds_route(&rounds, &cache, &request, 0), ROUTE_BIT);
+    ck_assert_int_eq(ready_rounds_lone(&rounds), -1); /* two in one word */
+    ready_rounds_destroy(&rounds);
+    response_cache_destroy(&cache);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("ready_rounds");
@@ -363,6 +398,7 @@ int main(void)
     tcase_add_test(tc, joins_in_the_steady_state_count_as_ready);
     tcase_add_test(tc, a_duplicate_name_is_refused_and_runs_once);
     tcase_add_test(tc, a_shape_changed_everywhere_runs_with_the_new_shape);
+    tcase_add_test(tc, lone_names_the_only_waiting_slot);
     suite_add_tcase(suite, tc);
     return run_suite(suite);
 }
