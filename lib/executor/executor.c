@@ -205,6 +205,7 @@ static chorus_status execute_batch(struct executor *executor, const struct wire_
     return run(executor, responses, members, member_count, requests, detail, detail_size);
 }
 
+#ifdef CHORUS_FAULT_INJECTION
 /* Batches to run until the injected fault, that one included; 0: none armed. */
 static _Atomic long batches_before_fault;
 
@@ -221,6 +222,13 @@ static bool injected_fault_now(void)
         ;
     return left == 1;
 }
+#else
+/* The library proper has no faults to inject. */
+static inline bool injected_fault_now(void)
+{
+    return false;
+}
+#endif
 
 chorus_status executor_run(struct executor *executor, const struct wire_response *responses,
                            size_t count, struct request *const *taken, char *error,

@@ -151,10 +151,13 @@ void executor_watch_aborts_through(struct executor *executor,
 void executor_abort(struct executor *executor, chorus_status status, const char *reason);
 chorus_status executor_peer_failure(struct executor *executor, char *error, size_t error_size);
 
-/* For tests of the fatal-error path: the `nth` batch this process runs from now on (1: the next
- * one) fails as a failed MPI call would; every rank that arms the same `nth` at the same point
- * fails the same batch, as they all run the same batches in the same order. 0 disarms it. Any
- * thread, before or while chorus runs. */
+#ifdef CHORUS_FAULT_INJECTION
+/* Only in the test build of the library (chorus_core_faulty, for tests of the fatal-error
+ * path): the `nth` batch this process runs from now on (1: the next one) fails as a failed MPI
+ * call would; every rank that arms the same `nth` at the same point fails the same batch, as
+ * they all run the same batches in the same order. 0 disarms it. Any thread, before or while
+ * chorus runs. */
 void executor_inject_fault(long nth);
+#endif
 
 #endif
