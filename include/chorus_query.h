@@ -40,6 +40,7 @@ typedef enum chorus_query_where {
 
 typedef struct chorus_query_parameter {
     const char *name;          /* "CHORUS_FUSION_THRESHOLD" */
+    const char *horovod;       /* the HOROVOD_* variable read as this one, or NULL */
     const char *default_value; /* as the table writes it: "128M" */
     const char *help;          /* one sentence or two */
     const char *values;        /* the values it takes, in Markdown: "`on`, `off`" */

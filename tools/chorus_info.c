@@ -218,13 +218,16 @@ static void print_parameters_markdown(void)
            "marked *runtime* may change while running (`CHORUS_AUTOTUNE` tries them). A value the\n"
            "user set always wins. `chorus-info` prints each parameter's value and where it came\n"
            "from.\n\n"
-           "A job script's `HOROVOD_*` variables are read as their chorus namesakes\n"
-           "(`HOROVOD_FUSION_THRESHOLD`, `HOROVOD_CYCLE_TIME`, `HOROVOD_CACHE_CAPACITY`,\n"
-           "`HOROVOD_TIMELINE`, `HOROVOD_STALL_CHECK_TIME_SECONDS`,\n"
-           "`HOROVOD_STALL_SHUTDOWN_TIME_SECONDS`, `HOROVOD_LOG_LEVEL`, `HOROVOD_AUTOTUNE`,\n"
-           "`HOROVOD_AUTOTUNE_LOG`, `HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE`); the `CHORUS_*` variable\n"
-           "wins where both are set.\n\n"
-           "| variable | default | values | meaning |\n|---|---|---|---|\n");
+           "A job script's `HOROVOD_*` variables are read as their chorus namesakes (same\n"
+           "units; the `CHORUS_*` variable wins where both are set):\n\n"
+           "| Horovod's variable | read as |\n|---|---|\n");
+    for (size_t i = 0; i < chorus_query_parameter_count(); i++) {
+        chorus_query_parameter row;
+        chorus_query_parameter_row(i, &row);
+        if (row.horovod != NULL)
+            printf("| `%s` | `%s` |\n", row.horovod, row.name);
+    }
+    printf("\n| variable | default | values | meaning |\n|---|---|---|---|\n");
     for (size_t i = 0; i < chorus_query_parameter_count(); i++) {
         chorus_query_parameter row;
         chorus_query_parameter_row(i, &row);

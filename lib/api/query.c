@@ -96,6 +96,7 @@ chorus_status chorus_query_parameter_row(size_t index, chorus_query_parameter *r
     const struct param_definition *definition = &param_table[index];
     *row = (chorus_query_parameter){
         .name = definition->name,
+        .horovod = definition->horovod,
         .default_value = definition->default_value,
         .help = definition->help,
         .values = values_of(definition),

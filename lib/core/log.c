@@ -60,6 +60,10 @@ bool log_level_parse(const char *text, enum log_level *level)
         *level = LOG_WARNING;
         return true;
     }
+    if (strcasecmp(text, "fatal") == 0) { /* Horovod's most severe level */
+        *level = LOG_ERROR;
+        return true;
+    }
     return false;
 }
 

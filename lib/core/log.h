@@ -15,7 +15,8 @@ extern int log_threshold;
 void log_set_rank(int rank);
 void log_set_level(enum log_level level);
 const char *log_level_name(enum log_level level);
-/* Parses "error", "warning", "info", "debug", "trace" (or 0..4); false if none matches. */
+/* Parses "error", "warning", "info", "debug", "trace" (or 0..4), and "warn", and Horovod's
+ * "fatal" as error; false if none matches. */
 bool log_level_parse(const char *text, enum log_level *level);
 void log_write(enum log_level level, const char *module, const char *format, ...)
     CHORUS_PRINTF(3, 4);

@@ -62,7 +62,8 @@ const struct param_definition param_table[] = {
      .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE | PARAM_RUNTIME,
      .help = "largest tensor that is fused; a larger one is reduced in place, without copies",
      .autotune_candidates = tensor_limit_candidates},
-    {.name = "CHORUS_FUSION_THRESHOLD", .type = PARAM_BYTES, .default_value = "128M",
+    {.name = "CHORUS_FUSION_THRESHOLD", .horovod = "HOROVOD_FUSION_THRESHOLD",
+     .type = PARAM_BYTES, .default_value = "128M",
      .offset = FIELD(fusion_threshold), .collective = -1,
      .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE | PARAM_RUNTIME,
      .help = "largest fusion buffer in bytes (K/M/G suffixes); 0 turns fusion off",
@@ -72,23 +73,28 @@ const struct param_definition param_table[] = {
      .offset = FIELD(fusion_copier), .collective = -1,
      .help = "on: a thread per rank packs and unpacks fusion buffers while collectives run "
              "(double buffering); worth it only with spare cores"},
-    {.name = "CHORUS_CYCLE_TIME_MS", .type = PARAM_SECONDS, .default_value = "0",
+    {.name = "CHORUS_CYCLE_TIME_MS", .horovod = "HOROVOD_CYCLE_TIME",
+     .type = PARAM_SECONDS, .default_value = "0",
      .offset = FIELD(cycle_time_ms), .collective = -1, .flags = PARAM_SHAPES_WIRE | PARAM_RUNTIME,
      .help = "minimum spacing of negotiation cycles in milliseconds; larger values fuse more",
      .autotune_candidates = cycle_time_candidates},
-    {.name = "CHORUS_AUTOTUNE", .type = PARAM_SWITCH, .default_value = "off",
+    {.name = "CHORUS_AUTOTUNE", .horovod = "HOROVOD_AUTOTUNE",
+     .type = PARAM_SWITCH, .default_value = "off",
      .offset = FIELD(autotune), .collective = -1, .flags = PARAM_SHAPES_WIRE,
      .help = "on: during the first steps of training, try the settings autotune tunes (fusion's "
              "tensor limit and threshold, the cycle time) that the user did not set, and keep "
              "the settings under which a step's tensors go through fastest; every rank changes "
              "settings at the same point"},
-    {.name = "CHORUS_AUTOTUNE_LOG", .type = PARAM_PATH, .default_value = "",
+    {.name = "CHORUS_AUTOTUNE_LOG", .horovod = "HOROVOD_AUTOTUNE_LOG",
+     .type = PARAM_PATH, .default_value = "",
      .offset = FIELD(autotune_log), .collective = -1,
      .help = "CSV file to which rank 0 writes each autotune trial and the choice (empty: none)"},
-    {.name = "CHORUS_AUTOTUNE_STEPS_PER_TRIAL", .type = PARAM_COUNT, .default_value = "5",
+    {.name = "CHORUS_AUTOTUNE_STEPS_PER_TRIAL", .horovod = "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
+     .type = PARAM_COUNT, .default_value = "5",
      .offset = FIELD(autotune_steps_per_trial), .collective = -1, .flags = PARAM_SHAPES_WIRE,
      .help = "training steps measured per autotune trial (0 counts as 1)"},
-    {.name = "CHORUS_CACHE_CAPACITY", .type = PARAM_COUNT, .default_value = "1024",
+    {.name = "CHORUS_CACHE_CAPACITY", .horovod = "HOROVOD_CACHE_CAPACITY",
+     .type = PARAM_COUNT, .default_value = "1024",
      .offset = FIELD(cache_capacity), .collective = -1, .flags = PARAM_SHAPES_WIRE,
      .help = "entries of the response cache; 0 turns the cache off"},
     {.name = "CHORUS_STAGING_AREAS", .type = PARAM_AREAS, .default_value = "0",
@@ -139,11 +145,13 @@ const struct param_definition param_table[] = {
              "contributes no rows) or fail on every rank, as Horovod's do (chorus.torch's "
              "default)",
      .choices = joined_gathers_names},
-    {.name = "CHORUS_STALL_WARNING_SECONDS", .type = PARAM_SECONDS, .default_value = "60",
+    {.name = "CHORUS_STALL_WARNING_SECONDS", .horovod = "HOROVOD_STALL_CHECK_TIME_SECONDS",
+     .type = PARAM_SECONDS, .default_value = "60",
      .offset = FIELD(stall_warning_seconds), .collective = -1, .flags = PARAM_SHAPES_WIRE,
      .help = "warn when a tensor has been submitted by some ranks but not others for this long "
              "(0: never)"},
-    {.name = "CHORUS_STALL_SHUTDOWN_SECONDS", .type = PARAM_SECONDS, .default_value = "0",
+    {.name = "CHORUS_STALL_SHUTDOWN_SECONDS", .horovod = "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
+     .type = PARAM_SECONDS, .default_value = "0",
      .offset = FIELD(stall_shutdown_seconds), .collective = -1, .flags = PARAM_SHAPES_WIRE,
      .help = "fail stalled tensors with CHORUS_ERR_STALLED after this long (0: never)"},
     {.name = "CHORUS_TIMEOUT_SECONDS", .type = PARAM_SECONDS, .default_value = "60",
@@ -159,10 +167,12 @@ const struct param_definition param_table[] = {
     {.name = "CHORUS_COMPRESSION", .type = PARAM_COMPRESSION, .default_value = "none",
      .offset = FIELD(compression), .collective = -1, .flags = PARAM_SHAPES_WIRE,
      .help = "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes)"},
-    {.name = "CHORUS_LOG_LEVEL", .type = PARAM_LOG_LEVEL, .default_value = "warning",
+    {.name = "CHORUS_LOG_LEVEL", .horovod = "HOROVOD_LOG_LEVEL",
+     .type = PARAM_LOG_LEVEL, .default_value = "warning",
      .offset = FIELD(log_level), .collective = -1,
      .help = "error, warning, info, debug or trace"},
-    {.name = "CHORUS_TIMELINE", .type = PARAM_PATH, .default_value = "",
+    {.name = "CHORUS_TIMELINE", .horovod = "HOROVOD_TIMELINE",
+     .type = PARAM_PATH, .default_value = "",
      .offset = FIELD(timeline), .collective = -1,
      .help = "file to which rank 0 writes a Chrome trace of every operation (empty: off)"},
     {.name = "CHORUS_TUNING_FILE", .type = PARAM_PATH, .default_value = "",
@@ -344,7 +354,7 @@ static bool param_store(struct chorus_params *values, const struct param_definit
         return parse_seconds(text, field);
     case PARAM_LOG_LEVEL: {
         enum log_level level;
-        snprintf(why, why_size, "expected error, warning, info, debug or trace");
+        snprintf(why, why_size, "expected error (Horovod's fatal), warning, info, debug or trace");
         if (!log_level_parse(text, &level))
             return false;
         *(int *)field = (int)level;
@@ -493,23 +503,6 @@ static bool read_elsewhere(const char *name, size_t length)
     return false;
 }
 
-/* The HOROVOD_* variables a Horovod job script already sets, read as their CHORUS_* namesakes
- * (same units); the CHORUS_* variable wins where both are set. */
-static const struct {
-    const char *horovod, *chorus;
-} horovod_aliases[] = {
-    {"HOROVOD_FUSION_THRESHOLD", "CHORUS_FUSION_THRESHOLD"},
-    {"HOROVOD_CYCLE_TIME", "CHORUS_CYCLE_TIME_MS"},
-    {"HOROVOD_CACHE_CAPACITY", "CHORUS_CACHE_CAPACITY"},
-    {"HOROVOD_TIMELINE", "CHORUS_TIMELINE"},
-    {"HOROVOD_STALL_CHECK_TIME_SECONDS", "CHORUS_STALL_WARNING_SECONDS"},
-    {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "CHORUS_STALL_SHUTDOWN_SECONDS"},
-    {"HOROVOD_LOG_LEVEL", "CHORUS_LOG_LEVEL"},
-    {"HOROVOD_AUTOTUNE", "CHORUS_AUTOTUNE"},
-    {"HOROVOD_AUTOTUNE_LOG", "CHORUS_AUTOTUNE_LOG"},
-    {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "CHORUS_AUTOTUNE_STEPS_PER_TRIAL"},
-};
-
 static chorus_status load_horovod_aliases(struct param_set *set, char *const *environment,
                                           char *error, size_t error_size)
 {
@@ -518,18 +511,12 @@ static chorus_status load_horovod_aliases(struct param_set *set, char *const *en
         const char *equals = strchr(*entry, '=');
         if (strncmp(*entry, "HOROVOD_", 8) != 0 || equals == NULL)
             continue;
-        for (size_t a = 0; a < ARRAY_LENGTH(horovod_aliases); a++) {
-            const char *alias = horovod_aliases[a].horovod;
-            if (strlen(alias) != (size_t)(equals - *entry) || strncmp(*entry, alias, strlen(alias)))
+        for (size_t index = 0; index < param_count; index++) {
+            const struct param_definition *definition = &param_table[index];
+            const char *alias = definition->horovod;
+            if (alias == NULL || !names_equal(alias, *entry, (size_t)(equals - *entry)))
                 continue;
-            size_t index = 0;
-            const struct param_definition *definition =
-                param_find(horovod_aliases[a].chorus, strlen(horovod_aliases[a].chorus), &index);
-            /* Horovod's most severe level; chorus's is error. */
-            const char *value = strcasecmp(equals + 1, "fatal") == 0 &&
-                                        definition->type == PARAM_LOG_LEVEL
-                                    ? "error"
-                                    : equals + 1;
+            const char *value = equals + 1;
             if (!param_store(&set->values, definition, value, why, sizeof why)) {
                 char where[96];
                 snprintf(where, sizeof where, "from %s, read as %s", alias, definition->name);

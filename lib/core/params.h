@@ -116,6 +116,8 @@ enum param_where {
  * chorus-info, docs/parameters.md) walks these rows. */
 struct param_definition {
     const char *name;
+    const char *horovod; /* the HOROVOD_* variable a Horovod job script sets for it, read as this
+                          * one (same units; this one wins where both are set), or NULL */
     enum param_type type;
     const char *default_value;
     size_t offset;  /* into struct chorus_params */

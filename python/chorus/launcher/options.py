@@ -33,10 +33,8 @@ def _text(pattern=None, why=""):
 
 
 def _log_level(option, text):
-    level = text.lower()
-    if level == "fatal":
-        return "error"  # Horovod's most severe level; chorus's is error
-    if level not in ("trace", "debug", "info", "warning", "error"):
+    level = text.lower()  # FATAL, Horovod's most severe level, the library reads as error
+    if level not in ("trace", "debug", "info", "warning", "error", "fatal"):
         raise UsageError(f"{option} must be TRACE, DEBUG, INFO, WARNING, ERROR or FATAL, not "
                          f"'{text}'")
     return level
@@ -126,7 +124,7 @@ SECTIONS = [
                setting=lambda v: ("CHORUS_AUTOTUNE_LOG", v[0])),
         Option(("--autotune-steps-per-sample",), "CHORUS_AUTOTUNE_STEPS_PER_TRIAL", "N",
                (_whole,), setting=lambda v: ("CHORUS_AUTOTUNE_STEPS_PER_TRIAL", str(v[0]))),
-        Option(("--log-level",), "CHORUS_LOG_LEVEL (FATAL becomes error)", "LEVEL",
+        Option(("--log-level",), "CHORUS_LOG_LEVEL (FATAL: error)", "LEVEL",
                (_log_level,), setting=lambda v: ("CHORUS_LOG_LEVEL", v[0])),
         Option(("--start-timeout",), "CHORUS_TIMEOUT_SECONDS (chorus's bound on every wait, "
                "start-up too)", "S", (_seconds,),
