@@ -218,24 +218,19 @@ static void print_parameters_markdown(void)
            "marked *runtime* may change while running (`CHORUS_AUTOTUNE` tries them). A value the\n"
            "user set always wins. `chorus-info` prints each parameter's value and where it came\n"
            "from.\n\n"
-           "A job script's `HOROVOD_*` variables are read as their chorus namesakes (same\n"
-           "units; the `CHORUS_*` variable wins where both are set):\n\n"
-           "| Horovod's variable | read as |\n|---|---|\n");
+           "A job script's `HOROVOD_*` variables are read as their chorus namesakes, each named\n"
+           "in its row (same units; the `CHORUS_*` variable wins where both are set).\n\n"
+           "| variable | default | values | meaning |\n|---|---|---|---|\n");
     for (size_t i = 0; i < chorus_query_parameter_count(); i++) {
         chorus_query_parameter row;
         chorus_query_parameter_row(i, &row);
-        if (row.horovod != NULL)
-            printf("| `%s` | `%s` |\n", row.horovod, row.name);
-    }
-    printf("\n| variable | default | values | meaning |\n|---|---|---|---|\n");
-    for (size_t i = 0; i < chorus_query_parameter_count(); i++) {
-        chorus_query_parameter row;
-        chorus_query_parameter_row(i, &row);
-        char flags[64];
+        char flags[64], horovod[96] = "";
         describe_flags(row.flags, "*", flags, sizeof flags);
-        printf("| `%s` | %s%s%s | %s | %s%s |\n", row.name, row.default_value[0] ? "`" : "",
+        if (row.horovod != NULL)
+            snprintf(horovod, sizeof horovod, "; Horovod's `%s` too", row.horovod);
+        printf("| `%s` | %s%s%s | %s | %s%s%s |\n", row.name, row.default_value[0] ? "`" : "",
                row.default_value[0] ? row.default_value : "(empty)",
-               row.default_value[0] ? "`" : "", row.values, row.help, flags);
+               row.default_value[0] ? "`" : "", row.values, row.help, horovod, flags);
     }
     printf("\n## Variables of chorus's other parts\n\n"
            "The Python binding, the launcher, the benchmarks, the job scripts and the test tools\n"
