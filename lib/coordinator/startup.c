@@ -58,36 +58,72 @@ static void executor_ran(void *owner)
 
 /* ----- start-up --------------------------------------------------------------------------- */
 
-/* Every rank learns whether any rank's parameters failed to parse, and why. */
+/* Every rank learns whether some rank `failed` (here: with `message`), and the first such
+ * rank's message: then `failure`, the message in `error` naming that rank. */
+static chorus_status agree_on_failure(MPI_Comm comm, int rank, bool failed, const char *message,
+                                      chorus_status failure, char *error, size_t error_size)
+{
+    int mine = failed ? rank : INT_MAX, first_bad = INT_MAX;
+    if (MPI_Allreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Allreduce failed during init");
+        return CHORUS_ERR_MPI;
+    }
+    if (first_bad == INT_MAX)
+        return CHORUS_OK;
+    char text[1024];
+    snprintf(text, sizeof text, "%s", failed ? message : "");
+    if (MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first_bad, comm) != MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Bcast failed during init");
+        return CHORUS_ERR_MPI;
+    }
+    text[sizeof text - 1] = '\0';
+    if (first_bad == rank)
+        snprintf(error, error_size, "%s", text);
+    else
+        snprintf(error, error_size, "rank %d: %.990s", first_bad, text);
+    return failure;
+}
+
+/* Every rank learns whether any rank's parameters failed to parse, and why; then every rank
+ * takes rank 0's values of the parameters that shape the wire, sent in their text form
+ * (params_encode_wire), and logs any of its own it gives up. */
 static chorus_status agree_on_parameters(struct background *background, char *error,
                                          size_t error_size)
 {
     struct chorus_context *context = background->context;
     MPI_Comm comm = context->control_comm;
-    int mine = context->params_status != CHORUS_OK ? background->rank : INT_MAX;
-    int first_bad = INT_MAX;
-    if (MPI_Allreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Allreduce failed during init");
-        return CHORUS_ERR_MPI;
-    }
-    if (first_bad != INT_MAX) {
-        char text[sizeof context->params_message];
-        memcpy(text, context->params_message, sizeof text);
-        MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first_bad, comm);
-        text[sizeof text - 1] = '\0';
-        if (first_bad == background->rank)
-            snprintf(error, error_size, "%s", text);
-        else
-            snprintf(error, error_size, "rank %d: %s", first_bad, text);
-        return CHORUS_ERR_BAD_PARAMETER;
-    }
-    struct chorus_params rank0 = context->params.values;
-    if (MPI_Bcast(&rank0, (int)sizeof rank0, MPI_BYTE, 0, comm) != MPI_SUCCESS) {
+    int rank = background->rank;
+    chorus_status status =
+        agree_on_failure(comm, rank, context->params_status != CHORUS_OK,
+                         context->params_message, CHORUS_ERR_BAD_PARAMETER, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    unsigned long long length =
+        rank == 0 ? params_encode_wire(&context->params.values, NULL, 0) : 0;
+    if (MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) != MPI_SUCCESS) {
         snprintf(error, error_size, "MPI_Bcast failed during init");
         return CHORUS_ERR_MPI;
     }
-    params_adopt_rank0(&context->params, &rank0);
-    return CHORUS_OK;
+    char *wire = length <= INT_MAX ? malloc(length ? length : 1) : NULL;
+    status = agree_on_failure(comm, rank, wire == NULL, "out of memory reading the parameters",
+                              CHORUS_ERR_OUT_OF_MEMORY, error, error_size);
+    if (status == CHORUS_OK && rank == 0)
+        params_encode_wire(&context->params.values, wire, length);
+    if (status == CHORUS_OK &&
+        MPI_Bcast(wire, (int)length, MPI_CHAR, 0, comm) != MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Bcast failed during init");
+        status = CHORUS_ERR_MPI;
+    }
+    struct chorus_params rank0 = context->params.values;
+    char why[512] = "";
+    bool read = status == CHORUS_OK && params_decode_wire(wire, length, &rank0, why, sizeof why);
+    free(wire);
+    if (status == CHORUS_OK)
+        status = agree_on_failure(comm, rank, !read, why, CHORUS_ERR_BAD_PARAMETER, error,
+                                  error_size);
+    if (status == CHORUS_OK)
+        params_adopt_rank0(&context->params, &rank0);
+    return status;
 }
 
 /* A positive whole number in the environment variable `name`, else 0. */

@@ -628,6 +628,79 @@ static size_t param_field_size(enum param_type type)
     return 0;
 }
 
+/* A value as text that parses back to the same bits: seconds with every digit a double has. */
+static void format_exact(const struct chorus_params *values, size_t index, char *text,
+                         size_t text_size)
+{
+    if (param_table[index].type == PARAM_SECONDS)
+        snprintf(text, text_size, "%.17g",
+                 *(const double *)((const char *)values + param_table[index].offset));
+    else
+        params_format_value(values, index, text, text_size);
+}
+
+size_t params_encode_wire(const struct chorus_params *values, char *text, size_t size)
+{
+    size_t used = 0;
+    for (size_t i = 0; i < param_count; i++) {
+        if (!(param_table[i].flags & PARAM_SHAPES_WIRE))
+            continue;
+        char value[PARAM_TEXT_LENGTH];
+        format_exact(values, i, value, sizeof value);
+        char entry[PARAM_TEXT_LENGTH + 64];
+        int length = snprintf(entry, sizeof entry, "%s=%s", param_table[i].name, value);
+        size_t bytes = (size_t)length + 1; /* with its '\0' */
+        if (used + bytes <= size)
+            memcpy(text + used, entry, bytes);
+        used += bytes;
+    }
+    return used;
+}
+
+bool params_decode_wire(const char *text, size_t length, struct chorus_params *values,
+                        char *error, size_t error_size)
+{
+    bool seen[ARRAY_LENGTH(param_table)];
+    memset(seen, 0, sizeof seen);
+    for (size_t at = 0; at < length;) {
+        const char *entry = text + at;
+        const char *end = memchr(entry, '\0', length - at);
+        const char *equals = end != NULL ? memchr(entry, '=', (size_t)(end - entry)) : NULL;
+        if (equals == NULL) {
+            snprintf(error, error_size, "rank 0's parameters are not in this build's form "
+                                        "(an entry without '=' or its end)");
+            return false;
+        }
+        size_t index = 0;
+        const struct param_definition *definition =
+            param_find(entry, (size_t)(equals - entry), &index);
+        if (definition == NULL || !(definition->flags & PARAM_SHAPES_WIRE)) {
+            snprintf(error, error_size,
+                     "rank 0 sends parameter %.*s, which this build %s: the ranks run "
+                     "different builds of chorus",
+                     (int)(equals - entry), entry,
+                     definition == NULL ? "does not have" : "does not take from rank 0");
+            return false;
+        }
+        char why[256];
+        if (!param_store(values, definition, equals + 1, why, sizeof why)) {
+            snprintf(error, error_size, "rank 0's %s=%s does not parse here (%s)",
+                     definition->name, equals + 1, why);
+            return false;
+        }
+        seen[index] = true;
+        at = (size_t)(end - text) + 1;
+    }
+    for (size_t i = 0; i < param_count; i++)
+        if ((param_table[i].flags & PARAM_SHAPES_WIRE) && !seen[i]) {
+            snprintf(error, error_size,
+                     "rank 0 does not send parameter %s: the ranks run different builds of "
+                     "chorus", param_table[i].name);
+            return false;
+        }
+    return true;
+}
+
 size_t params_adopt_rank0(struct param_set *set, const struct chorus_params *rank0)
 {
     size_t changed = 0;

@@ -3,7 +3,7 @@
  * at init from the environment and from chorus_init_options.parameters; and the table of the
  * CHORUS_* variables chorus's other parts read. No other CHORUS_* variable is read anywhere
  * (test/check_variables.sh); the library's only other getenv reads launchers' variables (the
- * job's size under a launcher, background.c).
+ * job's size under a launcher, startup.c).
  */
 #ifndef CHORUS_PARAMS_H
 #define CHORUS_PARAMS_H
@@ -162,6 +162,18 @@ struct param_set {
  * CHORUS_ERR_BAD_PARAMETER with the variable and the value in `error` (size error_size). */
 chorus_status params_load(struct param_set *set, char *const *environment, const char *overrides,
                           char *error, size_t error_size);
+
+/* The wire form of the values every rank takes from rank 0 (PARAM_SHAPES_WIRE): one
+ * "NAME=value" entry per such parameter, in the table's order, each ended by '\0' (a path may
+ * hold any other byte). Text and names, not the struct's bytes, so that ranks whose builds lay
+ * the struct out differently still read it, and a name one build lacks is named. Writes at most
+ * `size` bytes and returns how many the whole form takes. */
+size_t params_encode_wire(const struct chorus_params *values, char *text, size_t size);
+/* Reads a wire form of `length` bytes into `values` (this rank's, which its entries overwrite).
+ * False, with why in `error`, when an entry is malformed, names a parameter this build does not
+ * have or does not take from rank 0, or when one this build takes from rank 0 is missing. */
+bool params_decode_wire(const char *text, size_t length, struct chorus_params *values,
+                        char *error, size_t error_size);
 
 /* Copies the wire-shaping values of `rank0` into `set`, marking changed ones as from rank 0.
  * Returns how many values differed. */

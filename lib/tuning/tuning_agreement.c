@@ -100,7 +100,11 @@ chorus_status tuning_agree_on_file(struct chorus_context *context, int rank, int
         }
     }
     int have = status == CHORUS_OK, all = 0;
-    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Allreduce failed during init (CHORUS_TUNING_FILE)");
+        status = CHORUS_ERR_MPI;
+        goto out;
+    }
     if (!all) {
         if (status == CHORUS_OK) {
             snprintf(error, error_size, "another rank ran out of memory (CHORUS_TUNING_FILE)");

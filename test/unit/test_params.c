@@ -198,6 +198,66 @@ START_TEST(rank0_values_replace_wire_shaping_ones_only)
 }
 END_TEST
 
+/* The wire form of the values rank 0 sends: every wire-shaping value comes back with the same
+ * bits (seconds too), the others stay this rank's; a foreign or damaged form is refused, naming
+ * what is wrong. */
+START_TEST(wire_form_round_trips_and_refuses_foreign_forms)
+{
+    char *environment[] = {"CHORUS_FUSION_THRESHOLD=3M", "CHORUS_TIMEOUT_SECONDS=7.123456789012",
+                           "CHORUS_CYCLE_TIME_MS=0.1", "CHORUS_NEGOTIATION=star",
+                           "CHORUS_ALLREDUCE_ALGO=ring", "CHORUS_LOG_LEVEL=trace", NULL};
+    ck_assert_int_eq(load(environment, NULL), CHORUS_OK);
+    struct chorus_params rank0 = set.values;
+    char wire[16384];
+    size_t length = params_encode_wire(&rank0, wire, sizeof wire);
+    ck_assert_uint_le(length, sizeof wire);
+    ck_assert_uint_eq(params_encode_wire(&rank0, NULL, 0), length);
+    char *defaults[] = {NULL};
+    ck_assert_int_eq(load(defaults, NULL), CHORUS_OK);
+    struct chorus_params here = set.values;
+    char why[512] = "";
+    ck_assert_msg(params_decode_wire(wire, length, &here, why, sizeof why), "%s", why);
+    for (size_t i = 0; i < param_count; i++) {
+        char mine[PARAM_TEXT_LENGTH], theirs[PARAM_TEXT_LENGTH];
+        params_format_value(&here, i, mine, sizeof mine);
+        params_format_value(param_table[i].flags & PARAM_SHAPES_WIRE ? &rank0 : &set.values, i,
+                            theirs, sizeof theirs);
+        ck_assert_msg(strcmp(mine, theirs) == 0, "%s: %s, expected %s", param_table[i].name,
+                      mine, theirs);
+    }
+    ck_assert(here.timeout_seconds == rank0.timeout_seconds);
+    ck_assert(here.cycle_time_ms == rank0.cycle_time_ms);
+    ck_assert_int_eq(here.log_level, set.values.log_level); /* not a wire parameter */
+
+    /* A parameter this build lacks, one it does not take from rank 0, one missing, an entry
+     * without '=' or without its end, and a value that does not parse. */
+    const struct {
+        const char *form;
+        size_t extra;
+        const char *named;
+    } foreign[] = {
+        {"CHORUS_FROM_THE_FUTURE=1", 1, "CHORUS_FROM_THE_FUTURE, which this build does not have"},
+        {"CHORUS_LOG_LEVEL=info", 1, "does not take from rank 0"},
+        {"CHORUS_FUSION_THRESHOLD", 1, "without '='"},
+        {"CHORUS_FUSION_THRESHOLD=1M", 0, "without '='"},
+        {"CHORUS_FUSION_THRESHOLD=lots", 1, "CHORUS_FUSION_THRESHOLD=lots does not parse"},
+    };
+    for (size_t f = 0; f < sizeof foreign / sizeof foreign[0]; f++) {
+        char damaged[16384 + 256];
+        memcpy(damaged, wire, length);
+        size_t added = strlen(foreign[f].form) + foreign[f].extra;
+        memcpy(damaged + length, foreign[f].form, added); /* extra: its '\0' */
+        here = set.values;
+        ck_assert(!params_decode_wire(damaged, length + added, &here, why, sizeof why));
+        ck_assert_msg(strstr(why, foreign[f].named) != NULL, "%s: %s", foreign[f].form, why);
+    }
+    /* The first entry (a wire parameter) left out. */
+    size_t first = strlen(wire) + 1;
+    ck_assert(!params_decode_wire(wire + first, length - first, &here, why, sizeof why));
+    ck_assert_msg(strstr(why, "rank 0 does not send parameter") != NULL, "%s", why);
+}
+END_TEST
+
 /* What a row allows is consistent: a tuning file's settings and autotune's changes shape the
  * wire (every rank must make the same fusion plans), what autotune changes is a running number
  * with PARAM_RUNTIME, and what chorus-tune measures is settable by the file it writes, each
@@ -254,6 +314,7 @@ int main(void)
     tcase_add_test(tc, rank0_values_replace_wire_shaping_ones_only);
     tcase_add_test(tc, horovod_variables_are_aliases);
     tcase_add_test(tc, rows_say_consistently_who_may_set_them);
+    tcase_add_test(tc, wire_form_round_trips_and_refuses_foreign_forms);
     suite_add_tcase(suite, tc);
     return run_suite(suite);
 }
