@@ -103,12 +103,12 @@ static bool agreement_of_records(struct ordered_agreement *agreed, uint64_t posi
         for (int m = 0; m < members; m++)
             agreed->first_dims[m] = records[m].desc.ndims > 0 ? records[m].desc.shape[0] : 0;
     }
-    for (int m = 0; m < members; m++) {
-        if (!records[m].desc.even_split || records[m].desc.shape[0] != request->desc.shape[0])
-            agreed->even_split = 0;
-        if (!records[m].desc.in_shared_heap)
-            agreed->in_shared_heap = 0;
-    }
+    struct wire_request combined = request->desc; /* shallow: only its flags change */
+    combined.even_split = combined.in_shared_heap = 1;
+    for (int m = 0; m < members; m++)
+        negotiated_fields_combine(&combined, &request->desc, &records[m].desc);
+    agreed->even_split = combined.even_split;
+    agreed->in_shared_heap = combined.in_shared_heap;
     return true;
 }
 

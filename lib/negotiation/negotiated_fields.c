@@ -223,6 +223,20 @@ static const char *check_in_shared_heap(const struct wire_request *r)
     return r->in_shared_heap <= 1 ? NULL : "in_shared_heap neither 0 nor 1";
 }
 
+/* An alltoall member splits evenly with the same rows: then the ranks know every block's size
+ * and place without exchanging their splits. */
+static bool splits_evenly(const struct wire_request *member, const struct wire_request *reference)
+{
+    return member->even_split && member->shape[0] == reference->shape[0];
+}
+
+/* An allreduce member's result buffer lies in the shared heap. */
+static bool in_shared_heap(const struct wire_request *member, const struct wire_request *reference)
+{
+    (void)reference;
+    return member->in_shared_heap;
+}
+
 /* ----- the table -------------------------------------------------------------------------- */
 
 #define C(collective) FIELD_COLLECTIVE(collective)
@@ -272,10 +286,12 @@ const struct negotiated_field negotiated_fields[] = {
      .format = format_group_size, .check = check_group_size},
     /* Each rank's own: whether it splits an alltoall evenly. */
     {.name = "even split", .encoding = FIELD_U8, .offset = AT(even_split), .cache_key = true,
-     .format = format_even_split, .check = check_even_split},
+     .format = format_even_split, .check = check_even_split, .member_has = splits_evenly,
+     .combined = C(CHORUS_ALLTOALL)},
     /* Each rank's own: whether its allreduce's buffer lies in the shared heap. */
     {.name = "shared heap", .encoding = FIELD_U8, .offset = AT(in_shared_heap),
-     .cache_key = true, .format = format_in_shared_heap, .check = check_in_shared_heap},
+     .cache_key = true, .format = format_in_shared_heap, .check = check_in_shared_heap,
+     .member_has = in_shared_heap, .combined = C(CHORUS_ALLREDUCE)},
 };
 const size_t negotiated_field_count = ARRAY_LENGTH(negotiated_fields);
 
@@ -284,6 +300,20 @@ const size_t negotiated_field_count = ARRAY_LENGTH(negotiated_fields);
 static_assert(sizeof(struct wire_request) ==
                   offsetof(struct wire_request, cache_slot) + sizeof(uint32_t),
               "struct wire_request changed: update negotiated_fields");
+
+void negotiated_fields_combine(struct wire_request *response,
+                               const struct wire_request *reference,
+                               const struct wire_request *member)
+{
+    for (size_t i = 0; i < negotiated_field_count; i++) {
+        const struct negotiated_field *field = &negotiated_fields[i];
+        if (field->member_has == NULL || reference->collective >= 32 ||
+            !(field->combined & FIELD_COLLECTIVE(reference->collective)))
+            continue;
+        if (member == NULL || !field->member_has(member, reference))
+            *((uint8_t *)response + field->offset) = 0; /* FIELD_U8, as every such flag */
+    }
+}
 
 bool negotiated_field_applies(const struct negotiated_field *field, unsigned collective)
 {

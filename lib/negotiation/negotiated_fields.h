@@ -52,6 +52,11 @@ struct negotiated_field {
     void (*format)(const struct wire_request *request, char *text, size_t size);
     /* After decoding: what is wrong with the value, or NULL. */
     const char *(*check)(const struct wire_request *request);
+    /* A flag of each rank's own (a fact of its tensor, not something to agree on) that a
+     * response of the `combined` collectives has only where every member's request has it:
+     * whether `member`'s does, of the tensor `reference` describes. NULL: not such a field. */
+    bool (*member_has)(const struct wire_request *member, const struct wire_request *reference);
+    uint32_t combined; /* FIELD_COLLECTIVE bits: whose responses combine it */
 };
 
 extern const struct negotiated_field negotiated_fields[];
@@ -75,6 +80,14 @@ static inline void negotiated_digest_mix(uint64_t *hash, uint64_t word)
     uint64_t h = (*hash ^ word) * 0x9e3779b97f4a7c15ull;
     *hash = h ^ (h >> 29);
 }
+
+/* For each flag of the members' own that `reference`'s collective combines (member_has):
+ * clears it in `response` unless `member` (NULL: a member that submitted nothing, joined) has
+ * it too. Called for every member, it leaves set only what all of them have; the negotiator and
+ * the ordered operations' check both combine so. */
+void negotiated_fields_combine(struct wire_request *response,
+                               const struct wire_request *reference,
+                               const struct wire_request *member);
 
 /* Whether `a` and `b` are the same description: every field of the response-cache key,
  * compared exactly (the name included). */

@@ -131,38 +131,6 @@ const struct wire_request *negotiator_first_request(const struct negotiator *neg
     return NULL;
 }
 
-/* Whether every member submitted `reference` with `holds` true of its own request (a joined
- * member, which submitted nothing, never does): a response's fields that say something of
- * every rank's tensor. */
-static bool every_member(const struct negotiator *negotiator, const struct negotiation_entry *entry,
-                         const struct process_set *set, const struct wire_request *reference,
-                         bool (*holds)(const struct wire_request *request,
-                                       const struct wire_request *reference))
-{
-    int members = set != NULL ? set->size : negotiator->nranks;
-    for (int m = 0; m < members; m++) {
-        const struct wire_request *request = &entry->requests[set != NULL ? set->ranks[m] : m];
-        if (request->name == NULL || !holds(request, reference))
-            return false;
-    }
-    return true;
-}
-
-/* An alltoall member sends the same rows, evenly split: then the ranks know every block's size
- * and place without exchanging their splits. */
-static bool splits_evenly(const struct wire_request *request, const struct wire_request *reference)
-{
-    return request->even_split && request->shape[0] == reference->shape[0];
-}
-
-/* An allreduce member's buffer lies in the shared heap. */
-static bool in_shared_heap(const struct wire_request *request,
-                           const struct wire_request *reference)
-{
-    (void)reference;
-    return request->in_shared_heap;
-}
-
 /* With CHORUS_JOINED_GATHERS=fail, an allgather or a broadcast that some member joined instead
  * of submitting fails, as Horovod's do: the message names the joined ranks. NULL otherwise. */
 static char *joined_gather(const struct negotiator *negotiator,
@@ -254,12 +222,14 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
                         : 0;
             }
         }
-        if (reference->collective == CHORUS_ALLTOALL)
-            ready.request.even_split =
-                every_member(negotiator, entry, set, reference, splits_evenly);
-        ready.request.in_shared_heap =
-            reference->collective == CHORUS_ALLREDUCE &&
-            every_member(negotiator, entry, set, reference, in_shared_heap);
+        /* Flags of each member's own (an even split, the shared heap): set where all have
+         * them; a joined member, which submitted nothing, has none. */
+        int members = set != NULL ? set->size : negotiator->nranks;
+        for (int m = 0; m < members; m++) {
+            const struct wire_request *member = &entry->requests[set != NULL ? set->ranks[m] : m];
+            negotiated_fields_combine(&ready.request, reference,
+                                      member->name != NULL ? member : NULL);
+        }
         ready.agreed_at = negotiator->now;
         if (ok)
             negotiator_add_execute(negotiator, &ready);
