@@ -97,25 +97,36 @@ const struct param_definition param_table[] = {
      .type = PARAM_COUNT, .default_value = "1024",
      .offset = FIELD(cache_capacity), .collective = -1, .flags = PARAM_SHAPES_WIRE,
      .help = "entries of the response cache; 0 turns the cache off"},
-    {.name = "CHORUS_STAGING_AREAS", .type = PARAM_AREAS, .default_value = "0",
+    {.name = "CHORUS_STAGING_AREAS", .type = PARAM_AREAS, .default_value = "2",
      .offset = FIELD(staging_areas), .collective = -1,
      .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE,
-     .help = "staging areas per rank in the host's shared segment (2, 4, 8 or 16); 0: 2",
+     .help = "staging areas per rank in the host's shared segment (2, 4, 8 or 16; 0: the "
+             "default)",
      .tune_values = staging_areas_trial, .tune_measure = PARAM_MEASURE_SIZES,
      .tune_where = PARAM_WHERE_SHARED_HOSTS},
-    {.name = "CHORUS_SEGMENT_CHUNK", .type = PARAM_CHUNK, .default_value = "0",
+    /* 512K: measured with the algorithm alone (np=2, 256 KiB-64 MiB, 3 interleaved rounds,
+     * 2026-11-22) on the development VM (1 MiB L2 per core), 512 KiB was fastest (1 MiB in
+     * 67-78 us, 64 MiB in 9.3-10 ms), ahead of 256 KiB (94-100 us, 10.1-10.7 ms), 1 MiB and
+     * 2 MiB. */
+    {.name = "CHORUS_SEGMENT_CHUNK", .type = PARAM_CHUNK, .default_value = "512K",
      .offset = FIELD(segment_chunk), .collective = -1,
      .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE,
      .help = "bytes of each staging area in the host's shared segment when every rank is on one "
              "host, the chunk the hierarchical allreduce and the shared-memory collectives move "
-             "at a time; 0: 512K (a power of two from 4K to 256M)",
+             "at a time (a power of two from 4K to 256M; 0: the default)",
      .tune_values = segment_chunk_trial, .tune_measure = PARAM_MEASURE_SIZES,
      .tune_where = PARAM_WHERE_ONE_HOST},
-    {.name = "CHORUS_CROSS_HOST_CHUNK", .type = PARAM_CHUNK, .default_value = "0",
+    /* 4M: across hosts each chunk's slice also crosses the network, synchronously, so small
+     * chunks leave the link idle between them. Measured on 2 emulated hosts x 2 ranks, 1
+     * Gbit/s links (bench/multihost, 2026-11-24; the link delivered 0.90-0.94 Gbit/s): a
+     * 64 MiB allreduce took 0.76-0.83 s with 512 KiB chunks, 0.56-0.57 s with 2, 4 or 8 MiB
+     * (the link bound: 0.57-0.59 s); 1 MiB took 22 ms with 2 MiB chunks, 9-10 ms with 4 or
+     * 8 MiB. */
+    {.name = "CHORUS_CROSS_HOST_CHUNK", .type = PARAM_CHUNK, .default_value = "4M",
      .offset = FIELD(cross_host_chunk), .collective = -1,
      .flags = PARAM_SHAPES_WIRE | PARAM_TUNING_FILE,
      .help = "the same when the job spans hosts, where each chunk's slice also crosses the "
-             "network in one allreduce; 0: 4M (a power of two from 4K to 256M)",
+             "network in one allreduce (a power of two from 4K to 256M; 0: the default)",
      .tune_values = cross_host_chunk_trial, .tune_measure = PARAM_MEASURE_SIZES,
      .tune_where = PARAM_WHERE_SEVERAL_HOSTS},
     {.name = "CHORUS_SMALL_LIMIT", .type = PARAM_SLOT, .default_value = "64K",
@@ -325,9 +336,11 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     case PARAM_CHUNK: {
         snprintf(why, why_size, "expected 0 (the default) or a power of two from 4K to 256M");
         size_t bytes = 0;
-        if (!params_parse_bytes(text, &bytes) ||
-            (bytes != 0 && (bytes < 4096 || bytes > ((size_t)256 << 20) ||
-                            (bytes & (bytes - 1)) != 0)))
+        if (!params_parse_bytes(text, &bytes))
+            return false;
+        if (bytes == 0 && strcmp(text, definition->default_value) != 0)
+            return param_store(values, definition, definition->default_value, why, why_size);
+        if (bytes < 4096 || bytes > ((size_t)256 << 20) || (bytes & (bytes - 1)) != 0)
             return false;
         *(size_t *)field = bytes;
         return true;
@@ -343,8 +356,11 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     case PARAM_AREAS: {
         snprintf(why, why_size, "expected 0 (the default), 2, 4, 8 or 16");
         size_t areas = 0;
-        if (!params_parse_count(text, &areas) ||
-            (areas != 0 && areas != 2 && areas != 4 && areas != 8 && areas != 16))
+        if (!params_parse_count(text, &areas))
+            return false;
+        if (areas == 0 && strcmp(text, definition->default_value) != 0)
+            return param_store(values, definition, definition->default_value, why, why_size);
+        if (areas != 2 && areas != 4 && areas != 8 && areas != 16)
             return false;
         *(size_t *)field = areas;
         return true;

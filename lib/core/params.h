@@ -34,8 +34,8 @@ struct chorus_params {
     double cycle_time_ms;          /* minimum spacing of negotiation cycles */
     size_t cache_capacity;         /* response cache entries */
     size_t staging_areas;          /* per rank in the host's segment; 0 = the default */
-    size_t segment_chunk;          /* bytes of a staging area on one host; 0 = the default */
-    size_t cross_host_chunk;       /* bytes of a staging area across hosts; 0 = the default */
+    size_t segment_chunk;          /* bytes of a staging area on one host */
+    size_t cross_host_chunk;       /* bytes of a staging area across hosts */
     size_t small_limit;            /* largest payload of an ordered operation's lane */
     int staging_stores;            /* enum staging_stores: auto, cached, streaming */
     int negotiation;               /* enum negotiation_protocol: auto, star, rounds */

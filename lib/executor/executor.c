@@ -16,19 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bytes of each of a rank's staging areas in the host's shared segment, unless
- * CHORUS_SEGMENT_CHUNK says otherwise (CHORUS_CROSS_HOST_CHUNK across hosts). Measured with the
- * algorithm alone (np=2, 256 KiB-64 MiB, 3 interleaved rounds, 2026-11-22) on the development VM
- * (1 MiB L2 per core): 512 KiB was fastest (1 MiB in 67-78 us, 64 MiB in 9.3-10 ms), ahead of
- * 256 KiB (94-100 us, 10.1-10.7 ms), 1 MiB and 2 MiB. */
-#define NODE_CHUNK_BYTES ((size_t)512 << 10)
-/* With several hosts, each chunk's slice also crosses the network, synchronously: small chunks
- * leave the link idle between them. Measured on 2 emulated hosts x 2 ranks, 1 Gbit/s links
- * (bench/multihost, 2026-11-24; the link delivered 0.90-0.94 Gbit/s): a 64 MiB allreduce took
- * 0.76-0.83 s with 512 KiB chunks, 0.56-0.57 s with 2, 4 or 8 MiB (the link bound: 0.57-0.59 s);
- * 1 MiB took 22 ms with 2 MiB chunks, 9-10 ms with 4 or 8 MiB. */
-#define CROSS_HOST_CHUNK_BYTES ((size_t)4 << 20)
-
 /* Creates the host's shared segment: collective over the data communicator. */
 static void executor_waiting(void *context)
 {
@@ -57,8 +44,7 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
     const struct chorus_params *params = settings->params;
     chorus_status status = node_segment_create_mpi(
         &executor->node, &executor->node_comm, &executor->cross_comm,
-        hosts > 1 ? (params->cross_host_chunk ? params->cross_host_chunk : CROSS_HOST_CHUNK_BYTES)
-                  : (params->segment_chunk ? params->segment_chunk : NODE_CHUNK_BYTES),
+        hosts > 1 ? params->cross_host_chunk : params->segment_chunk,
         (unsigned)params->staging_areas, settings->staging_streaming, settings->oversubscribed,
         error, error_size);
     executor->node_ready = status == CHORUS_OK;
