@@ -148,7 +148,7 @@ out=$("$chorusrun" --dry-run --fusion-threshold-mb 32 --cycle-time-ms 2.5 --disa
     --autotune --autotune-log-file /tmp/a.csv --autotune-steps-per-sample 4 -np 2 true 2>&1)
 missing=""
 for word in "'CHORUS_FUSION_THRESHOLD=32M'" "'CHORUS_CYCLE_TIME_MS=2.5'" \
-    "'CHORUS_CACHE_CAPACITY=0'" "'CHORUS_TIMELINE=/tmp/t.json'" "'CHORUS_LOG_LEVEL=error'" "'CHORUS_TIMEOUT_SECONDS=30'" \
+    "'CHORUS_CACHE_CAPACITY=0'" "'CHORUS_TIMELINE=/tmp/t.json'" "'CHORUS_LOG_LEVEL=fatal'" "'CHORUS_TIMEOUT_SECONDS=30'" \
     "'CHORUS_AUTOTUNE=on'" "'CHORUS_AUTOTUNE_LOG=/tmp/a.csv'" \
     "'CHORUS_AUTOTUNE_STEPS_PER_TRIAL=4'" "'NCCL_SOCKET_IFNAME=eth0'" "$([ "$kind" = hydra ] && echo "'-iface' 'eth0'" || echo "'btl_tcp_if_include' 'eth0'")"; do
     # Hydra is given each setting as -genv NAME VALUE.
