@@ -301,14 +301,19 @@ static_assert(sizeof(struct wire_request) ==
                   offsetof(struct wire_request, cache_slot) + sizeof(uint32_t),
               "struct wire_request changed: update negotiated_fields");
 
+/* Whether `collective` is one of the FIELD_COLLECTIVE bits of `mask`. */
+static bool collective_in(uint32_t mask, unsigned collective)
+{
+    return collective < 32 && (mask & FIELD_COLLECTIVE(collective)) != 0;
+}
+
 void negotiated_fields_combine(struct wire_request *response,
                                const struct wire_request *reference,
                                const struct wire_request *member)
 {
     for (size_t i = 0; i < negotiated_field_count; i++) {
         const struct negotiated_field *field = &negotiated_fields[i];
-        if (field->member_has == NULL || reference->collective >= 32 ||
-            !(field->combined & FIELD_COLLECTIVE(reference->collective)))
+        if (field->member_has == NULL || !collective_in(field->combined, reference->collective))
             continue;
         if (member == NULL || !field->member_has(member, reference))
             *((uint8_t *)response + field->offset) = 0; /* FIELD_U8, as every such flag */
@@ -317,7 +322,7 @@ void negotiated_fields_combine(struct wire_request *response,
 
 bool negotiated_field_applies(const struct negotiated_field *field, unsigned collective)
 {
-    return collective < 32 && (field->agree & FIELD_COLLECTIVE(collective)) != 0;
+    return collective_in(field->agree, collective);
 }
 
 #define VALUE(type, request, field) (*(const type *)((const char *)(request) + (field)->offset))
