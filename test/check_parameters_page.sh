@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docs/parameters.md must be what `chorus-info --parameters-markdown` writes from the parameter
-# table (lib/core/params.c), so that the page cannot drift from the code.
+# table (lib/core/params_table.c), so that the page cannot drift from the code.
 #   check_parameters_page.sh CHORUS_INFO PAGE
 set -euo pipefail
 chorus_info=$1 page=$2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every CHORUS_* variable that a part of chorus reads is a row: of the parameter table (the
-# library's) or of the table of other parts' variables (lib/core/params.c), as
+# library's) or of the table of other parts' variables (lib/core/params_table.c), as
 # `chorus-info --variables` lists them; and every row of the second table is read somewhere.
 # Reading is found by its forms: getenv("CHORUS_X") in C and C++, a string "CHORUS_X" in Python
 # (status names aside), a dollar sign before the name in shell scripts and job scripts.
@@ -24,14 +24,14 @@ found=$(read_in $(echo "$files" | grep -vE '^(docs|shared)/|\.md$') | sort -u)
 failures=0
 while read -r name file; do
   if ! grep -q "^$name " <<<"$rows"; then
-    echo "$file reads $name, which is no row of lib/core/params.c's tables" >&2
+    echo "$file reads $name, which is no row of lib/core/params_table.c's tables" >&2
     failures=$((failures + 1))
   fi
 done <<<"$found"
 while read -r name reader; do
   [ "$reader" = library ] && continue
   if ! grep -q "^$name " <<<"$found"; then
-    echo "$name is a row of lib/core/params.c's other parts' variables, but nothing reads it" >&2
+    echo "$name is a row of lib/core/params_table.c's other parts' variables, but nothing reads it" >&2
     failures=$((failures + 1))
   fi
 done <<<"$rows"

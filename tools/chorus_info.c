@@ -207,7 +207,7 @@ static void describe_flags(unsigned flags, const char *mark, char *text, size_t 
 static void print_parameters_markdown(void)
 {
     printf("# Parameters\n\n"
-           "<!-- Written by `chorus-info --parameters-markdown` from lib/core/params.c; the test\n"
+           "<!-- Written by `chorus-info --parameters-markdown` from lib/core/params_table.c; the test\n"
            "     parameters_page fails when this page differs. Do not edit by hand. -->\n\n"
            "chorus reads its parameters once, at `chorus_init`, from the environment or from\n"
            "`chorus_init_options.parameters` (`\"NAME=VALUE;...\"`, which takes precedence). A\n"

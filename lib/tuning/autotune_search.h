@@ -16,7 +16,7 @@
  * settings. Why not Horovod's Bayesian optimisation: with three settings and a handful of values
  * each, the grid is small enough to walk, and a walk is the same on every run, which a user
  * reading the log can follow. Which settings there are, and their candidates, is the parameter
- * table's (params.c: the rows with autotune candidates); the search sees only numbers.
+ * table's (params_table.c: the rows with autotune candidates); the search sees only numbers.
  */
 #ifndef CHORUS_AUTOTUNE_SEARCH_H
 #define CHORUS_AUTOTUNE_SEARCH_H

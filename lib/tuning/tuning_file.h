@@ -11,7 +11,7 @@
  * CONDITIONs: bytes=LOW-HIGH (inclusive; either side may be left out; K, M, G suffixes are
  * powers of 1024), ranks=N or ranks=LOW-HIGH, local_ranks=N (ranks per host), placement=any,
  * shared-host or one-host, power_of_two (ranks). A row without conditions holds everywhere.
- * Settings name a parameter whose row in the parameter table has PARAM_TUNING_FILE (params.c);
+ * Settings name a parameter whose row in the parameter table has PARAM_TUNING_FILE (params_table.c);
  * they replace the parameter's default, and a value the user set (environment, HOROVOD_*
  * variable, chorus_init options) still wins.
  */
