@@ -240,9 +240,17 @@ def joined_gathers(rank, size):
 
 def errors(rank, size):
     t = torch.ones(3)
-    first = hvd.allreduce_async(t, name="s.dup")
-    raises(ValueError, lambda: hvd.allreduce_async(t, name="s.dup"), "a duplicate name")
-    hvd.synchronize(first)
+    # Each rank in turn submits a name the others hold back until after a barrier, so the first
+    # submission cannot have completed when the second comes (a name is free again once done).
+    for turn in range(size):
+        name = f"s.dup.{turn}"
+        if rank == turn:
+            first = hvd.allreduce_async(t, name=name)
+            raises(ValueError, lambda: hvd.allreduce_async(t, name=name), "a duplicate name")
+        hvd.barrier()
+        if rank != turn:
+            first = hvd.allreduce_async(t, name=name)
+        check(torch.equal(hvd.synchronize(first), t), f"{name} after the refused duplicate")
     raises(ValueError, lambda: hvd.alltoall(torch.ones(3), splits=[4] + [0] * (size - 1),
                                             name="s.splits"), "splits that do not add up")
     raises(ValueError, lambda: hvd.allreduce(t, op=hvd.Adasum * 7, name="s.op"), "a bad op")
