@@ -1,6 +1,7 @@
 #!/bin/sh
 # chorus formed again over the survivors of a crashed rank, in their own processes
-# (test/mpi/mpi_survivors.c), with the last rank and with rank 0 as the victim, at np=3 and 4.
+# (test/mpi/mpi_survivors.c), with the last rank and with rank 0 as the victim, at np=3 and 4,
+# the survivors finding the failure themselves or told of it (chorus_peer_lost).
 # Under Open MPI's mpirun --enable-recovery, which keeps the survivors running but exits 0
 # whatever they report: this reads their verdict line instead. Not under Hydra: MPICH 4.0's
 # mpiexec ends the survivors when a process dies (../shared/notes/elastic-in-process), so there
@@ -9,25 +10,30 @@
 set -u
 mpirun=$1
 program=$2
+shift 2
 case "$("$mpirun" --version 2>&1)" in *HYDRA*) echo "survivors: skipped under Hydra"; exit 77 ;; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failures=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for np in 3 4; do
-    for victim in last first; do
-        timeout 120 "$mpirun" --enable-recovery --oversubscribe --bind-to none -np "$np" \
-            "$program" "$victim" >"$log" 2>&1
-        status=$?
-        verdict=$(grep '^survivors np=' "$log")
-        case "$verdict" in
-            *" 0 failed;"*) echo "ok: np=$np, victim $victim: $verdict" ;;
-            *)
-                echo "FAILED: np=$np, victim $victim (mpirun exit $status): ${verdict:-no verdict}"
-                sed 's/^/    /' "$log" | grep -v 'PMIX ERROR' | tail -20
-                failures=$((failures + 1)) ;;
-        esac
-    done
+cases=0
+# np, the victim, and whether the survivors are told (chorus_peer_lost) or find out themselves
+for run in "3 last" "3 first" "4 last" "4 first" "3 last told" "4 first told"; do
+    set -- $run
+    np=$1 victim=$2 how=${3:-}
+    cases=$((cases + 1))
+    timeout 120 "$mpirun" --enable-recovery --oversubscribe --bind-to none -np "$np" \
+        "$program" "$victim" $how >"$log" 2>&1
+    status=$?
+    verdict=$(grep '^survivors np=' "$log")
+    case "$verdict" in
+        *" 0 failed;"*) echo "ok: np=$np, victim $victim${how:+, $how}: $verdict" ;;
+        *)
+            echo "FAILED: np=$np, victim $victim${how:+, $how} (mpirun exit $status):" \
+                "${verdict:-no verdict}"
+            sed 's/^/    /' "$log" | grep -v 'PMIX ERROR' | tail -20
+            failures=$((failures + 1)) ;;
+    esac
 done
-echo "survivors: $((4 - failures)) passed, $failures failed"
+echo "survivors: $((cases - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -28,6 +28,9 @@
 
 extern char **environ;
 
+/* The tag of chorus_reform's MPI_Comm_create_group. */
+enum { REFORM_TAG = 5252 };
+
 static pthread_rwlock_t instance_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct chorus_context *instance;
 
@@ -209,30 +212,145 @@ chorus_status chorus_init_comm(MPI_Comm comm, const chorus_init_options *options
     return init_on(comm, options, false);
 }
 
-chorus_status chorus_shutdown(void)
+/* The communicator chorus_reform made for the world chorus runs on now (MPI_COMM_NULL when it
+ * runs on the one given to init): chorus owns it, unlike the one init was given. */
+static MPI_Comm reformed_comm = MPI_COMM_NULL;
+
+/* Takes the running instance away from other threads, stops its background thread (completing
+ * every pending handle with an error) and returns it, not yet freed; NULL when none runs. */
+static struct chorus_context *stop_instance(void)
 {
     pthread_rwlock_wrlock(&instance_lock);
     struct chorus_context *context = instance;
-    if (context == NULL) {
-        pthread_rwlock_unlock(&instance_lock);
-        return api_not_initialized("chorus_shutdown");
-    }
     instance = NULL;
     pthread_rwlock_unlock(&instance_lock);
+    if (context == NULL)
+        return NULL;
     pthread_mutex_lock(&context->lock);
     context->shutdown_requested = true;
     pthread_cond_broadcast(&context->wakeup);
     pthread_mutex_unlock(&context->lock);
     pthread_join(context->thread, NULL);
-    bool finalize = context->mpi_initialized_by_chorus;
+    return context;
+}
+
+static void free_reformed_comm(void)
+{
+    if (reformed_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&reformed_comm);
+}
+
+chorus_status chorus_shutdown(void)
+{
+    struct chorus_context *context = stop_instance();
+    if (context == NULL)
+        return api_not_initialized("chorus_shutdown");
+    /* After a reform some ranks of MPI's world are dead: MPI_Finalize would wait for them. */
+    bool finalize = context->mpi_initialized_by_chorus && reformed_comm == MPI_COMM_NULL;
     context_free(context);
     output_pool_drain();
+    free_reformed_comm();
     if (finalize) {
         MPI_Finalize();
         retained_free_all();
     }
     status_clear_last_error();
     return CHORUS_OK;
+}
+
+/* Checks a reform's list of ranks against the world of `context`: in range, each once, and this
+ * rank among them (a rank left out must not take part). */
+static chorus_status check_reform_ranks(const struct chorus_context *context, const int *ranks,
+                                        int count)
+{
+    if (ranks == NULL || count < 1 || count > context->size)
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                                     "chorus_reform: %d ranks of a world of %d", count,
+                                     context->size);
+    bool mine = false;
+    for (int i = 0; i < count; i++) {
+        if (ranks[i] < 0 || ranks[i] >= context->size)
+            return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                                         "chorus_reform: rank %d is not in the world of %d ranks",
+                                         ranks[i], context->size);
+        for (int j = 0; j < i; j++)
+            if (ranks[j] == ranks[i])
+                return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                                             "chorus_reform: rank %d is listed twice", ranks[i]);
+        mine |= ranks[i] == context->rank;
+    }
+    if (!mine)
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                                     "chorus_reform: rank %d is not in the list it was given; "
+                                     "only the ranks that go on call chorus_reform",
+                                     context->rank);
+    return CHORUS_OK;
+}
+
+chorus_status chorus_reform(const int *ranks, int count, const chorus_init_options *options)
+{
+    struct chorus_context *running = api_instance_acquire();
+    if (running == NULL)
+        return api_not_initialized("chorus_reform");
+    chorus_status status = check_reform_ranks(running, ranks, count);
+    api_instance_release();
+    if (status != CHORUS_OK)
+        return status;
+    struct chorus_context *context = stop_instance();
+    if (context == NULL)
+        return api_not_initialized("chorus_reform");
+    /* Only the listed ranks take part in MPI_Comm_create_group, so a dead rank cannot hold the
+     * new communicator up, as it would MPI_Comm_split's. */
+    MPI_Group world = MPI_GROUP_NULL, kept = MPI_GROUP_NULL;
+    MPI_Comm next = MPI_COMM_NULL;
+    int made = MPI_Comm_group(context->user_comm, &world);
+    if (made == MPI_SUCCESS)
+        made = MPI_Group_incl(world, count, ranks, &kept);
+    if (made == MPI_SUCCESS)
+        made = MPI_Comm_create_group(context->user_comm, kept, REFORM_TAG, &next);
+    if (kept != MPI_GROUP_NULL)
+        MPI_Group_free(&kept);
+    if (world != MPI_GROUP_NULL)
+        MPI_Group_free(&world);
+    bool ours = context->mpi_initialized_by_chorus;
+    context_free(context);
+    output_pool_drain();
+    free_reformed_comm();
+    if (made != MPI_SUCCESS || next == MPI_COMM_NULL)
+        return status_set_last_error(CHORUS_ERR_MPI,
+                                     "chorus_reform: MPI_Comm_create_group over %d ranks failed; "
+                                     "chorus is shut down",
+                                     count);
+    pthread_rwlock_wrlock(&instance_lock);
+    status = start_instance(next, options, ours);
+    pthread_rwlock_unlock(&instance_lock);
+    if (status != CHORUS_OK) {
+        MPI_Comm_free(&next);
+        return status;
+    }
+    reformed_comm = next;
+    return CHORUS_OK;
+}
+
+chorus_status chorus_peer_lost(int rank, const char *how)
+{
+    struct chorus_context *context = api_instance_acquire();
+    if (context == NULL)
+        return api_not_initialized("chorus_peer_lost");
+    chorus_status status = CHORUS_OK;
+    if (rank < 0 || rank >= context->size || rank == context->rank) {
+        status = status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                                       "chorus_peer_lost: %d is not another rank of this world "
+                                       "of %d",
+                                       rank, context->size);
+    } else {
+        char message[512];
+        snprintf(message, sizeof message, "rank %d (host %s) is gone: %s", rank,
+                 context_host_name(context, rank), how != NULL ? how : "its process ended");
+        context_report_failure(context, CHORUS_ERR_TIMEOUT, message);
+    }
+    api_instance_release();
+    return status;
 }
 
 bool chorus_is_initialized(void)

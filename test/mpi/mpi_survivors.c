@@ -6,10 +6,10 @@
  *
  * Every rank trains a few steps (allreduces checked against the reference); then the victim's
  * process ends (`last`: the last rank; `first`: rank 0, the coordinator). Every survivor's next
- * operation must fail within CHORUS_TIMEOUT_SECONDS, its message naming the victim;
- * chorus_shutdown must return; the survivors make a communicator of themselves
- * (MPI_Comm_create_group: only they take part, so the dead rank cannot hold it up) and
- * chorus_init_comm on it. Over the new world, renumbered, steps of allreduces (small ones,
+ * operation must fail within CHORUS_TIMEOUT_SECONDS, its message naming the victim (with `told`,
+ * sooner: another thread says the victim is gone with chorus_peer_lost, as an elastic driver
+ * that saw its process end does); then chorus_reform over the survivors (a list without this
+ * rank is refused first). Over the new world, renumbered, steps of allreduces (small ones,
  * and one through the host's shared segment) and a broadcast must be right. The survivors
  * print the times (detection, and from detection to the first good step) and end with _exit:
  * MPI_Finalize may wait for the dead rank.
@@ -20,6 +20,15 @@
 enum { SMALL = 13, LARGE = 1 << 17, STEPS = 5 };
 
 static const char *const parameters = "CHORUS_TIMEOUT_SECONDS=3";
+static const char *const told_how = "the test ended its process";
+
+/* What an elastic driver does when it sees a rank's process end: tells the others. */
+static void *tell_peer_lost(void *victim)
+{
+    usleep(50 * 1000);
+    EXPECT_STATUS(chorus_peer_lost(*(int *)victim, told_how), CHORUS_OK);
+    return NULL;
+}
 
 /* One step of the world that `chorus_rank()` and `chorus_size()` describe: a small and a large
  * allreduce and a broadcast, each checked. `seed` makes every step's data its own. */
@@ -50,6 +59,7 @@ int main(int argc, char **argv)
 {
     test_start(&argc, &argv, 60);
     int victim = argc > 1 && strcmp(argv[1], "first") == 0 ? 0 : test_size - 1;
+    bool told = argc > 2 && strcmp(argv[2], "told") == 0;
     chorus_init_options options = CHORUS_INIT_OPTIONS_INIT;
     options.parameters = parameters;
     test_step = "training before the failure";
@@ -67,6 +77,10 @@ int main(int argc, char **argv)
     }
 
     test_step = "the failure met";
+    EXPECT_STATUS(chorus_peer_lost(test_rank, told_how), CHORUS_ERR_INVALID_ARGUMENT);
+    pthread_t teller;
+    if (told)
+        EXPECT(pthread_create(&teller, NULL, tell_peer_lost, &victim) == 0, "pthread_create");
     double started = test_seconds();
     chorus_status status = CHORUS_OK;
     float value[SMALL] = {0};
@@ -79,21 +93,29 @@ int main(int argc, char **argv)
     snprintf(named, sizeof named, "rank %d (host", victim);
     EXPECT(strstr(chorus_last_error(), named) != NULL, "the message does not name rank %d: %s",
            victim, chorus_last_error());
-    test_step = "shutdown after the failure";
-    EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
-
+    EXPECT(!told || strstr(chorus_last_error(), told_how) != NULL,
+           "the failure is not the one chorus_peer_lost reported: %s", chorus_last_error());
+    if (told)
+        pthread_join(teller, NULL);
     test_step = "chorus over the survivors";
-    MPI_Group world, survivors;
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
-    MPI_Group_excl(world, 1, &victim, &survivors);
-    MPI_Comm comm = MPI_COMM_NULL;
-    EXPECT(MPI_Comm_create_group(MPI_COMM_WORLD, survivors, 52, &comm) == MPI_SUCCESS,
-           "MPI_Comm_create_group over the survivors failed");
-    EXPECT_STATUS(chorus_init_comm(comm, &options), CHORUS_OK);
+    /* The survivors in their new order: as they were when the last rank died, reversed when
+     * rank 0 died (so that the list, not the old numbering, is seen to decide). */
+    int kept[8], count = 0, expected = -1;
+    for (int r = 0; r < test_size; r++)
+        if (r != victim)
+            kept[count++] = victim == 0 ? test_size - r : r;
+    for (int i = 0; i < count; i++)
+        if (kept[i] == test_rank)
+            expected = i;
+    int outsider = victim;
+    EXPECT_STATUS(chorus_reform(&outsider, 1, &options), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "only the ranks that go on") != NULL, "message: %s",
+           chorus_last_error());
+    EXPECT_STATUS(chorus_reform(kept, count, &options), CHORUS_OK);
     EXPECT(chorus_size() == test_size - 1, "chorus_size %d over %d survivors", chorus_size(),
            test_size - 1);
-    EXPECT(chorus_rank() == test_rank - (test_rank > victim), "rank %d became %d", test_rank,
-           chorus_rank());
+    EXPECT(chorus_rank() == expected, "rank %d became %d, not %d", test_rank, chorus_rank(),
+           expected);
     double first_step = 0;
     for (int s = 0; s < STEPS; s++) {
         step((uint64_t)(100 + s * 10));
@@ -102,11 +124,16 @@ int main(int argc, char **argv)
     }
     test_step = "the verdict";
     long totals[2] = {0, 0}, mine[2] = {atomic_load(&test_checks), atomic_load(&test_failures)};
+    MPI_Group world, survivors;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_excl(world, 1, &victim, &survivors);
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Comm_create_group(MPI_COMM_WORLD, survivors, 53, &comm);
     MPI_Allreduce(mine, totals, 2, MPI_LONG, MPI_SUM, comm);
     if (chorus_rank() == 0)
-        printf("survivors np=%d, rank %d ended: %ld passed, %ld failed; the failure met %.2f s "
+        printf("survivors np=%d, rank %d ended%s: %ld passed, %ld failed; the failure met %.2f s "
                "after it, the first step over %d survivors %.3f s after that\n",
-               test_size, victim, totals[0] - totals[1], totals[1], detected - started,
+               test_size, victim, told ? " (others told)" : "", totals[0] - totals[1], totals[1], detected - started,
                test_size - 1, first_step - detected);
     fflush(stdout);
     chorus_shutdown();
