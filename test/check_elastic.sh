@@ -5,8 +5,10 @@
 # that every sample of every epoch is processed once and that the model ends identical on every
 # rank. Cases:
 #   a. all ranks of one of 3 hosts killed (SIGKILL) mid-epoch, the host of rank 0 (the
-#      coordinator): the job goes on on the other 2 hosts
-#   b. the network of one of 3 hosts cut instead: the same
+#      coordinator): the job goes on on the other 2 hosts, in their processes (the final
+#      ranks are processes of the first generation)
+#   b. the network of one of 3 hosts cut instead: the same, by a restart (mpirun would not end
+#      with the cut host's ranks alive)
 #   c. a third host added to the discovery file: it joins at a commit, taking the state from
 #      the others (it never saw a commit)
 #   d. one of 2 hosts lost with --min-np 2: the job waits --elastic-timeout, then ends saying so
@@ -75,9 +77,23 @@ rank_pids() { # the training processes in host INDEX's namespace
   done
 }
 
-# check LOG NAME EXPECTED_SIZE FAULT_TIME: the job's verdicts
+# went_on_in_place LOG: the driver said so, and every final rank is a process of generation 0
+went_on_in_place() {
+  grep -q "goes on in the surviving processes" "$1" || return 1
+  pids=$(grep -o 'pids [0-9,]*' "$1" | tail -n 1 | sed 's/pids //; s/,/ /g')
+  [ -n "$pids" ] || return 1
+  for pid in $pids; do grep -q "started pid $pid rank [0-9]* generation 0" "$1" || return 1; done
+}
+
+# check LOG NAME EXPECTED_SIZE FAULT_TIME STATUS [in-place|restart]: the job's verdicts
 check() {
-  log=$1 name=$2 size=$3 fault=$4 status=$5 problems=""
+  log=$1 name=$2 size=$3 fault=$4 status=$5 how=${6:-} problems=""
+  case $how in
+    in-place) went_on_in_place "$log" ||
+      problems="$problems; did not go on in the surviving processes of generation 0" ;;
+    restart) grep -q "goes on in the surviving processes" "$log" &&
+      problems="$problems; went on in place where the job must restart" ;;
+  esac
   [ "$status" -eq 0 ] || problems="$problems; chorusrun exited with $status"
   grep -q "final size $size .* identical on every rank" "$log" ||
     problems="$problems; no final line with $size ranks and identical models"
@@ -86,8 +102,8 @@ check() {
     grep -q "epoch $epoch ok" "$log" || problems="$problems; epoch $epoch never checked ok"
   done
   # (a rank's line may run into another's output: take the number only)
-  resumed=$(grep -o 'resumed [0-9]* eval=[0-9.e-]*' "$log" | tail -n 1 |
-    sed 's/resumed //; s/eval=//')
+  resumed=$(grep -o 'resumed [0-9]* \(in place \)\?eval=[0-9.e-]*' "$log" | tail -n 1 |
+    sed 's/resumed //; s/in place //; s/eval=//')
   if [ -z "$resumed" ]; then
     problems="$problems; the job never resumed from a commit"
   else
@@ -97,7 +113,7 @@ check() {
       problems="$problems; resumed from commit $number with loss $loss, committed $committed"
   fi
   # the first step after the resume, timed on the ranks' clock
-  first=$(awk '/resumed [0-9]* eval=/ { after = 1 } after && /^step/ { print $NF; exit }' "$log")
+  first=$(awk '/resumed [0-9]* (in place )?eval=/ { after = 1 } after && /^step/ { print $NF; exit }' "$log")
   if [ -n "$problems" ]; then
     failed=$((failed + 1))
     echo "FAILED: $name${problems}"
@@ -118,7 +134,7 @@ wait_for_step "$work/a.log" 25 || echo "elastic: case a never reached step 25"
 fault=$(now)
 rank_pids 1 | xargs -r kill -9
 wait $job
-check "$work/a.log" "a. ranks of host 1 (rank 0) killed" 2 "$fault" $?
+check "$work/a.log" "a. ranks of host 1 (rank 0) killed" 2 "$fault" $? in-place
 
 # b. the network of host 3 cut
 hosts_file 1 2 3
@@ -129,7 +145,7 @@ ip link set "veth-${prefix}3" down
 wait $job
 status=$?
 ip link set "veth-${prefix}3" up
-check "$work/b.log" "b. network of host 3 cut (bound ${bound} s)" 2 "$fault" $status
+check "$work/b.log" "b. network of host 3 cut (bound ${bound} s)" 2 "$fault" $status restart
 ip netns pids "${prefix}3" | xargs -r kill -9 2>/dev/null
 
 # c. host 3 added while the job runs on hosts 1 and 2

@@ -86,7 +86,7 @@ timeout 300 "$chorusrun" --elastic -np 2 -H localhost:2 --reset-limit 0 \
 status=$?
 problems=""
 [ $status -ne 0 ] || problems="$problems; exit 0"
-grep -q "restarted 0 times (--reset-limit 0): ending it" "$work/4.log" ||
+grep -q "reset 0 times (--reset-limit 0): ending it" "$work/4.log" ||
   problems="$problems; no message naming the reset limit"
 verdict "4. --reset-limit 0 ends the job at the first failure" "$work/4.log" "$problems"
 

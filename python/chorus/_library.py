@@ -96,6 +96,9 @@ def _declare(name, restype, *argtypes):
 
 _declare("chorus_init", ctypes.c_int, ctypes.POINTER(InitOptions))
 _declare("chorus_shutdown", ctypes.c_int)
+_declare("chorus_peer_lost", ctypes.c_int, ctypes.c_int, ctypes.c_char_p)
+_declare("chorus_reform", ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+         ctypes.POINTER(InitOptions))
 _declare("chorus_is_initialized", ctypes.c_bool)
 for _name in ("rank", "size", "local_rank", "local_size", "cross_rank", "cross_size"):
     _declare("chorus_" + _name, ctypes.c_int)

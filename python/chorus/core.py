@@ -78,11 +78,39 @@ def init(parameters=None):
     if not _exit_hook_registered:
         atexit.register(_shutdown_at_exit)
         _exit_hook_registered = True
+    global _parameters
     if isinstance(parameters, dict):
         parameters = ";".join(f"{k}={v}" for k, v in parameters.items())
-    options = c.InitOptions(ctypes.sizeof(c.InitOptions),
-                            parameters.encode() if parameters else None)
-    check(c.lib.chorus_init(ctypes.byref(options)))
+    _parameters = parameters
+    check(c.lib.chorus_init(ctypes.byref(_init_options(parameters))))
+
+
+# The parameters of the last init, which reform() uses again.
+_parameters = None
+
+
+def _init_options(parameters):
+    return c.InitOptions(ctypes.sizeof(c.InitOptions),
+                         parameters.encode() if parameters else None)
+
+
+def peer_lost(rank, how=None):
+    """Says that rank `rank` of this world is gone (an elastic driver saw its process end): what
+    waits for it fails now with ChorusInternalError, instead of after CHORUS_TIMEOUT_SECONDS.
+    Any thread."""
+    check(c.lib.chorus_peer_lost(int(rank), how.encode() if how else None))
+
+
+def reform(ranks):
+    """Forms chorus again, in this process, over `ranks` of the current world (in their new
+    order: ranks[0] becomes rank 0), after a rank died; every listed rank calls it with the same
+    list, the others do not. Pending operations complete with an error; MPI stays. Needs an MPI
+    that keeps survivors running (Open MPI's mpirun --enable-recovery)."""
+    ranks = [int(r) for r in ranks]
+    array = (ctypes.c_int * max(len(ranks), 1))(*ranks)
+    status = c.lib.chorus_reform(array, len(ranks), ctypes.byref(_init_options(_parameters)))
+    _reap_orphans()  # the old world's operations have completed now, with an error
+    check(status)
 
 
 def process_set_add(ranks):

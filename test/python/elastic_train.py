@@ -8,8 +8,9 @@ user writes one, that also checks what elastic training promises:
   batch at each commit and again after resuming, and the two must be equal;
 - at the end the model is identical on every rank.
 
-Rank 0 prints lines the suite reads: `step ...`, `commit N eval=LOSS`, `resumed N eval=LOSS`,
-`epoch E ok ...` or `epoch E WRONG ...`, `final ...`."""
+Rank 0 prints lines the suite reads: `step ...`, `commit N eval=LOSS`, `resumed N eval=LOSS`
+(after a restart) or `resumed N in place eval=LOSS` (after going on in the surviving processes),
+`epoch E ok ...` or `epoch E WRONG ...`, `final ... pids P,...`; every rank prints `started pid P`."""
 import argparse
 import hashlib
 import os
@@ -36,6 +37,8 @@ parser.add_argument("--crash-at-step", type=int, default=0,
 args = parser.parse_args()
 
 hvd.init()
+print(f"started pid {os.getpid()} rank {hvd.rank()} generation "
+      f"{os.environ.get('CHORUS_ELASTIC_GENERATION')}", flush=True)
 torch.manual_seed(0)
 torch.set_num_threads(1)
 features = torch.randn(args.samples, 16)
@@ -134,12 +137,24 @@ def resume_and_report():
 
 
 state._resume = resume_and_report
+_resumed_in_place_report = state._resume_in_place
+
+
+def resume_in_place_and_report():
+    number = _resumed_in_place_report()
+    say(f"resumed {number} in place eval={probe_loss()!r}")
+    return number
+
+
+state._resume_in_place = resume_in_place_and_report
 train(state)
 
 digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes()
                                  for p in model.parameters())).hexdigest()[:16]
 digests = hvd.allgather_object(digest)
+pids = hvd.allgather_object(os.getpid())
 identical = len(set(digests)) == 1
 say(f"final size {hvd.size()} steps {state.steps} epochs {state.epoch} model {digest} "
-    f"{'identical on every rank' if identical else 'DIFFERS: ' + ' '.join(digests)}")
+    f"{'identical on every rank' if identical else 'DIFFERS: ' + ' '.join(digests)} "
+    f"pids {','.join(map(str, pids))}")
 sys.exit(0 if identical else 1)

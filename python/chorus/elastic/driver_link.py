@@ -1,6 +1,7 @@
 """A rank's line to chorusrun's elastic driver (CHORUS_ELASTIC_DRIVER=TOKEN@ADDRESS:PORT): the
 protocol is chorus.launcher.protocol's, which the driver speaks too. Updates the driver sends
-(hosts-updated NUMBER KIND) queue up in `updates`; State.check_host_updates reads them."""
+(hosts-updated NUMBER KIND) queue up in `updates`; State.check_host_updates reads them. Its word
+after a failed collective (reform RANKS, or leave) goes to `lost`, which waits for it."""
 import os
 import queue
 import socket
@@ -17,6 +18,8 @@ class DriverLink:
         self._socket.settimeout(None)
         self._lock = threading.Lock()
         self.updates = queue.Queue()
+        self._verdicts = queue.Queue()  # the driver's word after `lost`: a rank list, or None
+        self._epoch = 0  # how many times the world was formed again in place
         self._reader = threading.Thread(target=self._read, name="chorus-elastic-driver",
                                         daemon=True)
         self._reader.start()
@@ -40,15 +43,35 @@ class DriverLink:
             try:
                 data = self._socket.recv(4096)
             except OSError:
-                return
+                data = b""
             if not data:
+                self._verdicts.put(None)  # no word will come now
                 return
             buffered += data
             while b"\n" in buffered:
                 line, buffered = buffered.split(b"\n", 1)
                 message = protocol.parse(line.decode(errors="replace"))
-                if message is not None and message.kind == "hosts-updated":
+                if message is None:
+                    continue
+                if message.kind == "hosts-updated":
                     self.updates.put((int(message.fields[0]), message.fields[1]))
+                elif message.kind == "reform":
+                    self._epoch += 1
+                    self._verdicts.put([int(r) for r in message.fields[0].split(",")])
+                elif message.kind == "peer-lost" and int(message.fields[0]) == self._epoch:
+                    self._peer_lost(int(message.fields[1]))
+                elif message.kind == "leave":
+                    self._verdicts.put(None)
+
+    @staticmethod
+    def _peer_lost(rank):
+        """The driver saw rank `rank`'s process end: what waits for it fails now, not after
+        chorus's bound."""
+        from ..core import peer_lost
+        try:
+            peer_lost(rank, "its process ended (the elastic driver saw its connection end)")
+        except Exception:  # noqa: BLE001 - chorus's own bound still catches it
+            pass
 
     def _send(self, line):
         with self._lock:
@@ -65,6 +88,16 @@ class DriverLink:
 
     def resumed(self, number):
         self._send(protocol.resumed(number))
+
+    def lost(self, reason, in_place, wait_seconds):
+        """Tells the driver that a collective failed, and waits up to `wait_seconds` for its
+        word: the ranks of the current world to go on with in this process (when `in_place`:
+        this process can), or None: leave for a restart."""
+        self._send(protocol.lost("in-place" if in_place else "restart", reason))
+        try:
+            return self._verdicts.get(timeout=wait_seconds)
+        except queue.Empty:
+            return None
 
     def leave(self, how, text=""):
         """Says how this rank leaves ('done', 'restart' with the reason, 'failed' with the

@@ -1,11 +1,16 @@
 """chorus.elastic.run: Horovod's decorator for an elastic training function.
 
 Horovod resets in-process: it shuts down and re-initializes its library over the new set of
-workers. MPI cannot do that (no MPI implementation chorus supports can drop a dead process from a
-communicator or initialize twice), so under chorusrun's elastic driver a reset is a restart: every
-rank leaves (the state it last committed is in the commit store), the driver starts the job again
-on the new hosts, and the decorator, entered again by the restarted script, loads the newest
-commit on every rank and calls the reset callbacks before the training function goes on.
+workers. chorus does the same where its MPI lets it: under chorusrun's elastic driver with Open
+MPI (whose mpirun keeps the survivors of a dead process running), a rank whose collective failed
+restores the last commit from memory, tells the driver and waits for its word; the driver, which
+saw which ranks died, names the ranks that go on (those on hosts where none died), and they form
+chorus again over themselves in their own processes (chorus.core.reform), take the new rank 0's
+commit and call the reset callbacks. Everywhere else (MPICH's Hydra ends every rank when one dies;
+a lost host or a cut network ends or hangs Open MPI's mpirun; --restart-on-failure) a reset is a
+restart: every rank leaves (the state it last committed is in the commit store), the driver starts
+the job again on the new hosts, and the decorator, entered again by the restarted script, loads the
+newest commit on every rank and calls the reset callbacks before the training function goes on.
 
 Without the driver (plain mpirun) the decorator syncs the state, runs the function, and on a
 failure restores the last commit and raises the error again."""
@@ -13,11 +18,20 @@ import functools
 import os
 import sys
 
-from ..core import ChorusInternalError, HostsUpdatedInterrupt, rank, shutdown, size
+from ..core import ChorusInternalError, HostsUpdatedInterrupt, rank, reform, shutdown, size
 from .driver_link import DriverLink
 
 # The exit status of a rank that leaves so that the driver can restart it elsewhere.
 EXIT_RESTART = 75
+# How long a rank whose collective failed waits for the driver's word. The driver answers once
+# every rank has reported or died, at most its report grace (2 s) after the first report.
+VERDICT_WAIT_S = 30.0
+
+
+def _can_go_on_in_place():
+    """Whether this process can outlive a dead peer: Open MPI's mpirun with recovery on (chorusrun
+    --elastic sets it) keeps it running; Hydra ends it."""
+    return os.environ.get("OMPI_MCA_orte_enable_recovery", "").lower() in ("1", "true", "yes")
 
 
 def _leave(link, reason, clean):
@@ -34,6 +48,32 @@ def _leave(link, reason, clean):
         os._exit(0)
     # A collective failed: peers may be gone, and MPI cannot end properly without them.
     os._exit(EXIT_RESTART)
+
+
+def _go_on_in_place(link, state, reason):
+    """After a failed collective (the state restored): asks the driver whether this process goes
+    on, and if so forms chorus again over the ranks it names and takes the new rank 0's commit.
+    Returns False when this rank must leave instead."""
+    old_rank = rank()
+    in_place = _can_go_on_in_place()
+    ranks = link.lost(reason, in_place, VERDICT_WAIT_S)
+    if ranks is None or not in_place:
+        return False
+    reform(ranks)
+    number = state._resume_in_place()
+    print(f"chorus.elastic: rank {old_rank}: {reason}; going on in this process as rank "
+          f"{rank()} of {size()}, from commit {number}", file=sys.stderr, flush=True)
+    if rank() == 0:
+        link.resumed(number)
+    state.on_reset()
+    return True
+
+
+def _leave_after_failure(link, error):
+    first_line = str(error).splitlines()[0]
+    print(f"chorus.elastic: rank {rank()}: {first_line}; leaving so that the driver restarts "
+          "the job from the last commit", file=sys.stderr, flush=True)
+    _leave(link, "failure " + first_line[:400], clean=False)
 
 
 def run_fn(func, state_type_check=None):
@@ -53,7 +93,21 @@ def run_fn(func, state_type_check=None):
                 if link is not None and rank() == 0:
                     link.resumed(resumed)
                 state.on_reset()
-            result = func(state, *args, **kwargs)
+            while True:
+                try:
+                    result = func(state, *args, **kwargs)
+                    break
+                except ChorusInternalError as e:
+                    state.restore()
+                    if link is None:
+                        raise
+                    reason = "failure " + str(e).splitlines()[0][:400]
+                    try:
+                        went_on = _go_on_in_place(link, state, reason)
+                    except ChorusInternalError:
+                        went_on = False  # another failure while forming again: restart
+                    if not went_on:
+                        _leave_after_failure(link, e)
             state._bcast_object(None)  # every rank finished: the commits can go
         except HostsUpdatedInterrupt:
             if link is None:
@@ -63,10 +117,7 @@ def run_fn(func, state_type_check=None):
             state.restore()
             if link is None:
                 raise
-            first_line = str(e).splitlines()[0]
-            print(f"chorus.elastic: rank {rank()}: {first_line}; leaving so that the driver "
-                  "restarts the job from the last commit", file=sys.stderr, flush=True)
-            _leave(link, "failure " + first_line[:400], clean=False)
+            _leave_after_failure(link, e)
         except BaseException as e:
             if link is not None:
                 link.leave("failed", f"{type(e).__name__}: {e}")

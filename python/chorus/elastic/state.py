@@ -118,6 +118,15 @@ class State:
             self._store.write(best, payload)  # this host has it too now
         return best
 
+    def _resume_in_place(self):
+        """After chorus was formed again in the surviving processes (restore() went back to each
+        rank's own last commit): every rank takes the new rank 0's, which becomes the commit to
+        go back to. Returns its number."""
+        self._commits = self._bcast_object(self._commits)
+        self.sync()
+        self.save()
+        return self._commits
+
     def _finished(self):
         """The whole job is done: its commits are no longer needed."""
         if self._store is not None and self._local_rank() == 0:

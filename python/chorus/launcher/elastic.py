@@ -12,8 +12,11 @@ removed.
   ranks) and CHORUS_ELASTIC_GENERATION.
 - A rank that disappears without saying goodbye (killed, crashed), or that cannot be heard once
   another rank reported a failed collective (a cut network), has failed: its host is left out for
-  a cooldown (doubling with each failure of the host), and the job starts again on the others
-  from the last commit.
+  a cooldown (doubling with each failure of the host), and the job goes on on the others from the
+  last commit: in the surviving processes where it can (Open MPI, ranks that died while every
+  other rank reported the failed collective and waits for the driver's word: the driver names
+  the ranks that go on, those on hosts where none died, and tells the others to leave), else by
+  starting the job again (--restart-on-failure always does).
 - Hosts added (or back from their cooldown) or removed: the driver tells the ranks, which raise
   HostsUpdatedInterrupt at their next commit and leave together; the job starts again with them.
 - Fewer than --min-np slots for --elastic-timeout seconds: the job ends, saying so. More than
@@ -155,6 +158,8 @@ class Rank:
         self.buffer = b""
         self.rank = self.host = None
         self.said = None         # done | restart | failed
+        self.lost = None         # in-place | restart: reported a failed collective, waits
+        self.retired = False     # told to leave after the job went on without its host
         self.reason = ""
         self.closed_at = None    # when its connection ended
 
@@ -188,6 +193,10 @@ class Generation:
         self.cause = None
         self.notified = None
         self.update_line = None
+        # The job may go on in the surviving processes: Open MPI's mpirun keeps them (recovery
+        # on, see launch); Hydra ends every rank when one dies.
+        self.in_place = driver.launcher.kind == "openmpi" and not driver.options.restart_on_failure
+        self.in_place_resets = 0
 
     def launch(self):
         driver = self.driver
@@ -225,13 +234,21 @@ class Generation:
             self.driver.selector.unregister(rank.connection)
             rank.connection.close()
             rank.closed_at = time.monotonic()
-            if rank.said is None and rank.rank is not None:
+            if rank.said is None and rank.rank is not None and not rank.retired:
                 if self.failure_at is None:
                     self.failure_at = rank.closed_at
                     self.failure_kind = "disconnected"
                     self.cause = (f"rank {rank.rank} on {rank.host} disconnected without "
                                   "leaving (killed or crashed)")
-                    self.close_at = rank.closed_at + SAME_FAILURE_S
+                    # To go on in place, the others must first meet the failure and report
+                    # it: told now, they do at once (else chorus's bound finds it).
+                    wait = self.driver.report_bound() if self.in_place else SAME_FAILURE_S
+                    self.close_at = rank.closed_at + wait
+                if self.in_place:
+                    notice = protocol.peer_lost(self.in_place_resets, rank.rank)
+                    for other in self.ranks:
+                        if other is not rank and other.rank is not None:
+                            self.send(other, notice)
             return
         rank.buffer += data
         while b"\n" in rank.buffer and rank in self.ranks:
@@ -271,11 +288,22 @@ class Generation:
             if kind == "failed" and self.close_at is None:
                 self.cause = f"rank {rank.rank} on {rank.host}: {reason}"
                 self.close_at = time.monotonic() + SCRIPT_ERROR_GRACE_S
-            elif kind == "restart" and reason.startswith("failure") and self.failure_at is None:
-                self.failure_at = time.monotonic()
-                self.failure_kind = "reported"
-                self.cause = f"rank {rank.rank} on {rank.host} reported {reason[8:]}"
-                self.close_at = self.failure_at + REPORT_GRACE_S
+            elif kind == "restart" and reason.startswith("failure"):
+                self.reported(rank, reason)
+        elif message.kind == "lost":
+            rank.lost, reason = message.fields
+            self.reported(rank, reason)
+            if not self.in_place:
+                self.send(rank, protocol.leave())
+
+    def reported(self, rank, reason):
+        """A rank reported a failed collective: the others have REPORT_GRACE_S to be heard."""
+        now = time.monotonic()
+        if self.failure_at is None:
+            self.failure_at = now
+            self.failure_kind = "reported"
+            self.cause = f"rank {rank.rank} on {rank.host} reported {reason[8:]}"
+        self.close_at = min(self.close_at or now + REPORT_GRACE_S, now + REPORT_GRACE_S)
 
     def host_of(self, hostname, connection):
         """Which of this generation's hosts a rank runs on: by the name it reports, else by the
@@ -325,7 +353,50 @@ class Generation:
 
     def accounted(self):
         heard = [r for r in self.ranks if r.rank is not None]
-        return len(heard) >= self.np and all(r.said or r.closed_at for r in heard)
+        return len(heard) >= self.np and all(r.said or r.closed_at or r.lost for r in heard)
+
+    def go_on_in_place(self):
+        """After a failure: when every rank that did not die reported it and waits, names the
+        ranks that go on (those on hosts where none died) to them and tells the others to leave,
+        and watches on. False (nothing sent) when the job must start again instead."""
+        driver = self.driver
+        heard = [r for r in self.ranks if r.rank is not None]
+        dead = [r for r in heard if r.closed_at is not None and r.said is None and not r.lost]
+        waiting = [r for r in heard if r not in dead]
+        if (not self.in_place or self.process.poll() is not None or len(heard) < self.np or
+                not dead or any(r.lost != "in-place" or r.closed_at for r in waiting)):
+            return False
+        failed = {}
+        for r in dead:
+            failed.setdefault(r.host, []).append(f"rank {r.rank} disconnected")
+        kept = sorted((r for r in waiting if r.host not in failed), key=lambda r: r.rank)
+        limit = driver.options.reset_limit
+        if len(kept) < driver.options.min_np or (limit is not None and driver.resets >= limit):
+            return False
+        driver.resets += 1
+        driver.failure_noticed_at = self.failure_at
+        for host, why in failed.items():
+            seconds = driver.blacklist.add(host)
+            say(f"host {host} failed ({', '.join(why)}): left out for {seconds:g} s")
+        line = protocol.reform([r.rank for r in kept])
+        for r in waiting:
+            if r in kept:
+                self.send(r, line)
+            else:
+                r.retired = True
+                self.send(r, protocol.leave())
+        say(f"generation {self.number} goes on in the surviving processes: {len(kept)} ranks "
+            f"(were {', '.join(str(r.rank) for r in kept)} of {self.np}) on "
+            f"{', '.join(sorted({r.host for r in kept}))}, after {self.cause}")
+        for new_rank, r in enumerate(kept):
+            r.rank, r.lost = new_rank, None
+        self.ranks = kept
+        self.np = len(kept)
+        self.placement = {h: sum(r.host == h for r in kept) for h in self.placement
+                          if h not in failed}
+        self.failure_at = self.failure_kind = self.close_at = self.cause = None
+        self.in_place_resets += 1
+        return True
 
     def watch(self):
         """Runs until the generation ends; returns the ranks as they left."""
@@ -350,6 +421,11 @@ class Generation:
                 if self.accounted() or now - exited_at > 1.0:
                     break
             if self.close_at is not None and (now >= self.close_at or self.accounted()):
+                if self.go_on_in_place():
+                    continue
+                for rank in self.ranks:
+                    if rank.lost and rank.closed_at is None:
+                        self.send(rank, protocol.leave())
                 break
         self.stop()
         return self.process.returncode
@@ -381,7 +457,7 @@ class Generation:
             return {}
         failed = {}
         for rank in self.ranks:
-            if rank.rank is None or rank.said is not None:
+            if rank.rank is None or rank.said is not None or rank.lost or rank.retired:
                 continue
             closed = rank.closed_at is not None and rank.closed_at < self.stopped_at
             if closed and rank.closed_at <= self.failure_at + SAME_FAILURE_S:
@@ -417,6 +493,19 @@ class Driver:
         self.selector.register(self.listener, selectors.EVENT_READ, None)
         self.address = None
         self.current = None  # the generation running now
+        self.resets = 0
+
+    def report_bound(self):
+        """How long after a rank died the others have all met it and reported: chorus's bound
+        on a wait (CHORUS_TIMEOUT_SECONDS, as the ranks get it), a second more when rank 0 died
+        (the others give it that head start to name the rank), and the report grace."""
+        bound = dict(self.options.settings).get("CHORUS_TIMEOUT_SECONDS",
+                                                os.environ.get("CHORUS_TIMEOUT_SECONDS", "60"))
+        try:
+            seconds = float(bound)
+        except ValueError:
+            seconds = 60.0
+        return seconds + 1.0 + REPORT_GRACE_S
 
     def available(self):
         hosts = self.discovery.hosts()
@@ -459,7 +548,6 @@ class Driver:
         return placement
 
     def run(self):
-        resets = 0
         start_failures = 0
         number = 0
         while True:
@@ -507,9 +595,9 @@ class Driver:
                 say(f"generation {number} left at commit {self.last_commit} for the new hosts")
             else:
                 say(f"generation {number} ended with status {status}: restarting")
-            resets += 1
-            if self.options.reset_limit is not None and resets > self.options.reset_limit:
-                die(f"the job was restarted {resets - 1} times (--reset-limit "
+            self.resets += 1
+            if self.options.reset_limit is not None and self.resets > self.options.reset_limit:
+                die(f"the job was reset {self.resets - 1} times (--reset-limit "
                     f"{self.options.reset_limit}): ending it", status=1)
             number += 1
 

@@ -144,8 +144,11 @@ SECTIONS = [
                implies_elastic=True),
         Option(("--slots-per-host", "--slots"), "slots of a discovered host without :slots "
                "(default 1)", "N", (_positive,), store="slots_per_host", jobs=(ELASTIC,)),
-        Option(("--reset-limit",), "end the job after this many restarts", "N", (_whole,),
+        Option(("--reset-limit",), "end the job after this many resets", "N", (_whole,),
                store="reset_limit", jobs=(ELASTIC,)),
+        Option(("--restart-on-failure",), "after a failure, restart every rank from the "
+               "commit store (default under Open MPI: the surviving processes go on)",
+               store="restart_on_failure", jobs=(ELASTIC,)),
         Option(("--elastic-timeout",), "end the job after this long with fewer than --min-np "
                "slots (default 600)", "S", (_seconds,), store="elastic_timeout",
                jobs=(ELASTIC,)),
@@ -189,6 +192,7 @@ class Options:
         self.forwards = []     # NAME or NAME=VALUE, for every rank
         self.settings = []     # (NAME, VALUE) the options set, for every rank
         self.dry_run = self.verbose = self.help = self.elastic = False
+        self.restart_on_failure = False
         self.min_np = self.max_np = self.discovery = self.slots_per_host = None
         self.reset_limit = self.store = self.driver_address = None
         self.elastic_timeout = 600.0

@@ -11,10 +11,17 @@ field of `bye` and of `failed` may hold spaces. A rank sends:
     bye done                         how it leaves: training finished,
     bye restart REASON               left so that the job starts again (new hosts, a failure),
     bye failed TEXT                  or an error of the training script
+    lost HOW REASON                  a collective failed and this rank waits for the driver's
+                                     word (HOW: in-place, it can go on in this process; restart)
 
 and the driver sends:
 
     hosts-updated NUMBER KIND        the usable hosts changed (KIND: added, removed, changed)
+    reform R0,R1,...                 to a rank that said lost: go on in this process, over these
+                                     ranks of the current world (R0 becomes rank 0)
+    leave                            to a rank that said lost: leave, for a restart
+    peer-lost EPOCH RANK             rank RANK of the world formed EPOCH times in place (0: the
+                                     first) is gone: fail what waits for it now
 
 A rank that disappears without a bye has failed: that is how the driver tells the host that
 failed from the hosts whose ranks it stopped. Standard library only: the launcher imports this
@@ -27,7 +34,8 @@ ENVIRONMENT = "CHORUS_ELASTIC_DRIVER"
 Message = collections.namedtuple("Message", "kind fields")
 
 # kind -> the number of fields; the last takes the rest of the line where marked with '+'.
-_SHAPES = {"hello": 5, "commit": 1, "resumed": 1, "bye": "1+", "hosts-updated": 2}
+_SHAPES = {"hello": 5, "commit": 1, "resumed": 1, "bye": "1+", "lost": "1+",
+           "hosts-updated": 2, "reform": 1, "leave": 0, "peer-lost": 2}
 
 
 def driver_address(token, address):
@@ -69,6 +77,23 @@ def hosts_updated(number, kind):
     return _line("hosts-updated", number, kind)
 
 
+def lost(how, reason):
+    """how: 'in-place' (this rank can go on in its process) or 'restart'."""
+    return _line("lost", how, reason)
+
+
+def reform(ranks):
+    return _line("reform", ",".join(str(r) for r in ranks))
+
+
+def leave():
+    return _line("leave")
+
+
+def peer_lost(epoch, rank):
+    return _line("peer-lost", epoch, rank)
+
+
 def parse(line):
     """The Message of one line (without its newline), or None when it is not one: a peer that
     speaks otherwise is not one of the job's."""
@@ -82,7 +107,7 @@ def parse(line):
         if len(rest) < least:
             return None
         fields = rest[:least - 1] + [" ".join(rest[least - 1:])]
-        if kind == "bye":
+        if kind in ("bye", "lost"):
             how, _, text = fields[0].partition(" ")
             fields = [how, text]
         return Message(kind, fields)
@@ -90,6 +115,10 @@ def parse(line):
         return None
     if kind in ("commit", "resumed", "hosts-updated") and not rest[0].lstrip("-").isdigit():
         return None
+    if kind == "peer-lost" and not (rest[0].isdigit() and rest[1].isdigit()):
+        return None
     if kind == "hello" and not (rest[1].isdigit() and rest[2].isdigit()):
+        return None
+    if kind == "reform" and not all(r.isdigit() for r in rest[0].split(",")):
         return None
     return Message(kind, rest)
