@@ -1,15 +1,18 @@
 """chorus.launcher's parts without a job: the driver's line protocol (every message as it is
 written parses back to its fields; what is not a message is rejected), host lists and host files
-(both syntaxes, merged hosts, a bad line named), and the option table (a value checked, an
-elastic option refused without --elastic, a refused horovodrun option named).
+(both syntaxes, merged hosts, a bad line named), the option table (a value checked, an
+elastic option refused without --elastic, a refused horovodrun option named), and the elastic
+driver's choice after a failure between going on in the surviving processes and a restart.
 
     test_launcher.py SOURCE_ROOT"""
 import os
 import sys
 import tempfile
+import types
 
 sys.path.insert(0, os.path.join(sys.argv[1], "python", "chorus"))
-import launcher.hosts as hosts  # noqa: E402 (the package alone, as chorusrun imports it)
+import launcher.elastic as driver_module  # noqa: E402 (the package alone, as chorusrun imports it)
+import launcher.hosts as hosts  # noqa: E402
 import launcher.options as options  # noqa: E402
 import launcher.protocol as protocol  # noqa: E402
 
@@ -42,13 +45,19 @@ for line, kind, fields in [
         (protocol.bye("restart", "failure rank 2 went silent"), "bye",
          ["restart", "failure rank 2 went silent"]),
         (protocol.bye("failed", "ValueError: a\nb"), "bye", ["failed", "ValueError: a b"]),
-        (protocol.hosts_updated(2, "added"), "hosts-updated", ["2", "added"])]:
+        (protocol.hosts_updated(2, "added"), "hosts-updated", ["2", "added"]),
+        (protocol.lost("in-place", "failure CHORUS_ERR_TIMEOUT: x"), "lost",
+         ["in-place", "failure CHORUS_ERR_TIMEOUT: x"]),
+        (protocol.reform([2, 0, 3]), "reform", ["2,0,3"]),
+        (protocol.leave(), "leave", []),
+        (protocol.peer_lost(1, 4), "peer-lost", ["1", "4"])]:
     check(line.endswith("\n") and line.count("\n") == 1, f"one line: {line!r}")
     message = protocol.parse(line)
     check(message is not None and message.kind == kind and message.fields == fields,
           f"{line!r} parsed as {message}")
 for junk in ["", "hello tok 3", "hello tok x 8 h 1", "commit", "commit soon", "bye",
-             "GET / HTTP/1.1", "hosts-updated 1"]:
+             "GET / HTTP/1.1", "hosts-updated 1", "reform", "reform 1,x", "leave now",
+             "peer-lost 1", "peer-lost one 2"]:
     check(protocol.parse(junk) is None, f"{junk!r} is not a message")
 check(protocol.split_driver_address(protocol.driver_address("t0k", "10.0.0.1:555")) ==
       ("t0k", "10.0.0.1", 555), "the driver's address round-trips")
@@ -116,5 +125,69 @@ names = [name for option in options.OPTIONS for name in option.names]
 check(len(names) == len(set(names)), "every option name in the table once")
 help_text = options.help_text()
 check(all(option.name in help_text for option in options.OPTIONS), "--help lists every option")
+
+
+# The driver after a failure: the job goes on in the surviving processes only when every rank
+# that did not die reported and waits, under Open MPI, with enough ranks on healthy hosts.
+class FakeConnection:
+    def __init__(self):
+        self.sent = []
+
+    def sendall(self, data):
+        self.sent.append(data.decode())
+
+
+def failed_generation(layout, kind="openmpi", min_np=1, reset_limit=None, restart=False):
+    """A generation whose ranks are (host, state) in rank order; state: dead (its connection
+    ended without a word), lost (reported and waits), silent (neither)."""
+    parsed = options.parse(["--elastic", "--min-np", str(min_np), "prog"])
+    parsed.reset_limit, parsed.restart_on_failure = reset_limit, restart
+    driver = types.SimpleNamespace(options=parsed, launcher=types.SimpleNamespace(kind=kind),
+                                   blacklist=driver_module.Blacklist((600, 600)), resets=0,
+                                   failure_noticed_at=None)
+    placement = {}
+    for host, _ in layout:
+        placement[host] = placement.get(host, 0) + 1
+    generation = driver_module.Generation(driver, 0, placement)
+    generation.process = types.SimpleNamespace(poll=lambda: None)
+    for number, (host, state) in enumerate(layout):
+        rank = driver_module.Rank(FakeConnection())
+        rank.rank, rank.host = number, host
+        if state == "dead":
+            rank.closed_at = 1.0
+        elif state == "lost":
+            rank.lost = "in-place"
+        generation.ranks.append(rank)
+    generation.failure_at, generation.cause = 1.0, "a test's failure"
+    return generation
+
+
+three_hosts = [("a", "dead"), ("a", "lost"), ("b", "lost"), ("c", "lost")]
+generation = failed_generation(three_hosts)
+ranks = list(generation.ranks)
+check(generation.go_on_in_place(), "goes on in place after a death on host a")
+check(ranks[2].connection.sent == ["reform 2,3\n"] and ranks[3].connection.sent ==
+      ["reform 2,3\n"], f"the survivors on b and c are named: {ranks[2].connection.sent}")
+check(ranks[1].connection.sent == ["leave\n"] and ranks[1].retired,
+      f"the live rank of the failed host leaves: {ranks[1].connection.sent}")
+check(ranks[0].connection.sent == [], "nothing is sent to the dead")
+check(generation.np == 2 and [r.rank for r in generation.ranks] == [0, 1] and
+      generation.placement == {"b": 1, "c": 1}, "the generation is the new world, renumbered")
+check(generation.driver.blacklist.blocked("a") and not generation.driver.blacklist.blocked("b"),
+      "the failed host is left out")
+check(generation.driver.resets == 1 and generation.failure_at is None and
+      generation.close_at is None, "a reset counted, the failure settled")
+for layout, settings, why in [
+        ([("a", "dead"), ("b", "lost"), ("c", "silent")], {}, "a silent rank (a cut network)"),
+        ([("a", "lost"), ("b", "lost")], {}, "nobody died"),
+        (three_hosts, {"kind": "hydra"}, "Hydra"),
+        (three_hosts, {"min_np": 3}, "fewer than --min-np on healthy hosts"),
+        (three_hosts, {"reset_limit": 0}, "the reset limit"),
+        (three_hosts, {"restart": True}, "--restart-on-failure"),
+        ([("a", "dead"), ("a", "lost")], {}, "no rank on a healthy host")]:
+    generation = failed_generation(layout, **settings)
+    check(not generation.go_on_in_place() and
+          all(r.connection.sent == [] for r in generation.ranks),
+          f"restarts, telling nobody yet, after {why}")
 print(f"launcher: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
