@@ -128,7 +128,8 @@ check(all(option.name in help_text for option in options.OPTIONS), "--help lists
 
 
 # The driver after a failure: the job goes on in the surviving processes only when every rank
-# that did not die reported and waits, under Open MPI, with enough ranks on healthy hosts.
+# that did not die or go silent reported and waits, under Open MPI, with enough ranks on
+# healthy hosts.
 class FakeConnection:
     def __init__(self):
         self.sent = []
@@ -139,7 +140,7 @@ class FakeConnection:
 
 def failed_generation(layout, kind="openmpi", min_np=1, reset_limit=None, restart=False):
     """A generation whose ranks are (host, state) in rank order; state: dead (its connection
-    ended without a word), lost (reported and waits), silent (neither)."""
+    ended without a word), lost (reported and waits), silent (neither, by the deadline)."""
     parsed = options.parse(["--elastic", "--min-np", str(min_np), "prog"])
     parsed.reset_limit, parsed.restart_on_failure = reset_limit, restart
     driver = types.SimpleNamespace(options=parsed, launcher=types.SimpleNamespace(kind=kind),
@@ -177,8 +178,14 @@ check(generation.driver.blacklist.blocked("a") and not generation.driver.blackli
       "the failed host is left out")
 check(generation.driver.resets == 1 and generation.failure_at is None and
       generation.close_at is None, "a reset counted, the failure settled")
+# A rank that neither reported nor ended by the deadline (cut off, frozen) is left out as the dead
+# are, and told to leave should it hear.
+generation = failed_generation([("a", "silent"), ("b", "lost"), ("c", "lost")])
+ranks = list(generation.ranks)
+check(generation.go_on_in_place() and ranks[1].connection.sent == ["reform 1,2\n"] and
+      ranks[0].connection.sent == ["leave\n"] and generation.placement == {"b": 1, "c": 1} and
+      generation.driver.blacklist.blocked("a"), "goes on without a silent rank's host")
 for layout, settings, why in [
-        ([("a", "dead"), ("b", "lost"), ("c", "silent")], {}, "a silent rank (a cut network)"),
         ([("a", "lost"), ("b", "lost")], {}, "nobody died"),
         (three_hosts, {"kind": "hydra"}, "Hydra"),
         (three_hosts, {"min_np": 3}, "fewer than --min-np on healthy hosts"),

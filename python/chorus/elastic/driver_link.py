@@ -101,9 +101,11 @@ class DriverLink:
 
     def leave(self, how, text=""):
         """Says how this rank leaves ('done', 'restart' with the reason, 'failed' with the
-        error) and closes."""
+        error) and closes; after 'done' the connection stays until the process ends, so that
+        the driver sees when it did."""
         self._send(protocol.bye(how, text))
-        self.close()
+        if how != "done":
+            self.close()
 
     def close(self):
         try:

@@ -7,8 +7,7 @@ restores the last commit from memory, tells the driver and waits for its word; t
 saw which ranks died, names the ranks that go on (those on hosts where none died), and they form
 chorus again over themselves in their own processes (chorus.core.reform), take the new rank 0's
 commit and call the reset callbacks. Everywhere else (MPICH's Hydra ends every rank when one dies;
-a lost host or a cut network ends or hangs Open MPI's mpirun; --restart-on-failure) a reset is a
-restart: every rank leaves (the state it last committed is in the commit store), the driver starts
+a lost Open MPI daemon ends mpirun; hosts added; --restart-on-failure) a reset is a restart: every rank leaves (the state it last committed is in the commit store), the driver starts
 the job again on the new hosts, and the decorator, entered again by the restarted script, loads the
 newest commit on every rank and calls the reset callbacks before the training function goes on.
 

@@ -13,10 +13,11 @@ removed.
 - A rank that disappears without saying goodbye (killed, crashed), or that cannot be heard once
   another rank reported a failed collective (a cut network), has failed: its host is left out for
   a cooldown (doubling with each failure of the host), and the job goes on on the others from the
-  last commit: in the surviving processes where it can (Open MPI, ranks that died while every
-  other rank reported the failed collective and waits for the driver's word: the driver names
-  the ranks that go on, those on hosts where none died, and tells the others to leave), else by
-  starting the job again (--restart-on-failure always does).
+  last commit: in the surviving processes where it can (Open MPI, the other ranks reported the
+  failed collective and wait for the driver's word: the driver tells the living at once who
+  died, then names the ranks that go on, those on hosts where none died or went silent, and
+  tells the others to leave), else by starting the job again (--restart-on-failure always
+  does).
 - Hosts added (or back from their cooldown) or removed: the driver tells the ranks, which raise
   HostsUpdatedInterrupt at their next commit and leave together; the job starts again with them.
 - Fewer than --min-np slots for --elastic-timeout seconds: the job ends, saying so. More than
@@ -44,9 +45,10 @@ from .options import UsageError
 STARTED = time.monotonic()
 # A failed rank's host-mates die within this of it; later disconnections are the launcher's.
 SAME_FAILURE_S = 0.25
-# After a rank reports a failed collective: how long the others have to say goodbye (the first
-# rank to notice a failure stops the others at once, so they report within milliseconds).
-REPORT_GRACE_S = 2.0
+# After a rank reports a failed collective: how long the others have to report too (the first
+# rank to notice a failure stops the others at once, so they report within milliseconds); one
+# that does not is unreachable (a cut network) or frozen.
+REPORT_GRACE_S = 1.0
 # A generation's launcher gets this long to end after SIGTERM (it may wait for a host it cannot
 # reach), and ranks this long to end after one reported an error of the script.
 KILL_GRACE_S = 2.0
@@ -355,20 +357,33 @@ class Generation:
         heard = [r for r in self.ranks if r.rank is not None]
         return len(heard) >= self.np and all(r.said or r.closed_at or r.lost for r in heard)
 
+    def finished_in_place(self, now):
+        """After going on in place: whether every rank trained to the end and its process ended
+        (each keeps its connection until then) some seconds ago while the launcher still runs:
+        its MPI may wait for the ranks left behind (a cut host's), so the driver ends it."""
+        if not self.ranks or not all(r.said == "done" and r.closed_at for r in self.ranks):
+            return False
+        return now - max(r.closed_at for r in self.ranks) > KILL_GRACE_S
+
     def go_on_in_place(self):
         """After a failure: when every rank that did not die reported it and waits, names the
         ranks that go on (those on hosts where none died) to them and tells the others to leave,
         and watches on. False (nothing sent) when the job must start again instead."""
         driver = self.driver
         heard = [r for r in self.ranks if r.rank is not None]
+        # Dead: ended without a word. Silent: neither reported nor ended by the deadline (cut
+        # off, or frozen); it is left out as the dead are, and told to leave should it hear.
         dead = [r for r in heard if r.closed_at is not None and r.said is None and not r.lost]
-        waiting = [r for r in heard if r not in dead]
+        silent = [r for r in heard if r.closed_at is None and r.said is None and not r.lost]
+        waiting = [r for r in heard if r not in dead and r not in silent]
         if (not self.in_place or self.process.poll() is not None or len(heard) < self.np or
-                not dead or any(r.lost != "in-place" or r.closed_at for r in waiting)):
+                not (dead or silent) or any(r.lost != "in-place" or r.closed_at for r in waiting)):
             return False
         failed = {}
         for r in dead:
             failed.setdefault(r.host, []).append(f"rank {r.rank} disconnected")
+        for r in silent:
+            failed.setdefault(r.host, []).append(f"rank {r.rank} went silent")
         kept = sorted((r for r in waiting if r.host not in failed), key=lambda r: r.rank)
         limit = driver.options.reset_limit
         if len(kept) < driver.options.min_np or (limit is not None and driver.resets >= limit):
@@ -379,7 +394,7 @@ class Generation:
             seconds = driver.blacklist.add(host)
             say(f"host {host} failed ({', '.join(why)}): left out for {seconds:g} s")
         line = protocol.reform([r.rank for r in kept])
-        for r in waiting:
+        for r in waiting + silent:
             if r in kept:
                 self.send(r, line)
             else:
@@ -415,6 +430,8 @@ class Generation:
                 available = driver.available()
                 if available is not None:
                     self.notify_hosts(available)
+            if self.in_place_resets and self.finished_in_place(now):
+                break
             if self.process.poll() is not None:
                 exited_at = exited_at or now
                 # what the ranks said just before the launcher ended is still arriving
@@ -571,6 +588,8 @@ class Driver:
                 die(f"rank {r.rank} on {r.host} failed: {r.reason} (an error of the training "
                     "script, not of a host: not restarting)", status=1)
             if len(heard) == generation.np and all(r.said == "done" for r in heard):
+                if generation.in_place_resets:
+                    return 0  # the launcher may have been ended, waiting for the ranks left out
                 if status != 0:
                     say(f"training finished, but the job then exited with status {status}")
                 return status if status is not None and status >= 0 else 1
