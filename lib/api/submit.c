@@ -57,22 +57,32 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
                                       uint32_t group_size, struct chorus_handle *handle,
                                       int default_compression)
 {
-    struct request *request = calloc(1, sizeof *request);
-    if (request == NULL)
-        return NULL;
     const chorus_tensor *tensor = &args->input;
     /* A set's names are its own: the same name may be in flight in another set, and so may
      * the same group name (rank 0 holds and compares a group's members by it). */
     int process_set = api_op_process_set(args);
-    request->desc.name = process_set == 0
-                             ? strdup(args->name)
-                             : text_format("%s [process set %d]", args->name, process_set);
-    request->desc.group = process_set == 0 || group[0] == '\0'
-                              ? strdup(group)
-                              : text_format("%s [process set %d]", group, process_set);
-    if (request->desc.name == NULL || request->desc.group == NULL) {
-        request_free(request);
-        return NULL;
+    struct request *request = NULL;
+    if (process_set == 0) {
+        /* The job's: the names in the request's own allocation, one malloc for the three. */
+        size_t name_bytes = strlen(args->name) + 1, group_bytes = strlen(group) + 1;
+        request = calloc(1, sizeof *request + name_bytes + group_bytes);
+        if (request == NULL)
+            return NULL;
+        request->strings_inline = true;
+        request->desc.name = memcpy(request->strings, args->name, name_bytes);
+        request->desc.group = memcpy(request->strings + name_bytes, group, group_bytes);
+    } else {
+        request = calloc(1, sizeof *request);
+        if (request == NULL)
+            return NULL;
+        request->desc.name = text_format("%s [process set %d]", args->name, process_set);
+        request->desc.group = group[0] == '\0'
+                                  ? strdup(group)
+                                  : text_format("%s [process set %d]", group, process_set);
+        if (request->desc.name == NULL || request->desc.group == NULL) {
+            request_free(request);
+            return NULL;
+        }
     }
     describe(&request->desc, args, group_size, default_compression);
     request->input = tensor->data;

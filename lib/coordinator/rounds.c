@@ -223,7 +223,11 @@ static void run_round_slots(struct rounds *rounds, struct star *star,
 {
     if (outcome->execute_count == 0)
         return;
-    struct wire_response *responses = calloc(outcome->execute_count, sizeof *responses);
+    /* A few responses (the common round) on the stack: a round allocates nothing for them. */
+    struct wire_response few[4] = {0};
+    struct wire_response *responses = outcome->execute_count <= ARRAY_LENGTH(few)
+                                          ? few
+                                          : calloc(outcome->execute_count, sizeof *responses);
     size_t built = 0;
     while (responses != NULL && built < outcome->execute_count &&
            response_cache_expand(&star->cache, outcome->execute[built], star->size,
@@ -243,7 +247,8 @@ static void run_round_slots(struct rounds *rounds, struct star *star,
     }
     for (size_t i = 0; i < built; i++)
         wire_response_free(&responses[i]);
-    free(responses);
+    if (responses != few)
+        free(responses);
 }
 
 /* This rank's requests whose slots were demoted go to rank 0 in full. */

@@ -1,10 +1,14 @@
 /*
- * name_table.c — see name_table.h. FNV-1a hashing; names are copied into the entries.
+ * name_table.c — see name_table.h. FNV-1a hashing; names are copied into the entries, whose
+ * storage is reused after a remove (sized to NAME_TABLE_MIN_STORAGE at least, so most names fit
+ * any spare).
  */
 #include "name_table.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+enum { NAME_TABLE_SPARES = 256, NAME_TABLE_MIN_STORAGE = 96 };
 
 static size_t hash_name(const char *name)
 {
@@ -21,30 +25,69 @@ void name_table_init(struct name_table *table)
     memset(table, 0, sizeof *table);
 }
 
+static void free_chain(struct name_entry *entry)
+{
+    while (entry != NULL) {
+        struct name_entry *next = entry->next;
+        free(entry);
+        entry = next;
+    }
+}
+
 void name_table_destroy(struct name_table *table)
 {
-    for (size_t i = 0; i < table->bucket_count; i++) {
-        struct name_entry *entry = table->buckets[i];
-        while (entry != NULL) {
-            struct name_entry *next = entry->next;
-            free(entry->name);
-            free(entry);
-            entry = next;
-        }
-    }
+    for (size_t i = 0; i < table->bucket_count; i++)
+        free_chain(table->buckets[i]);
+    free_chain(table->spares);
     free(table->buckets);
     memset(table, 0, sizeof *table);
 }
 
-void *name_table_find(const struct name_table *table, const char *name)
+static struct name_entry *find_hashed(const struct name_table *table, const char *name,
+                                      size_t hash)
 {
     if (table->bucket_count == 0)
         return NULL;
-    for (struct name_entry *entry = table->buckets[hash_name(name) % table->bucket_count];
-         entry != NULL; entry = entry->next)
+    for (struct name_entry *entry = table->buckets[hash % table->bucket_count]; entry != NULL;
+         entry = entry->next)
         if (strcmp(entry->name, name) == 0)
-            return entry->value;
+            return entry;
     return NULL;
+}
+
+void *name_table_find(const struct name_table *table, const char *name)
+{
+    struct name_entry *entry = find_hashed(table, name, hash_name(name));
+    return entry != NULL ? entry->value : NULL;
+}
+
+/* An entry with room for `length` bytes and its terminator: a spare when one has room. */
+static struct name_entry *take_entry(struct name_table *table, size_t length)
+{
+    for (struct name_entry **link = &table->spares; *link != NULL; link = &(*link)->next) {
+        if ((*link)->capacity > length) {
+            struct name_entry *entry = *link;
+            *link = entry->next;
+            table->spare_count--;
+            return entry;
+        }
+    }
+    size_t capacity = length + 1 > NAME_TABLE_MIN_STORAGE ? length + 1 : NAME_TABLE_MIN_STORAGE;
+    struct name_entry *entry = malloc(sizeof *entry + capacity);
+    if (entry != NULL)
+        entry->capacity = capacity;
+    return entry;
+}
+
+static void give_back_entry(struct name_table *table, struct name_entry *entry)
+{
+    if (table->spare_count >= NAME_TABLE_SPARES) {
+        free(entry);
+        return;
+    }
+    entry->next = table->spares;
+    table->spares = entry;
+    table->spare_count++;
 }
 
 static bool grow(struct name_table *table)
@@ -71,19 +114,20 @@ static bool grow(struct name_table *table)
 
 bool name_table_insert(struct name_table *table, const char *name, void *value)
 {
-    if (name_table_find(table, name) != NULL)
+    size_t hash = hash_name(name);
+    if (find_hashed(table, name, hash) != NULL)
         return false;
     if (table->size >= table->bucket_count && !grow(table))
         return false;
-    struct name_entry *entry = malloc(sizeof *entry);
-    char *copy = strdup(name);
-    if (entry == NULL || copy == NULL) {
-        free(entry);
-        free(copy);
+    size_t length = strlen(name);
+    struct name_entry *entry = take_entry(table, length);
+    if (entry == NULL)
         return false;
-    }
-    size_t index = hash_name(name) % table->bucket_count;
-    *entry = (struct name_entry){.name = copy, .value = value, .next = table->buckets[index]};
+    memcpy(entry->storage, name, length + 1);
+    size_t index = hash % table->bucket_count;
+    entry->name = entry->storage;
+    entry->value = value;
+    entry->next = table->buckets[index];
     table->buckets[index] = entry;
     table->size++;
     return true;
@@ -99,8 +143,7 @@ void *name_table_remove(struct name_table *table, const char *name)
             struct name_entry *entry = *link;
             void *value = entry->value;
             *link = entry->next;
-            free(entry->name);
-            free(entry);
+            give_back_entry(table, entry);
             table->size--;
             return value;
         }

@@ -1,6 +1,7 @@
 /*
  * name_table.h — a hash table from tensor names to pointers (separate chaining, grows at load
- * factor 1). Not thread-safe: each table has one owner or one lock.
+ * factor 1); removed entries are reused by later inserts. Not thread-safe: each table has one
+ * owner or one lock.
  */
 #ifndef CHORUS_NAME_TABLE_H
 #define CHORUS_NAME_TABLE_H
@@ -8,15 +9,21 @@
 #include "common.h"
 
 struct name_entry {
-    char *name;
+    char *name; /* the entry's own copy, in `storage` */
     void *value;
     struct name_entry *next;
+    size_t capacity; /* bytes of `storage` */
+    char storage[];
 };
 
 struct name_table {
     struct name_entry **buckets;
     size_t bucket_count;
     size_t size;
+    /* Removed entries kept for the next inserts, so that a steady stream of names in flight
+     * (the same few, step after step) allocates nothing. At most NAME_TABLE_SPARES. */
+    struct name_entry *spares;
+    size_t spare_count;
 };
 
 void name_table_init(struct name_table *table);

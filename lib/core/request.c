@@ -75,6 +75,8 @@ void request_free(struct request *request)
 {
     if (request == NULL)
         return;
+    if (request->strings_inline)
+        request->desc.name = request->desc.group = NULL;
     wire_request_free(&request->desc);
     free(request->splits);
     ordered_agreement_free(request->agreed);

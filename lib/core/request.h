@@ -112,6 +112,8 @@ struct request {
     int tag;         /* a transfer's */
     double submitted_at;
     struct request *next;
+    bool strings_inline; /* desc.name and desc.group lie in `strings`, not on their own */
+    char strings[];
 };
 
 void request_free(struct request *request);

@@ -58,8 +58,17 @@ bool fusion_plan_build(const struct wire_response *responses, size_t count, size
 {
     size_t largest_fused = tensor_limit < threshold ? tensor_limit : threshold;
     memset(plan, 0, sizeof *plan);
-    /* One allocation for the plan's arrays and the working ones (it runs for every batch, of
-     * one response as often as not): the batches first, for their alignment. */
+    if (count <= 1) {
+        plan->batches = &plan->lone_batch;
+        plan->order = &plan->lone_order;
+        plan->batch_count = count;
+        if (count == 1)
+            plan->lone_batch = (struct fusion_batch){
+                .first = 0, .count = 1, .bytes = request_batch_member_bytes(&responses[0])};
+        return true;
+    }
+    /* One allocation for the plan's arrays and the working ones (it runs for every batch): the
+     * batches first, for their alignment. */
     size_t slots = count ? count : 1;
     struct fusion_batch *batches_memory = calloc(1, slots * (sizeof *plan->batches +
                                                              3 * sizeof(size_t)));
@@ -108,6 +117,7 @@ bool fusion_plan_build(const struct wire_response *responses, size_t count, size
 
 void fusion_plan_free(struct fusion_plan *plan)
 {
-    free(plan->batches); /* the order is in the same allocation */
+    if (plan->batches != &plan->lone_batch)
+        free(plan->batches); /* the order is in the same allocation */
     memset(plan, 0, sizeof *plan);
 }

@@ -33,8 +33,11 @@ bool ready_rounds_init(struct ready_rounds *rounds, size_t slots)
     rounds->demote = calloc(words, sizeof *rounds->demote);
     rounds->demoted = calloc(words, sizeof *rounds->demoted);
     rounds->waiting_since = calloc(slots ? slots : 1, sizeof *rounds->waiting_since);
+    rounds->executing = malloc(words * 64 * sizeof *rounds->executing);
+    rounds->resending = malloc(words * 64 * sizeof *rounds->resending);
     if (rounds->ready == NULL || rounds->demote == NULL || rounds->demoted == NULL ||
-        rounds->waiting_since == NULL) {
+        rounds->waiting_since == NULL || rounds->executing == NULL ||
+        rounds->resending == NULL) {
         ready_rounds_destroy(rounds);
         return false;
     }
@@ -47,6 +50,8 @@ void ready_rounds_destroy(struct ready_rounds *rounds)
     free(rounds->demote);
     free(rounds->demoted);
     free(rounds->waiting_since);
+    free(rounds->executing);
+    free(rounds->resending);
     memset(rounds, 0, sizeof *rounds);
 }
 
@@ -109,27 +114,12 @@ void ready_rounds_combine(uint64_t *into, const uint64_t *from, size_t words)
         into[i] &= from[i];
 }
 
-static bool append_slot(uint32_t **list, size_t *count, size_t slot)
-{
-    /* Grows by powers of two from 16. */
-    if (*count >= 16 && (*count & (*count - 1)) == 0) {
-        uint32_t *grown = realloc(*list, 2 * *count * sizeof **list);
-        if (grown == NULL)
-            return false;
-        *list = grown;
-    } else if (*count == 0) {
-        *list = malloc(16 * sizeof **list);
-        if (*list == NULL)
-            return false;
-    }
-    (*list)[(*count)++] = (uint32_t)slot;
-    return true;
-}
-
 bool ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
                          struct round_outcome *outcome)
 {
     memset(outcome, 0, sizeof *outcome);
+    outcome->execute = rounds->executing;
+    outcome->resend = rounds->resending;
     size_t words = rounds->slot_words;
     uint64_t any = ~combined[0];
     outcome->responses_follow = (any & ROUND_RESPONSES_FOLLOW) != 0;
@@ -144,12 +134,13 @@ bool ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
         rounds->demote[w] = 0;
         rounds->demoted[w] |= demoted;
         uint64_t leaving = rounds->ready[w] & ~everywhere & (some_joined ? ~(uint64_t)0 : demoted);
+        /* Each slot at most once per list: the lists have room for every slot. */
         for (uint64_t bits = everywhere; bits != 0; bits &= bits - 1)
-            ok &= append_slot(&outcome->execute, &outcome->execute_count,
-                              w * 64 + (size_t)__builtin_ctzll(bits));
+            outcome->execute[outcome->execute_count++] =
+                (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
         for (uint64_t bits = leaving; bits != 0; bits &= bits - 1)
-            ok &= append_slot(&outcome->resend, &outcome->resend_count,
-                              w * 64 + (size_t)__builtin_ctzll(bits));
+            outcome->resend[outcome->resend_count++] =
+                (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
         rounds->ready[w] &= ~(everywhere | leaving);
     }
     return ok;
@@ -157,9 +148,7 @@ bool ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
 
 void ready_rounds_outcome_free(struct round_outcome *outcome)
 {
-    free(outcome->execute);
-    free(outcome->resend);
-    memset(outcome, 0, sizeof *outcome);
+    memset(outcome, 0, sizeof *outcome); /* its lists are the rounds' */
 }
 
 void ready_rounds_response_ran(struct ready_rounds *rounds, const struct response_cache *cache,

@@ -42,6 +42,8 @@ struct ready_rounds {
     double *waiting_since; /* per slot: when its bit was set */
     bool joined;           /* this rank has joined, until the join completes */
     bool star_only;        /* some rank has joined: everything on the star path until then */
+    uint32_t *executing;   /* the last outcome's lists (a slot at most once in each) */
+    uint32_t *resending;
 };
 
 enum round_route {
@@ -81,8 +83,8 @@ void ready_rounds_combine(uint64_t *into, const uint64_t *from, size_t words);
 
 /* Applies a completed round (the AND of every rank's contribution) to this rank's state: which
  * slots run (every rank gets the same list) and which of this rank's requests now go in full.
- * The outcome's arrays belong to the caller (free them with ready_rounds_outcome_free). False
- * when out of memory. */
+ * The outcome's lists are the rounds' own, valid until the next settle (a round allocates
+ * nothing). False when out of memory (not any more; kept for the callers' checks). */
 bool ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
                          struct round_outcome *outcome);
 void ready_rounds_outcome_free(struct round_outcome *outcome);
