@@ -229,14 +229,19 @@ static void run_round_slots(struct rounds *rounds, struct star *star,
                                           ? few
                                           : calloc(outcome->execute_count, sizeof *responses);
     size_t built = 0;
+    /* Views of the cache's entries, not copies: running the round records nothing into it. */
     while (responses != NULL && built < outcome->execute_count &&
-           response_cache_expand(&star->cache, outcome->execute[built], star->size,
-                                 &responses[built]))
+           response_cache_view(&star->cache, outcome->execute[built], star->size,
+                               &responses[built]))
         built++;
     struct executor *executor = &star->runner->executor;
     size_t staged_bytes = 0;
     if (built < outcome->execute_count) {
-        report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "out of memory running a round");
+        if (responses == NULL)
+            report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "out of memory running a round");
+        else
+            report_fail(report, CHORUS_ERR_PROTOCOL, "a round named empty response-cache slot %u",
+                        outcome->execute[built]);
     } else {
         if (lone_staged_everywhere(rounds, outcome, &staged_bytes)) {
             executor->staged = &rounds->slots;
@@ -245,8 +250,6 @@ static void run_round_slots(struct rounds *rounds, struct star *star,
         star_execute(star, responses, built, report);
         executor->staged = NULL;
     }
-    for (size_t i = 0; i < built; i++)
-        wire_response_free(&responses[i]);
     if (responses != few)
         free(responses);
 }

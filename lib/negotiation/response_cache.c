@@ -114,3 +114,16 @@ bool response_cache_expand(const struct response_cache *cache, uint32_t slot, in
     response->contributors = (uint32_t)nranks;
     return true;
 }
+
+bool response_cache_view(const struct response_cache *cache, uint32_t slot, int nranks,
+                         struct wire_response *response)
+{
+    const struct wire_request *entry = response_cache_get(cache, slot);
+    if (entry == NULL)
+        return false;
+    response->request = *entry;
+    response->type = RESPONSE_EXECUTE;
+    response->status = CHORUS_OK;
+    response->contributors = (uint32_t)nranks;
+    return true;
+}

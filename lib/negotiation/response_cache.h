@@ -53,6 +53,11 @@ bool response_cache_incoming(struct response_cache *cache, struct wire_response 
  * replaced by a copy of the entry). False when the slot is empty or memory ran out. */
 bool response_cache_expand(const struct response_cache *cache, uint32_t slot, int nranks,
                            struct wire_response *response);
+/* The same without a copy: `response`'s request points into the entry, so it is valid while the
+ * cache is not changed, and is not freed (no wire_response_free). False when the slot is
+ * empty. For running a round's slots, during which nothing records into the cache. */
+bool response_cache_view(const struct response_cache *cache, uint32_t slot, int nranks,
+                         struct wire_response *response);
 
 /* Whether a response of this shape goes into the cache (or may be sent as a slot): allreduces and
  * broadcasts that every rank contributed to. Allgathers are not cached: their first dimensions
