@@ -186,15 +186,17 @@ check(generation.go_on_in_place() and ranks[1].connection.sent == ["reform 1,2\n
       ranks[0].connection.sent == ["leave\n"] and generation.placement == {"b": 1, "c": 1} and
       generation.driver.blacklist.blocked("a"), "goes on without a silent rank's host")
 for layout, settings, why in [
-        ([("a", "lost"), ("b", "lost")], {}, "nobody died"),
-        (three_hosts, {"kind": "hydra"}, "Hydra"),
-        (three_hosts, {"min_np": 3}, "fewer than --min-np on healthy hosts"),
-        (three_hosts, {"reset_limit": 0}, "the reset limit"),
+        ([("a", "lost"), ("b", "lost")], {}, "no rank died or went silent"),
+        (three_hosts, {"kind": "hydra"}, "Hydra (MPICH)"),
+        (three_hosts, {"min_np": 3}, "2 rank(s) left on hosts where none failed, fewer than "
+                                     "--min-np 3"),
+        (three_hosts, {"reset_limit": 0}, "the reset limit (--reset-limit 0)"),
         (three_hosts, {"restart": True}, "--restart-on-failure"),
-        ([("a", "dead"), ("a", "lost")], {}, "no rank on a healthy host")]:
+        ([("a", "dead"), ("a", "lost")], {}, "0 rank(s) left on hosts where none failed")]:
     generation = failed_generation(layout, **settings)
-    check(not generation.go_on_in_place() and
+    reason = generation.why_not_in_place() or ""
+    check(not generation.go_on_in_place() and why in reason and
           all(r.connection.sent == [] for r in generation.ranks),
-          f"restarts, telling nobody yet, after {why}")
+          f"restarts, telling nobody yet, saying why ({why!r}): {reason!r}")
 print(f"launcher: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

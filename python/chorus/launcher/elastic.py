@@ -365,10 +365,42 @@ class Generation:
             return False
         return now - max(r.closed_at for r in self.ranks) > KILL_GRACE_S
 
+    def why_not_in_place(self):
+        """Why the job cannot go on in the surviving processes now; None when it can."""
+        options = self.driver.options
+        if options.restart_on_failure:
+            return "--restart-on-failure"
+        if not self.in_place:
+            return "Hydra (MPICH) ends every rank when one dies"
+        if self.process.poll() is not None:
+            return "the launcher ended"
+        heard = [r for r in self.ranks if r.rank is not None]
+        if len(heard) < self.np:
+            return f"only {len(heard)} of {self.np} ranks had started"
+        gone = [r for r in heard if r.said is None and not r.lost]
+        if not gone:
+            return "no rank died or went silent"
+        unable = [r for r in heard if r not in gone and (r.lost != "in-place" or r.closed_at)]
+        if unable:
+            return f"rank {unable[0].rank} on {unable[0].host} cannot go on in its process"
+        failed_hosts = {r.host for r in gone}
+        kept = [r for r in heard if r not in gone and r.host not in failed_hosts]
+        if len(kept) < options.min_np:
+            return (f"{len(kept)} rank(s) left on hosts where none failed, fewer than "
+                    f"--min-np {options.min_np}")
+        if options.reset_limit is not None and self.driver.resets >= options.reset_limit:
+            return f"the reset limit (--reset-limit {options.reset_limit})"
+        return None
+
     def go_on_in_place(self):
         """After a failure: when every rank that did not die reported it and waits, names the
         ranks that go on (those on hosts where none died) to them and tells the others to leave,
-        and watches on. False (nothing sent) when the job must start again instead."""
+        and watches on. False (nothing sent, and the log says why) when the job must start again
+        instead."""
+        why_not = self.why_not_in_place()
+        if why_not:
+            say(f"generation {self.number}: not going on in the surviving processes: {why_not}")
+            return False
         driver = self.driver
         heard = [r for r in self.ranks if r.rank is not None]
         # Dead: ended without a word. Silent: neither reported nor ended by the deadline (cut
@@ -376,18 +408,12 @@ class Generation:
         dead = [r for r in heard if r.closed_at is not None and r.said is None and not r.lost]
         silent = [r for r in heard if r.closed_at is None and r.said is None and not r.lost]
         waiting = [r for r in heard if r not in dead and r not in silent]
-        if (not self.in_place or self.process.poll() is not None or len(heard) < self.np or
-                not (dead or silent) or any(r.lost != "in-place" or r.closed_at for r in waiting)):
-            return False
         failed = {}
         for r in dead:
             failed.setdefault(r.host, []).append(f"rank {r.rank} disconnected")
         for r in silent:
             failed.setdefault(r.host, []).append(f"rank {r.rank} went silent")
         kept = sorted((r for r in waiting if r.host not in failed), key=lambda r: r.rank)
-        limit = driver.options.reset_limit
-        if len(kept) < driver.options.min_np or (limit is not None and driver.resets >= limit):
-            return False
         driver.resets += 1
         driver.failure_noticed_at = self.failure_at
         for host, why in failed.items():
@@ -438,7 +464,7 @@ class Generation:
                 if self.accounted() or now - exited_at > 1.0:
                     break
             if self.close_at is not None and (now >= self.close_at or self.accounted()):
-                if self.go_on_in_place():
+                if self.failure_at is not None and self.go_on_in_place():
                     continue
                 for rank in self.ranks:
                     if rank.lost and rank.closed_at is None:
