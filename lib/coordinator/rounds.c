@@ -274,24 +274,17 @@ static void resend(struct star *star, const struct round_outcome *outcome,
 static bool settle_round(struct rounds *rounds, struct star *star, struct coord_report *report)
 {
     struct round_outcome outcome;
-    if (!ready_rounds_settle(&rounds->state, rounds->result, &outcome)) {
-        ready_rounds_outcome_free(&outcome);
-        report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "out of memory settling a round");
-        return true;
-    }
+    ready_rounds_settle(&rounds->state, rounds->result, &outcome);
     bool decided = outcome.execute_count + outcome.resend_count > 0 || outcome.responses_follow;
     if (decided)
         LOG(LOG_TRACE, "negotiation", "round: %zu slots ready everywhere, %zu resent in full%s",
             outcome.execute_count, outcome.resend_count,
             outcome.responses_follow ? ", after rank 0's responses" : "");
-    if (outcome.responses_follow && !run_round_responses(rounds, star, report)) {
-        ready_rounds_outcome_free(&outcome);
+    if (outcome.responses_follow && !run_round_responses(rounds, star, report))
         return true;
-    }
     resend(star, &outcome, report);
     if (!report_pending(report))
         run_round_slots(rounds, star, &outcome, report);
-    ready_rounds_outcome_free(&outcome);
     return decided;
 }
 

@@ -114,7 +114,7 @@ void ready_rounds_combine(uint64_t *into, const uint64_t *from, size_t words)
         into[i] &= from[i];
 }
 
-bool ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
+void ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
                          struct round_outcome *outcome)
 {
     memset(outcome, 0, sizeof *outcome);
@@ -126,7 +126,6 @@ bool ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
     bool some_joined = (any & ROUND_SOME_JOINED) != 0;
     if (some_joined)
         rounds->star_only = true;
-    bool ok = true;
     for (size_t w = 0; w < words; w++) {
         uint64_t everywhere = combined[1 + w];
         /* A slot ready everywhere runs, even if a rank asked for its demotion meanwhile. */
@@ -143,12 +142,6 @@ bool ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
                 (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
         rounds->ready[w] &= ~(everywhere | leaving);
     }
-    return ok;
-}
-
-void ready_rounds_outcome_free(struct round_outcome *outcome)
-{
-    memset(outcome, 0, sizeof *outcome); /* its lists are the rounds' */
 }
 
 void ready_rounds_response_ran(struct ready_rounds *rounds, const struct response_cache *cache,

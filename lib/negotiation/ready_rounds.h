@@ -83,11 +83,10 @@ void ready_rounds_combine(uint64_t *into, const uint64_t *from, size_t words);
 
 /* Applies a completed round (the AND of every rank's contribution) to this rank's state: which
  * slots run (every rank gets the same list) and which of this rank's requests now go in full.
- * The outcome's lists are the rounds' own, valid until the next settle (a round allocates
- * nothing). False when out of memory (not any more; kept for the callers' checks). */
-bool ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
+ * The outcome's lists are the rounds' own, valid until the next settle: a round allocates
+ * nothing, and the outcome needs no freeing. */
+void ready_rounds_settle(struct ready_rounds *rounds, const uint64_t *combined,
                          struct round_outcome *outcome);
-void ready_rounds_outcome_free(struct round_outcome *outcome);
 
 /* A response from rank 0 ran on this rank: a demoted slot of that name comes back to the bit
  * path; a completed join ends the star-only period. */
