@@ -61,29 +61,29 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     /* A set's names are its own: the same name may be in flight in another set, and so may
      * the same group name (rank 0 holds and compares a group's members by it). */
     int process_set = api_op_process_set(args);
+    char *set_name = NULL, *set_group = NULL;
+    if (process_set != 0) {
+        set_name = text_format("%s [process set %d]", args->name, process_set);
+        set_group = group[0] == '\0' ? strdup(group)
+                                     : text_format("%s [process set %d]", group, process_set);
+    }
+    const char *name = process_set != 0 ? set_name : args->name;
+    const char *group_name = process_set != 0 ? set_group : group;
     struct request *request = NULL;
-    if (process_set == 0) {
-        /* The job's: the names in the request's own allocation, one malloc for the three. */
-        size_t name_bytes = strlen(args->name) + 1, group_bytes = strlen(group) + 1;
+    if (name != NULL && group_name != NULL) {
+        /* The names in the request's own allocation: one malloc for the three. */
+        size_t name_bytes = strlen(name) + 1, group_bytes = strlen(group_name) + 1;
         request = calloc(1, sizeof *request + name_bytes + group_bytes);
-        if (request == NULL)
-            return NULL;
-        request->strings_inline = true;
-        request->desc.name = memcpy(request->strings, args->name, name_bytes);
-        request->desc.group = memcpy(request->strings + name_bytes, group, group_bytes);
-    } else {
-        request = calloc(1, sizeof *request);
-        if (request == NULL)
-            return NULL;
-        request->desc.name = text_format("%s [process set %d]", args->name, process_set);
-        request->desc.group = group[0] == '\0'
-                                  ? strdup(group)
-                                  : text_format("%s [process set %d]", group, process_set);
-        if (request->desc.name == NULL || request->desc.group == NULL) {
-            request_free(request);
-            return NULL;
+        if (request != NULL) {
+            request->strings_inline = true;
+            request->desc.name = memcpy(request->strings, name, name_bytes);
+            request->desc.group = memcpy(request->strings + name_bytes, group_name, group_bytes);
         }
     }
+    free(set_name);
+    free(set_group);
+    if (request == NULL)
+        return NULL;
     describe(&request->desc, args, group_size, default_compression);
     request->input = tensor->data;
     bool handle_output = args->collective == CHORUS_ALLGATHER ||
