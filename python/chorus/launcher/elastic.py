@@ -365,6 +365,17 @@ class Generation:
             return False
         return now - max(r.closed_at for r in self.ranks) > KILL_GRACE_S
 
+    def split_after_failure(self):
+        """The ranks heard from; of them, the gone ones (dead: ended without a word; silent:
+        neither reported nor ended by the deadline, cut off or frozen), the others, and of
+        those the ones on hosts where none is gone, in rank order: who would go on in place."""
+        heard = [r for r in self.ranks if r.rank is not None]
+        gone = [r for r in heard if r.said is None and not r.lost]
+        others = [r for r in heard if r not in gone]
+        failed_hosts = {r.host for r in gone}
+        kept = sorted((r for r in others if r.host not in failed_hosts), key=lambda r: r.rank)
+        return heard, gone, others, kept
+
     def why_not_in_place(self):
         """Why the job cannot go on in the surviving processes now; None when it can."""
         options = self.driver.options
@@ -374,17 +385,14 @@ class Generation:
             return "Hydra (MPICH) ends every rank when one dies"
         if self.process.poll() is not None:
             return "the launcher ended"
-        heard = [r for r in self.ranks if r.rank is not None]
+        heard, gone, others, kept = self.split_after_failure()
         if len(heard) < self.np:
             return f"only {len(heard)} of {self.np} ranks had started"
-        gone = [r for r in heard if r.said is None and not r.lost]
         if not gone:
             return "no rank died or went silent"
-        unable = [r for r in heard if r not in gone and (r.lost != "in-place" or r.closed_at)]
+        unable = [r for r in others if r.lost != "in-place" or r.closed_at]
         if unable:
             return f"rank {unable[0].rank} on {unable[0].host} cannot go on in its process"
-        failed_hosts = {r.host for r in gone}
-        kept = [r for r in heard if r not in gone and r.host not in failed_hosts]
         if len(kept) < options.min_np:
             return (f"{len(kept)} rank(s) left on hosts where none failed, fewer than "
                     f"--min-np {options.min_np}")
@@ -402,25 +410,19 @@ class Generation:
             say(f"generation {self.number}: not going on in the surviving processes: {why_not}")
             return False
         driver = self.driver
-        heard = [r for r in self.ranks if r.rank is not None]
-        # Dead: ended without a word. Silent: neither reported nor ended by the deadline (cut
-        # off, or frozen); it is left out as the dead are, and told to leave should it hear.
-        dead = [r for r in heard if r.closed_at is not None and r.said is None and not r.lost]
-        silent = [r for r in heard if r.closed_at is None and r.said is None and not r.lost]
-        waiting = [r for r in heard if r not in dead and r not in silent]
+        _, gone, others, kept = self.split_after_failure()
         failed = {}
-        for r in dead:
-            failed.setdefault(r.host, []).append(f"rank {r.rank} disconnected")
-        for r in silent:
-            failed.setdefault(r.host, []).append(f"rank {r.rank} went silent")
-        kept = sorted((r for r in waiting if r.host not in failed), key=lambda r: r.rank)
+        for r in gone:
+            failed.setdefault(r.host, []).append(
+                f"rank {r.rank} {'disconnected' if r.closed_at is not None else 'went silent'}")
         driver.resets += 1
         driver.failure_noticed_at = self.failure_at
         for host, why in failed.items():
             seconds = driver.blacklist.add(host)
             say(f"host {host} failed ({', '.join(why)}): left out for {seconds:g} s")
         line = protocol.reform([r.rank for r in kept])
-        for r in waiting + silent:
+        # The silent are told to leave too, should they hear.
+        for r in others + [r for r in gone if r.closed_at is None]:
             if r in kept:
                 self.send(r, line)
             else:
