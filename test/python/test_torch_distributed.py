@@ -142,6 +142,43 @@ def test_all_reduce():
            ["ReduceOp", "not supported"], "BAND")
 
 
+def test_group_overloads():
+    """The group's own allreduce, broadcast and barrier, called as torch's ProcessGroup allows
+    (chorus's group binds them itself, past torch's dispatcher): every overload, checked."""
+    group = dist.distributed_c10d._get_default_group()
+    t = make(60, rank, 7, torch.float32)
+    group.allreduce([t]).wait()
+    close(t, reduced(60, 7, torch.float32, dist.ReduceOp.SUM, range(size)), torch.float32,
+          "group.allreduce([t])")
+    t = make(61, rank, 5, torch.int64, dist.ReduceOp.MAX)
+    group.allreduce([t], dist.ReduceOp.MAX).wait()
+    close(t, reduced(61, 5, torch.int64, dist.ReduceOp.MAX, range(size)), torch.int64,
+          "group.allreduce([t], MAX)")
+    t = make(62, rank, 3, torch.float64, dist.ReduceOp.MIN)
+    work = group.allreduce(t, op=dist.ReduceOp.MIN)
+    check(work.wait() and work.is_completed() and work.is_success(), "allreduce(t) completes")
+    check(torch.equal(work.result()[0], t), "allreduce(t): result() is the tensor")
+    close(t, reduced(62, 3, torch.float64, dist.ReduceOp.MIN, range(size)), torch.float64,
+          "group.allreduce(t, op=MIN)")
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.PRODUCT
+    t = make(63, rank, 2, torch.float64, dist.ReduceOp.PRODUCT)
+    value = group.allreduce([t], opts).get_future().wait()
+    close(value[0], reduced(63, 2, torch.float64, dist.ReduceOp.PRODUCT, range(size)),
+          torch.float64, "group.allreduce([t], opts) through its future")
+    root = size - 1
+    t = make(64, rank, 9, torch.int32)
+    group.broadcast(t, root).wait()
+    check(torch.equal(t, make(64, root, 9, torch.int32)), "group.broadcast(t, root)")
+    opts = dist.BroadcastOptions()
+    opts.rootRank = 0
+    t = make(65, rank, 4, torch.float32)
+    group.broadcast([t], opts).wait()
+    check(torch.equal(t, make(65, 0, 4, torch.float32)), "group.broadcast([t], opts)")
+    group.barrier().wait()
+    raises(lambda: group.allreduce([t, t]), ["one tensor"], "allreduce of two tensors")
+
+
 def test_broadcast_and_reduce():
     for root in range(size):
         t = make(100 + root, rank, 11, torch.float64)
@@ -488,7 +525,7 @@ def test_zero_and_join():
     check(all(torch.equal(c, flat) for c in copies), "Join: ranks' parameters differ")
 
 
-TESTS = (test_all_reduce, test_broadcast_and_reduce, test_gathers,
+TESTS = (test_all_reduce, test_group_overloads, test_broadcast_and_reduce, test_gathers,
          test_reduce_scatter_and_all_to_all, test_groups, test_point_to_point,
          test_coalesced_and_sparse, test_monitored_barrier, test_refusals_and_mismatch, test_ddp,
          test_zero_and_join)
