@@ -6,10 +6,14 @@
 # whatever they report: this reads their verdict line instead. Not under Hydra: MPICH 4.0's
 # mpiexec ends the survivors when a process dies (../shared/notes/elastic-in-process), so there
 # is no launcher to run it under (skipped, 77).
-# Usage: check_survivors.sh MPIRUN MPI_SURVIVORS
+# With PYTHON and TORCH_SURVIVORS (test/python/torch_survivors.py), also torch.distributed's
+# process group made again over the survivors, rank 0 or the last rank gone, at np=3.
+# Usage: check_survivors.sh MPIRUN MPI_SURVIVORS [PYTHON TORCH_SURVIVORS]
 set -u
 mpirun=$1
 program=$2
+python=${3:-}
+torch_program=${4:-}
 shift 2
 case "$("$mpirun" --version 2>&1)" in *HYDRA*) echo "survivors: skipped under Hydra"; exit 77 ;; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -18,12 +22,21 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cases=0
 # np, the victim, and whether the survivors are told (chorus_peer_lost) or find out themselves
-for run in "3 last" "3 first" "4 last" "4 first" "3 last told" "4 first told"; do
+runs="3 last|3 first|4 last|4 first|3 last told|4 first told"
+[ -n "$torch_program" ] && runs="$runs|3 last torch|3 first torch"
+IFS='|'
+for run in $runs; do
+    unset IFS
     set -- $run
     np=$1 victim=$2 how=${3:-}
     cases=$((cases + 1))
-    timeout 120 "$mpirun" --enable-recovery --oversubscribe --bind-to none -np "$np" \
-        "$program" "$victim" $how >"$log" 2>&1
+    if [ "$how" = torch ]; then
+        set -- "$python" "$torch_program" "$victim"
+    else
+        set -- "$program" "$victim" $how
+    fi
+    timeout 120 "$mpirun" --enable-recovery --oversubscribe --bind-to none -np "$np" "$@" \
+        >"$log" 2>&1
     status=$?
     verdict=$(grep '^survivors np=' "$log")
     case "$verdict" in

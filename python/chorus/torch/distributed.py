@@ -35,6 +35,9 @@ _original_new_group = c10d.new_group
 _original_monitored_barrier = c10d.monitored_barrier
 # Sets added by new_group on every rank, waiting for the member's backend constructor.
 _pending_sets = {}
+# The env:// variables this module set itself (name: value), which a later init_process_group
+# (after chorus_reform formed the job again over fewer ranks) sets anew; the user's stay.
+_set_here = {}
 
 
 def _extension():
@@ -110,16 +113,25 @@ def _prepare_environment(kwargs):
     """Before torch's init_process_group: chorus up, and the variables of env:// from the job."""
     _refuse_launch()
     core.init()
+    for name, value in list(_set_here.items()):
+        if os.environ.get(name) == value:
+            del os.environ[name]
+    _set_here.clear()
+
+    def default(name, value):
+        if name not in os.environ:
+            os.environ[name] = _set_here[name] = str(value)
+
     for name, value in (("RANK", core.rank()), ("WORLD_SIZE", core.size()),
                         ("LOCAL_RANK", core.local_rank()),
                         ("LOCAL_WORLD_SIZE", core.local_size())):
-        os.environ.setdefault(name, str(value))
+        default(name, value)
     rendezvous = kwargs.get("init_method") is not None or kwargs.get("store") is not None
     if not rendezvous and not ("MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ):
         mine = _rank0_address() if core.rank() == 0 else ""
         address, port = _broadcast_text(mine).rsplit(":", 1)
-        os.environ.setdefault("MASTER_ADDR", address)
-        os.environ.setdefault("MASTER_PORT", port)
+        default("MASTER_ADDR", address)
+        default("MASTER_PORT", port)
     for name, expected in (("world_size", core.size()), ("rank", core.rank())):
         given = kwargs.get(name, -1)
         if given not in (-1, None) and int(given) != expected:
