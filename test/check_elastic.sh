@@ -12,10 +12,16 @@
 #   c. a third host added to the discovery file: it joins at a commit, taking the state from
 #      the others (it never saw a commit)
 #   d. one of 2 hosts lost with --min-np 2: the job waits --elastic-timeout, then ends saying so
+#   e. a rank killed in the middle of a commit (saved on its own, the others in the commit's
+#      collectives): the others go on in their processes, from that commit or the one before
+#   f. a rank killed at step 25, and another as chorus is formed again over the survivors (the
+#      one left blocks in the rebuild and falls silent): the driver ends the generation and
+#      restarts the job on the host left, saying why it did not go on in place
 # In a to c the resumed job's loss on a fixed batch must equal the loss at the commit it resumed
 # from, and the time from the fault (or the new host) to the first step after it is printed.
 # Needs root, iproute2 and Open MPI (the emulated hosts are reached through mpirun's rsh agent);
 # skips (77) otherwise.
+# CASES (e.g. CASES=ef) runs some cases only.
 # Usage: check_elastic.sh CHORUSRUN PYTHON TRAIN_SCRIPT
 set -u
 chorusrun=$1
@@ -49,6 +55,8 @@ export CHORUS_TIMEOUT_SECONDS="${CHORUS_TIMEOUT_SECONDS:-3}"
 bound=$CHORUS_TIMEOUT_SECONDS
 passed=0 failed=0
 now() { date +%s.%N; }
+wanted() { case ${CASES:-abcdef} in *$1*) return 0 ;; esac; return 1; }
+extra="" # the training script's options of the case at hand
 
 hosts_file() { # hosts_file INDEX... : the discovery script's answer
   : > "$work/hosts"
@@ -59,7 +67,7 @@ start_job() { # start_job LOG ELASTIC_OPTIONS...
   log=$1; shift
   timeout 300 "$chorusrun" --elastic --host-discovery-script "$work/discover" \
     --blacklist-cooldown-range 600 600 "$@" "$python" "$script" --epochs 3 \
-    --step-delay 0.05 > "$log" 2>&1 &
+    --step-delay 0.05 $extra > "$log" 2>&1 &
   job=$!
 }
 
@@ -128,53 +136,92 @@ check() {
 }
 
 # a. SIGKILL every rank of host 1, rank 0's
-hosts_file 1 2 3
-start_job "$work/a.log" --min-np 2 --max-np 3
-wait_for_step "$work/a.log" 25 || echo "elastic: case a never reached step 25"
-fault=$(now)
-rank_pids 1 | xargs -r kill -9
-wait $job
-check "$work/a.log" "a. ranks of host 1 (rank 0) killed" 2 "$fault" $? in-place
+if wanted a; then
+  hosts_file 1 2 3
+  start_job "$work/a.log" --min-np 2 --max-np 3
+  wait_for_step "$work/a.log" 25 || echo "elastic: case a never reached step 25"
+  fault=$(now)
+  rank_pids 1 | xargs -r kill -9
+  wait $job
+  check "$work/a.log" "a. ranks of host 1 (rank 0) killed" 2 "$fault" $? in-place
+fi
 
 # b. the network of host 3 cut
-hosts_file 1 2 3
-start_job "$work/b.log" --min-np 2 --max-np 3
-wait_for_step "$work/b.log" 25 || echo "elastic: case b never reached step 25"
-fault=$(now)
-ip link set "veth-${prefix}3" down
-wait $job
-status=$?
-ip link set "veth-${prefix}3" up
-check "$work/b.log" "b. network of host 3 cut (bound ${bound} s)" 2 "$fault" $status in-place
-ip netns pids "${prefix}3" | xargs -r kill -9 2>/dev/null
+if wanted b; then
+  hosts_file 1 2 3
+  start_job "$work/b.log" --min-np 2 --max-np 3
+  wait_for_step "$work/b.log" 25 || echo "elastic: case b never reached step 25"
+  fault=$(now)
+  ip link set "veth-${prefix}3" down
+  wait $job
+  status=$?
+  ip link set "veth-${prefix}3" up
+  check "$work/b.log" "b. network of host 3 cut (bound ${bound} s)" 2 "$fault" $status in-place
+  ip netns pids "${prefix}3" | xargs -r kill -9 2>/dev/null
+fi
 
 # c. host 3 added while the job runs on hosts 1 and 2
-hosts_file 1 2
-start_job "$work/c.log" --min-np 2 --max-np 3
-wait_for_step "$work/c.log" 25 || echo "elastic: case c never reached step 25"
-fault=$(now)
-hosts_file 1 2 3
-wait $job
-check "$work/c.log" "c. host 3 added" 3 "$fault" $?
+if wanted c; then
+  hosts_file 1 2
+  start_job "$work/c.log" --min-np 2 --max-np 3
+  wait_for_step "$work/c.log" 25 || echo "elastic: case c never reached step 25"
+  fault=$(now)
+  hosts_file 1 2 3
+  wait $job
+  check "$work/c.log" "c. host 3 added" 3 "$fault" $?
+fi
 
 # d. 2 hosts, --min-np 2, one lost: the job waits --elastic-timeout, then ends saying why
-hosts_file 1 2
-start_job "$work/d.log" --min-np 2 --max-np 2 --elastic-timeout 5
-wait_for_step "$work/d.log" 10 || echo "elastic: case d never reached step 10"
-fault=$(now)
-rank_pids 2 | xargs -r kill -9
-wait $job
-status=$?
-took=$(echo "$(now) - $fault" | bc)
-if [ $status -ne 0 ] && grep -q "fewer than --min-np 2, for 5 s" "$work/d.log" &&
-   [ "$(echo "$took < 30" | bc)" = 1 ]; then
-  passed=$((passed + 1))
-  echo "ok: d. below --min-np: ended ${took} s after the fault, exit $status:"
-  grep '^chorusrun:' "$work/d.log" | tail -n 3 | sed 's/^/    /'
-else
-  failed=$((failed + 1))
-  echo "FAILED: d. below --min-np (exit $status after ${took} s)"
-  tail -n 30 "$work/d.log"
+if wanted d; then
+  hosts_file 1 2
+  start_job "$work/d.log" --min-np 2 --max-np 2 --elastic-timeout 5
+  wait_for_step "$work/d.log" 10 || echo "elastic: case d never reached step 10"
+  fault=$(now)
+  rank_pids 2 | xargs -r kill -9
+  wait $job
+  status=$?
+  took=$(echo "$(now) - $fault" | bc)
+  if [ $status -ne 0 ] && grep -q "fewer than --min-np 2, for 5 s" "$work/d.log" &&
+     [ "$(echo "$took < 30" | bc)" = 1 ]; then
+    passed=$((passed + 1))
+    echo "ok: d. below --min-np: ended ${took} s after the fault, exit $status:"
+    grep '^chorusrun:' "$work/d.log" | tail -n 3 | sed 's/^/    /'
+  else
+    failed=$((failed + 1))
+    echo "FAILED: d. below --min-np (exit $status after ${took} s)"
+    tail -n 30 "$work/d.log"
+  fi
+fi
+
+# scripted_fault CASE MIN_NP SCRIPT_OPTIONS: a job on 3 hosts whose training script makes the
+# fault itself (in a commit, in the rebuild), where no outside timing could; sets $status
+scripted_fault() {
+  hosts_file 1 2 3
+  extra=$3
+  start_job "$work/$1.log" --min-np "$2" --max-np 3
+  wait $job
+  status=$?
+  extra=""
+}
+
+# e. a rank killed in the middle of its 5th commit
+if wanted e; then
+  scripted_fault e 2 "--crash-in-commit 5 --fail-rank 1"
+  fault=$(grep -o 'dies in commit 5 at [0-9.]*' "$work/e.log" | sed 's/.* at //')
+  check "$work/e.log" "e. a rank killed in a commit" 2 "${fault:-0}" $status in-place
+fi
+
+# f. a rank killed at step 25, and another as chorus is formed again
+if wanted f; then
+  scripted_fault f 1 "--crash-at-step 25 --fail-rank 1 --crash-in-rebuild 2"
+  fault=$(grep -o 'dies at step 25 at [0-9.]*' "$work/f.log" | sed 's/.* at //')
+  if grep -q "dies as chorus is formed again" "$work/f.log"; then
+    check "$work/f.log" "f. a rank killed, another in the rebuild" 1 "${fault:-0}" $status
+  else
+    failed=$((failed + 1))
+    echo "FAILED: f. nobody died in the rebuild"
+    tail -n 40 "$work/f.log"
+  fi
 fi
 
 echo "elastic: $passed passed, $failed failed"

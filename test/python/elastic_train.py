@@ -34,6 +34,12 @@ parser.add_argument("--fail-at-step", type=int, default=0,
 parser.add_argument("--fail-rank", type=int, default=1)
 parser.add_argument("--crash-at-step", type=int, default=0,
                     help="in the first generation, rank --fail-rank dies (SIGKILL) at this step")
+parser.add_argument("--crash-in-commit", type=int, default=0,
+                    help="in the first generation, rank --fail-rank dies (SIGKILL) in the middle "
+                         "of this commit (saved on its own, the others in its collectives)")
+parser.add_argument("--crash-in-rebuild", type=int, default=-1,
+                    help="in the first generation, this rank dies (SIGKILL) as chorus is formed "
+                         "again over the survivors of another fault")
 args = parser.parse_args()
 
 hvd.init()
@@ -65,7 +71,20 @@ def probe_loss():
         return F.cross_entropy(model(probe), probe_labels).item()
 
 
+def first_generation():
+    return os.environ.get("CHORUS_ELASTIC_GENERATION") == "0"
+
+
+def die(where):
+    print(f"rank {hvd.rank()} dies {where} at {time.time():.3f}", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def commit(state):
+    if (state._commits + 1 == args.crash_in_commit and hvd.rank() == args.fail_rank and
+            first_generation()):
+        state.save()
+        die(f"in commit {args.crash_in_commit}")
     # Said first: a commit that another rank's death interrupts may still be the newest one
     # stored (this rank wrote it), and one that raises HostsUpdatedInterrupt was made all the
     # same. Said by the last rank too, for when rank 0's host is the one killed.
@@ -103,8 +122,8 @@ def train(state):
             if state.steps == args.fail_at_step and hvd.rank() == args.fail_rank:
                 raise RuntimeError(f"a bug in the training script at step {state.steps}")
             if (state.steps == args.crash_at_step and hvd.rank() == args.fail_rank and
-                    os.environ.get("CHORUS_ELASTIC_GENERATION") == "0"):
-                os.kill(os.getpid(), signal.SIGKILL)
+                    first_generation()):
+                die(f"at step {state.steps}")
             say(f"step {state.steps} epoch {state.epoch} size {hvd.size()} "
                 f"loss {loss.item():.5f} time {time.time():.3f}")
             time.sleep(args.step_delay)
@@ -122,6 +141,14 @@ def on_reset():
         group["lr"] = base_lr * hvd.size()
     say(f"reset: {hvd.size()} ranks, lr {base_lr * hvd.size():g}")
 
+
+if args.crash_in_rebuild == hvd.rank() and first_generation():
+    import chorus.elastic.run as elastic_run  # where hvd.elastic.run forms chorus again
+
+    def reform_and_die(ranks):
+        die("as chorus is formed again")
+
+    elastic_run.reform = reform_and_die
 
 state = hvd.elastic.TorchState(model, optimizer, sampler=sampler, epoch=0, steps=0,
                                counts=torch.zeros(args.samples))

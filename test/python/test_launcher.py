@@ -198,5 +198,32 @@ for layout, settings, why in [
     check(not generation.go_on_in_place() and why in reason and
           all(r.connection.sent == [] for r in generation.ranks),
           f"restarts, telling nobody yet, saying why ({why!r}): {reason!r}")
+# A death while the others form chorus again: they wait for it in MPI and cannot be told, so
+# the generation ends at once (no deadline for reports) and restarts, saying why; once the new
+# rank 0 said it resumed, a death is an ordinary failure again.
+def connection_ends(generation, rank):
+    generation.driver.selector = types.SimpleNamespace(unregister=lambda connection: None)
+    generation.driver.report_bound = lambda: 5.0
+    rank.connection.recv = lambda size: b""
+    rank.connection.close = lambda: None
+    generation.read(rank)
+
+
+generation = failed_generation(three_hosts)
+generation.go_on_in_place()
+victim = generation.ranks[1]
+connection_ends(generation, victim)
+reason = generation.why_not_in_place() or ""
+check(generation.close_at == victim.closed_at and not generation.go_on_in_place() and
+      "disconnected while the others formed chorus again" in reason and "cannot be told" in reason,
+      f"a death in the rebuild ends the generation at once: {reason!r}")
+generation = failed_generation(three_hosts)
+generation.go_on_in_place()
+generation.message(generation.ranks[0], "resumed 5")
+victim = generation.ranks[1]
+connection_ends(generation, victim)
+check(not generation.rebuilding and generation.close_at == victim.closed_at + 5.0 and
+      "disconnected without leaving" in generation.cause,
+      f"after the resume, a death waits for the others' reports: {generation.cause!r}")
 print(f"launcher: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

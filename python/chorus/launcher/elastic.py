@@ -199,6 +199,9 @@ class Generation:
         # on, see launch); Hydra ends every rank when one dies.
         self.in_place = driver.launcher.kind == "openmpi" and not driver.options.restart_on_failure
         self.in_place_resets = 0
+        # Between the word to go on in place and the new rank 0's "resumed": the ranks form
+        # chorus again, and a death now leaves the others waiting in MPI for the dead.
+        self.rebuilding = False
 
     def launch(self):
         driver = self.driver
@@ -237,7 +240,14 @@ class Generation:
             rank.connection.close()
             rank.closed_at = time.monotonic()
             if rank.said is None and rank.rank is not None and not rank.retired:
-                if self.failure_at is None:
+                if self.rebuilding and self.failure_at is None:
+                    # The others wait for it in MPI_Comm_create_group, deaf to any word:
+                    # nothing to wait for, the job starts again.
+                    self.failure_at = self.close_at = rank.closed_at
+                    self.failure_kind = "disconnected"
+                    self.cause = (f"rank {rank.rank} on {rank.host} disconnected while the "
+                                  "others formed chorus again")
+                elif self.failure_at is None:
                     self.failure_at = rank.closed_at
                     self.failure_kind = "disconnected"
                     self.cause = (f"rank {rank.rank} on {rank.host} disconnected without "
@@ -276,6 +286,7 @@ class Generation:
         elif message.kind == "commit":
             self.driver.last_commit = int(message.fields[0])
         elif message.kind == "resumed":
+            self.rebuilding = False
             self.driver.last_commit = int(message.fields[0])
             since = ""
             if self.driver.failure_noticed_at is not None:
@@ -385,6 +396,9 @@ class Generation:
             return "Hydra (MPICH) ends every rank when one dies"
         if self.process.poll() is not None:
             return "the launcher ended"
+        if self.rebuilding:
+            return (f"{self.cause}: the others wait for it in MPI (MPI_Comm_create_group) and "
+                    "cannot be told")
         heard, gone, others, kept = self.split_after_failure()
         if len(heard) < self.np:
             return f"only {len(heard)} of {self.np} ranks had started"
@@ -439,6 +453,7 @@ class Generation:
                           if h not in failed}
         self.failure_at = self.failure_kind = self.close_at = self.cause = None
         self.in_place_resets += 1
+        self.rebuilding = True
         return True
 
     def watch(self):
