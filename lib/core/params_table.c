@@ -241,7 +241,8 @@ const struct param_elsewhere param_elsewhere_table[] = {
     {"CHORUS_FUZZ_SECONDS", "tools/run-tests", "seconds per fuzz target (default 45; `0` skips)"},
     {"CHORUS_FUZZ_BUILD_DIR", "tools/fuzz", "the fuzz targets' build directory"},
     {"CHORUS_PEERS", "tools/run-tests",
-     "`1` adds the peers' suites (Horovod's and PyTorch's own tests)"},
+     "`0` leaves out the peers' suites (Horovod's and PyTorch's own tests), which run by "
+     "default"},
 };
 const size_t param_elsewhere_count = ARRAY_LENGTH(param_elsewhere_table);
 
