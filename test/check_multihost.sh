@@ -8,12 +8,15 @@
 # the bound, and the job must end once the network is back. mpi_shared_heap runs on 2 and 3 hosts
 # too: tensors in the shared heap reduced in place on each host, with the cross-host step between.
 # Needs root and iproute2; skips (77) without them.
-# Usage: check_multihost.sh MPIRUN MPI_COLLECTIVES [MPI_FAULT] [MPI_SHARED_HEAP]
+# mpi_ordered runs on 2 and 3 hosts too (ordered operations across hosts: the check's allgather
+# carries a small allreduce's data, and mismatches fail on every rank).
+# Usage: check_multihost.sh MPIRUN MPI_COLLECTIVES [MPI_FAULT] [MPI_SHARED_HEAP] [MPI_ORDERED]
 set -u
 mpirun=$1
 program=$2
 fault_program=${3:-}
 shared_heap_program=${4:-}
+ordered_program=${5:-}
 [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && command -v nsenter >/dev/null &&
   command -v unshare >/dev/null || { echo "multihost: needs root, ip, nsenter, unshare"; exit 77; }
 
@@ -30,14 +33,15 @@ emulated_hosts_agent $prefix "$work/agent"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 passed=0 failed=0
-run() { # run HOSTS ALGORITHM NEGOTIATION [PROGRAM]
+run() { # run HOSTS ALGORITHM NEGOTIATION [PROGRAM [ARGUMENTS...]]
   hosts=$1 algorithm=$2 negotiation=$3 test_program=${4:-$program} list=""
+  shift $(( $# < 4 ? $# : 4 ))
   for i in $(seq 1 "$hosts"); do list="$list${list:+,}$net.$i:2"; done
   output=$(timeout 600 "$mpirun" --mca plm_rsh_agent "$work/agent" --bind-to none \
     --mca btl vader,tcp,self --mca btl_tcp_if_include "$net.0/24" \
     --mca oob_tcp_if_include "$net.0/24" -np $((hosts * 2)) -H "$list" \
     -x CHORUS_ALLREDUCE_ALGO="$algorithm" -x CHORUS_NEGOTIATION="$negotiation" \
-    "$test_program" 2>&1)
+    "$test_program" "$@" 2>&1)
   status=$?
   if [ $status -eq 0 ] && printf '%s\n' "$output" | grep -q " 0 failed"; then
     passed=$((passed + 1))
@@ -58,6 +62,10 @@ run 3 auto rounds
 if [ -n "$shared_heap_program" ]; then
   run 2 auto auto "$shared_heap_program"
   run 3 auto auto "$shared_heap_program"
+fi
+if [ -n "$ordered_program" ]; then
+  run 2 auto auto "$ordered_program" across-hosts
+  run 3 auto auto "$ordered_program" across-hosts
 fi
 
 # The network of host 2 is cut (its link to the bridge down) for the bound plus 5 s, once rank 0
