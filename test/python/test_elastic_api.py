@@ -66,6 +66,22 @@ def torch_state(rank, size):
     check(torch.equal(optimizer.state[model.weight]["momentum_buffer"], momentum),
           "TorchState.restore: the committed optimizer state")
     check(state.batch == 5, f"TorchState.restore: batch 5, not {state.batch}")
+    # A failure in the middle of backward: restore() gives up the step and its gradient
+    # allreduces in flight (the next zero_grad would refuse them), and the next step is right.
+    distributed = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                           named_parameters=model.named_parameters())
+    state = hvd.elastic.TorchState(model, distributed)
+    model(torch.ones(2, 4)).sum().backward()  # the hooks start the allreduces
+    check(bool(distributed._handles), "allreduces in flight after backward")
+    hvd.barrier()  # they complete, as a failure would complete them
+    state.restore()
+    distributed.zero_grad()  # raised AssertionError before
+    before = model.weight.detach().clone()
+    model(torch.full((2, 4), float(rank + 1))).sum().backward()
+    distributed.step()
+    mean_input = 2 * sum(r + 1 for r in range(size)) / size  # the batch's rows, averaged
+    check(torch.allclose(before - model.weight, torch.full_like(before, 0.1 * mean_input)),
+          "the step after a restore in the middle of backward")
     replacement = torch.nn.Linear(4, 3)
     state.model = replacement  # assigning a handled value saves it
     check(state.model is replacement and state._handlers["model"].value is replacement,

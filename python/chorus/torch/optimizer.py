@@ -204,6 +204,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.copy_(start + delta)
         return loss
 
+    def load_state_dict(self, *args, **kwargs):
+        """torch's, and the step in progress is given up: hvd.elastic loads the last commit
+        after a failed collective, maybe in the middle of backward, when the gradient
+        allreduces already started failed or belong to the world before."""
+        self._handles.clear()
+        self._pass_count = dict.fromkeys(self._pass_count, 0)
+        self._resparsify.clear()
+        self._synchronized = False
+        return super(self.__class__, self).load_state_dict(*args, **kwargs)
+
     def zero_grad(self, *args, **kwargs):
         if self._handles:
             raise AssertionError("zero_grad() while gradient allreduces are in flight; call "
