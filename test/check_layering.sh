@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The layering of lib/: each folder includes only its own headers and the folders below it,
-#   core < transport, gpu, negotiation < collectives < fusion < executor < tuning, lane
+#   core < transport, gpu, compression, negotiation < collectives < fusion < executor < tuning, lane
 #        < coordinator < api,
 # with negotiation (what ranks agree on and how it travels) free of MPI: none of its files
 # includes mpi.h or calls an MPI function, so that the unit tests drive it with fake ranks,
@@ -11,7 +11,7 @@
 #   check_layering.sh SOURCE_ROOT
 set -uo pipefail
 lib=$1/lib
-declare -A level=([core]=0 [transport]=1 [gpu]=1 [negotiation]=1 [collectives]=2 [fusion]=3
+declare -A level=([core]=0 [transport]=1 [gpu]=1 [compression]=1 [negotiation]=1 [collectives]=2 [fusion]=3
                   [lane]=5 [executor]=4 [tuning]=5 [coordinator]=6 [api]=7)
 failed=0
 

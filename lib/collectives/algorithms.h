@@ -16,6 +16,7 @@ struct node_segment;
 struct small_segment;
 struct allreduce_piece;
 struct selection_rows;
+struct quantize_scheme;
 
 /* Allreduce in place: every rank's `buffer` ends as the reduction of all ranks' buffers. */
 struct allreduce_args {
@@ -42,6 +43,9 @@ struct allreduce_args {
     /* The instance's tuned selection rows, for the algorithms that select another for a step of
      * theirs (the hierarchical one's cross-host step); NULL: none. */
     const struct selection_rows *tuned;
+    /* INT8 or INT4 compression (float32 sums): how values are quantized, for the quantized
+     * algorithm, which alone runs them; NULL otherwise. */
+    const struct quantize_scheme *quantize;
 };
 
 /* Broadcast in place: every rank's `buffer` ends as root's. */
@@ -161,6 +165,10 @@ chorus_status allreduce_small_slots(const struct allreduce_args *args);
 /* Adasum, in place (args->op is CHORUS_ADASUM, float32 or float64, no postscale). Chosen by the
  * op, not by the selection table: no other algorithm can run it. */
 chorus_status allreduce_adasum(const struct allreduce_args *args);
+/* The quantized allreduce of the INT8 and INT4 compressions (args->quantize set, float32, SUM
+ * with the average's division in the postscale). Chosen by the compression, as Adasum by its
+ * op: the others reduce exact values. */
+chorus_status allreduce_quantized(const struct allreduce_args *args);
 chorus_status broadcast_binomial(const struct broadcast_args *args);
 chorus_status broadcast_pipelined_chain(const struct broadcast_args *args);
 chorus_status broadcast_shared_memory(const struct broadcast_args *args);
@@ -258,6 +266,8 @@ enum {
     TAG_REDUCESCATTER = 140,
     TAG_ALLTOALL = 150,
     TAG_ADASUM = 160,
+    TAG_QUANTIZED_SHARDS = 170,
+    TAG_QUANTIZED_SUMS = 171,
 };
 
 #endif
