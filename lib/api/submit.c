@@ -39,9 +39,14 @@ static void describe(struct wire_request *desc, const chorus_op_args *args, uint
     /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
     int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
                                                                       : (int)args->compression;
-    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. */
+    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. Its INT8
+     * and INT4 apply to sums and averages (validate rejects them elsewhere when explicit). */
+    bool quantizes = dtype_compression_bits(compression) != 0;
     desc->compression = allreduce && tensor->dtype == CHORUS_FLOAT32 &&
-                                tensor->memory == CHORUS_MEMORY_HOST && args->op != CHORUS_ADASUM
+                                tensor->memory == CHORUS_MEMORY_HOST &&
+                                args->op != CHORUS_ADASUM &&
+                                (!quantizes || args->op == CHORUS_SUM ||
+                                 args->op == CHORUS_AVERAGE)
                             ? (uint8_t)compression
                             : CHORUS_COMPRESSION_NONE;
     /* Where a host allreduce's result lies: the selection reduces it in place where every

@@ -217,18 +217,25 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
         if (reduction != CHORUS_OK)
             return reduction;
         if ((int)args->compression < CHORUS_COMPRESSION_DEFAULT ||
-            args->compression > CHORUS_COMPRESSION_BF16)
+            args->compression > DTYPE_COMPRESSION_LAST)
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce \"%s\": unknown compression %d",
                           name, (int)args->compression);
-        /* Converting to 16 bits on the device needs a kernel, which chorus does not have: cast
-         * the tensor before submitting it instead. */
-        if (tensor->memory == CHORUS_MEMORY_CUDA && tensor->dtype == CHORUS_FLOAT32 &&
-            (args->compression == CHORUS_COMPRESSION_FP16 ||
-             args->compression == CHORUS_COMPRESSION_BF16))
+        bool compressed = args->compression != CHORUS_COMPRESSION_DEFAULT &&
+                          args->compression != CHORUS_COMPRESSION_NONE;
+        /* Converting to 16 bits or quantizing on the device needs a kernel, which chorus does
+         * not have: cast the tensor before submitting it instead. */
+        if (tensor->memory == CHORUS_MEMORY_CUDA && tensor->dtype == CHORUS_FLOAT32 && compressed)
             return REJECT(CHORUS_ERR_NOT_SUPPORTED,
-                          "allreduce \"%s\": compression of GPU tensors is not supported; cast "
-                          "the tensor to float16 or bfloat16 before submitting it",
-                          name);
+                          "allreduce \"%s\": %s compression of GPU tensors is not supported; "
+                          "cast the tensor to float16 or bfloat16 before submitting it",
+                          name, dtype_compression_name((int)args->compression));
+        /* A quantized value is a sum's share: a minimum or a product of shares means nothing. */
+        if (tensor->dtype == CHORUS_FLOAT32 && dtype_compression_bits((int)args->compression) &&
+            args->op != CHORUS_SUM && args->op != CHORUS_AVERAGE)
+            return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                          "allreduce \"%s\": %s compression takes sum or average, not %s",
+                          name, dtype_compression_name((int)args->compression),
+                          chorus_op_name(args->op));
         break;
     }
     case CHORUS_BROADCAST:

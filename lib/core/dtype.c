@@ -90,6 +90,17 @@ const char *dtype_compression_name(int compression)
         return "fp16";
     case CHORUS_COMPRESSION_BF16:
         return "bf16";
+    case CHORUS_COMPRESSION_INT8:
+        return "int8";
+    case CHORUS_COMPRESSION_INT4:
+        return "int4";
     }
     return "unknown";
+}
+
+unsigned dtype_compression_bits(int compression)
+{
+    return compression == CHORUS_COMPRESSION_INT8   ? 8
+           : compression == CHORUS_COMPRESSION_INT4 ? 4
+                                                    : 0;
 }

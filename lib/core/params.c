@@ -179,12 +179,14 @@ static bool param_store(struct chorus_params *values, const struct param_definit
         return true;
     }
     case PARAM_COMPRESSION: {
-        snprintf(why, why_size, "expected none, fp16 or bf16");
-        const char *const names[] = {"none", "fp16", "bf16"};
-        int index = name_index(text, names, ARRAY_LENGTH(names));
-        if (index >= 0)
-            *(int *)field = CHORUS_COMPRESSION_NONE + index;
-        return index >= 0;
+        snprintf(why, why_size, "expected none, fp16, bf16, int8 or int4");
+        for (int compression = CHORUS_COMPRESSION_NONE; compression <= DTYPE_COMPRESSION_LAST;
+             compression++)
+            if (strcasecmp(text, dtype_compression_name(compression)) == 0) {
+                *(int *)field = compression;
+                return true;
+            }
+        return false;
     }
     case PARAM_CHOICE: {
         size_t count = 0;

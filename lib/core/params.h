@@ -45,6 +45,8 @@ struct chorus_params {
     double timeout_seconds;        /* bound on waits for NCCL; 0 = never */
     int log_level;                 /* enum log_level */
     int compression;               /* chorus_compression for CHORUS_COMPRESSION_DEFAULT */
+    int compression_rounding;      /* enum quantize_rounding, for INT8 and INT4 */
+    size_t compression_seed;       /* stochastic rounding's seed */
     bool fusion_copier;            /* a thread packs and unpacks while collectives run */
     bool abort_on_failure;         /* MPI_Abort after a fatal error */
     bool autotune;                 /* tune the online settings during the first steps */
@@ -78,7 +80,7 @@ enum param_type {
     PARAM_LOG_LEVEL, /* error|warning|info|debug|trace */
     PARAM_PATH,      /* any text */
     PARAM_ALGORITHM, /* "auto" or an algorithm name of the collective */
-    PARAM_COMPRESSION, /* none|fp16|bf16 */
+    PARAM_COMPRESSION, /* none|fp16|bf16|int8|int4 */
     PARAM_SWITCH,    /* bool: on|off (also 1|0, true|false, yes|no) */
     PARAM_CHOICE,    /* int: the index of one of the definition's `choices` */
 };

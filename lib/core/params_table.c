@@ -15,6 +15,9 @@ static const char *const staging_stores_names[] = {"auto", "cached", "streaming"
 /* CHORUS_NEGOTIATION's values, in the order of enum negotiation_protocol. */
 static const char *const negotiation_names[] = {"auto", "star", "rounds", NULL};
 static const char *const joined_gathers_names[] = {"run", "fail", NULL};
+/* CHORUS_COMPRESSION_ROUNDING's values, in the order of enum quantize_rounding
+ * (lib/compression/quantize.h). */
+static const char *const rounding_names[] = {"nearest", "stochastic", NULL};
 
 #define KIB 1024.0
 #define MIB (1024.0 * 1024.0)
@@ -167,7 +170,20 @@ const struct param_definition param_table[] = {
              "the other processes run on end the job"},
     {.name = "CHORUS_COMPRESSION", .type = PARAM_COMPRESSION, .default_value = "none",
      .offset = FIELD(compression), .collective = -1, .flags = PARAM_SHAPES_WIRE,
-     .help = "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes)"},
+     .help = "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes), "
+             "int8 or int4 (blockwise quantized, about a quarter or an eighth of the bytes; "
+             "sums and averages only, other ops travel uncompressed)"},
+    {.name = "CHORUS_COMPRESSION_ROUNDING", .type = PARAM_CHOICE, .default_value = "nearest",
+     .offset = FIELD(compression_rounding), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "how int8 and int4 compression round: nearest (error at most half a block's "
+             "scale) or stochastic (unbiased, error below one scale, reproduced by "
+             "CHORUS_COMPRESSION_SEED)",
+     .choices = rounding_names},
+    {.name = "CHORUS_COMPRESSION_SEED", .type = PARAM_COUNT, .default_value = "0",
+     .offset = FIELD(compression_seed), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "the seed of stochastic rounding's random numbers, which also depend on the "
+             "tensor's name, the rank and the value's position: the same seed gives the same "
+             "results"},
     {.name = "CHORUS_LOG_LEVEL", .horovod = "HOROVOD_LOG_LEVEL",
      .type = PARAM_LOG_LEVEL, .default_value = "warning",
      .offset = FIELD(log_level), .collective = -1,

@@ -17,7 +17,7 @@ struct wire_request {
     uint8_t dtype;
     uint8_t op;
     uint8_t ndims;
-    uint8_t compression; /* chorus_compression, resolved: NONE, FP16 or BF16 */
+    uint8_t compression; /* chorus_compression, resolved: NONE, FP16, BF16, INT8 or INT4 */
     int32_t root;
     int32_t device;
     int64_t shape[CHORUS_MAX_DIMS];

@@ -115,6 +115,30 @@ chorus_status executor_run_host_allreduce(struct executor *executor, void *buffe
                         error_size);
 }
 
+chorus_status executor_run_host_allreduce_quantized(struct executor *executor, float *buffer,
+                                                    size_t count,
+                                                    const struct quantize_scheme *scheme,
+                                                    double factor, char *error,
+                                                    size_t error_size)
+{
+    struct allreduce_args args = {
+        .transport = &executor->transport,
+        .scratch = &executor->scratch,
+        .buffer = buffer,
+        .count = count,
+        .dtype = CHORUS_FLOAT32,
+        .op = CHORUS_SUM,
+        .postscale = factor != 1.0 ? &factor : NULL,
+        .quantize = scheme,
+    };
+    executor->last_algorithm = "quantized";
+    chorus_status status = allreduce_quantized(&args);
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "allreduce (quantized, %zu values): %s", count,
+                 executor->transport.error);
+    return status;
+}
+
 chorus_status executor_run_host_broadcast(struct executor *executor, void *buffer, size_t bytes, int root,
                                  char *error, size_t error_size)
 {

@@ -7,9 +7,13 @@
 #include "backend.h"
 
 #include "../collectives/collectives.h"
+#include "../compression/quantize.h"
 #include "../fusion/fusion.h"
 
 #include <string.h>
+
+static_assert((int)QUANTIZE_NEAREST == 0 && (int)QUANTIZE_STOCHASTIC == 1,
+              "CHORUS_COMPRESSION_ROUNDING's values (params_table.c) follow enum quantize_rounding");
 
 /* The pieces of a fused batch: each tensor where it lies, or, for a joined rank's missing
  * tensor, the operator's identity in the stand-in buffer. NULL when out of memory. */
@@ -148,6 +152,63 @@ static chorus_status reduce_packed(struct executor *executor, const struct wire_
     return status;
 }
 
+/* The buffer a tensor of a batch is reduced in on its own: its output, holding its input times
+ * the prescale, or for a joined rank that has no such tensor the operator's identity in the
+ * stand-in buffer. NULL when out of memory. */
+static void *own_buffer(struct executor *executor, const struct wire_request *desc,
+                        struct request *request)
+{
+    chorus_dtype dtype = (chorus_dtype)desc->dtype;
+    size_t count = request_elements(desc), element_size = chorus_dtype_size(dtype);
+    if (request == NULL) {
+        void *buffer = executor_stand_in_buffer(executor, count * element_size);
+        if (buffer != NULL)
+            reduce_fill_identity(buffer, count, dtype, (chorus_op)desc->op);
+        return buffer;
+    }
+    if (request->output != request->input && count != 0)
+        memcpy(request->output, request->input, count * element_size);
+    reduce_scale_buffer(request->output, count, dtype, desc->prescale);
+    return request->output;
+}
+
+/* The tensor's own stream of random numbers for stochastic rounding: the seed and its name
+ * (FNV-1a), the same on every rank and in every run. */
+static uint64_t name_stream(uint64_t seed, const char *name)
+{
+    uint64_t hash = UINT64_C(0xcbf29ce484222325);
+    for (const unsigned char *c = (const unsigned char *)name; *c != '\0'; c++)
+        hash = (hash ^ *c) * UINT64_C(0x100000001b3);
+    return quantize_stream(seed, hash, 0);
+}
+
+/* A batch of INT8 or INT4 allreduces: each tensor through the quantized algorithm on its own,
+ * so that its blocks and random numbers are its own whatever it was fused with. */
+static chorus_status reduce_quantized(struct executor *executor,
+                                      const struct wire_response *responses,
+                                      const size_t *members, size_t member_count,
+                                      struct request **requests, char *error, size_t error_size)
+{
+    const struct chorus_params *params = executor->settings->params;
+    for (size_t m = 0; m < member_count; m++) {
+        const struct wire_response *response = &responses[members[m]];
+        float *buffer = own_buffer(executor, &response->request, requests[m]);
+        if (buffer == NULL)
+            return CHORUS_ERR_OUT_OF_MEMORY;
+        struct quantize_scheme scheme = {
+            .bits = dtype_compression_bits(response->request.compression),
+            .rounding = (enum quantize_rounding)params->compression_rounding,
+            .stream = name_stream(params->compression_seed, response->request.name),
+        };
+        chorus_status status = executor_run_host_allreduce_quantized(
+            executor, buffer, request_elements(&response->request), &scheme,
+            executor_output_factor(response), error, error_size);
+        if (status != CHORUS_OK)
+            return status;
+    }
+    return CHORUS_OK;
+}
+
 /* A batch of one or more allreduces of host tensors with the same reduction. */
 chorus_status executor_host_allreduce(struct executor *executor, const struct wire_response *responses,
                              const size_t *members, size_t member_count, struct request **requests,
@@ -160,22 +221,16 @@ chorus_status executor_host_allreduce(struct executor *executor, const struct wi
     double prescale = first->request.prescale;
     double factor = executor_output_factor(first);
     bool compressed = executor_wire_dtype(&first->request) != dtype;
+    if (dtype_compression_bits(first->request.compression) != 0)
+        return reduce_quantized(executor, responses, members, member_count, requests, error,
+                                error_size);
 
     if (member_count == 1 && !compressed) {
         struct request *request = requests[0];
         size_t count = request_elements(&first->request);
-        void *buffer;
-        if (request != NULL) {
-            buffer = request->output;
-            if (request->output != request->input && count != 0)
-                memcpy(request->output, request->input, count * element_size);
-            reduce_scale_buffer(buffer, count, dtype, prescale);
-        } else {
-            buffer = executor_stand_in_buffer(executor, count * element_size);
-            if (buffer == NULL)
-                return CHORUS_ERR_OUT_OF_MEMORY;
-            reduce_fill_identity(buffer, count, dtype, op);
-        }
+        void *buffer = own_buffer(executor, &first->request, request);
+        if (buffer == NULL)
+            return CHORUS_ERR_OUT_OF_MEMORY;
         /* A joined rank scales too: in the ring and hierarchical algorithms each rank scales
          * the part of the result it reduces, for everyone. Where every rank's result lies in
          * the shared heap (rank 0 said so), it may be reduced there. */

@@ -210,7 +210,7 @@ static const char *check_group_size(const struct wire_request *r)
 
 static const char *check_compression(const struct wire_request *r)
 {
-    return r->compression <= CHORUS_COMPRESSION_BF16 ? NULL : "unknown compression";
+    return r->compression <= DTYPE_COMPRESSION_LAST ? NULL : "unknown compression";
 }
 
 static const char *check_even_split(const struct wire_request *r)
