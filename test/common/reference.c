@@ -4,6 +4,7 @@
  */
 #include "reference.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -360,4 +361,41 @@ long reference_check_bytes(const void *buffer, size_t bytes, uint64_t seed, int 
         if (in[i] != (uint8_t)(test_random(seed, (uint64_t)rank + 1000, i / 8) >> (8 * (i % 8))))
             return (long)i;
     return -1;
+}
+
+float reference_gradient(uint64_t seed, int rank, size_t index)
+{
+    double unit = (double)(test_random(seed, (uint64_t)rank, index) >> 11) * 0x1p-53 - 0.3;
+    int exponent =
+        (int)(test_random(seed + 1, (uint64_t)rank, index / REFERENCE_QUANTIZED_BLOCK) % 12) - 6;
+    return (float)ldexp(unit, exponent);
+}
+
+double reference_quantized_bound(const float *result, size_t count, size_t index,
+                                 const int *ranks, int nranks, uint64_t seed, unsigned bits,
+                                 bool stochastic, double factor)
+{
+    double levels = (double)((1u << bits) - 1);
+    size_t start = index / REFERENCE_QUANTIZED_BLOCK * REFERENCE_QUANTIZED_BLOCK;
+    size_t end = start + REFERENCE_QUANTIZED_BLOCK < count ? start + REFERENCE_QUANTIZED_BLOCK
+                                                           : count;
+    double low = INFINITY, high = -INFINITY, contributions = 0, largest = 0;
+    for (size_t j = start; j < end; j++) {
+        low = fmin(low, result[j]);
+        high = fmax(high, result[j]);
+    }
+    for (int k = 0; k < nranks; k++) {
+        int rank = ranks != NULL ? ranks[k] : k;
+        double k_low = INFINITY, k_high = -INFINITY;
+        for (size_t j = start; j < end; j++) {
+            k_low = fmin(k_low, reference_gradient(seed, rank, j));
+            k_high = fmax(k_high, reference_gradient(seed, rank, j));
+        }
+        contributions += (k_high - k_low) / levels;
+        largest += fmax(fabs(k_low), fabs(k_high));
+    }
+    double sum_scale = (high - low) / (stochastic ? levels - 1 : levels);
+    double share = stochastic ? 1.0 : 0.5;
+    double slack = ldexp(largest * fabs(factor) + fmax(fabs(low), fabs(high)), -21) + FLT_TRUE_MIN;
+    return share * (sum_scale + fabs(factor) * contributions) * (1 + 0x1p-20) + slack;
 }

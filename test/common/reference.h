@@ -40,4 +40,21 @@ long reference_check_bytes(const void *buffer, size_t bytes, uint64_t seed, int 
 /* Decodes an element of `dtype` to double (independently of the library's code). */
 double reference_decode(const void *buffer, size_t index, chorus_dtype dtype);
 
+/* Values per block of the INT8 and INT4 compressions, as chorus.h states it. */
+#define REFERENCE_QUANTIZED_BLOCK 256
+
+/* Rank `rank`'s float32 value `index` for quantized allreduces: magnitudes that change from
+ * block to block and from rank to rank, as gradients' do. */
+float reference_gradient(uint64_t seed, int rank, size_t index);
+
+/* chorus.h's bound on the values of the block holding value `index` of an INT8 or INT4 (`bits`)
+ * allreduce's `result` (count values) of the reference_gradient of `ranks` (NULL: 0 .. nranks
+ * - 1) times `factor`: S/2 + |factor| * (s_1 + ... + s_n)/2 for nearest rounding, twice that
+ * for stochastic, with S the scale of the result's block (its range over 2^bits - 1, or
+ * 2^bits - 2 for stochastic rounding, which may leave the largest value a code short) and s_k
+ * that of rank k's block; plus float32 rounding's slack. */
+double reference_quantized_bound(const float *result, size_t count, size_t index,
+                                 const int *ranks, int nranks, uint64_t seed, unsigned bits,
+                                 bool stochastic, double factor);
+
 #endif

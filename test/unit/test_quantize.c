@@ -21,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+static_assert(QUANTIZE_BLOCK_VALUES == REFERENCE_QUANTIZED_BLOCK,
+              "the tests' reference knows the block size chorus.h states");
+
 static const size_t lengths[] = {0, 1, 2, 3, 255, 256, 257, 511, 512, 1000, 4099, 7919};
 static const unsigned bit_widths[] = {8, 4};
 
@@ -273,15 +276,6 @@ START_TEST(decode_add_adds_the_decoded_values)
 }
 END_TEST
 
-/* Rank `rank`'s value i in the allreduce tests: magnitudes that change from block to block
- * and from rank to rank. */
-static float rank_value(int rank, size_t i)
-{
-    double unit = (double)(test_random(900, (uint64_t)rank, i) >> 11) * 0x1p-53 - 0.3;
-    int exponent = (int)(test_random(901, (uint64_t)rank, i / QUANTIZE_BLOCK_VALUES) % 12) - 6;
-    return (float)ldexp(unit, exponent);
-}
-
 struct quantized_job {
     struct thread_fabric *fabric;
     int rank, nranks;
@@ -299,7 +293,7 @@ static void *run_quantized_rank(void *argument)
     struct scratch scratch = {0};
     transport_threads_init(&transport, job->fabric, job->rank);
     for (size_t i = 0; i < job->count; i++)
-        job->result[i] = rank_value(job->rank, i);
+        job->result[i] = reference_gradient(900, job->rank, i);
     struct allreduce_args args = {.transport = &transport, .scratch = &scratch,
                                   .buffer = job->result, .count = job->count,
                                   .dtype = CHORUS_FLOAT32, .op = CHORUS_SUM,
@@ -308,36 +302,6 @@ static void *run_quantized_rank(void *argument)
     job->status = allreduce_quantized(&args);
     scratch_release(&scratch);
     return NULL;
-}
-
-/* The bound of allreduce_quantized.c for value i: the sum's block scale S (read from the
- * result, whose block spans its range with codes 0 and 2^bits - 1) and every rank's block
- * scale s_k (from the inputs), halved for nearest rounding. */
-static double quantized_bound(const float *result, size_t count, size_t i, int nranks,
-                              const struct quantize_scheme *scheme, double factor)
-{
-    double levels = (double)((1u << scheme->bits) - 1);
-    size_t start = i / QUANTIZE_BLOCK_VALUES * QUANTIZE_BLOCK_VALUES;
-    size_t end = start + QUANTIZE_BLOCK_VALUES < count ? start + QUANTIZE_BLOCK_VALUES : count;
-    double low = INFINITY, high = -INFINITY, contributions = 0, largest = 0;
-    for (size_t j = start; j < end; j++) {
-        low = fmin(low, result[j]);
-        high = fmax(high, result[j]);
-    }
-    for (int k = 0; k < nranks; k++) {
-        double k_low = INFINITY, k_high = -INFINITY;
-        for (size_t j = start; j < end; j++) {
-            k_low = fmin(k_low, rank_value(k, j));
-            k_high = fmax(k_high, rank_value(k, j));
-        }
-        contributions += (k_high - k_low) / levels;
-        largest += fmax(fabs(k_low), fabs(k_high));
-    }
-    /* Stochastic rounding may leave the largest value one code short of the top. */
-    double sum_scale = (high - low) / (scheme->rounding == QUANTIZE_NEAREST ? levels : levels - 1);
-    double share = scheme->rounding == QUANTIZE_NEAREST ? 0.5 : 1.0;
-    double slack = ldexp(largest * fabs(factor) + fmax(fabs(low), fabs(high)), -21) + FLT_TRUE_MIN;
-    return share * (sum_scale + fabs(factor) * contributions) * (1 + 0x1p-20) + slack;
 }
 
 START_TEST(quantized_allreduce_is_within_its_bound_and_the_same_everywhere)
@@ -375,10 +339,11 @@ START_TEST(quantized_allreduce_is_within_its_bound_and_the_same_everywhere)
                 for (size_t i = 0; i < count; i++) {
                     double expected = 0;
                     for (int k = 0; k < nranks; k++)
-                        expected += rank_value(k, i);
+                        expected += reference_gradient(900, k, i);
                     expected *= factor;
-                    double bound = quantized_bound(jobs[0].result, count, i, nranks,
-                                                   &jobs[0].scheme, factor);
+                    double bound = reference_quantized_bound(
+                        jobs[0].result, count, i, NULL, nranks, 900, bit_widths[w],
+                        rounding == QUANTIZE_STOCHASTIC, factor);
                     double error = fabs(jobs[0].result[i] - expected);
                     ck_assert_msg(error <= bound,
                                   "%u bits, %s, %d ranks, %zu values: value %zu is %.9g, "

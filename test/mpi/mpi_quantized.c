@@ -1,0 +1,309 @@
+/*
+ * mpi_quantized.c — float32 allreduces in 8 and 4 bits (CHORUS_COMPRESSION_INT8, INT4) under
+ * mpirun, against a sum in double that every rank computes from every rank's known inputs,
+ * within the bound chorus.h states: S/2 + |f| * (s_1 + ... + s_n)/2 per value for rounding to
+ * nearest (twice that for stochastic rounding, CHORUS_COMPRESSION_ROUNDING=stochastic), with S
+ * the scale of the result's block (its range over 2^bits - 1) and s_k that of rank k's block of
+ * 256 values. Every rank's result must be the same bits (a checksum allgathered over MPI).
+ * Counts 0, 1, fewer than ranks, primes, partial blocks and 100003; sum and average; negotiated,
+ * fused, ordered and in a process set; CHORUS_COMPRESSION=int8 as the default (and other ops
+ * then travel exact); a nan poisoning its block only; ranks that disagree on the compression
+ * (mismatch); an op that cannot be quantized (refused at submit); and error feedback kept by
+ * the test: over 50 steps, the sum of what was sent plus the residual is the sum of the
+ * gradients.
+ */
+#include "../common/reference.h"
+#include "mpi_test.h"
+
+#include <math.h>
+
+#define BLOCK REFERENCE_QUANTIZED_BLOCK
+#define MAX_RANKS 64
+
+static bool stochastic(void)
+{
+    const char *rounding = getenv("CHORUS_COMPRESSION_ROUNDING");
+    return rounding != NULL && strcmp(rounding, "stochastic") == 0;
+}
+
+static uint64_t checksum(const float *values, size_t count)
+{
+    uint64_t hash = UINT64_C(0xcbf29ce484222325);
+    const unsigned char *bytes = (const unsigned char *)values;
+    for (size_t i = 0; i < count * sizeof *values; i++)
+        hash = (hash ^ bytes[i]) * UINT64_C(0x100000001b3);
+    return hash;
+}
+
+/* Whether every member's result has the same checksum. Every rank of the job calls it. */
+static bool same_on_members(const float *values, size_t count, bool member)
+{
+    uint64_t mine[2] = {member, member ? checksum(values, count) : 0};
+    uint64_t all[2 * MAX_RANKS];
+    MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, MPI_COMM_WORLD);
+    uint64_t first = 0;
+    bool seen = false, same = true;
+    for (int r = 0; r < test_size; r++) {
+        if (!all[2 * r])
+            continue;
+        same &= !seen || all[2 * r + 1] == first;
+        first = all[2 * r + 1];
+        seen = true;
+    }
+    return same;
+}
+
+struct quantized_case {
+    const char *name;
+    chorus_compression compression; /* INT8, INT4, or DEFAULT (CHORUS_COMPRESSION=int8) */
+    size_t count;
+    chorus_op op;
+    uint64_t flags;
+    int process_set; /* 0, or the set of `members` */
+    const int *members;
+    int member_count;
+};
+
+/* Submits the case on the members (every rank of the job takes part in the checksum) and
+ * checks each value of the result within its bound. */
+static void check_case(const struct quantized_case *test, uint64_t seed)
+{
+    bool member = false;
+    for (int m = 0; m < test->member_count; m++)
+        member |= test->members[m] == test_rank;
+    float *values = malloc((test->count + 1) * sizeof *values);
+    if (member) {
+        for (size_t i = 0; i < test->count; i++)
+            values[i] = reference_gradient(seed, test_rank, i);
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        args.name = test->name;
+        args.input = floats(values, (int64_t)test->count);
+        args.op = test->op;
+        args.compression = test->compression;
+        args.flags = test->flags;
+        args.process_set = test->process_set;
+        expect_completes(&args);
+        unsigned bits = test->compression == CHORUS_COMPRESSION_INT4 ? 4 : 8;
+        double factor = test->op == CHORUS_AVERAGE ? 1.0 / test->member_count : 1.0;
+        long wrong = 0, inexact = 0;
+        double bound = 0;
+        for (size_t i = 0; i < test->count; i++) {
+            double expected = 0;
+            for (int m = 0; m < test->member_count; m++)
+                expected += reference_gradient(seed, test->members[m], i);
+            expected *= factor;
+            if (i % BLOCK == 0) /* the same for the whole block */
+                bound = reference_quantized_bound(values, test->count, i, test->members,
+                                                  test->member_count, seed, bits, stochastic(),
+                                                  factor);
+            if (!(fabs(values[i] - expected) <= bound) && wrong++ == 0)
+                EXPECT(0, "%s (%zu values): value %zu is %.9g, expected %.9g within %g",
+                       test->name, test->count, i, (double)values[i], expected, bound);
+            inexact += fabs(values[i] - expected) > 1e-5 * fabs(expected);
+        }
+        EXPECT(wrong == 0, "%s: %ld values outside the bound", test->name, wrong);
+        /* It was quantized, not sent exact (a lone value per block would come back exact). */
+        EXPECT(test->count < 7 || inexact > 0, "%s: every value exact", test->name);
+    }
+    EXPECT(same_on_members(values, test->count, member), "%s: results differ between ranks",
+           test->name);
+    free(values);
+}
+
+static void check_counts(chorus_compression compression, chorus_op op, uint64_t flags,
+                         const int *everyone)
+{
+    size_t counts[] = {0, 1, (size_t)test_size - 1, 7, BLOCK + 1, 1021, 5 * BLOCK + 3, 100003};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s.%s.%s.%zu", compression == CHORUS_COMPRESSION_INT4 ? "int4"
+                 : compression == CHORUS_COMPRESSION_INT8 ? "int8" : "default",
+                 chorus_op_name(op), flags ? "ordered" : "negotiated", counts[c]);
+        struct quantized_case test = {name, compression, counts[c], op, flags, 0, everyone,
+                                      test_size};
+        check_case(&test, 10 + c);
+    }
+}
+
+/* Several quantized tensors submitted together are fused, and each is still its own. */
+static void check_fused(const int *everyone)
+{
+    enum { MEMBERS = 5, COUNT = 700 };
+    float values[MEMBERS][COUNT];
+    chorus_handle *handles[MEMBERS];
+    char names[MEMBERS][32];
+    for (int m = 0; m < MEMBERS; m++) {
+        for (size_t i = 0; i < COUNT; i++)
+            values[m][i] = reference_gradient(50 + (uint64_t)m, test_rank, i);
+        snprintf(names[m], sizeof names[m], "fused.%d", m);
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        args.name = names[m];
+        args.input = floats(values[m], COUNT);
+        args.op = CHORUS_AVERAGE;
+        args.compression = CHORUS_COMPRESSION_INT8;
+        EXPECT_STATUS(chorus_submit(&args, &handles[m]), CHORUS_OK);
+    }
+    for (int m = 0; m < MEMBERS; m++) {
+        EXPECT_STATUS(chorus_wait(handles[m]), CHORUS_OK);
+        chorus_handle_free(handles[m]);
+        long wrong = 0;
+        double bound = 0;
+        for (size_t i = 0; i < COUNT; i++) {
+            double expected = 0;
+            for (int r = 0; r < test_size; r++)
+                expected += reference_gradient(50 + (uint64_t)m, r, i);
+            expected /= test_size;
+            if (i % BLOCK == 0)
+                bound = reference_quantized_bound(values[m], COUNT, i, everyone, test_size,
+                                                  50 + (uint64_t)m, 8, stochastic(),
+                                                  1.0 / test_size);
+            wrong += !(fabs(values[m][i] - expected) <= bound);
+        }
+        EXPECT(wrong == 0, "fused.%d: %ld values outside the bound", m, wrong);
+        EXPECT(same_on_members(values[m], COUNT, true), "fused.%d differs between ranks", m);
+    }
+}
+
+/* A nan on the last rank turns its block of the result into nans on every rank, and no other
+ * block. */
+static void check_nan_poisons_its_block(void)
+{
+    enum { COUNT = 3 * BLOCK };
+    float values[COUNT];
+    for (size_t i = 0; i < COUNT; i++)
+        values[i] = reference_gradient(60, test_rank, i);
+    if (test_rank == test_size - 1)
+        values[BLOCK + 17] = NAN;
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.name = "nan.block";
+    args.input = floats(values, COUNT);
+    args.compression = CHORUS_COMPRESSION_INT4;
+    expect_completes(&args);
+    long wrong = 0;
+    for (size_t i = 0; i < COUNT; i++)
+        wrong += (i / BLOCK == 1) != (bool)isnan(values[i]);
+    EXPECT(wrong == 0, "nan.block: %ld values where a nan should be or should not", wrong);
+    EXPECT(same_on_members(values, COUNT, true), "nan.block differs between ranks");
+}
+
+/* Error feedback as a training loop keeps it: each step sends gradient + residual, keeps what
+ * quantization dropped as the next residual. Each rank runs it in a process set of its own, so
+ * that what comes back is its own value quantized (twice) and the check is exact: the sum of
+ * what was sent plus the last residual is the sum of the gradients, to float32 rounding. */
+static void check_error_feedback(void)
+{
+    enum { STEPS = 50, COUNT = 1000 };
+    int sets[MAX_RANKS] = {0};
+    for (int r = 0; r < test_size; r++)
+        EXPECT_STATUS(chorus_process_set_add(&r, 1, &sets[r]), CHORUS_OK);
+    int own_set = sets[test_rank];
+    float residual[COUNT] = {0}, sent[COUNT];
+    double sent_total[COUNT] = {0}, gradient_total[COUNT] = {0}, largest = 0;
+    for (int step = 0; step < STEPS; step++) {
+        for (size_t i = 0; i < COUNT; i++) {
+            float gradient = reference_gradient(70 + (uint64_t)step, test_rank, i);
+            gradient_total[i] += gradient;
+            sent[i] = gradient + residual[i];
+            largest = fmax(largest, fabs(sent[i]));
+        }
+        float compensated[COUNT];
+        memcpy(compensated, sent, sizeof sent);
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        args.name = "error.feedback";
+        args.input = floats(sent, COUNT);
+        args.compression = CHORUS_COMPRESSION_INT4;
+        args.process_set = own_set;
+        expect_completes(&args);
+        for (size_t i = 0; i < COUNT; i++) {
+            residual[i] = compensated[i] - sent[i];
+            sent_total[i] += sent[i];
+        }
+    }
+    long wrong = 0;
+    for (size_t i = 0; i < COUNT; i++) {
+        /* Each step rounds gradient + residual and the new residual: half an ulp each. */
+        double bound = STEPS * 2 * ldexp(largest, -24);
+        wrong += !(fabs(sent_total[i] + residual[i] - gradient_total[i]) <= bound);
+    }
+    EXPECT(wrong == 0, "error feedback: %ld values where sent + residual != gradients", wrong);
+    for (int r = 0; r < test_size; r++)
+        EXPECT_STATUS(chorus_process_set_remove(sets[r]), CHORUS_OK);
+}
+
+int main(int argc, char **argv)
+{
+    test_start(&argc, &argv, 300);
+    if (test_size > MAX_RANKS)
+        return 77;
+    setenv("CHORUS_COMPRESSION", "int8", 1);
+    test_init_chorus();
+    int everyone[MAX_RANKS];
+    for (int r = 0; r < test_size; r++)
+        everyone[r] = r;
+
+    test_step = "negotiated";
+    check_counts(CHORUS_COMPRESSION_INT8, CHORUS_SUM, 0, everyone);
+    check_counts(CHORUS_COMPRESSION_INT4, CHORUS_AVERAGE, 0, everyone);
+    check_counts(CHORUS_COMPRESSION_DEFAULT, CHORUS_SUM, 0, everyone);
+    test_step = "ordered";
+    check_counts(CHORUS_COMPRESSION_INT4, CHORUS_SUM, CHORUS_OP_ORDERED, everyone);
+    check_counts(CHORUS_COMPRESSION_INT8, CHORUS_AVERAGE, CHORUS_OP_ORDERED, everyone);
+    test_step = "fused";
+    check_fused(everyone);
+
+    test_step = "a process set";
+    int even[MAX_RANKS], even_count = 0, even_set = 0;
+    for (int r = 0; r < test_size; r += 2)
+        even[even_count++] = r;
+    EXPECT_STATUS(chorus_process_set_add(even, even_count, &even_set), CHORUS_OK);
+    struct quantized_case in_set[] = {
+        {"set.int8.sum", CHORUS_COMPRESSION_INT8, 2003, CHORUS_SUM, 0, even_set, even, even_count},
+        {"set.int4.average", CHORUS_COMPRESSION_INT4, 2003, CHORUS_AVERAGE, CHORUS_OP_ORDERED,
+         even_set, even, even_count},
+    };
+    for (size_t c = 0; c < sizeof in_set / sizeof in_set[0]; c++)
+        check_case(&in_set[c], 40 + c);
+    EXPECT_STATUS(chorus_process_set_remove(even_set), CHORUS_OK);
+
+    test_step = "nan";
+    check_nan_poisons_its_block();
+
+    test_step = "the default leaves other ops exact";
+    float largest = (float)test_rank + 0.123456789f;
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.name = "default.max";
+    args.input = floats(&largest, 1);
+    args.op = CHORUS_MAX;
+    expect_completes(&args);
+    EXPECT(largest == (float)(test_size - 1) + 0.123456789f, "max travelled quantized: %.9g",
+           (double)largest);
+
+    test_step = "an op that cannot be quantized";
+    args.name = "int8.max";
+    args.compression = CHORUS_COMPRESSION_INT8;
+    chorus_handle *handle = NULL;
+    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "\"int8.max\": int8 compression takes sum or average, "
+                                       "not max") != NULL,
+           "message: %s", chorus_last_error());
+
+    if (test_size > 1) {
+        test_step = "compression mismatch";
+        float value = 1;
+        args.name = "quantized.disagree";
+        args.input = floats(&value, 1);
+        args.op = CHORUS_SUM;
+        args.compression = test_rank == 0 ? CHORUS_COMPRESSION_INT8 : CHORUS_COMPRESSION_NONE;
+        EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
+        EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_MISMATCH);
+        EXPECT(strstr(chorus_handle_error(handle), "compression mismatch") != NULL &&
+                   strstr(chorus_handle_error(handle), "int8") != NULL,
+               "message: %s", chorus_handle_error(handle));
+        chorus_handle_free(handle);
+    }
+
+    test_step = "error feedback";
+    check_error_feedback();
+    EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
+    return test_finish("mpi_quantized");
+}
