@@ -26,12 +26,16 @@
 
 #include "../core/common.h"
 
-/* Values per block. Measured on the development VM (2 cores, 2026-11-28,
- * `build/test/bench_quantize`, 8-bit, nearest, 4 Mi normally distributed values with one block
- * in 64 scaled by 100): mean absolute error relative to the value's block range grows with the
- * block (outliers stretch more values' scale), while the header's share of the wire falls: 8 B
- * per 256 values is 3% of 8-bit's bytes and 6% of 4-bit's, against 13% and 25% at 64 values.
- * 256 keeps the header small and a block in L1. */
+/* Values per block. Measured on the development VM (2 cores, 2026-11-28, `bench/quantize-blocks`,
+ * raw output in docs/results/quantize-blocks-2026-11-28.txt; heavy-tailed values whose scale
+ * changes every 4096): the error grows with the block, as its extremes stretch the scale of
+ * more values (rms error of 8 bits 0.77% of the data's rms at 64 values, 1.24% at 256, 1.95%
+ * at 1024; of 4 bits 13%, 21%, 33%), while the header's share of the wire falls (8 B per
+ * block: 1.125, 1.031, 1.008 B per value at 8 bits; 0.625, 0.531, 0.508 at 4 bits). 256 keeps
+ * the bytes within 3% (8 bits) and 6% (4 bits) of the codes alone, 3.9x and 7.5x fewer than
+ * float32, which the issue's 3.3x and 5.5x speed-ups need with room for the conversion; error
+ * feedback carries the larger error of 4 bits into the next step. Speed hardly depends on it
+ * (nearest: encode 2.2-2.6 GB/s, decode 4.5-6.9 GB/s of float32 on one core). */
 #define QUANTIZE_BLOCK_VALUES ((size_t)256)
 
 enum quantize_rounding {
