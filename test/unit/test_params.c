@@ -172,6 +172,20 @@ START_TEST(malformed_values_name_variable_and_value)
     char *no_slots[] = {"CHORUS_SMALL_LIMIT=0", NULL};
     ck_assert_int_eq(load(no_slots, NULL), CHORUS_OK);
     ck_assert_uint_eq(set.values.small_limit, 0);
+    /* The compressions by name, and quantization's rounding. */
+    char *quantized[] = {"CHORUS_COMPRESSION=INT4", "CHORUS_COMPRESSION_ROUNDING=stochastic",
+                         "CHORUS_COMPRESSION_SEED=42", NULL};
+    ck_assert_int_eq(load(quantized, NULL), CHORUS_OK);
+    ck_assert_int_eq(set.values.compression, CHORUS_COMPRESSION_INT4);
+    ck_assert_int_eq(set.values.compression_rounding, 1);
+    ck_assert_uint_eq(set.values.compression_seed, 42);
+    char *bad_compression[] = {"CHORUS_COMPRESSION=int2", NULL};
+    ck_assert_int_eq(load(bad_compression, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_msg(strstr(error, "\"int2\"") && strstr(error, "int8 or int4"), "%s", error);
+    char *bad_rounding[] = {"CHORUS_COMPRESSION_ROUNDING=up", NULL};
+    ck_assert_int_eq(load(bad_rounding, NULL), CHORUS_ERR_BAD_PARAMETER);
+    ck_assert_msg(strstr(error, "CHORUS_COMPRESSION_ROUNDING") && strstr(error, "stochastic"),
+                  "%s", error);
     char *huge_cache[] = {"CHORUS_CACHE_CAPACITY=18446744073709551615", NULL};
     ck_assert_int_eq(load(huge_cache, NULL), CHORUS_ERR_BAD_PARAMETER);
     ck_assert_ptr_nonnull(strstr(error, "CHORUS_CACHE_CAPACITY"));
