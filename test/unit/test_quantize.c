@@ -336,14 +336,16 @@ START_TEST(quantized_allreduce_is_within_its_bound_and_the_same_everywhere)
                                   "%d ranks, %zu values: rank %d differs from rank 0", nranks,
                                   count, r);
                 }
+                double bound = 0;
                 for (size_t i = 0; i < count; i++) {
                     double expected = 0;
                     for (int k = 0; k < nranks; k++)
                         expected += reference_gradient(900, k, i);
                     expected *= factor;
-                    double bound = reference_quantized_bound(
-                        jobs[0].result, count, i, NULL, nranks, 900, bit_widths[w],
-                        rounding == QUANTIZE_STOCHASTIC, factor);
+                    if (i % QUANTIZE_BLOCK_VALUES == 0) /* the same for the whole block */
+                        bound = reference_quantized_bound(jobs[0].result, count, i, NULL, nranks,
+                                                          900, bit_widths[w],
+                                                          rounding == QUANTIZE_STOCHASTIC, factor);
                     double error = fabs(jobs[0].result[i] - expected);
                     ck_assert_msg(error <= bound,
                                   "%u bits, %s, %d ranks, %zu values: value %zu is %.9g, "
