@@ -1,16 +1,15 @@
 /*
  * mpi_quantized.c — float32 allreduces in 8 and 4 bits (CHORUS_COMPRESSION_INT8, INT4) under
- * mpirun, against a sum in double that every rank computes from every rank's known inputs,
- * within the bound chorus.h states: S/2 + |f| * (s_1 + ... + s_n)/2 per value for rounding to
- * nearest (twice that for stochastic rounding, CHORUS_COMPRESSION_ROUNDING=stochastic), with S
- * the scale of the result's block (its range over 2^bits - 1) and s_k that of rank k's block of
- * 256 values. Every rank's result must be the same bits (a checksum allgathered over MPI).
- * Counts 0, 1, fewer than ranks, primes, partial blocks and 100003; sum and average; negotiated,
- * fused, ordered and in a process set; CHORUS_COMPRESSION=int8 as the default (and other ops
- * then travel exact); a nan poisoning its block only; ranks that disagree on the compression
- * (mismatch); an op that cannot be quantized (refused at submit); and error feedback kept by
- * the test: over 50 steps, the sum of what was sent plus the residual is the sum of the
- * gradients.
+ * mpirun, against a sum in double that every rank computes from every rank's known inputs, within
+ * the bound chorus.h states: S/2 + |f| * (s_1 + ... + s_n)/2 per value for rounding to nearest
+ * (twice that for stochastic rounding, CHORUS_COMPRESSION_ROUNDING=stochastic), with S the scale
+ * of the result's block (its range over 2^bits - 1) and s_k that of rank k's block of 256 values.
+ * Every rank's result must be the same bits (a checksum allgathered over MPI). Counts 0, 1, fewer
+ * than ranks, primes, partial blocks and 100003; sum and average; negotiated, fused, ordered, in a
+ * process set and with a joined rank; CHORUS_COMPRESSION=int8 as the default (and other ops then
+ * travel exact); a nan poisoning its block only; ranks that disagree on the compression
+ * (mismatch); an op that cannot be quantized (refused at submit); and error feedback kept by the
+ * test: over 50 steps, the sum of what was sent plus the residual is the sum of the gradients.
  */
 #include "../common/reference.h"
 #include "mpi_test.h"
@@ -64,50 +63,85 @@ struct quantized_case {
     int member_count;
 };
 
-/* Submits the case on the members (every rank of the job takes part in the checksum) and
- * checks each value of the result within its bound. */
-static void check_case(const struct quantized_case *test, uint64_t seed)
+/* Whether this rank is one of the case's members. */
+static bool is_member(const struct quantized_case *test)
 {
     bool member = false;
     for (int m = 0; m < test->member_count; m++)
         member |= test->members[m] == test_rank;
+    return member;
+}
+
+/* A member submits the case over `values`, filled with its gradient, and waits for it. */
+static void submit_case(const struct quantized_case *test, uint64_t seed, float *values)
+{
+    for (size_t i = 0; i < test->count; i++)
+        values[i] = reference_gradient(seed, test_rank, i);
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.name = test->name;
+    args.input = floats(values, (int64_t)test->count);
+    args.op = test->op;
+    args.compression = test->compression;
+    args.flags = test->flags;
+    args.process_set = test->process_set;
+    expect_completes(&args);
+}
+
+/* A member checks each value of its result within its bound. */
+static void check_result(const struct quantized_case *test, uint64_t seed, const float *values)
+{
+    unsigned bits = test->compression == CHORUS_COMPRESSION_INT4 ? 4 : 8;
+    double factor = test->op == CHORUS_AVERAGE ? 1.0 / test->member_count : 1.0;
+    long wrong = 0, inexact = 0;
+    double bound = 0;
+    for (size_t i = 0; i < test->count; i++) {
+        double expected = 0;
+        for (int m = 0; m < test->member_count; m++)
+            expected += reference_gradient(seed, test->members[m], i);
+        expected *= factor;
+        if (i % BLOCK == 0) /* the same for the whole block */
+            bound = reference_quantized_bound(values, test->count, i, test->members,
+                                              test->member_count, seed, bits, stochastic(),
+                                              factor);
+        if (!(fabs(values[i] - expected) <= bound) && wrong++ == 0)
+            EXPECT(0, "%s (%zu values): value %zu is %.9g, expected %.9g within %g", test->name,
+                   test->count, i, (double)values[i], expected, bound);
+        inexact += fabs(values[i] - expected) > 1e-5 * fabs(expected);
+    }
+    EXPECT(wrong == 0, "%s: %ld values outside the bound", test->name, wrong);
+    /* It was quantized, not sent exact (a lone value per block would come back exact). */
+    EXPECT(test->count < 7 || inexact > 0, "%s: every value exact", test->name);
+}
+
+/* Runs the case on its members and checks it; every rank of the job takes part in comparing
+ * the members' results. */
+static void check_case(const struct quantized_case *test, uint64_t seed)
+{
+    bool member = is_member(test);
     float *values = malloc((test->count + 1) * sizeof *values);
     if (member) {
-        for (size_t i = 0; i < test->count; i++)
-            values[i] = reference_gradient(seed, test_rank, i);
-        chorus_op_args args = CHORUS_OP_ARGS_INIT;
-        args.name = test->name;
-        args.input = floats(values, (int64_t)test->count);
-        args.op = test->op;
-        args.compression = test->compression;
-        args.flags = test->flags;
-        args.process_set = test->process_set;
-        expect_completes(&args);
-        unsigned bits = test->compression == CHORUS_COMPRESSION_INT4 ? 4 : 8;
-        double factor = test->op == CHORUS_AVERAGE ? 1.0 / test->member_count : 1.0;
-        long wrong = 0, inexact = 0;
-        double bound = 0;
-        for (size_t i = 0; i < test->count; i++) {
-            double expected = 0;
-            for (int m = 0; m < test->member_count; m++)
-                expected += reference_gradient(seed, test->members[m], i);
-            expected *= factor;
-            if (i % BLOCK == 0) /* the same for the whole block */
-                bound = reference_quantized_bound(values, test->count, i, test->members,
-                                                  test->member_count, seed, bits, stochastic(),
-                                                  factor);
-            if (!(fabs(values[i] - expected) <= bound) && wrong++ == 0)
-                EXPECT(0, "%s (%zu values): value %zu is %.9g, expected %.9g within %g",
-                       test->name, test->count, i, (double)values[i], expected, bound);
-            inexact += fabs(values[i] - expected) > 1e-5 * fabs(expected);
-        }
-        EXPECT(wrong == 0, "%s: %ld values outside the bound", test->name, wrong);
-        /* It was quantized, not sent exact (a lone value per block would come back exact). */
-        EXPECT(test->count < 7 || inexact > 0, "%s: every value exact", test->name);
+        submit_case(test, seed, values);
+        check_result(test, seed, values);
     }
     EXPECT(same_on_members(values, test->count, member), "%s: results differ between ranks",
            test->name);
     free(values);
+}
+
+/* Rank 0 joins at once; the others average without it (its stand-in contributes zeros and the
+ * average divides by the ranks that contributed), then join too. */
+static void check_with_a_joined_rank(const int *everyone)
+{
+    struct quantized_case test = {"joined.average", CHORUS_COMPRESSION_INT8, 3 * BLOCK + 11,
+                                  CHORUS_AVERAGE, 0, 0, everyone + 1, test_size - 1};
+    bool member = is_member(&test);
+    float values[3 * BLOCK + 11];
+    if (member)
+        submit_case(&test, 80, values);
+    EXPECT_STATUS(chorus_join(), CHORUS_OK);
+    if (member)
+        check_result(&test, 80, values);
+    EXPECT(same_on_members(values, test.count, member), "joined.average differs between ranks");
 }
 
 static void check_counts(chorus_compression compression, chorus_op op, uint64_t flags,
@@ -302,6 +336,10 @@ int main(int argc, char **argv)
         chorus_handle_free(handle);
     }
 
+    if (test_size > 1) {
+        test_step = "a joined rank";
+        check_with_a_joined_rank(everyone);
+    }
     test_step = "error feedback";
     check_error_feedback();
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
