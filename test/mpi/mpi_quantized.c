@@ -328,12 +328,18 @@ int main(int argc, char **argv)
         args.input = floats(&value, 1);
         args.op = CHORUS_SUM;
         args.compression = test_rank == 0 ? CHORUS_COMPRESSION_INT8 : CHORUS_COMPRESSION_NONE;
-        EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
-        EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_MISMATCH);
-        EXPECT(strstr(chorus_handle_error(handle), "compression mismatch") != NULL &&
-                   strstr(chorus_handle_error(handle), "int8") != NULL,
-               "message: %s", chorus_handle_error(handle));
-        chorus_handle_free(handle);
+        /* Negotiated, then ordered (whose lane, on one host, runs only uncompressed ones). */
+        for (int ordered = 0; ordered < 2; ordered++) {
+            args.flags = ordered ? CHORUS_OP_ORDERED : 0;
+            EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
+            EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_MISMATCH);
+            EXPECT(strstr(chorus_handle_error(handle), "compression mismatch") != NULL &&
+                       strstr(chorus_handle_error(handle), "int8") != NULL,
+                   "%s: message: %s", ordered ? "ordered" : "negotiated",
+                   chorus_handle_error(handle));
+            chorus_handle_free(handle);
+        }
+        args.flags = 0;
     }
 
     if (test_size > 1) {
