@@ -227,7 +227,8 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
         if (tensor->memory == CHORUS_MEMORY_CUDA && tensor->dtype == CHORUS_FLOAT32 && compressed)
             return REJECT(CHORUS_ERR_NOT_SUPPORTED,
                           "allreduce \"%s\": %s compression of GPU tensors is not supported; "
-                          "cast the tensor to float16 or bfloat16 before submitting it",
+                          "cast the tensor to float16 or bfloat16, or copy it to host memory, "
+                          "before submitting it",
                           name, dtype_compression_name((int)args->compression));
         /* A quantized value is a sum's share: a minimum or a product of shares means nothing. */
         if (tensor->dtype == CHORUS_FLOAT32 && dtype_compression_bits((int)args->compression) &&

@@ -60,8 +60,8 @@ static void check_allreduce(chorus_dtype dtype, size_t count, chorus_op op, uint
     free(host);
 }
 
-/* A compressed float32 on the GPU fails cleanly at submit: compression needs a conversion on
- * the device, which chorus does not have. */
+/* A compressed float32 on the GPU fails cleanly at submit: compression (16 bits or quantized)
+ * needs a conversion on the device, which chorus does not have. */
 static void check_unsupported_compression(int device)
 {
     test_step = "unsupported compression";
@@ -71,12 +71,16 @@ static void check_unsupported_compression(int device)
     args.name = "gpu.compressed";
     args.input = (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {5},
                                  .memory = CHORUS_MEMORY_CUDA, .device = device};
-    args.compression = CHORUS_COMPRESSION_FP16;
-    chorus_handle *handle = NULL;
-    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_NOT_SUPPORTED);
-    EXPECT(strstr(chorus_last_error(), "gpu.compressed") != NULL &&
-               strstr(chorus_last_error(), "compression") != NULL,
-           "unclear error: %s", chorus_last_error());
+    const chorus_compression compressions[] = {CHORUS_COMPRESSION_FP16, CHORUS_COMPRESSION_INT8,
+                                               CHORUS_COMPRESSION_INT4};
+    for (size_t c = 0; c < sizeof compressions / sizeof compressions[0]; c++) {
+        args.compression = compressions[c];
+        chorus_handle *handle = NULL;
+        EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_NOT_SUPPORTED);
+        EXPECT(strstr(chorus_last_error(), "gpu.compressed") != NULL &&
+                   strstr(chorus_last_error(), "compression") != NULL,
+               "unclear error: %s", chorus_last_error());
+    }
     gpu_free(data);
 }
 
