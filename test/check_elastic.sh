@@ -17,6 +17,10 @@
 #   f. a rank killed at step 25, and another as chorus is formed again over the survivors (the
 #      one left blocks in the rebuild and falls silent): the driver ends the generation and
 #      restarts the job on the host left, saying why it did not go on in place
+#   g. (by hand: CASES=g, FAULTS=20 by default) faults in a row in one job: a host's ranks
+#      killed and a host's network cut, in turn, each going on in place; the host is left out
+#      for 1 s, then added back. Every resume from the loss committed, every epoch's samples
+#      once, the final model identical
 # In a to c the resumed job's loss on a fixed batch must equal the loss at the commit it resumed
 # from, and the time from the fault (or the new host) to the first step after it is printed.
 # Needs root, iproute2 and Open MPI (the emulated hosts are reached through mpirun's rsh agent);
@@ -57,6 +61,7 @@ passed=0 failed=0
 now() { date +%s.%N; }
 wanted() { case ${CASES:-abcdef} in *$1*) return 0 ;; esac; return 1; }
 extra="" # the training script's options of the case at hand
+cooldown=600 # how long a failed host is left out
 
 hosts_file() { # hosts_file INDEX... : the discovery script's answer
   : > "$work/hosts"
@@ -66,7 +71,7 @@ hosts_file() { # hosts_file INDEX... : the discovery script's answer
 start_job() { # start_job LOG ELASTIC_OPTIONS...
   log=$1; shift
   timeout 300 "$chorusrun" --elastic --host-discovery-script "$work/discover" \
-    --blacklist-cooldown-range 600 600 "$@" "$python" "$script" --epochs 3 \
+    --blacklist-cooldown-range $cooldown $cooldown "$@" "$python" "$script" --epochs 3 \
     --step-delay 0.05 $extra > "$log" 2>&1 &
   job=$!
 }
@@ -221,6 +226,78 @@ if wanted f; then
     failed=$((failed + 1))
     echo "FAILED: f. nobody died in the rebuild"
     tail -n 40 "$work/f.log"
+  fi
+fi
+
+# g. faults in a row
+full_steps() { grep -c '^step .* size 3 ' "$1"; }
+if wanted g && [ "${CASES:-}" != "" ]; then
+  faults=${FAULTS:-20} done_faults=0 in_place=0 problems=""
+  hosts_file 1 2 3
+  cooldown=1 extra="--epochs 100000 --stop-file $work/stop"
+  start_job "$work/g.log" --min-np 2 --max-np 3
+  cooldown=600 extra=""
+  seen=0
+  while [ $done_faults -lt "$faults" ]; do
+    # 10 steps on all 3 hosts since the last fault (2 minutes at most)
+    for _ in $(seq 1 1200); do
+      [ "$(full_steps "$work/g.log")" -ge $((seen + 10)) ] && break
+      sleep 0.1
+    done
+    if [ "$(full_steps "$work/g.log")" -lt $((seen + 10)) ]; then
+      problems="$problems; no 10 steps on 3 hosts after fault $done_faults"
+      break
+    fi
+    done_faults=$((done_faults + 1))
+    host=$(( done_faults % 3 + 1 ))
+    before=$(grep -c "goes on in the surviving processes" "$work/g.log")
+    if [ $((done_faults % 2)) -eq 1 ]; then
+      rank_pids $host | xargs -r kill -9
+    else
+      ip link set "veth-${prefix}$host" down
+      sleep $((bound + 3))
+      ip link set "veth-${prefix}$host" up
+      rank_pids $host | xargs -r kill -9
+    fi
+    for _ in $(seq 1 300); do
+      [ "$(grep -c "goes on in the surviving processes" "$work/g.log")" -gt "$before" ] && break
+      sleep 0.1
+    done
+    [ "$(grep -c "goes on in the surviving processes" "$work/g.log")" -gt "$before" ] &&
+      in_place=$((in_place + 1))
+    seen=$(full_steps "$work/g.log")
+  done
+  touch "$work/stop"
+  wait $job
+  status=$?
+  [ "$status" -eq 0 ] || problems="$problems; chorusrun exited with $status"
+  grep -q "final size 3 .* identical on every rank" "$work/g.log" ||
+    problems="$problems; no final line with 3 ranks and identical models"
+  grep -q "WRONG" "$work/g.log" && problems="$problems; $(grep -m1 WRONG "$work/g.log")"
+  [ "$in_place" -eq "$done_faults" ] ||
+    problems="$problems; $in_place of $done_faults faults went on in place"
+  resumes=0
+  for resumed in $(grep -o 'resumed [0-9]* \(in place \)\?eval=[0-9.e-]*' "$work/g.log" |
+                   sed 's/resumed //; s/in place //; s/ eval=/:/'); do
+    resumes=$((resumes + 1))
+    number=${resumed%%:*} loss=${resumed#*:}
+    committed=$(grep -o "commit $number eval=[0-9.e-]*" "$work/g.log" | head -n 1 |
+      sed 's/.*eval=//')
+    [ "$committed" = "$loss" ] ||
+      problems="$problems; resumed from commit $number with loss $loss, committed $committed"
+  done
+  epochs=$(grep -c "^epoch [0-9]* ok" "$work/g.log")
+  if [ -n "$problems" ]; then
+    failed=$((failed + 1))
+    echo "FAILED: g. $done_faults faults in a row${problems}"
+    grep -v '^step\|^commit' "$work/g.log" | tail -n 60
+  else
+    passed=$((passed + 1))
+    echo "ok: g. $done_faults faults in a row (kill and cut in turn, each host back after 1 s):" \
+      "$in_place went on in place, $resumes resumes each from the loss committed, $epochs" \
+      "epochs with every sample once, the final model identical on 3 ranks"
+    grep '^chorusrun:' "$work/g.log" | grep -c "generation .*: 3 ranks on" |
+      sed 's/^/    generations started on 3 hosts: /'
   fi
 fi
 

@@ -40,6 +40,8 @@ parser.add_argument("--crash-in-commit", type=int, default=0,
 parser.add_argument("--crash-in-rebuild", type=int, default=-1,
                     help="in the first generation, this rank dies (SIGKILL) as chorus is formed "
                          "again over the survivors of another fault")
+parser.add_argument("--stop-file", default="",
+                    help="the job ends after the epoch in which this file appeared (rank 0 looks)")
 args = parser.parse_args()
 
 hvd.init()
@@ -104,9 +106,14 @@ def check_epoch(state):
         say(f"epoch {state.epoch} WRONG: {missing} samples never processed, {repeated} repeated")
 
 
+def stop_requested():
+    return bool(args.stop_file) and hvd.broadcast_object(os.path.exists(args.stop_file),
+                                                         root_rank=0, name="stop")
+
+
 @hvd.elastic.run
 def train(state):
-    while state.epoch < args.epochs:
+    while state.epoch < args.epochs and not stop_requested():
         loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size,
                                              sampler=state.sampler)
         for batch_index, (indices, x, y) in enumerate(loader):
