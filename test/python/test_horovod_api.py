@@ -301,6 +301,26 @@ def collectives(rank, size):
           torch.equal(hvd.Compression.fp16.decompress(half, context), t), "fp16 compressor")
     check(hvd.allreduce(t, op=hvd.Sum, name="x.fp16", compression=hvd.Compression.fp16)
           .allclose(torch.full((3,), float(total))), "allreduce with Compression.fp16")
+    # int8 / int4: quantized by chorus on the wire, within chorus.h's bound of the sum
+    # (nearest rounding: each rank's block scale / 2 and the sum's, here of values rank..rank+2).
+    values = torch.stack([torch.arange(r, r + 300, dtype=torch.float32) / 7 for r in range(size)])
+    exact = values.sum(0)
+    mine = values[rank].clone()
+    for compression, levels in ((hvd.Compression.int8, 255), (hvd.Compression.int4, 15)):
+        got = hvd.allreduce(mine, op=hvd.Sum, name=f"x.{compression.__name__}",
+                            compression=compression)
+        bound = 0.0
+        for start in range(0, 300, 256):
+            block = slice(start, start + 256)
+            scales = [(v[block].max() - v[block].min()).item() / levels for v in values]
+            summed = (exact[block].max() - exact[block].min()).item() / levels
+            bound = max(bound, (summed + sum(scales)) / 2 * 1.0001 + 1e-5)
+        check(float((got - exact).abs().max()) <= bound and not torch.equal(got, exact),
+              f"allreduce with {compression.__name__}: error "
+              f"{float((got - exact).abs().max())}, bound {bound}")
+    raises(ValueError, lambda: hvd.allreduce(mine, op=hvd.Max, name="x.int8.max",
+                                             compression=hvd.Compression.int8),
+           "int8 compression with Max")
     check(hvd.mpi_built() and hvd.mpi_enabled() and not hvd.gloo_built() and
           type(hvd.nccl_built()) is int, "built queries")
     check(issubclass(hvd.HorovodInternalError, Exception), "HorovodInternalError")

@@ -1,5 +1,7 @@
 """Horovod's gradient compression choices for chorus.torch (horovod/torch/compression.py):
-Compression.none, fp16 and bf16."""
+Compression.none, fp16 and bf16; and chorus's int8 and int4 (blockwise quantization of float32
+allreduces of sums and averages, chorus.h's CHORUS_COMPRESSION_INT8/INT4). Error feedback is not
+kept for int8 and int4 yet: what quantization drops is lost, step after step."""
 import torch
 
 from .. import _library as c
@@ -38,18 +40,31 @@ class _BF16Compressor(_Compressor):
     dtype = torch.bfloat16
 
 
+class _Int8Compressor(_Compressor):
+    """Quantized by chorus on the wire; compress() leaves the tensor as it is."""
+    wire = c.COMPRESSION_INT8
+
+
+class _Int4Compressor(_Compressor):
+    wire = c.COMPRESSION_INT4
+
+
 class Compression:
-    """Horovod's compression choices: none, fp16, bf16."""
+    """Horovod's compression choices (none, fp16, bf16) and chorus's int8 and int4."""
     none = _NoneCompressor
     fp16 = _FP16Compressor
     bf16 = _BF16Compressor
+    int8 = _Int8Compressor
+    int4 = _Int4Compressor
 
 
 def _wire(compression):
     """The wire compression of a compressor class or of chorus's own constant."""
     wire = getattr(compression, "wire", compression)
-    if wire not in (c.COMPRESSION_NONE, c.COMPRESSION_FP16, c.COMPRESSION_BF16):
-        raise ValueError(f"compression={compression!r} is not one of Compression.none, fp16, bf16")
+    if wire not in (c.COMPRESSION_NONE, c.COMPRESSION_FP16, c.COMPRESSION_BF16,
+                    c.COMPRESSION_INT8, c.COMPRESSION_INT4):
+        raise ValueError(f"compression={compression!r} is not one of Compression.none, fp16, "
+                         "bf16, int8, int4")
     return wire
 
 
