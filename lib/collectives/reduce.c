@@ -225,20 +225,46 @@ void reduce_pair_scaled(void *restrict result, const void *restrict a, const voi
     }
 }
 
+/* Rank r's operand: operands[r], or without the array first + r * stride. */
+static const unsigned char *operand_of(const unsigned char *const *operands,
+                                       const unsigned char *first, size_t stride, int r)
+{
+    return operands != NULL ? operands[r] : first + (size_t)r * stride;
+}
+
+/* reduce_ranks_scaled and reduce_strided_scaled: the operands by array or by stride. */
+static void reduce_in_rank_order(void *restrict result, const unsigned char *const *operands,
+                                 const unsigned char *first, size_t stride, int ranks,
+                                 size_t count, chorus_dtype dtype, chorus_op op, double factor)
+{
+    const unsigned char *a = operand_of(operands, first, stride, 0);
+    if (ranks == 1) {
+        memcpy(result, a, count * chorus_dtype_size(dtype));
+        reduce_scale_buffer(result, count, dtype, factor);
+        return;
+    }
+    const unsigned char *b = operand_of(operands, first, stride, 1);
+    if (ranks == 2) {
+        reduce_pair_scaled(result, a, b, count, dtype, op, factor);
+        return;
+    }
+    reduce_pair(result, a, b, count, dtype, op);
+    for (int r = 2; r + 1 < ranks; r++)
+        reduce_into(result, operand_of(operands, first, stride, r), count, dtype, op);
+    reduce_into_scaled(result, operand_of(operands, first, stride, ranks - 1), count, dtype, op,
+                       factor);
+}
+
 void reduce_ranks_scaled(void *restrict result, const unsigned char *const *operands, int ranks,
                          size_t count, chorus_dtype dtype, chorus_op op, double factor)
 {
-    if (ranks == 1) {
-        memcpy(result, operands[0], count * chorus_dtype_size(dtype));
-        reduce_scale_buffer(result, count, dtype, factor);
-    } else if (ranks == 2) {
-        reduce_pair_scaled(result, operands[0], operands[1], count, dtype, op, factor);
-    } else {
-        reduce_pair(result, operands[0], operands[1], count, dtype, op);
-        for (int r = 2; r + 1 < ranks; r++)
-            reduce_into(result, operands[r], count, dtype, op);
-        reduce_into_scaled(result, operands[ranks - 1], count, dtype, op, factor);
-    }
+    reduce_in_rank_order(result, operands, NULL, 0, ranks, count, dtype, op, factor);
+}
+
+void reduce_strided_scaled(void *restrict result, const void *first, size_t stride, int ranks,
+                           size_t count, chorus_dtype dtype, chorus_op op, double factor)
+{
+    reduce_in_rank_order(result, NULL, first, stride, ranks, count, dtype, op, factor);
 }
 
 /* The whole number n when `factor` is exactly the double nearest 1/n (an average's factor),

@@ -32,6 +32,9 @@ void reduce_pair_scaled(void *restrict result, const void *restrict a, const voi
  * whoever reduces them gets the same bits. `result` overlaps none of the operands. */
 void reduce_ranks_scaled(void *restrict result, const unsigned char *const *operands, int ranks,
                          size_t count, chorus_dtype dtype, chorus_op op, double factor);
+/* The same, rank r's operand at first + r * stride (no array of pointers to allocate). */
+void reduce_strided_scaled(void *restrict result, const void *first, size_t stride, int ranks,
+                           size_t count, chorus_dtype dtype, chorus_op op, double factor);
 
 /* buffer[i] *= factor. Integers are scaled in double and rounded to the nearest integer
  * (halfway away from zero), then wrapped to the dtype. */

@@ -159,25 +159,15 @@ static bool rides_along(const struct request *request)
 }
 
 /* The allreduce from the members' blocks: each member's contribution (its prescale applied
- * before it was sent), combined in member order into the output, the factor (postscale, an
- * average's division) applied by the last combination, as reduce_ranks_scaled does. */
+ * before it was sent), reduced in member order into the output, times the factor (postscale,
+ * an average's division). */
 static void reduce_blocks(struct request *request, const uint8_t *blocks, int members)
 {
     const struct wire_request *desc = &request->desc;
-    chorus_dtype dtype = (chorus_dtype)desc->dtype;
-    chorus_op op = desc->op == CHORUS_AVERAGE ? CHORUS_SUM : (chorus_op)desc->op;
-    double factor = request_output_factor(desc, (uint32_t)members);
-    const uint8_t *data = blocks + WIRE_ORDERED_RECORD_BYTES;
-    memcpy(request->output, data, request->count * chorus_dtype_size(dtype));
-    for (int m = 1; m < members; m++) {
-        data += BLOCK_BYTES;
-        if (m < members - 1)
-            reduce_into(request->output, data, request->count, dtype, op);
-        else
-            reduce_into_scaled(request->output, data, request->count, dtype, op, factor);
-    }
-    if (members == 1)
-        reduce_scale_buffer(request->output, request->count, dtype, factor);
+    reduce_strided_scaled(request->output, blocks + WIRE_ORDERED_RECORD_BYTES, BLOCK_BYTES,
+                          members, request->count, (chorus_dtype)desc->dtype,
+                          desc->op == CHORUS_AVERAGE ? CHORUS_SUM : (chorus_op)desc->op,
+                          request_output_factor(desc, (uint32_t)members));
 }
 
 /* The members' records from their blocks into `records`; a record that does not decode is a
