@@ -55,6 +55,9 @@ void text_append(char **text, const char *format, ...) CHORUS_PRINTF(2, 3);
 
 /* Writes ranks as compact ranges, e.g. "0-2,5" for {0,1,2,5}, into a malloc'd string. */
 char *text_rank_list(const int *ranks, size_t count);
+/* 64-bit FNV-1a of `length` bytes: the same on every rank (whether two ranks hold the same
+ * text; a tensor's stream of random numbers). */
+uint64_t text_digest(const void *bytes, size_t length);
 
 /* clock.c: seconds on a monotonic clock. */
 double clock_seconds(void);

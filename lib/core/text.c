@@ -63,3 +63,12 @@ char *text_rank_list(const int *ranks, size_t count)
     }
     return text;
 }
+
+uint64_t text_digest(const void *bytes, size_t length)
+{
+    const unsigned char *at = bytes;
+    uint64_t digest = UINT64_C(14695981039346656037);
+    for (size_t i = 0; i < length; i++)
+        digest = (digest ^ at[i]) * UINT64_C(1099511628211);
+    return digest;
+}

@@ -172,14 +172,11 @@ static void *own_buffer(struct executor *executor, const struct wire_request *de
     return request->output;
 }
 
-/* The tensor's own stream of random numbers for stochastic rounding: the seed and its name
- * (FNV-1a), the same on every rank and in every run. */
+/* The tensor's own stream of random numbers for stochastic rounding: the seed and its name,
+ * the same on every rank and in every run. */
 static uint64_t name_stream(uint64_t seed, const char *name)
 {
-    uint64_t hash = UINT64_C(0xcbf29ce484222325);
-    for (const unsigned char *c = (const unsigned char *)name; *c != '\0'; c++)
-        hash = (hash ^ *c) * UINT64_C(0x100000001b3);
-    return quantize_stream(seed, hash, 0);
+    return quantize_stream(seed, text_digest(name, strlen(name)), 0);
 }
 
 /* A batch of INT8 or INT4 allreduces: each tensor through the quantized algorithm on its own,

@@ -11,15 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 64-bit FNV-1a of a text: whether two ranks hold the same tuning file. */
-static uint64_t text_digest(const char *text, size_t length)
-{
-    uint64_t digest = 14695981039346656037ULL;
-    for (size_t i = 0; i < length; i++)
-        digest = (digest ^ (unsigned char)text[i]) * 1099511628211ULL;
-    return digest;
-}
-
 /* The tuning file's settings replace defaults: where rank 0 took a parameter from its default,
  * every rank takes the file's value (each setting shapes the wire, so rank 0's value is every
  * rank's already); a value rank 0's user set stays. Rank 0 logs which. */
