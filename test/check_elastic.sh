@@ -98,6 +98,28 @@ went_on_in_place() {
   for pid in $pids; do grep -q "started pid $pid rank [0-9]* generation 0" "$1" || return 1; done
 }
 
+# job_verdicts LOG SIZE STATUS: what every case's job must show, added to $problems: it ended
+# well, with SIZE ranks holding the same model, no epoch WRONG, and every resume (there must
+# be one) from the loss of the commit it resumed; sets $resumes and, of the last resume,
+# $number and $loss
+job_verdicts() {
+  [ "$3" -eq 0 ] || problems="$problems; chorusrun exited with $3"
+  grep -q "final size $2 .* identical on every rank" "$1" ||
+    problems="$problems; no final line with $2 ranks and identical models"
+  grep -q "WRONG" "$1" && problems="$problems; $(grep -m1 WRONG "$1")"
+  resumes=0
+  # (a rank's line may run into another's output: take the number only)
+  for resumed in $(grep -o 'resumed [0-9]* \(in place \)\?eval=[0-9.e-]*' "$1" |
+                   sed 's/resumed //; s/in place //; s/ eval=/:/'); do
+    resumes=$((resumes + 1))
+    number=${resumed%%:*} loss=${resumed#*:}
+    committed=$(grep -o "commit $number eval=[0-9.e-]*" "$1" | head -n 1 | sed 's/.*eval=//')
+    [ "$committed" = "$loss" ] ||
+      problems="$problems; resumed from commit $number with loss $loss, committed $committed"
+  done
+  [ "$resumes" -gt 0 ] || problems="$problems; the job never resumed from a commit"
+}
+
 # check LOG NAME EXPECTED_SIZE FAULT_TIME STATUS [in-place|restart]: the job's verdicts
 check() {
   log=$1 name=$2 size=$3 fault=$4 status=$5 how=${6:-} problems=""
@@ -107,24 +129,10 @@ check() {
     restart) grep -q "goes on in the surviving processes" "$log" &&
       problems="$problems; went on in place where the job must restart" ;;
   esac
-  [ "$status" -eq 0 ] || problems="$problems; chorusrun exited with $status"
-  grep -q "final size $size .* identical on every rank" "$log" ||
-    problems="$problems; no final line with $size ranks and identical models"
-  grep -q "WRONG" "$log" && problems="$problems; $(grep -m1 WRONG "$log")"
+  job_verdicts "$log" "$size" "$status"
   for epoch in 0 1 2; do
     grep -q "epoch $epoch ok" "$log" || problems="$problems; epoch $epoch never checked ok"
   done
-  # (a rank's line may run into another's output: take the number only)
-  resumed=$(grep -o 'resumed [0-9]* \(in place \)\?eval=[0-9.e-]*' "$log" | tail -n 1 |
-    sed 's/resumed //; s/in place //; s/eval=//')
-  if [ -z "$resumed" ]; then
-    problems="$problems; the job never resumed from a commit"
-  else
-    number=${resumed%% *} loss=${resumed#* }
-    committed=$(grep -o "commit $number eval=[0-9.e-]*" "$log" | head -n 1 | sed 's/.*eval=//')
-    [ "$committed" = "$loss" ] ||
-      problems="$problems; resumed from commit $number with loss $loss, committed $committed"
-  fi
   # the first step after the resume, timed on the ranks' clock
   first=$(awk '/resumed [0-9]* (in place )?eval=/ { after = 1 } after && /^step/ { print $NF; exit }' "$log")
   if [ -n "$problems" ]; then
@@ -270,22 +278,9 @@ if wanted g && [ "${CASES:-}" != "" ]; then
   touch "$work/stop"
   wait $job
   status=$?
-  [ "$status" -eq 0 ] || problems="$problems; chorusrun exited with $status"
-  grep -q "final size 3 .* identical on every rank" "$work/g.log" ||
-    problems="$problems; no final line with 3 ranks and identical models"
-  grep -q "WRONG" "$work/g.log" && problems="$problems; $(grep -m1 WRONG "$work/g.log")"
+  job_verdicts "$work/g.log" 3 "$status"
   [ "$in_place" -eq "$done_faults" ] ||
     problems="$problems; $in_place of $done_faults faults went on in place"
-  resumes=0
-  for resumed in $(grep -o 'resumed [0-9]* \(in place \)\?eval=[0-9.e-]*' "$work/g.log" |
-                   sed 's/resumed //; s/in place //; s/ eval=/:/'); do
-    resumes=$((resumes + 1))
-    number=${resumed%%:*} loss=${resumed#*:}
-    committed=$(grep -o "commit $number eval=[0-9.e-]*" "$work/g.log" | head -n 1 |
-      sed 's/.*eval=//')
-    [ "$committed" = "$loss" ] ||
-      problems="$problems; resumed from commit $number with loss $loss, committed $committed"
-  done
   epochs=$(grep -c "^epoch [0-9]* ok" "$work/g.log")
   if [ -n "$problems" ]; then
     failed=$((failed + 1))
