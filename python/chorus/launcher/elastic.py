@@ -240,21 +240,21 @@ class Generation:
             rank.connection.close()
             rank.closed_at = time.monotonic()
             if rank.said is None and rank.rank is not None and not rank.retired:
-                if self.rebuilding and self.failure_at is None:
-                    # The others wait for it in MPI_Comm_create_group, deaf to any word:
-                    # nothing to wait for, the job starts again.
-                    self.failure_at = self.close_at = rank.closed_at
-                    self.failure_kind = "disconnected"
-                    self.cause = (f"rank {rank.rank} on {rank.host} disconnected while the "
-                                  "others formed chorus again")
-                elif self.failure_at is None:
+                if self.failure_at is None:
                     self.failure_at = rank.closed_at
                     self.failure_kind = "disconnected"
-                    self.cause = (f"rank {rank.rank} on {rank.host} disconnected without "
-                                  "leaving (killed or crashed)")
-                    # To go on in place, the others must first meet the failure and report
-                    # it: told now, they do at once (else chorus's bound finds it).
-                    wait = self.driver.report_bound() if self.in_place else SAME_FAILURE_S
+                    if self.rebuilding:
+                        # The others wait for it in MPI_Comm_create_group, deaf to any word:
+                        # nothing to wait for, the job starts again.
+                        self.cause = (f"rank {rank.rank} on {rank.host} disconnected while the "
+                                      "others formed chorus again")
+                        wait = 0.0
+                    else:
+                        self.cause = (f"rank {rank.rank} on {rank.host} disconnected without "
+                                      "leaving (killed or crashed)")
+                        # To go on in place, the others must first meet the failure and report
+                        # it: told now, they do at once (else chorus's bound finds it).
+                        wait = self.driver.report_bound() if self.in_place else SAME_FAILURE_S
                     self.close_at = rank.closed_at + wait
                 if self.in_place:
                     notice = protocol.peer_lost(self.in_place_resets, rank.rank)
