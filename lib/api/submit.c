@@ -58,6 +58,14 @@ static void describe(struct wire_request *desc, const chorus_op_args *args, uint
             SHARED_HEAP_NOWHERE;
 }
 
+/* The caller's error feedback buffer where the allreduce, as resolved in `desc`, is quantized;
+ * NULL where it travels otherwise (DEFAULT resolved to no compression, or to 16 bits), which
+ * leaves the buffer untouched. */
+static float *error_feedback_used(const chorus_op_args *args, const struct wire_request *desc)
+{
+    return dtype_compression_bits(desc->compression) != 0 ? api_op_error_feedback(args) : NULL;
+}
+
 static struct request *request_create(const chorus_op_args *args, const char *group,
                                       uint32_t group_size, struct chorus_handle *handle,
                                       int default_compression)
@@ -86,6 +94,7 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
                          args->collective == CHORUS_ALLTOALL;
     request->output = args->output != NULL && !handle_output ? args->output : tensor->data;
     request->count = chorus_tensor_count(tensor);
+    request->error_feedback = error_feedback_used(args, &request->desc);
     request->timeout_seconds = api_op_timeout(args);
     request->handle = handle;
     request->submitted_at = clock_seconds();
@@ -281,6 +290,7 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
         .input = args->input.data,
         .output = args->output != NULL ? args->output : args->input.data,
         .count = chorus_tensor_count(&args->input),
+        .error_feedback = error_feedback_used(args, &desc),
         .timeout_seconds = api_op_timeout(args),
         .splits = splits,
         .handle = handle,

@@ -48,6 +48,52 @@ static chorus_status validate_reduction(const chorus_op_args *args)
     return CHORUS_OK;
 }
 
+/* Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte (compared as addresses: they may
+ * be different objects). */
+static bool ranges_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes)
+{
+    uintptr_t a_start = (uintptr_t)a, b_start = (uintptr_t)b;
+    return a_bytes != 0 && b_bytes != 0 && a_start < b_start + b_bytes &&
+           b_start < a_start + a_bytes;
+}
+
+/* An error feedback buffer goes with a float32 allreduce of host memory whose compression is
+ * INT8, INT4 or DEFAULT (which may resolve to them), and lies apart from the input and output:
+ * the library writes it while it reads the one and writes the other. */
+static chorus_status validate_error_feedback(const chorus_op_args *args)
+{
+    const float *residual = api_op_error_feedback(args);
+    if (residual == NULL)
+        return CHORUS_OK;
+    const char *kind = chorus_collective_name(args->collective);
+    const chorus_tensor *tensor = &args->input;
+    if (args->collective != CHORUS_ALLREDUCE)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s \"%s\": error_feedback is for compressed allreduces; pass NULL", kind,
+                      args->name);
+    if (args->compression != CHORUS_COMPRESSION_DEFAULT &&
+        dtype_compression_bits((int)args->compression) == 0)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": error_feedback needs a lossy quantizing compression "
+                      "(INT8, INT4, or DEFAULT), not %s",
+                      args->name, dtype_compression_name((int)args->compression));
+    if (tensor->dtype != CHORUS_FLOAT32 || tensor->memory != CHORUS_MEMORY_HOST)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": error_feedback takes float32 tensors in host memory "
+                      "(the ones chorus quantizes), not %s%s",
+                      args->name, chorus_dtype_name(tensor->dtype),
+                      tensor->memory == CHORUS_MEMORY_HOST ? "" : " on a GPU");
+    size_t bytes = chorus_tensor_count(tensor) * sizeof(float);
+    if (ranges_overlap(residual, bytes, tensor->data, bytes) ||
+        (args->output != NULL && ranges_overlap(residual, bytes, args->output, bytes)))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": the error_feedback buffer overlaps the %s; it needs "
+                      "memory of its own",
+                      args->name,
+                      ranges_overlap(residual, bytes, tensor->data, bytes) ? "input" : "output");
+    return CHORUS_OK;
+}
+
 /* The reducescatter's own checks, after validate's common ones. */
 static chorus_status validate_reducescatter(const chorus_op_args *args)
 {
@@ -100,7 +146,8 @@ static bool op_args_size_released(size_t struct_size)
         offsetof(chorus_op_args, process_set), /* 0.1.0 before process sets */
         offsetof(chorus_op_args, flags),       /* with process_set */
         offsetof(chorus_op_args, timeout_seconds), /* with flags */
-        sizeof(chorus_op_args),                /* with timeout_seconds */
+        offsetof(chorus_op_args, error_feedback),  /* with timeout_seconds */
+        sizeof(chorus_op_args),                /* with error_feedback */
     };
     for (size_t i = 0; i < ARRAY_LENGTH(released); i++)
         if (struct_size == released[i])
@@ -119,6 +166,14 @@ uint64_t api_op_flags(const chorus_op_args *args)
 {
     return args->struct_size >= offsetof(chorus_op_args, flags) + sizeof args->flags ? args->flags
                                                                                       : 0;
+}
+
+void *api_op_error_feedback(const chorus_op_args *args)
+{
+    return args->struct_size >= offsetof(chorus_op_args, error_feedback) +
+                                    sizeof args->error_feedback
+               ? args->error_feedback
+               : NULL;
 }
 
 double api_op_timeout(const chorus_op_args *args)
@@ -177,10 +232,12 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
     if (!op_args_size_released(args->struct_size))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "chorus_submit: args.struct_size is %zu, which no released chorus_op_args "
-                      "has (%zu now, %zu before timeout_seconds, %zu before flags, %zu before "
-                      "process sets); initialize args with CHORUS_OP_ARGS_INIT",
-                      args->struct_size, sizeof *args, offsetof(chorus_op_args, timeout_seconds),
-                      offsetof(chorus_op_args, flags), offsetof(chorus_op_args, process_set));
+                      "has (%zu now, %zu before error_feedback, %zu before timeout_seconds, "
+                      "%zu before flags, %zu before process sets); initialize args with "
+                      "CHORUS_OP_ARGS_INIT",
+                      args->struct_size, sizeof *args, offsetof(chorus_op_args, error_feedback),
+                      offsetof(chorus_op_args, timeout_seconds), offsetof(chorus_op_args, flags),
+                      offsetof(chorus_op_args, process_set));
     if ((api_op_flags(args) & ~CHORUS_OP_ORDERED) != 0)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown flags 0x%llx",
                       (unsigned long long)(api_op_flags(args) & ~CHORUS_OP_ORDERED));
@@ -209,6 +266,8 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
                       kind, name);
     const chorus_tensor *tensor = &args->input;
     chorus_status checked = api_validate_tensor(kind, name, tensor);
+    if (checked == CHORUS_OK)
+        checked = validate_error_feedback(args);
     if (checked != CHORUS_OK)
         return checked;
     switch (args->collective) {

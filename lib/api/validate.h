@@ -21,6 +21,8 @@ chorus_status api_validate_tensor(const char *kind, const char *name,
 int api_op_process_set(const chorus_op_args *args);
 /* The caller's CHORUS_OP_* flags (0 in a struct from before flags). */
 uint64_t api_op_flags(const chorus_op_args *args);
+/* The caller's error_feedback buffer (NULL in a struct from before it). */
+void *api_op_error_feedback(const chorus_op_args *args);
 /* The caller's timeout_seconds (0 in a struct from before it). */
 double api_op_timeout(const chorus_op_args *args);
 

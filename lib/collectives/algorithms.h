@@ -46,6 +46,9 @@ struct allreduce_args {
     /* INT8 or INT4 compression (float32 sums): how values are quantized, for the quantized
      * algorithm, which alone runs them; NULL otherwise. */
     const struct quantize_scheme *quantize;
+    /* With `quantize`: this rank's error feedback residual (count values, read and rewritten,
+     * allreduce_quantized.c), or NULL for none. */
+    float *error_feedback;
 };
 
 /* Broadcast in place: every rank's `buffer` ends as root's. */

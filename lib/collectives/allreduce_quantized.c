@@ -27,11 +27,29 @@
  * quantized blocks 2-3 to rank 1 and block 4 to rank 2, and receives blocks 0-1 from ranks 1
  * and 2; each rank sums and requantizes its shard; ranks 1 and 2 then send theirs to everyone,
  * and everyone decodes the five blocks.
+ *
+ * Error feedback (args->error_feedback, rank k's residual e_k; chorus.h). Per value, with x_k
+ * rank k's contribution and f the postscale:
+ *   - step 1 sends c_k = x_k + e_k (float32) quantized, which decodes to d_k; rank k keeps
+ *     e_k' = c_k - d_k, what its quantization dropped;
+ *   - the owner sums S = d_1 + ... + d_p (double) and sends u, the decoded quantization of
+ *     f * S; the result is u, not f * S, so the owner adds g = S - u / f to its e' (for its
+ *     shard's values only), which the next step multiplies by f back into the sum.
+ * Summed over the ranks, e_1' + ... + e_p' = (c_1 - d_1) + ... + (c_p - d_p) + S - u/f
+ * = sum x_k + sum e_k - u/f, that is u = f * (sum x_k + sum e_k - sum e_k'); over steps
+ * t = 1..T from zero residuals, the sums telescope: sum_t u_t + f * sum_k e_k(T) =
+ * f * sum_t sum_k x_k(t), each step off by float32 roundings only (of c_k, e_k' and
+ * (float)(e_k' + g)). With f = 0 the result is zero whatever was sent and g is not kept. A
+ * value whose c_k - d_k or e_k' + g is not finite (a nan or infinity in its block) keeps the
+ * residual it had, so that one bad step does not poison every later one. The residual touches
+ * neither what goes on the wire nor the sum's quantization, so every rank still ends with the
+ * same bits. Cost: a pass over the tensor to add e_k and one to decode what went out.
  */
 #include "algorithms.h"
 
 #include "../compression/quantize.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +70,18 @@ static struct quantize_scheme phase_scheme(const struct quantize_scheme *tensor,
     struct quantize_scheme scheme = *tensor;
     scheme.stream = quantize_stream(tensor->stream, (uint64_t)rank, phase);
     return scheme;
+}
+
+/* Error feedback of the owner's second quantization: residual[i] += sums[i] - result[i] /
+ * factor, what the result lacks of factor * sums[i] in the residual's units (see above). */
+static void fold_sum_error(float *residual, const double *sums, const float *result,
+                           size_t count, double factor)
+{
+    for (size_t i = 0; i < count; i++) {
+        float folded = (float)((double)residual[i] + (sums[i] - (double)result[i] / factor));
+        if (isfinite(folded))
+            residual[i] = folded;
+    }
 }
 
 chorus_status allreduce_quantized(const struct allreduce_args *args)
@@ -96,10 +126,17 @@ chorus_status allreduce_quantized(const struct allreduce_args *args)
     unsigned char *gathered = outgoing + total;
     unsigned char *incoming = gathered + total; /* rank k's shard r at k * bytes[r] */
 
+    float *residual = args->error_feedback;
+    if (residual != NULL) /* what earlier steps dropped rides with this one's contribution */
+        for (size_t i = 0; i < count; i++)
+            values[i] += residual[i];
     struct quantize_scheme shards = phase_scheme(args->quantize, r, QUANTIZED_SHARDS);
     for (int k = 0; k < p; k++)
         quantize_encode(outgoing + offsets[k], values + starts[k], starts[k + 1] - starts[k],
                         &shards, starts[k]);
+    for (int k = 0; residual != NULL && k < p; k++)
+        quantize_residual(residual + starts[k], values + starts[k], outgoing + offsets[k],
+                          starts[k + 1] - starts[k], bits);
     memcpy(incoming + (size_t)r * bytes[r], outgoing + offsets[r], bytes[r]);
     for (int step = 1; step < p; step++) {
         int to = (r + step) % p, from = (r - step + p) % p;
@@ -132,6 +169,8 @@ chorus_status allreduce_quantized(const struct allreduce_args *args)
     for (int k = 0; k < p; k++)
         quantize_decode(values + starts[k], gathered + offsets[k], starts[k + 1] - starts[k],
                         bits);
+    if (residual != NULL && factor != 0.0)
+        fold_sum_error(residual + starts[r], sums, values + starts[r], mine, factor);
 out:
     free(starts);
     free(bytes);

@@ -155,6 +155,22 @@ void quantize_decode(float *restrict values, const void *restrict in, size_t cou
         quantize_decode_block(values + block * QUANTIZE_BLOCK_VALUES, in, count, block, bits);
 }
 
+void quantize_residual(float *restrict residual, const float *restrict values,
+                       const void *restrict in, size_t count, unsigned bits)
+{
+    float decoded[QUANTIZE_BLOCK_VALUES];
+    for (size_t start = 0; start < count; start += QUANTIZE_BLOCK_VALUES) {
+        quantize_decode_block(decoded, in, count, start / QUANTIZE_BLOCK_VALUES, bits);
+        size_t length = count - start < QUANTIZE_BLOCK_VALUES ? count - start
+                                                              : QUANTIZE_BLOCK_VALUES;
+        for (size_t i = 0; i < length; i++) {
+            float dropped = values[start + i] - decoded[i];
+            if (isfinite(dropped))
+                residual[start + i] = dropped;
+        }
+    }
+}
+
 void quantize_decode_add(double *restrict sums, const void *restrict in, size_t count,
                          unsigned bits)
 {

@@ -111,6 +111,9 @@ struct request {
     void *output; /* == input when in place; unused for allgather */
     int64_t *splits; /* alltoall: rows for each rank (one entry per rank); else NULL */
     size_t count; /* elements */
+    /* An INT8 or INT4 allreduce's residual (chorus_op_args.error_feedback, count float32
+     * values), or NULL: none, or the allreduce is not quantized (what DEFAULT resolved to). */
+    float *error_feedback;
     struct chorus_handle *handle;
     uint32_t member; /* its index in its group (0 when alone): where its output goes */
     bool ordered;    /* CHORUS_OP_ORDERED, or a transfer: run in call order, not negotiated */

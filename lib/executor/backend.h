@@ -68,10 +68,11 @@ chorus_status executor_run_host_allreduce(struct executor *executor, void *buffe
                                  size_t count, chorus_dtype dtype, chorus_op op, double factor,
                                  bool in_shared_heap, char *error, size_t error_size);
 /* An INT8 or INT4 allreduce of `count` float32 values in `buffer` (a sum; `factor` the
- * postscale with an average's division), through the quantized algorithm with `scheme`. */
+ * postscale with an average's division), through the quantized algorithm with `scheme`;
+ * `residual`: this rank's error feedback (count values), or NULL. */
 struct quantize_scheme;
 chorus_status executor_run_host_allreduce_quantized(struct executor *executor, float *buffer,
-                                                    size_t count,
+                                                    float *residual, size_t count,
                                                     const struct quantize_scheme *scheme,
                                                     double factor, char *error,
                                                     size_t error_size);

@@ -116,7 +116,7 @@ chorus_status executor_run_host_allreduce(struct executor *executor, void *buffe
 }
 
 chorus_status executor_run_host_allreduce_quantized(struct executor *executor, float *buffer,
-                                                    size_t count,
+                                                    float *residual, size_t count,
                                                     const struct quantize_scheme *scheme,
                                                     double factor, char *error,
                                                     size_t error_size)
@@ -130,6 +130,7 @@ chorus_status executor_run_host_allreduce_quantized(struct executor *executor, f
         .op = CHORUS_SUM,
         .postscale = factor != 1.0 ? &factor : NULL,
         .quantize = scheme,
+        .error_feedback = residual,
     };
     executor->last_algorithm = "quantized";
     chorus_status status = allreduce_quantized(&args);

@@ -180,7 +180,8 @@ static uint64_t name_stream(uint64_t seed, const char *name)
 }
 
 /* A batch of INT8 or INT4 allreduces: each tensor through the quantized algorithm on its own,
- * so that its blocks and random numbers are its own whatever it was fused with. */
+ * so that its blocks, random numbers and error feedback residual are its own whatever it was
+ * fused with. A joined rank's stand-in has no residual. */
 static chorus_status reduce_quantized(struct executor *executor,
                                       const struct wire_response *responses,
                                       const size_t *members, size_t member_count,
@@ -197,8 +198,9 @@ static chorus_status reduce_quantized(struct executor *executor,
             .rounding = (enum quantize_rounding)params->compression_rounding,
             .stream = name_stream(params->compression_seed, response->request.name),
         };
+        float *residual = requests[m] != NULL ? requests[m]->error_feedback : NULL;
         chorus_status status = executor_run_host_allreduce_quantized(
-            executor, buffer, request_elements(&response->request), &scheme,
+            executor, buffer, residual, request_elements(&response->request), &scheme,
             executor_output_factor(response), error, error_size);
         if (status != CHORUS_OK)
             return status;

@@ -8,8 +8,10 @@
  * than ranks, primes, partial blocks and 100003; sum and average; negotiated, fused, ordered, in a
  * process set and with a joined rank; CHORUS_COMPRESSION=int8 as the default (and other ops then
  * travel exact); a nan poisoning its block only; ranks that disagree on the compression
- * (mismatch); an op that cannot be quantized (refused at submit); and error feedback kept by the
- * test: over 50 steps, the sum of what was sent plus the residual is the sum of the gradients.
+ * (mismatch); an op that cannot be quantized (refused at submit); and error feedback
+ * (chorus_op_args.error_feedback): over 30 steps, INT8 and INT4, sum and average, the results
+ * plus the residuals add up to the gradients, and without it they drift further; refused where
+ * it cannot apply.
  */
 #include "../common/reference.h"
 #include "mpi_test.h"
@@ -220,48 +222,169 @@ static void check_nan_poisons_its_block(void)
     EXPECT(same_on_members(values, COUNT, true), "nan.block differs between ranks");
 }
 
-/* Error feedback as a training loop keeps it: each step sends gradient + residual, keeps what
- * quantization dropped as the next residual. Each rank runs it in a process set of its own, so
- * that what comes back is its own value quantized (twice) and the check is exact: the sum of
- * what was sent plus the last residual is the sum of the gradients, to float32 rounding. */
-static void check_error_feedback(void)
+/* One run of error feedback: STEPS steps of fresh gradients through one tensor, with the
+ * library's residual (`residual` non-NULL) or without; `results` accumulates what came back
+ * (double). Each step's result must be the same bits on every rank. `largest` gathers the
+ * largest magnitude of a compensated contribution or a residual, for the rounding bound. */
+enum { FEEDBACK_STEPS = 30, FEEDBACK_COUNT = 5 * BLOCK + 3 };
+
+static void run_feedback_steps(const char *name, chorus_compression compression, chorus_op op,
+                               uint64_t flags, float *residual, double *results, double *largest)
 {
-    enum { STEPS = 50, COUNT = 1000 };
-    int sets[MAX_RANKS] = {0};
-    for (int r = 0; r < test_size; r++)
-        EXPECT_STATUS(chorus_process_set_add(&r, 1, &sets[r]), CHORUS_OK);
-    int own_set = sets[test_rank];
-    float residual[COUNT] = {0}, sent[COUNT];
-    double sent_total[COUNT] = {0}, gradient_total[COUNT] = {0}, largest = 0;
-    for (int step = 0; step < STEPS; step++) {
-        for (size_t i = 0; i < COUNT; i++) {
-            float gradient = reference_gradient(70 + (uint64_t)step, test_rank, i);
-            gradient_total[i] += gradient;
-            sent[i] = gradient + residual[i];
-            largest = fmax(largest, fabs(sent[i]));
+    float values[FEEDBACK_COUNT];
+    memset(results, 0, FEEDBACK_COUNT * sizeof *results);
+    for (int step = 0; step < FEEDBACK_STEPS; step++) {
+        for (size_t i = 0; i < FEEDBACK_COUNT; i++) {
+            values[i] = reference_gradient(100 + (uint64_t)step, test_rank, i);
+            if (residual != NULL)
+                *largest = fmax(*largest, fabs((double)(values[i] + residual[i])));
         }
-        float compensated[COUNT];
-        memcpy(compensated, sent, sizeof sent);
         chorus_op_args args = CHORUS_OP_ARGS_INIT;
-        args.name = "error.feedback";
-        args.input = floats(sent, COUNT);
-        args.compression = CHORUS_COMPRESSION_INT4;
-        args.process_set = own_set;
+        args.name = name;
+        args.input = floats(values, FEEDBACK_COUNT);
+        args.op = op;
+        args.compression = compression;
+        args.flags = flags;
+        args.error_feedback = residual;
         expect_completes(&args);
-        for (size_t i = 0; i < COUNT; i++) {
-            residual[i] = compensated[i] - sent[i];
-            sent_total[i] += sent[i];
+        for (size_t i = 0; i < FEEDBACK_COUNT; i++) {
+            results[i] += values[i];
+            if (residual != NULL)
+                *largest = fmax(*largest, fabs((double)residual[i]));
         }
+        EXPECT(same_on_members(values, FEEDBACK_COUNT, true), "%s: step %d differs between ranks",
+               name, step);
     }
-    long wrong = 0;
-    for (size_t i = 0; i < COUNT; i++) {
-        /* Each step rounds gradient + residual and the new residual: half an ulp each. */
-        double bound = STEPS * 2 * ldexp(largest, -24);
-        wrong += !(fabs(sent_total[i] + residual[i] - gradient_total[i]) <= bound);
+}
+
+/* Error feedback kept by the library (chorus_op_args.error_feedback): over the steps, the sum
+ * of the results plus f times every rank's last residual is f times the sum of every rank's
+ * gradients (f: 1 for SUM, 1/ranks for AVERAGE), within float32 rounding: each step rounds, per
+ * rank, the compensated contribution x + e, the new residual c - d and (the shard's owner) the
+ * folded e' + g, half an ulp each of a magnitude at most M, the largest of them seen on any rank:
+ * |f| * steps * 3 * ranks * 2^-24 * M. A missing fold of the sum's quantization error alone
+ * would be off by about half a scale of the sum's block per step (2^-9 of its range at 8 bits),
+ * far beyond. Without error feedback, the errors of the steps add up: the accumulated result is
+ * at least twice as far (rms) from the accumulated true sum. Negotiated or ordered (`flags`),
+ * whose residual travels through the lane. */
+static void check_error_feedback(chorus_compression compression, chorus_op op, uint64_t flags)
+{
+    char name[64], plain_name[64];
+    const char *bits = compression == CHORUS_COMPRESSION_INT4 ? "int4" : "int8";
+    const char *kind = flags ? "ordered" : "negotiated";
+    snprintf(name, sizeof name, "feedback.%s.%s.%s", bits, chorus_op_name(op), kind);
+    snprintf(plain_name, sizeof plain_name, "no.feedback.%s.%s.%s", bits, chorus_op_name(op),
+             kind);
+    double factor = op == CHORUS_AVERAGE ? 1.0 / test_size : 1.0;
+    static float residual[FEEDBACK_COUNT];
+    static double results[FEEDBACK_COUNT], plain[FEEDBACK_COUNT], residuals[FEEDBACK_COUNT];
+    memset(residual, 0, sizeof residual);
+    double largest = 0, unused = 0;
+    run_feedback_steps(name, compression, op, flags, residual, results, &largest);
+    run_feedback_steps(plain_name, compression, op, flags, NULL, plain, &unused);
+    for (size_t i = 0; i < FEEDBACK_COUNT; i++)
+        residuals[i] = residual[i];
+    MPI_Allreduce(MPI_IN_PLACE, residuals, FEEDBACK_COUNT, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double bound = factor * FEEDBACK_STEPS * 3 * test_size * ldexp(largest, -24);
+    long wrong = 0, nonzero = 0;
+    double feedback_error = 0, plain_error = 0;
+    for (size_t i = 0; i < FEEDBACK_COUNT; i++) {
+        double truth = 0;
+        for (int step = 0; step < FEEDBACK_STEPS; step++)
+            for (int r = 0; r < test_size; r++)
+                truth += reference_gradient(100 + (uint64_t)step, r, i);
+        truth *= factor;
+        double off = results[i] + factor * residuals[i] - truth;
+        if (!(fabs(off) <= bound) && wrong++ == 0)
+            EXPECT(0, "%s: value %zu: results %.9g + f * residuals %.9g is off the gradients' "
+                      "%.9g by %.3g (bound %.3g)",
+                   name, i, results[i], factor * residuals[i], truth, off, bound);
+        nonzero += residual[i] != 0.0f;
+        feedback_error += (results[i] - truth) * (results[i] - truth);
+        plain_error += (plain[i] - truth) * (plain[i] - truth);
     }
-    EXPECT(wrong == 0, "error feedback: %ld values where sent + residual != gradients", wrong);
-    for (int r = 0; r < test_size; r++)
-        EXPECT_STATUS(chorus_process_set_remove(sets[r]), CHORUS_OK);
+    EXPECT(wrong == 0, "%s: %ld values break sum(results) + f * sum(residuals) == f * sum(inputs)",
+           name, wrong);
+    EXPECT(nonzero > FEEDBACK_COUNT / 2, "%s: only %ld residuals are nonzero", name, nonzero);
+    feedback_error = sqrt(feedback_error / FEEDBACK_COUNT);
+    plain_error = sqrt(plain_error / FEEDBACK_COUNT);
+    if (test_rank == 0)
+        printf("%s: rms error of the accumulated result %.3g with error feedback, %.3g "
+               "without (ratio %.1f), bound %.3g\n",
+               name, feedback_error, plain_error, plain_error / feedback_error, bound);
+    EXPECT(2 * feedback_error < plain_error,
+           "%s: error feedback does not help: rms error %.3g with, %.3g without", name,
+           feedback_error, plain_error);
+}
+
+/* Error feedback where it cannot apply: refused, naming the tensor, or (DEFAULT resolved to no
+ * compression) left untouched; the layout before error_feedback ignores the field. */
+static void check_error_feedback_refused(void)
+{
+    float values[9], residual[9], wide[18];
+    for (size_t i = 0; i < 9; i++)
+        values[i] = (float)i;
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.name = "feedback.refused";
+    args.input = floats(values, 9);
+    args.error_feedback = residual;
+    chorus_handle *handle = NULL;
+    const chorus_compression exact[] = {CHORUS_COMPRESSION_NONE, CHORUS_COMPRESSION_FP16,
+                                        CHORUS_COMPRESSION_BF16};
+    for (size_t c = 0; c < sizeof exact / sizeof exact[0]; c++) {
+        args.compression = exact[c];
+        EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+        EXPECT(strstr(chorus_last_error(), "\"feedback.refused\": error_feedback needs a lossy") !=
+                   NULL,
+               "message: %s", chorus_last_error());
+    }
+    args.compression = CHORUS_COMPRESSION_INT8;
+    args.collective = CHORUS_BROADCAST;
+    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "broadcast \"feedback.refused\": error_feedback is for") !=
+               NULL,
+           "message: %s", chorus_last_error());
+    args.collective = CHORUS_ALLREDUCE;
+    args.input.dtype = CHORUS_INT32;
+    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "takes float32 tensors in host memory") != NULL,
+           "message: %s", chorus_last_error());
+    args.input.dtype = CHORUS_FLOAT32;
+    args.error_feedback = values + 8; /* overlaps the input's last value */
+    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "error_feedback buffer overlaps the input") != NULL,
+           "message: %s", chorus_last_error());
+    args.output = wide;
+    args.error_feedback = wide + 5;
+    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "error_feedback buffer overlaps the output") != NULL,
+           "message: %s", chorus_last_error());
+    args.error_feedback = wide + 9; /* right after the output: apart */
+    expect_completes(&args);
+
+    /* DEFAULT (CHORUS_COMPRESSION=int8 here) with an op it does not quantize: exact, and the
+     * residual untouched. */
+    args.output = NULL;
+    args.error_feedback = residual;
+    args.compression = CHORUS_COMPRESSION_DEFAULT;
+    args.op = CHORUS_MAX;
+    for (size_t i = 0; i < 9; i++) {
+        values[i] = (float)i + 0.1f * (float)test_rank;
+        residual[i] = 7.0f;
+    }
+    expect_completes(&args);
+    long changed = 0;
+    for (size_t i = 0; i < 9; i++)
+        changed += residual[i] != 7.0f || values[i] != (float)i + 0.1f * (float)(test_size - 1);
+    EXPECT(changed == 0, "default.max with error_feedback: %ld values changed", changed);
+
+    /* A caller built before the field: whatever lies there is not read. */
+    args.op = CHORUS_SUM;
+    args.compression = CHORUS_COMPRESSION_INT8;
+    args.struct_size = offsetof(chorus_op_args, error_feedback);
+    args.error_feedback = values; /* would be refused, were it read */
+    expect_completes(&args);
 }
 
 int main(int argc, char **argv)
@@ -347,7 +470,11 @@ int main(int argc, char **argv)
         check_with_a_joined_rank(everyone);
     }
     test_step = "error feedback";
-    check_error_feedback();
+    check_error_feedback(CHORUS_COMPRESSION_INT8, CHORUS_SUM, 0);
+    check_error_feedback(CHORUS_COMPRESSION_INT8, CHORUS_AVERAGE, CHORUS_OP_ORDERED);
+    check_error_feedback(CHORUS_COMPRESSION_INT4, CHORUS_SUM, CHORUS_OP_ORDERED);
+    check_error_feedback(CHORUS_COMPRESSION_INT4, CHORUS_AVERAGE, 0);
+    check_error_feedback_refused();
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     return test_finish("mpi_quantized");
 }

@@ -43,6 +43,7 @@ int main(void)
     FIELD("OpArgs", chorus_op_args, process_set);
     FIELD("OpArgs", chorus_op_args, flags);
     FIELD("OpArgs", chorus_op_args, timeout_seconds);
+    FIELD("OpArgs", chorus_op_args, error_feedback);
 
     STRUCT("Topology", chorus_topology);
     FIELD("Topology", chorus_topology, struct_size);

@@ -4,9 +4,9 @@
  * minimum and its scale covers its range; every decoded value is within scale / 2 of its input
  * for nearest rounding and within scale for stochastic rounding, which is unbiased over seeds;
  * equal values, zeros and denormals; one outlier; nan and infinity propagating to their block;
- * lengths 0, 1, partial last blocks and primes. Then the quantized allreduce over the thread
- * transport at 1-5 ranks: every rank's result the same bits, within the bound of its header
- * comment of the sum in double.
+ * lengths 0, 1, partial last blocks and primes; error feedback's residual. Then the quantized
+ * allreduce over the thread transport at 1-5 ranks: every rank's result the same bits, within
+ * the bound of its header comment of the sum in double.
  */
 #include "../../lib/collectives/algorithms.h"
 #include "../../lib/compression/quantize.h"
@@ -276,6 +276,36 @@ START_TEST(decode_add_adds_the_decoded_values)
 }
 END_TEST
 
+/* quantize_residual keeps what quantizing dropped, values - decoded in float32, and leaves the
+ * residual of a block holding a nan (whose decode is nan throughout) as it was. */
+START_TEST(residual_is_what_quantizing_dropped)
+{
+    enum { COUNT = 3 * QUANTIZE_BLOCK_VALUES + 7 };
+    float values[COUNT], decoded[COUNT], residual[COUNT];
+    unsigned char quantized[2 * COUNT];
+    fill_values(values, COUNT, 900);
+    values[QUANTIZE_BLOCK_VALUES + 3] = NAN;
+    for (size_t w = 0; w < 2; w++) {
+        struct quantize_scheme scheme = {.bits = bit_widths[w], .rounding = QUANTIZE_NEAREST};
+        quantize_encode(quantized, values, COUNT, &scheme, 0);
+        quantize_decode(decoded, quantized, COUNT, bit_widths[w]);
+        for (size_t i = 0; i < COUNT; i++)
+            residual[i] = -1.5f;
+        quantize_residual(residual, values, quantized, COUNT, bit_widths[w]);
+        size_t nonzero = 0;
+        for (size_t i = 0; i < COUNT; i++) {
+            if (i / QUANTIZE_BLOCK_VALUES == 1) {
+                ck_assert(residual[i] == -1.5f);
+                continue;
+            }
+            ck_assert(residual[i] == values[i] - decoded[i]);
+            nonzero += residual[i] != 0.0f;
+        }
+        ck_assert_uint_gt(nonzero, COUNT / 2);
+    }
+}
+END_TEST
+
 struct quantized_job {
     struct thread_fabric *fabric;
     int rank, nranks;
@@ -374,6 +404,7 @@ int main(void)
     tcase_add_test(tc, an_outlier_stretches_only_its_block);
     tcase_add_test(tc, non_finite_values_propagate_to_their_block);
     tcase_add_test(tc, decode_add_adds_the_decoded_values);
+    tcase_add_test(tc, residual_is_what_quantizing_dropped);
     suite_add_tcase(suite, tc);
     TCase *allreduce = tcase_create("allreduce");
     tcase_set_timeout(allreduce, 120);
