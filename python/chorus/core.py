@@ -344,7 +344,9 @@ def describe(data_pointer, dtype, shape, memory=c.MEMORY_HOST, device=0):
 
 
 def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.0,
-            postscale=1.0, compression=c.COMPRESSION_DEFAULT, splits=None, process_set=0):
+            postscale=1.0, compression=c.COMPRESSION_DEFAULT, splits=None, process_set=0,
+            error_feedback=None):
+    """chorus_op_args; `error_feedback` the address of a compressed allreduce's residual."""
     args = c.OpArgs()
     args.struct_size = ctypes.sizeof(c.OpArgs)
     args.collective = collective
@@ -357,6 +359,7 @@ def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.
     args.postscale_factor = postscale
     args.compression = compression
     args.process_set = process_set
+    args.error_feedback = error_feedback
     if splits is not None:
         # The library copies the splits at submit; the array only has to outlive that call.
         args._splits = (ctypes.c_int64 * len(splits))(*splits)

@@ -1,7 +1,13 @@
 """Horovod's gradient compression choices for chorus.torch (horovod/torch/compression.py):
 Compression.none, fp16 and bf16; and chorus's int8 and int4 (blockwise quantization of float32
-allreduces of sums and averages, chorus.h's CHORUS_COMPRESSION_INT8/INT4). Error feedback is not
-kept for int8 and int4 yet: what quantization drops is lost, step after step."""
+allreduces of sums and averages, chorus.h's CHORUS_COMPRESSION_INT8/INT4).
+
+int8 and int4 drop a little of each value. Error feedback (EF-SGD, 1-bit SGD) carries what was
+dropped into the next step, so that nothing is lost over the steps: DistributedOptimizer keeps it
+for them by default (error_feedback=True; False turns it off), one residual per parameter; the
+allreduce functions take a residual of one's own, error_feedback=tensor (a zeroed float32 tensor
+of the tensor's shape to start, kept from step to step), which chorus adds to the contribution
+and overwrites with what this step dropped (chorus.h, "Error feedback")."""
 import torch
 
 from .. import _library as c

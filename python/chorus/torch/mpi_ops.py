@@ -138,8 +138,28 @@ def _truncated(tensor, factor):
     return (tensor.to(torch.float64) * factor).to(tensor.dtype)
 
 
+def _residual_address(tensor, error_feedback, name):
+    """The address of an allreduce's error feedback residual (chorus.h): None, or a contiguous
+    float32 tensor of `tensor`'s shape on its device, which chorus reads and rewrites until the
+    allreduce completes. Whether the allreduce may take one at all (its compression, dtype, op),
+    chorus decides, with a message naming the tensor."""
+    if error_feedback is None:
+        return None
+    if not torch.is_tensor(error_feedback):
+        raise TypeError(f"allreduce {name!r}: error_feedback must be a tensor, not "
+                        f"{type(error_feedback).__name__}")
+    if (error_feedback.dtype != torch.float32 or error_feedback.shape != tensor.shape or
+            error_feedback.device != tensor.device or not error_feedback.is_contiguous()):
+        raise ValueError(f"allreduce {name!r}: error_feedback must be a contiguous float32 "
+                         f"tensor of the tensor's shape {tuple(tensor.shape)} on its device "
+                         f"{tensor.device}, not {error_feedback.dtype} "
+                         f"{tuple(error_feedback.shape)} on {error_feedback.device}"
+                         f"{'' if error_feedback.is_contiguous() else ' (not contiguous)'}")
+    return error_feedback.data_ptr()
+
+
 def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_factor, compression,
-                      process_set=None):
+                      process_set=None, error_feedback=None):
     """Out of place into `output`, or in place (output None; a non-contiguous tensor through a
     contiguous copy)."""
     op, prescale_factor, postscale_factor, integer_pre, integer_post = _horovod_factors(
@@ -152,30 +172,36 @@ def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_facto
     tensor, back = _staged(tensor) if output is None else (tensor, None)
     args = op_args(c.ALLREDUCE, name, _descriptor(tensor),
                    output.data_ptr() if output is not None else None, op, 0, prescale_factor,
-                   postscale_factor, _wire(compression), process_set=_set_id(process_set))
+                   postscale_factor, _wire(compression), process_set=_set_id(process_set),
+                   error_feedback=_residual_address(tensor, error_feedback, name))
 
     def finish(handle):
         result = output if back is None else back()
         if integer_post != 1.0:
             result.copy_(_truncated(result, integer_post))
         return result
-    return submit(args, (tensor, output), finish)
+    return submit(args, (tensor, output, error_feedback), finish)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0, process_set=None, *, compression=Compression.none):
+                    postscale_factor=1.0, process_set=None, *, compression=Compression.none,
+                    error_feedback=None):
+    """`error_feedback` (chorus's own): for int8 and int4 compression, this rank's residual
+    for the tensor (a zeroed float32 tensor of its shape to start, kept between steps), which
+    chorus adds in and rewrites (compression.py)."""
     tensor = tensor.contiguous()
     output = torch.empty_like(tensor)
     return _allreduce_submit(tensor, output, name or default_name("allreduce", process_set),
                              _resolve_op(average, op), prescale_factor, postscale_factor,
-                             compression, process_set)
+                             compression, process_set, error_feedback)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-                     postscale_factor=1.0, process_set=None, *, compression=Compression.none):
+                     postscale_factor=1.0, process_set=None, *, compression=Compression.none,
+                     error_feedback=None):
     return _allreduce_submit(tensor, None, name or default_name("allreduce", process_set),
                              _resolve_op(average, op), prescale_factor, postscale_factor,
-                             compression, process_set)
+                             compression, process_set, error_feedback)
 
 
 def _differentiable(tensor):
@@ -188,11 +214,12 @@ class _AllreduceFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(context, tensor, name, op, prescale_factor, postscale_factor, compression,
-                process_set):
+                process_set, error_feedback):
         context.args = (name, op, prescale_factor, postscale_factor, process_set)
         return synchronize(allreduce_async(tensor, None, name, op, prescale_factor,
                                            postscale_factor, process_set,
-                                           compression=compression))
+                                           compression=compression,
+                                           error_feedback=error_feedback))
 
     @staticmethod
     def backward(context, gradient):
@@ -200,32 +227,51 @@ class _AllreduceFunction(torch.autograd.Function):
         reduced = synchronize(allreduce_async(gradient.contiguous(), None, f"{name}.gradient",
                                               op, prescale_factor, postscale_factor,
                                               process_set))
-        return reduced, None, None, None, None, None, None
+        return reduced, None, None, None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
-              prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    """Differentiable (sum and average) when `tensor` requires a gradient."""
+              prescale_factor=1.0, postscale_factor=1.0, process_set=None, error_feedback=None):
+    """Differentiable (sum and average) when `tensor` requires a gradient; `error_feedback`
+    (the forward's only) as for allreduce_async."""
     operator = _resolve_op(average, op)
     name = name or default_name("allreduce", process_set)
     if _differentiable(tensor):
         _require_differentiable_op("an allreduce", operator)
         return _AllreduceFunction.apply(tensor, name, operator, prescale_factor,
-                                        postscale_factor, compression, process_set)
+                                        postscale_factor, compression, process_set,
+                                        error_feedback)
     return synchronize(allreduce_async(tensor, None, name, operator, prescale_factor,
-                                       postscale_factor, process_set, compression=compression))
+                                       postscale_factor, process_set, compression=compression,
+                                       error_feedback=error_feedback))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0, process_set=None):
+               postscale_factor=1.0, process_set=None, *, compression=Compression.none,
+               error_feedback=None):
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set=process_set))
+                                        postscale_factor, process_set=process_set,
+                                        compression=compression,
+                                        error_feedback=error_feedback))
+
+
+def _residuals(tensors, error_feedback):
+    """A grouped allreduce's error feedback: None, or one residual (or None) per tensor."""
+    if error_feedback is None:
+        return [None] * len(tensors)
+    error_feedback = list(error_feedback)
+    if len(error_feedback) != len(tensors):
+        raise ValueError(f"error_feedback has {len(error_feedback)} entries for "
+                         f"{len(tensors)} tensors")
+    return error_feedback
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=None, *,
-                            compression=Compression.none):
+                            compression=Compression.none, error_feedback=None):
+    """`error_feedback`: None, or a residual (or None) per tensor, as for allreduce_async."""
     name = name or default_name("grouped_allreduce", process_set)
+    residuals = _residuals(tensors, error_feedback)
     inputs = [t.contiguous() for t in tensors]
     outputs = [torch.empty_like(t) for t in inputs]
     operator = _resolve_op(average, op)
@@ -234,15 +280,16 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                                 process_set) for t in inputs]
     inputs = [_truncated(t, f[3]) if f[3] != 1.0 else t for t, f in zip(inputs, factors)]
     args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), o.data_ptr(), f[0], 0, f[1],
-                    f[2], _wire(compression), process_set=set_id)
-            for i, (t, o, f) in enumerate(zip(inputs, outputs, factors))]
+                    f[2], _wire(compression), process_set=set_id,
+                    error_feedback=_residual_address(t, e, f"{name}.{i}"))
+            for i, (t, o, f, e) in enumerate(zip(inputs, outputs, factors, residuals))]
 
     def results(handle):
         for o, f in zip(outputs, factors):
             if f[4] != 1.0:
                 o.copy_(_truncated(o, f[4]))
         return outputs
-    return submit_group(args, (inputs, outputs), results)
+    return submit_group(args, (inputs, outputs, residuals), results)
 
 
 class _GroupedAllreduceFunction(torch.autograd.Function):
@@ -251,11 +298,11 @@ class _GroupedAllreduceFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(context, name, op, prescale_factor, postscale_factor, compression, process_set,
-                *tensors):
+                error_feedback, *tensors):
         context.args = (name, op, prescale_factor, postscale_factor, process_set)
         return tuple(synchronize(grouped_allreduce_async(
             list(tensors), None, name, op, prescale_factor, postscale_factor, process_set,
-            compression=compression)))
+            compression=compression, error_feedback=error_feedback)))
 
     @staticmethod
     def backward(context, *gradients):
@@ -263,7 +310,7 @@ class _GroupedAllreduceFunction(torch.autograd.Function):
         reduced = synchronize(grouped_allreduce_async(
             [g.contiguous() for g in gradients], None, f"{name}.gradient", op, prescale_factor,
             postscale_factor, process_set))
-        return (None,) * 6 + tuple(reduced)
+        return (None,) * 7 + tuple(reduced)
 
 
 def _any_differentiable(tensors):
@@ -277,26 +324,30 @@ def _require_differentiable_op(collective, operator):
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
-                      prescale_factor=1.0, postscale_factor=1.0, process_set=None):
-    """Differentiable (sum and average) when a tensor requires a gradient, as Horovod's."""
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=None,
+                      error_feedback=None):
+    """Differentiable (sum and average) when a tensor requires a gradient, as Horovod's;
+    `error_feedback` (the forward's only) as for grouped_allreduce_async."""
     operator = _resolve_op(average, op)
     name = name or default_name("grouped_allreduce", process_set)
     if _any_differentiable(tensors):
         _require_differentiable_op("a grouped allreduce", operator)
         return list(_GroupedAllreduceFunction.apply(name, operator, prescale_factor,
                                                     postscale_factor, compression, process_set,
-                                                    *tensors))
+                                                    error_feedback, *tensors))
     return synchronize(grouped_allreduce_async(tensors, None, name, operator, prescale_factor,
                                                postscale_factor, process_set,
-                                               compression=compression))
+                                               compression=compression,
+                                               error_feedback=error_feedback))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=None, *,
-                             compression=Compression.none):
+                             compression=Compression.none, error_feedback=None):
     """In place: each tensor receives its result (through a contiguous copy where it is not
-    contiguous)."""
+    contiguous). `error_feedback` as for grouped_allreduce_async."""
     name = name or default_name("grouped_allreduce", process_set)
+    residuals = _residuals(tensors, error_feedback)
     operator = _resolve_op(average, op)
     set_id = _set_id(process_set)
     factors = [_horovod_factors(t.dtype, operator, prescale_factor, postscale_factor,
@@ -306,8 +357,9 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
             t.copy_(_truncated(t, f[3]))
     staged = [_staged(t) for t in tensors]
     args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), None, f[0], 0, f[1], f[2],
-                    _wire(compression), process_set=set_id)
-            for i, ((t, _), f) in enumerate(zip(staged, factors))]
+                    _wire(compression), process_set=set_id,
+                    error_feedback=_residual_address(t, e, f"{name}.{i}"))
+            for i, ((t, _), f, e) in enumerate(zip(staged, factors, residuals))]
 
     def results(handle):
         for (_, back), t, f in zip(staged, tensors, factors):
@@ -315,14 +367,16 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
             if f[4] != 1.0:
                 t.copy_(_truncated(t, f[4]))
         return tensors
-    return submit_group(args, [t for t, _ in staged], results)
+    return submit_group(args, ([t for t, _ in staged], residuals), results)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
-                       postscale_factor=1.0, compression=Compression.none, process_set=None):
+                       postscale_factor=1.0, compression=Compression.none, process_set=None,
+                       error_feedback=None):
     return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
                                                 postscale_factor, process_set,
-                                                compression=compression))
+                                                compression=compression,
+                                                error_feedback=error_feedback))
 
 
 class _DeviceBuffer:

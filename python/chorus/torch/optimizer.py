@@ -1,16 +1,19 @@
 """DistributedOptimizer for chorus.torch, as horovod/torch/optimizer.py: gradients are
-allreduced as backward produces them, and step() waits for them."""
+allreduced as backward produces them, and step() waits for them. With int8 or int4 compression
+it keeps an error feedback residual per parameter (chorus's own, compression.py)."""
 import contextlib
 import inspect
 import warnings
 
 import torch
 
+from .. import _library as c
 from .compression import Compression, _wire
 from .mpi_ops import (_OPS, Adasum, Average, Sum, _resolve_op, allreduce_async_,
                       sparse_allreduce_async, synchronize)
 from .process_sets import _set_id
-from .shared_memory import SHARED_GRADIENT_MINIMUM, share_gradient, shared_gradients_wanted
+from .shared_memory import (SHARED_GRADIENT_MINIMUM, share_gradient, shared_gradients_wanted,
+                            shared_tensor)
 
 # torch's own default for zero_grad(set_to_none=...): False in 1.13, True from 2.0.
 _SET_TO_NONE_DEFAULT = inspect.signature(torch.optim.Optimizer.zero_grad).parameters[
@@ -19,7 +22,7 @@ _SET_TO_NONE_DEFAULT = inspect.signature(torch.optim.Optimizer.zero_grad).parame
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, sparse_as_dense, process_set, shared):
+                 gradient_predivide_factor, sparse_as_dense, process_set, shared, error_feedback):
         super(self.__class__, self).__init__(params)
         self._process_set = process_set
         all_parameters = [p for group in self.param_groups for p in group["params"]]
@@ -70,6 +73,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # zero_grad keeps it there. Where each lies, by parameter:
         self._share = shared_gradients_wanted(shared)
         self._shared = {}
+        # Error feedback for the quantizing compressions, one residual per parameter whose
+        # gradient is a dense float32 CPU tensor, made with its first allreduce (_residual).
+        self._feedback = bool(error_feedback) and _wire(compression) in (
+            c.COMPRESSION_INT8, c.COMPRESSION_INT4) and op in (Sum, Average)
+        self._residuals = {}
 
     def _register_hooks(self):
         for group in self.param_groups:
@@ -105,7 +113,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                             op=self._op, prescale_factor=prescale,
                                             postscale_factor=postscale,
                                             compression=self._compression,
-                                            process_set=self._process_set)
+                                            process_set=self._process_set,
+                                            error_feedback=self._residual(p))
+
+    def _residual(self, p):
+        """The error feedback residual of `p`'s gradient (in units of the gradient divided by
+        gradient_predivide_factor, the allreduce's contribution), zeros at first, in the shared
+        heap where its gradient lies there; None where there is none (error feedback off, or a
+        gradient chorus does not quantize)."""
+        grad = p.grad
+        if not self._feedback or grad.dtype != torch.float32 or grad.device.type != "cpu":
+            return None
+        residual = self._residuals.get(p)
+        if residual is None or residual.shape != grad.shape:
+            residual = (shared_tensor(grad.shape) if p in self._shared
+                        else torch.zeros(grad.shape, dtype=torch.float32))
+            self._residuals[p] = residual
+        return residual
 
     def _allreduce_sparse_gradient(self, p, scale):
         """Horovod's way for sparse gradients (an embedding with sparse=True): their indices and
@@ -204,15 +228,34 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.copy_(start + delta)
         return loss
 
-    def load_state_dict(self, *args, **kwargs):
+    def state_dict(self, *args, **kwargs):
+        """torch's, with this rank's error feedback residuals (copies) under "error_feedback",
+        keyed as torch keys the parameters' state (their position in the parameter groups), so
+        that a checkpoint or hvd.elastic's TorchState holds them."""
+        state = super(self.__class__, self).state_dict(*args, **kwargs)
+        if self._residuals:
+            positions = {p: i for i, p in enumerate(
+                p for group in self.param_groups for p in group["params"])}
+            state["error_feedback"] = {positions[p]: residual.clone()
+                                       for p, residual in self._residuals.items()}
+        return state
+
+    def load_state_dict(self, state_dict, *args, **kwargs):
         """torch's, and the step in progress is given up: hvd.elastic loads the last commit
         after a failed collective, maybe in the middle of backward, when the gradient
-        allreduces already started failed or belong to the world before."""
+        allreduces already started failed or belong to the world before. The error feedback
+        residuals are zeroed, whatever the state holds: a loaded state may be another rank's
+        (rank 0's checkpoint, hvd.elastic's sync), whose residual this rank does not owe, and
+        loaded on every rank it would be added once per rank; a reset loses at most one step's
+        quantization error."""
         self._handles.clear()
         self._pass_count = dict.fromkeys(self._pass_count, 0)
         self._resparsify.clear()
         self._synchronized = False
-        return super(self.__class__, self).load_state_dict(*args, **kwargs)
+        for residual in self._residuals.values():
+            residual.zero_()
+        state_dict = {key: value for key, value in state_dict.items() if key != "error_feedback"}
+        return super(self.__class__, self).load_state_dict(state_dict, *args, **kwargs)
 
     def zero_grad(self, *args, **kwargs):
         if self._handles:
@@ -248,13 +291,21 @@ def _is_distributed(optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=None,
-                         shared_gradients=None):
+                         shared_gradients=None, error_feedback=True):
     """Wraps `optimizer`: every gradient is allreduced (averaged) as soon as backward produces it,
     and step() waits for all of them before updating (among the ranks of `process_set`, if
     given). With backward_passes_per_step > 1,
     gradients are accumulated locally over that many passes before one allreduce. `groups` and
     `num_groups` are accepted for Horovod's scripts (its order of arguments) and change nothing:
     chorus fuses small gradients anyway.
+    compression=Compression.int8 or .int4 keeps error feedback (chorus's own keyword
+    error_feedback, default True; False turns it off): what quantizing a gradient drops in one
+    step is added to the parameter's next gradient, so that training converges as without
+    compression. One float32 residual per parameter with a float32 CPU gradient, the gradient's
+    size, made with its first allreduce (in the shared heap where the gradient lies there);
+    in state_dict() under "error_feedback", zeroed by load_state_dict() (an elastic restore too).
+    With backward_passes_per_step > 1 it applies to the one allreduce of the accumulated
+    gradient; its units are those of the gradient divided by gradient_predivide_factor.
     op=Adasum is Horovod's Adasum optimizer: every rank steps with its own gradients and the
     updates are combined with Adasum (float32 and float64 parameters).
     shared_gradients (chorus's own; None: CHORUS_SHARED_GRADIENTS, default on) puts the gradients
@@ -269,5 +320,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, sparse_as_dense, process_set, shared_gradients)
+               op, gradient_predivide_factor, sparse_as_dense, process_set, shared_gradients,
+               error_feedback)
 
