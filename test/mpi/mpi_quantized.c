@@ -318,6 +318,55 @@ static void check_error_feedback(chorus_compression compression, chorus_op op, u
            feedback_error, plain_error);
 }
 
+/* Error feedback's edges: a postscale of 0 (results zero, the residual the rank's own finite
+ * quantization error); a nan in rank 0's first block (that block of the result nan everywhere;
+ * rank 0's residual kept there as it was, the other ranks', whose contributions were finite,
+ * rewritten and finite, the fold of the nan sum left out). */
+static void check_error_feedback_edges(void)
+{
+    enum { COUNT = 2 * BLOCK };
+    static float values[COUNT], residual[COUNT];
+    for (size_t i = 0; i < COUNT; i++) {
+        values[i] = reference_gradient(90, test_rank, i);
+        residual[i] = 0.25f;
+    }
+    chorus_op_args args = CHORUS_OP_ARGS_INIT;
+    args.name = "feedback.postscale0";
+    args.input = floats(values, COUNT);
+    args.compression = CHORUS_COMPRESSION_INT8;
+    args.postscale_factor = 0.0;
+    args.error_feedback = residual;
+    expect_completes(&args);
+    long wrong = 0, changed = 0;
+    for (size_t i = 0; i < COUNT; i++) {
+        wrong += values[i] != 0.0f || !isfinite(residual[i]);
+        changed += residual[i] != 0.25f;
+    }
+    EXPECT(wrong == 0 && changed > COUNT / 2,
+           "postscale 0: %ld values wrong, %ld residuals changed", wrong, changed);
+
+    for (size_t i = 0; i < COUNT; i++) {
+        values[i] = reference_gradient(91, test_rank, i);
+        residual[i] = 0.25f;
+    }
+    if (test_rank == 0)
+        values[3] = NAN;
+    args.name = "feedback.nan";
+    args.postscale_factor = 1.0;
+    expect_completes(&args);
+    long nans = 0, kept = 0, rewritten = 0;
+    for (size_t i = 0; i < COUNT; i++) {
+        nans += i < BLOCK && isnan(values[i]);
+        kept += i < BLOCK && residual[i] == 0.25f;
+        rewritten += (i >= BLOCK || test_rank != 0) && residual[i] != 0.25f &&
+                     isfinite(residual[i]);
+    }
+    EXPECT(nans == BLOCK && kept == (test_rank == 0 ? BLOCK : 0) &&
+               rewritten == (test_rank == 0 ? BLOCK : COUNT),
+           "nan: %ld nans in the result's first block, %ld residuals kept there, %ld rewritten",
+           nans, kept, rewritten);
+}
+
 /* Error feedback where it cannot apply: refused, naming the tensor, or (DEFAULT resolved to no
  * compression) left untouched; the layout before error_feedback ignores the field. */
 static void check_error_feedback_refused(void)
@@ -474,6 +523,7 @@ int main(int argc, char **argv)
     check_error_feedback(CHORUS_COMPRESSION_INT8, CHORUS_AVERAGE, CHORUS_OP_ORDERED);
     check_error_feedback(CHORUS_COMPRESSION_INT4, CHORUS_SUM, CHORUS_OP_ORDERED);
     check_error_feedback(CHORUS_COMPRESSION_INT4, CHORUS_AVERAGE, 0);
+    check_error_feedback_edges();
     check_error_feedback_refused();
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     return test_finish("mpi_quantized");
