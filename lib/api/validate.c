@@ -57,20 +57,15 @@ static bool ranges_overlap(const void *a, size_t a_bytes, const void *b, size_t 
            b_start < a_start + a_bytes;
 }
 
-/* An error feedback buffer goes with a float32 allreduce of host memory whose compression is
- * INT8, INT4 or DEFAULT (which may resolve to them), and lies apart from the input and output:
- * the library writes it while it reads the one and writes the other. */
+/* An allreduce's error feedback buffer goes with a float32 tensor of host memory whose
+ * compression is INT8, INT4 or DEFAULT (which may resolve to them), and lies apart from the
+ * input and output: the library writes it while it reads the one and writes the other. */
 static chorus_status validate_error_feedback(const chorus_op_args *args)
 {
     const float *residual = api_op_error_feedback(args);
     if (residual == NULL)
         return CHORUS_OK;
-    const char *kind = chorus_collective_name(args->collective);
     const chorus_tensor *tensor = &args->input;
-    if (args->collective != CHORUS_ALLREDUCE)
-        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "%s \"%s\": error_feedback is for compressed allreduces; pass NULL", kind,
-                      args->name);
     if (args->compression != CHORUS_COMPRESSION_DEFAULT &&
         dtype_compression_bits((int)args->compression) == 0)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
@@ -266,10 +261,12 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
                       kind, name);
     const chorus_tensor *tensor = &args->input;
     chorus_status checked = api_validate_tensor(kind, name, tensor);
-    if (checked == CHORUS_OK)
-        checked = validate_error_feedback(args);
     if (checked != CHORUS_OK)
         return checked;
+    if (api_op_error_feedback(args) != NULL && args->collective != CHORUS_ALLREDUCE)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s \"%s\": error_feedback is for compressed allreduces; pass NULL", kind,
+                      name);
     switch (args->collective) {
     case CHORUS_ALLREDUCE: {
         chorus_status reduction = validate_reduction(args);
@@ -279,6 +276,9 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
             args->compression > DTYPE_COMPRESSION_LAST)
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "allreduce \"%s\": unknown compression %d",
                           name, (int)args->compression);
+        chorus_status feedback = validate_error_feedback(args);
+        if (feedback != CHORUS_OK)
+            return feedback;
         bool compressed = args->compression != CHORUS_COMPRESSION_DEFAULT &&
                           args->compression != CHORUS_COMPRESSION_NONE;
         /* Converting to 16 bits or quantizing on the device needs a kernel, which chorus does
