@@ -43,7 +43,9 @@
  * value whose c_k - d_k or e_k' + g is not finite (a nan or infinity in its block) keeps the
  * residual it had, so that one bad step does not poison every later one. The residual touches
  * neither what goes on the wire nor the sum's quantization, so every rank still ends with the
- * same bits. Cost: a pass over the tensor to add e_k and one to decode what went out.
+ * same bits. Cost: none beyond the residual's own read and write, in step 1's pass (the sum
+ * of c_k and what it decodes to are computed while each block is quantized) and the fold over
+ * the owner's shard.
  */
 #include "algorithms.h"
 
@@ -126,17 +128,18 @@ chorus_status allreduce_quantized(const struct allreduce_args *args)
     unsigned char *gathered = outgoing + total;
     unsigned char *incoming = gathered + total; /* rank k's shard r at k * bytes[r] */
 
+    /* With error feedback, what earlier steps dropped rides with this one's contribution. */
     float *residual = args->error_feedback;
-    if (residual != NULL) /* what earlier steps dropped rides with this one's contribution */
-        for (size_t i = 0; i < count; i++)
-            values[i] += residual[i];
     struct quantize_scheme shards = phase_scheme(args->quantize, r, QUANTIZED_SHARDS);
-    for (int k = 0; k < p; k++)
-        quantize_encode(outgoing + offsets[k], values + starts[k], starts[k + 1] - starts[k],
-                        &shards, starts[k]);
-    for (int k = 0; residual != NULL && k < p; k++)
-        quantize_residual(residual + starts[k], values + starts[k], outgoing + offsets[k],
-                          starts[k + 1] - starts[k], bits);
+    for (int k = 0; k < p; k++) {
+        if (residual != NULL)
+            quantize_encode_compensated(outgoing + offsets[k], values + starts[k],
+                                        residual + starts[k], starts[k + 1] - starts[k],
+                                        &shards, starts[k]);
+        else
+            quantize_encode(outgoing + offsets[k], values + starts[k],
+                            starts[k + 1] - starts[k], &shards, starts[k]);
+    }
     memcpy(incoming + (size_t)r * bytes[r], outgoing + offsets[r], bytes[r]);
     for (int step = 1; step < p; step++) {
         int to = (r + step) % p, from = (r - step + p) % p;

@@ -5,6 +5,7 @@
  */
 #include "quantize.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -89,31 +90,46 @@ static void quantize_block_codes(unsigned char *codes, const float *values, size
     }
 }
 
-void quantize_encode(void *restrict out, const float *restrict values, size_t count,
-                     const struct quantize_scheme *scheme, uint64_t first_position)
+/* Block `start / QUANTIZE_BLOCK_VALUES` of `out` (count values in all) from block_values
+ * (`length` of them): its header and packed codes. Leaves the codes, unpacked, in `codes`, and
+ * returns the header. */
+static struct block_header quantize_encode_block(void *out, size_t count, size_t start,
+                                                 const float *block_values, size_t length,
+                                                 const struct quantize_scheme *scheme,
+                                                 uint64_t first_position, unsigned char *codes)
 {
     unsigned levels = (1u << scheme->bits) - 1;
     struct block_header *headers = out;
     unsigned char *packed = quantize_codes(out, count);
-    unsigned char codes[QUANTIZE_BLOCK_VALUES];
-    for (size_t start = 0; start < count; start += QUANTIZE_BLOCK_VALUES) {
-        size_t length = count - start < QUANTIZE_BLOCK_VALUES ? count - start
-                                                              : QUANTIZE_BLOCK_VALUES;
-        struct block_header header = quantize_header(values + start, length, levels);
-        memcpy(&headers[start / QUANTIZE_BLOCK_VALUES], &header, sizeof header);
-        quantize_block_codes(codes, values + start, length, header, levels, scheme,
-                             first_position + start);
-        if (scheme->bits == 8) {
-            memcpy(packed + start, codes, length);
-            continue;
-        }
-        /* Blocks hold an even number of values, so a block starts on a byte. */
-        unsigned char *pairs = packed + start / 2;
-        for (size_t i = 0; i + 1 < length; i += 2)
-            pairs[i / 2] = (unsigned char)(codes[i] | codes[i + 1] << 4);
-        if (length % 2 != 0)
-            pairs[length / 2] = codes[length - 1];
+    struct block_header header = quantize_header(block_values, length, levels);
+    memcpy(&headers[start / QUANTIZE_BLOCK_VALUES], &header, sizeof header);
+    quantize_block_codes(codes, block_values, length, header, levels, scheme, first_position);
+    if (scheme->bits == 8) {
+        memcpy(packed + start, codes, length);
+        return header;
     }
+    /* Blocks hold an even number of values, so a block starts on a byte. */
+    unsigned char *pairs = packed + start / 2;
+    for (size_t i = 0; i + 1 < length; i += 2)
+        pairs[i / 2] = (unsigned char)(codes[i] | codes[i + 1] << 4);
+    if (length % 2 != 0)
+        pairs[length / 2] = codes[length - 1];
+    return header;
+}
+
+static size_t quantize_block_length(size_t count, size_t start)
+{
+    return count - start < QUANTIZE_BLOCK_VALUES ? count - start : QUANTIZE_BLOCK_VALUES;
+}
+
+void quantize_encode(void *restrict out, const float *restrict values, size_t count,
+                     const struct quantize_scheme *scheme, uint64_t first_position)
+{
+    unsigned char codes[QUANTIZE_BLOCK_VALUES];
+    for (size_t start = 0; start < count; start += QUANTIZE_BLOCK_VALUES)
+        quantize_encode_block(out, count, start, values + start,
+                              quantize_block_length(count, start), scheme,
+                              first_position + start, codes);
 }
 
 void quantize_block_header(const void *in, size_t block, float *offset, float *scale)
@@ -155,19 +171,57 @@ void quantize_decode(float *restrict values, const void *restrict in, size_t cou
         quantize_decode_block(values + block * QUANTIZE_BLOCK_VALUES, in, count, block, bits);
 }
 
-void quantize_residual(float *restrict residual, const float *restrict values,
-                       const void *restrict in, size_t count, unsigned bits)
+/* compensated[i] = values[i] + residual[i]. Every block but a last short one takes the loop of
+ * a constant trip count, which the compiler vectorizes at -O2 (as it does not a variable one). */
+static void quantize_compensate(float *restrict compensated, const float *restrict values,
+                                const float *restrict residual, size_t length)
 {
-    float decoded[QUANTIZE_BLOCK_VALUES];
+    if (length == QUANTIZE_BLOCK_VALUES)
+        for (size_t i = 0; i < QUANTIZE_BLOCK_VALUES; i++)
+            compensated[i] = values[i] + residual[i];
+    else
+        for (size_t i = 0; i < length; i++)
+            compensated[i] = values[i] + residual[i];
+}
+
+/* The residual after quantizing `compensated` to `decoded`: what that dropped where finite, else
+ * (a block holding a nan or an infinity decodes to nan throughout) the residual as it was. */
+static float quantize_dropped(float compensated, float decoded, float residual)
+{
+    float dropped = compensated - decoded;
+    return fabsf(dropped) <= FLT_MAX ? dropped : residual;
+}
+
+/* residual[i] = quantize_dropped of block `header`'s codes, vectorized as quantize_compensate.
+ * The decoded value is the one every decoder computes from the block's bytes. */
+static void quantize_keep_dropped(float *restrict residual, const float *restrict compensated,
+                                  const unsigned char *restrict codes, struct block_header header,
+                                  size_t length)
+{
+    if (length == QUANTIZE_BLOCK_VALUES)
+        for (size_t i = 0; i < QUANTIZE_BLOCK_VALUES; i++)
+            residual[i] = quantize_dropped(
+                compensated[i], quantize_decoded(header.offset, header.scale, codes[i]),
+                residual[i]);
+    else
+        for (size_t i = 0; i < length; i++)
+            residual[i] = quantize_dropped(
+                compensated[i], quantize_decoded(header.offset, header.scale, codes[i]),
+                residual[i]);
+}
+
+void quantize_encode_compensated(void *restrict out, const float *restrict values,
+                                 float *restrict residual, size_t count,
+                                 const struct quantize_scheme *scheme, uint64_t first_position)
+{
+    unsigned char codes[QUANTIZE_BLOCK_VALUES];
+    float compensated[QUANTIZE_BLOCK_VALUES];
     for (size_t start = 0; start < count; start += QUANTIZE_BLOCK_VALUES) {
-        quantize_decode_block(decoded, in, count, start / QUANTIZE_BLOCK_VALUES, bits);
-        size_t length = count - start < QUANTIZE_BLOCK_VALUES ? count - start
-                                                              : QUANTIZE_BLOCK_VALUES;
-        for (size_t i = 0; i < length; i++) {
-            float dropped = values[start + i] - decoded[i];
-            if (isfinite(dropped))
-                residual[start + i] = dropped;
-        }
+        size_t length = quantize_block_length(count, start);
+        quantize_compensate(compensated, values + start, residual + start, length);
+        struct block_header header = quantize_encode_block(
+            out, count, start, compensated, length, scheme, first_position + start, codes);
+        quantize_keep_dropped(residual + start, compensated, codes, header, length);
     }
 }
 

@@ -72,11 +72,13 @@ void quantize_decode(float *restrict values, const void *restrict in, size_t cou
 void quantize_decode_add(double *restrict sums, const void *restrict in, size_t count,
                          unsigned bits);
 
-/* Error feedback's residual: residual[i] = values[i] - the decoded value i of `in` (what
- * quantizing values[i] dropped, rounded to float32), where that is finite; elsewhere (a block
- * holding a nan or an infinity) residual[i] is left as it was. */
-void quantize_residual(float *restrict residual, const float *restrict values,
-                       const void *restrict in, size_t count, unsigned bits);
+/* quantize_encode with error feedback, in the same pass: quantizes the compensated values
+ * c[i] = values[i] + residual[i] (float32) and leaves in residual[i] what that dropped, c[i]
+ * minus its decoded value (float32), where that is finite; elsewhere (a block holding a nan or
+ * an infinity) residual[i] is left as it was. `values` is not written. */
+void quantize_encode_compensated(void *restrict out, const float *restrict values,
+                                 float *restrict residual, size_t count,
+                                 const struct quantize_scheme *scheme, uint64_t first_position);
 
 /* A block's scale and offset, for tests and error bounds: block `block` of `in`. */
 void quantize_block_header(const void *in, size_t block, float *offset, float *scale);

@@ -276,32 +276,40 @@ START_TEST(decode_add_adds_the_decoded_values)
 }
 END_TEST
 
-/* quantize_residual keeps what quantizing dropped, values - decoded in float32, and leaves the
- * residual of a block holding a nan (whose decode is nan throughout) as it was. */
-START_TEST(residual_is_what_quantizing_dropped)
+/* quantize_encode_compensated quantizes values + residual exactly as quantize_encode does
+ * (the same bytes), and leaves in the residual what that dropped, compensated - decoded in
+ * float32; a block holding a nan (whose decode is nan throughout) keeps its residual. */
+START_TEST(compensated_encoding_keeps_what_quantizing_dropped)
 {
     enum { COUNT = 3 * QUANTIZE_BLOCK_VALUES + 7 };
-    float values[COUNT], decoded[COUNT], residual[COUNT];
-    unsigned char quantized[2 * COUNT];
+    float values[COUNT], compensated[COUNT], decoded[COUNT], residual[COUNT];
+    unsigned char quantized[2 * COUNT], expected[2 * COUNT];
     fill_values(values, COUNT, 900);
     values[QUANTIZE_BLOCK_VALUES + 3] = NAN;
     for (size_t w = 0; w < 2; w++) {
-        struct quantize_scheme scheme = {.bits = bit_widths[w], .rounding = QUANTIZE_NEAREST};
-        quantize_encode(quantized, values, COUNT, &scheme, 0);
-        quantize_decode(decoded, quantized, COUNT, bit_widths[w]);
-        for (size_t i = 0; i < COUNT; i++)
-            residual[i] = -1.5f;
-        quantize_residual(residual, values, quantized, COUNT, bit_widths[w]);
-        size_t nonzero = 0;
-        for (size_t i = 0; i < COUNT; i++) {
-            if (i / QUANTIZE_BLOCK_VALUES == 1) {
-                ck_assert(residual[i] == -1.5f);
-                continue;
+        for (int rounding = 0; rounding < 2; rounding++) {
+            struct quantize_scheme scheme = {.bits = bit_widths[w],
+                                             .rounding = (enum quantize_rounding)rounding,
+                                             .stream = quantize_stream(5, w, 0)};
+            for (size_t i = 0; i < COUNT; i++) {
+                residual[i] = (float)ldexp((double)(i % 7) - 3.0, -12);
+                compensated[i] = values[i] + residual[i];
             }
-            ck_assert(residual[i] == values[i] - decoded[i]);
-            nonzero += residual[i] != 0.0f;
+            quantize_encode(expected, compensated, COUNT, &scheme, 100);
+            quantize_decode(decoded, expected, COUNT, bit_widths[w]);
+            quantize_encode_compensated(quantized, values, residual, COUNT, &scheme, 100);
+            ck_assert(memcmp(quantized, expected, quantize_bytes(COUNT, bit_widths[w])) == 0);
+            size_t nonzero = 0;
+            for (size_t i = 0; i < COUNT; i++) {
+                if (i / QUANTIZE_BLOCK_VALUES == 1) {
+                    ck_assert(residual[i] == (float)ldexp((double)(i % 7) - 3.0, -12));
+                    continue;
+                }
+                ck_assert(residual[i] == compensated[i] - decoded[i]);
+                nonzero += residual[i] != 0.0f;
+            }
+            ck_assert_uint_gt(nonzero, COUNT / 2);
         }
-        ck_assert_uint_gt(nonzero, COUNT / 2);
     }
 }
 END_TEST
@@ -404,7 +412,7 @@ int main(void)
     tcase_add_test(tc, an_outlier_stretches_only_its_block);
     tcase_add_test(tc, non_finite_values_propagate_to_their_block);
     tcase_add_test(tc, decode_add_adds_the_decoded_values);
-    tcase_add_test(tc, residual_is_what_quantizing_dropped);
+    tcase_add_test(tc, compensated_encoding_keeps_what_quantizing_dropped);
     suite_add_tcase(suite, tc);
     TCase *allreduce = tcase_create("allreduce");
     tcase_set_timeout(allreduce, 120);
