@@ -1,10 +1,13 @@
 """Horovod's gradient compression choices for chorus.torch (horovod/torch/compression.py):
-Compression.none, fp16 and bf16; and chorus's int8 and int4 (blockwise quantization of float32
-allreduces of sums and averages, chorus.h's CHORUS_COMPRESSION_INT8/INT4). Error feedback is not
-kept for int8 and int4 yet: what quantization drops is lost, step after step."""
+Compression.none, fp16 and bf16; chorus's int8 and int4 (blockwise quantization of float32
+allreduces of sums and averages, chorus.h's CHORUS_COMPRESSION_INT8/INT4); and
+Compression.powersgd(rank), low-rank compression of gradient matrices with error feedback
+(powersgd.py), for DistributedOptimizer and the DDP hooks. Error feedback is not kept for int8
+and int4 yet: what quantization drops is lost, step after step."""
 import torch
 
 from .. import _library as c
+from .powersgd import PowerSGD
 
 
 class _Compressor:
@@ -50,16 +53,24 @@ class _Int4Compressor(_Compressor):
 
 
 class Compression:
-    """Horovod's compression choices (none, fp16, bf16) and chorus's int8 and int4."""
+    """Horovod's compression choices (none, fp16, bf16), chorus's int8 and int4, and
+    powersgd(rank, ...), which is called to make one (PowerSGD's options and docs)."""
     none = _NoneCompressor
     fp16 = _FP16Compressor
     bf16 = _BF16Compressor
     int8 = _Int8Compressor
     int4 = _Int4Compressor
+    powersgd = PowerSGD
 
 
 def _wire(compression):
-    """The wire compression of a compressor class or of chorus's own constant."""
+    """The wire compression of a compressor class or of chorus's own constant. PowerSGD keeps
+    state from step to step, so one allreduce cannot take it."""
+    if compression is PowerSGD or isinstance(compression, PowerSGD):
+        raise ValueError(f"compression={compression!r}: PowerSGD compresses gradients step "
+                         "after step, in DistributedOptimizer(compression=Compression."
+                         "powersgd(rank)) or the DDP hook chorus.torch.comm_hooks."
+                         "powersgd_hook, not in one allreduce")
     wire = getattr(compression, "wire", compression)
     if wire not in (c.COMPRESSION_NONE, c.COMPRESSION_FP16, c.COMPRESSION_BF16,
                     c.COMPRESSION_INT8, c.COMPRESSION_INT4):

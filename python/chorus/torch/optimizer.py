@@ -9,6 +9,7 @@ import torch
 from .compression import Compression, _wire
 from .mpi_ops import (_OPS, Adasum, Average, Sum, _resolve_op, allreduce_async_,
                       sparse_allreduce_async, synchronize)
+from .powersgd import LowRankState, PowerSGD
 from .process_sets import _set_id
 from .shared_memory import SHARED_GRADIENT_MINIMUM, share_gradient, shared_gradients_wanted
 
@@ -46,13 +47,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                              "neither compression nor gradient_predivide_factor")
         if op not in _OPS:
             _resolve_op(None, op)  # raises, naming the op
+        if compression is PowerSGD:
+            raise ValueError("compression=Compression.powersgd takes its options: "
+                             "Compression.powersgd(rank), e.g. Compression.powersgd(4)")
+        low_rank = compression if isinstance(compression, PowerSGD) else None
+        if low_rank is not None and op != Average:
+            raise ValueError(f"DistributedOptimizer(compression={low_rank!r}) averages the "
+                             "gradients (its factors are averaged): op must be Average")
         self._names = {p: name for name, p in named}
         self._parameter_names = self._names  # Horovod's attribute, which scripts read
         # As in Horovod, a rank outside the process set steps with its own gradients.
         self._member = process_set is None or process_set.included()
         self._resparsify = set()  # sparse gradients made dense (sparse_as_dense) for the allreduce
-        self._compression = compression
-        _wire(compression)
+        # With PowerSGD, the gradients it does not factor travel whole.
+        self._compression = Compression.none if low_rank is not None else compression
+        _wire(self._compression)
+        self._low_rank = LowRankState(low_rank) if low_rank is not None else None
         self._passes = backward_passes_per_step
         self._op = op
         self._predivide = gradient_predivide_factor
@@ -101,6 +111,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         elif (self._share and p not in self._shared and p.grad.device.type == "cpu" and
               p.grad.numel() * p.grad.element_size() > SHARED_GRADIENT_MINIMUM):
             self._shared[p] = share_gradient(p)
+        if self._low_rank is not None and self._low_rank.factor_rank(p.grad):
+            # Averaged with the same factors as the allreduce below, applied to P and Q; the
+            # passes' division is local, so that the residual is of the averaged gradient.
+            self._handles[p] = _LowRankGradient(
+                self._low_rank, self._names[p], p.grad, 1.0 / self._passes,
+                lambda factor, name: allreduce_async_(
+                    factor, name=name, op=Average, prescale_factor=prescale,
+                    postscale_factor=self._predivide, process_set=self._process_set))
+            return
         self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
                                             op=self._op, prescale_factor=prescale,
                                             postscale_factor=postscale,
@@ -156,10 +175,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._pass_count[p] = 0
                 self._allreduce_gradient(p)
         try:
-            for handle in list(self._handles.values()):
+            handles = list(self._handles.values())
+            # PowerSGD's second allreduces (Q) go out together, to be fused, before any wait.
+            for handle in handles:
+                if isinstance(handle, _LowRankGradient):
+                    handle.exchange_q()
+            for handle in handles:
                 synchronize(handle)
         finally:
             self._handles.clear()
+        if self._low_rank is not None:
+            self._low_rank.iteration += 1
         for p in self._resparsify:
             p.grad = p.grad.to_sparse()
         self._resparsify.clear()
@@ -204,15 +230,34 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.copy_(start + delta)
         return loss
 
-    def load_state_dict(self, *args, **kwargs):
+    def _names_in_order(self):
+        """The parameters' names, in the order torch's state_dict numbers the parameters."""
+        return [self._names[p] for group in self.param_groups for p in group["params"]]
+
+    def state_dict(self):
+        """torch's, and with Compression.powersgd its state under "powersgd": the step count,
+        and each matrix's Q and this rank's residual by parameter number (so hvd.elastic's
+        TorchState keeps them with its commits)."""
+        state = super(self.__class__, self).state_dict()
+        if self._low_rank is not None:
+            numbers = {name: i for i, name in enumerate(self._names_in_order())}
+            state["powersgd"] = self._low_rank.state_dict(numbers.__getitem__)
+        return state
+
+    def load_state_dict(self, state_dict):
         """torch's, and the step in progress is given up: hvd.elastic loads the last commit
         after a failed collective, maybe in the middle of backward, when the gradient
-        allreduces already started failed or belong to the world before."""
+        allreduces already started failed or belong to the world before. PowerSGD's state
+        comes back from the dict's "powersgd"; a dict without one (saved without PowerSGD)
+        starts it afresh: no steps, Q's from the seed, residuals zero."""
         self._handles.clear()
         self._pass_count = dict.fromkeys(self._pass_count, 0)
         self._resparsify.clear()
         self._synchronized = False
-        return super(self.__class__, self).load_state_dict(*args, **kwargs)
+        if self._low_rank is not None:
+            self._low_rank.load_state_dict(state_dict.get("powersgd"),
+                                           self._names_in_order().__getitem__)
+        return super(self.__class__, self).load_state_dict(state_dict)
 
     def zero_grad(self, *args, **kwargs):
         if self._handles:
@@ -240,6 +285,33 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad.zero_()
 
 
+class _LowRankGradient:
+    """A gradient on its way as PowerSGD's factors (powersgd.py): P's allreduce in flight;
+    then, from synchronize() once every gradient's P was submitted, Q's. Called, it waits for
+    Q and writes the approximation into the gradient."""
+
+    def __init__(self, state, name, gradient, scale, allreduce):
+        self._state = state
+        self._name = name
+        self._allreduce = allreduce
+        self._matrix = state.begin(name, gradient, scale)
+        self._handle = allreduce(self._matrix.p, f"powersgd.p.{name}")
+        self._q_sent = False
+
+    def exchange_q(self):
+        if self._q_sent:
+            return
+        self._handle.wait()
+        self._handle = self._allreduce(LowRankState.middle(self._matrix),
+                                       f"powersgd.q.{self._name}")
+        self._q_sent = True
+
+    def __call__(self):
+        self.exchange_q()
+        self._handle.wait()
+        self._state.end(self._matrix)
+
+
 def _is_distributed(optimizer):
     """Whether `optimizer` is a DistributedOptimizer (a class made by DistributedOptimizer())."""
     return type(optimizer).__dict__.get("synchronize") is _DistributedOptimizer.synchronize
@@ -255,6 +327,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     gradients are accumulated locally over that many passes before one allreduce. `groups` and
     `num_groups` are accepted for Horovod's scripts (its order of arguments) and change nothing:
     chorus fuses small gradients anyway.
+    compression=Compression.powersgd(rank) averages gradient matrices as rank-`rank` factors
+    with error feedback (chorus.torch.powersgd), op Average only; its state is in
+    state_dict()["powersgd"].
     op=Adasum is Horovod's Adasum optimizer: every rank steps with its own gradients and the
     updates are combined with Adasum (float32 and float64 parameters).
     shared_gradients (chorus's own; None: CHORUS_SHARED_GRADIENTS, default on) puts the gradients
