@@ -15,50 +15,11 @@ import torch
 
 import chorus.torch as hvd
 from checks import check, counts, raises
-from powersgd_reference import ReferencePowerSGD
+from powersgd_reference import (FACTORED, RANK, SHAPES, Known, ReferencePowerSGD, close,
+                                 gradient, inputs)
 
-# name: shape. With rank 2: w1 and w2 (6 x 12) and unused (no gradient: zeros) are factored,
-# small (2 * (3 + 3) > 9) and one (a single row) and bias (a vector) travel whole.
-SHAPES = {"w1": (7, 5), "w2": (6, 3, 4), "small": (3, 3), "bias": (11,), "one": (1, 4),
-          "unused": (5, 8)}
-FACTORED = ("w1", "w2", "unused")
-RANK = 2
-
-
-class Known(torch.nn.Module):
-    """Its loss is sum(p * x) over the used parameters: each gradient is the x given."""
-
-    def __init__(self):
-        super().__init__()
-        for name, shape in SHAPES.items():
-            self.register_parameter(name, torch.nn.Parameter(torch.zeros(shape)))
-
-    def forward(self, inputs):
-        return sum((getattr(self, name) * x).sum() for name, x in inputs.items())
-
-
-def gradient(step, rank, name):
-    """A rank's gradient of `name` at `step` (float32 values), zero for the unused one."""
-    if name == "unused":
-        return np.zeros(SHAPES[name], dtype=np.float32)
-    salt = list(SHAPES).index(name)
-    values = np.random.default_rng([step, rank, salt]).standard_normal(SHAPES[name])
-    return values.astype(np.float32)
-
-
-def backward(model, step, rank, scale=1.0):
-    inputs = {name: torch.from_numpy(gradient(step, rank, name) * np.float32(scale))
-              for name in SHAPES if name != "unused"}
-    model(inputs).backward()
-
-
-def close(actual, expected, tolerance, what):
-    actual = np.asarray(actual, dtype=np.float64)
-    error = np.max(np.abs(actual - expected)) if actual.size else 0.0
-    bound = tolerance * (1.0 + np.max(np.abs(expected)) if expected.size else 1.0)
-    check(actual.shape == expected.shape and error <= bound,
-          f"{what}: max error {error:.3g} > {bound:.3g} (shapes {actual.shape}, "
-          f"{expected.shape})")
+def backward(model, step, rank):
+    model(inputs(step, rank)).backward()
 
 
 def make(compression, **options):

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""chorus.torch.comm_hooks on DDP over the "chorus" backend, under mpirun at np=2: the
+allreduce hook with Compression.none trains exactly as no hook, with int8 and int4 close to it
+and the same on every rank; the PowerSGD hook's gradients against the float64 reference
+(powersgd_reference.py) fed every rank's gradient, one bucket per parameter (so that a bucket's
+Q's wait for the next bucket) and the warm-up; a model trained with it the same on every rank;
+a group of new_group; the refusals. Prints 'N passed, N failed' from rank 0."""
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import chorus.torch as hvd
+from chorus.torch import comm_hooks
+from checks import check, counts, raises
+from powersgd_reference import (FACTORED, RANK, SHAPES, Known, ReferencePowerSGD, close,
+                                 gradient, inputs)
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def train(rank, state=None, hook=None, steps=3, group=None):
+    """An MLP trained `steps` steps with DDP on this rank's data; its flat parameters."""
+    model = torch.nn.parallel.DistributedDataParallel(mlp(), process_group=group)
+    if hook is not None:
+        model.register_comm_hook(state, hook)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        x = torch.randn(8, 20, generator=generator)
+        model(x).square().mean().backward()
+        optimizer.step()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def same_on_every_rank(flat, what):
+    gathered = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, flat)
+    check(all(torch.equal(g, flat) for g in gathered), f"{what}: ranks' parameters differ")
+
+
+def allreduce_hook(rank):
+    plain = train(rank)
+    none = train(rank, comm_hooks.CompressionState(compression=hvd.Compression.none),
+                 comm_hooks.allreduce_hook)
+    check(torch.equal(plain, none), "allreduce_hook with Compression.none is DDP's own: "
+          f"max difference {(plain - none).abs().max().item():.3g}")
+    for compression, tolerance in ((hvd.Compression.int8, 0.02), (hvd.Compression.int4, 0.2)):
+        quantized = train(rank, comm_hooks.CompressionState(compression=compression),
+                          comm_hooks.allreduce_hook)
+        what = f"allreduce_hook with {compression.__name__}"
+        same_on_every_rank(quantized, what)
+        error = (quantized - plain).abs().max().item()
+        scale = plain.abs().max().item()
+        check(0 < error <= tolerance * scale,
+              f"{what}: max difference from float32 {error:.3g}, bound {tolerance * scale:.3g}"
+              " (and not 0: compressed)")
+    group = dist.new_group([0, 1])
+    in_group = train(rank, comm_hooks.CompressionState(group, hvd.Compression.none),
+                     comm_hooks.allreduce_hook, group=group)
+    check(torch.equal(plain, in_group), "allreduce_hook on a group of new_group")
+
+
+def powersgd_against_reference(rank, size, start_iter):
+    compression = hvd.Compression.powersgd(RANK, start_iter=start_iter)
+    # Buckets of a parameter each (DDP's first bucket takes 1 MiB unless told otherwise).
+    first_bucket, dist._DEFAULT_FIRST_BUCKET_BYTES = dist._DEFAULT_FIRST_BUCKET_BYTES, 1
+    model = torch.nn.parallel.DistributedDataParallel(Known(touch_unused=True), bucket_cap_mb=1e-5)
+    dist._DEFAULT_FIRST_BUCKET_BYTES = first_bucket
+    state = comm_hooks.PowerSGDState(compression)
+    model.register_comm_hook(state, comm_hooks.powersgd_hook)
+    parameters = dict(model.module.named_parameters())
+    references = {}
+    for step in range(4):
+        for p in parameters.values():
+            p.grad = None
+        model(inputs(step, rank)).backward()
+        for name in SHAPES:
+            gradients = [gradient(step, r, name).astype(np.float64) for r in range(size)]
+            what = f"powersgd_hook (start_iter {start_iter}): step {step} {name}"
+            if name not in FACTORED or step < start_iter:
+                close(parameters[name].grad, sum(gradients) / size, 1e-6,
+                      f"{what} is the plain average")
+                continue
+            key = state.keys[parameters[name]]
+            reference = references.setdefault(name, ReferencePowerSGD(key, RANK, size))
+            approximation, q, residuals = reference.step(gradients)
+            close(parameters[name].grad, approximation.reshape(SHAPES[name]), 1e-4,
+                  f"{what}'s approximation")
+            close(state.low_rank.q[key], q, 1e-4, f"{what}'s Q")
+            close(state.low_rank.residual[key], residuals[rank], 1e-4, f"{what}'s residual")
+    check(state.low_rank.iteration == 4, f"the hook counted {state.low_rank.iteration} steps")
+
+
+def refusals():
+    raises(ValueError, lambda: comm_hooks.CompressionState(
+        compression=hvd.Compression.powersgd(2)), "CompressionState with PowerSGD")
+    raises(ValueError, lambda: comm_hooks.PowerSGDState(hvd.Compression.int8),
+           "PowerSGDState with int8")
+    raises(ValueError, lambda: comm_hooks.PowerSGDState(hvd.Compression.powersgd),
+           "PowerSGDState with Compression.powersgd not called")
+
+
+def main():
+    dist.init_process_group(backend="chorus")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    allreduce_hook(rank)
+    powersgd_against_reference(rank, size, start_iter=0)
+    powersgd_against_reference(rank, size, start_iter=2)
+    trained = train(rank, comm_hooks.PowerSGDState(hvd.Compression.powersgd(2)),
+                    comm_hooks.powersgd_hook, steps=5)
+    same_on_every_rank(trained, "powersgd_hook")
+    refusals()
+    totals = torch.tensor([counts["passed"], counts["failed"]])
+    dist.all_reduce(totals)
+    if rank == 0:
+        print(f"{int(totals[0])} passed, {int(totals[1])} failed")
+    sys.exit(1 if int(totals[1]) else 0)
+
+
+if __name__ == "__main__":
+    main()
