@@ -4,9 +4,10 @@ against a float64 numpy reference (powersgd_reference.py) fed every rank's gradi
 rank computes from (step, rank, parameter): the approximation, the averaged Q and this rank's
 residual of each matrix at every step; the error feedback's invariant (the approximations plus
 the ranks' average residual add up to the averaged gradients); vectors and small matrices equal
-to the plain average; the warm-up; gradient_predivide_factor and backward_passes_per_step; the
-state in state_dict() (a round trip, a dict without it, hvd.elastic's TorchState,
-broadcast_optimizer_state); the refusals. Prints 'N passed, N failed' from rank 0."""
+to the plain average; the warm-up; gradient_predivide_factor and backward_passes_per_step;
+float64 and bfloat16 gradients; the state in state_dict() (a round trip, a dict without it,
+hvd.elastic's TorchState, broadcast_optimizer_state); the refusals. Prints 'N passed, N failed'
+from rank 0."""
 import copy
 import sys
 
@@ -22,8 +23,8 @@ def backward(model, step, rank):
     model(inputs(step, rank)).backward()
 
 
-def make(compression, **options):
-    model = Known()
+def make(compression, dtype=torch.float32, **options):
+    model = Known().to(dtype)
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.0),
                                          named_parameters=model.named_parameters(),
                                          compression=compression, **options)
@@ -71,6 +72,26 @@ def against_reference(rank, size, steps=4, seed=0, error_feedback=True, start_it
         mean_residual = hvd.allreduce(residual, op=hvd.Average, name=f"residual.{name}")
         close(sent[name] + mean_residual.numpy(), averaged[name], 2e-6 * steps,
               f"{what}: {name}: approximations + average residual = averaged gradients")
+
+
+def other_dtypes(rank, size):
+    """float64 gradients are computed in float64; bfloat16 ones in float32, the approximation
+    rounded to bfloat16."""
+    for dtype, tolerance in ((torch.float64, 1e-10), (torch.bfloat16, 1e-2)):
+        model, optimizer = make(hvd.Compression.powersgd(RANK), dtype)
+        references = {name: ReferencePowerSGD(name, RANK, size) for name in ("w1", "w2")}
+        for step in range(2):
+            optimizer.zero_grad()
+            model({name: x.to(dtype) for name, x in inputs(step, rank).items()}).backward()
+            optimizer.step()
+            for name, reference in references.items():
+                gradients = [torch.from_numpy(gradient(step, r, name)).to(dtype).double()
+                             .numpy() for r in range(size)]
+                approximation, _, _ = reference.step(gradients)
+                grad = getattr(model, name).grad
+                check(grad.dtype == dtype, f"{dtype}: {name}'s gradient is {grad.dtype}")
+                close(grad.double(), approximation.reshape(SHAPES[name]), tolerance,
+                      f"{dtype}: step {step} {name}'s approximation")
 
 
 def options_honoured(rank, size):
@@ -181,6 +202,7 @@ def main():
     against_reference(rank, size)
     against_reference(rank, size, steps=3, seed=5, error_feedback=False, start_iter=1)
     options_honoured(rank, size)
+    other_dtypes(rank, size)
     state_round_trip(rank, size)
     refusals()
     totals = hvd.allreduce(torch.tensor([counts["passed"], counts["failed"]]), op=hvd.Sum,
