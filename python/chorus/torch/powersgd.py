@@ -160,13 +160,16 @@ class LowRankState:
         """After P was averaged (in place): P orthogonalized, and this rank's Q = M^T P, to be
         averaged over the ranks."""
         matrix.p = orthogonalize(matrix.p)
-        matrix.q = torch.matmul(matrix.m.t(), matrix.p)
+        # (P^T M)^T rather than M^T P: the same product, 5-7x faster with the reference BLAS
+        # that Debian's torch uses (a 512 x 4608 M at rank 4, medians of interleaved runs).
+        matrix.q = torch.matmul(matrix.p.t(), matrix.m).t().contiguous()
         return matrix.q
 
     def end(self, matrix):
         """After Q was averaged (in place): the gradient becomes P Q^T; the residual and Q are
         kept for the next step."""
-        approximation = torch.matmul(matrix.p, matrix.q.t())
+        # Q^T made contiguous first: 1.3-1.7x faster there (the same measurement).
+        approximation = torch.matmul(matrix.p, matrix.q.t().contiguous())
         if self.options.error_feedback:
             self.residual[matrix.key] = matrix.m.sub_(approximation)
         self.q[matrix.key] = matrix.q
