@@ -152,7 +152,7 @@ class LowRankState:
         q = self.q.get(key) if options.warm_start else None
         if q is None or q.shape != (m.shape[1], r):
             seed_key = key if options.warm_start else f"{key}@{self.iteration}"
-            q = initial_q(m.shape[1], r, options.seed, seed_key, dtype)
+            q = initial_q(m.shape[1], r, options.seed, seed_key, dtype).to(m.device)
         return _Matrix(key, gradient, m, torch.matmul(m, orthogonalize(q)))
 
     @staticmethod
