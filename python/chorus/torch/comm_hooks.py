@@ -129,20 +129,17 @@ class _PowerSGDBucket:
         self.name = f"ddp.powersgd.{bucket.index()}"
         self.future = torch.futures.Future()
         low_rank = state.low_rank
-        whole, self.matrices = [], []
+        self.whole, self.matrices = [], []
         for parameter, gradient in zip(bucket.parameters(), bucket.gradients()):
             if low_rank.factor_rank(gradient):
                 self.matrices.append(low_rank.begin(state.key_of(parameter), gradient))
             else:
-                whole.append(gradient)
+                self.whole.append(gradient)
+        # Without matrices the buffer itself is averaged in place; else the others, packed.
+        self.whole_flat = (torch.cat([gradient.reshape(-1) for gradient in self.whole])
+                           if self.whole and self.matrices else self.buffer)
         self.handles = []
-        if whole and not self.matrices:
-            self.handles.append(_ordered_allreduce(self.buffer, state.process_group,
-                                                   c.COMPRESSION_NONE, f"{self.name}.whole"))
-            whole = []
-        self.whole = whole
-        if whole:
-            self.whole_flat = torch.cat([gradient.reshape(-1) for gradient in whole])
+        if self.whole:
             self.handles.append(_ordered_allreduce(self.whole_flat, state.process_group,
                                                    c.COMPRESSION_NONE, f"{self.name}.whole"))
         if self.matrices:
@@ -174,11 +171,12 @@ class _PowerSGDBucket:
             matrix.q = self.q_flat[offset:offset + count].view_as(matrix.q)
             offset += count
             self.state.low_rank.end(matrix)
-        offset = 0
-        for gradient in self.whole:
-            gradient.copy_(self.whole_flat[offset:offset + gradient.numel()]
-                           .view_as(gradient))
-            offset += gradient.numel()
+        if self.whole_flat is not self.buffer:
+            offset = 0
+            for gradient in self.whole:
+                gradient.copy_(self.whole_flat[offset:offset + gradient.numel()]
+                               .view_as(gradient))
+                offset += gradient.numel()
         return self.buffer
 
 

@@ -143,8 +143,9 @@ class LowRankState:
         options = self.options
         n = gradient.shape[0]
         dtype = _compute_dtype(gradient.dtype)
-        m = gradient.detach().reshape(n, -1).to(dtype)
-        m = m * scale if scale != 1.0 else m.clone()
+        m = gradient.detach().reshape(n, -1).to(dtype, copy=True)
+        if scale != 1.0:
+            m.mul_(scale)
         residual = self.residual.get(key)
         if options.error_feedback and residual is not None:
             m += residual
