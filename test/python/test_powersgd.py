@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 import chorus.torch as hvd
+from chorus.torch.powersgd import LowRankState
 from checks import check, counts, raises
 from powersgd_reference import (FACTORED, RANK, SHAPES, Known, ReferencePowerSGD, close,
                                  gradient, inputs)
@@ -187,6 +188,13 @@ def refusals():
                     {"seed": -1}):
         raises(ValueError, lambda: hvd.Compression.powersgd(**options),
                f"Compression.powersgd({options})")
+    state = LowRankState(hvd.Compression.powersgd(2))
+    state.load_state_dict({"iteration": 0, "q": {}, "residual": {0: torch.zeros(2, 2)}},
+                          lambda index: "w1")
+    message = raises(ValueError, lambda: state.begin("w1", torch.zeros(7, 5)),
+                     "a residual of another shape than its gradient")
+    check("w1" in message and "(2, 2)" in message and "(7, 5)" in message,
+          f"the message names the parameter and both shapes: {message}")
     options = hvd.Compression.powersgd(4, min_compression_rate=2.0)
     check(options.factor_rank(torch.zeros(40, 20)) == 4 and
           options.factor_rank(torch.zeros(12, 12)) == 0 and

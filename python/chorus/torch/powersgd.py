@@ -105,7 +105,8 @@ def initial_q(m, rank, seed, key, dtype=torch.float32):
 
 
 def _compute_dtype(dtype):
-    """float64 gradients are computed in float64, the others (float16, bfloat16) in float32."""
+    """float64 gradients are computed in float64, the others (float32, float16, bfloat16) in
+    float32."""
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
@@ -148,13 +149,17 @@ class LowRankState:
             m.mul_(scale)
         residual = self.residual.get(key)
         if options.error_feedback and residual is not None:
-            m += residual
+            if residual.shape != m.shape:
+                raise ValueError(f"PowerSGD: the residual of {key} is {tuple(residual.shape)}, "
+                                 f"its gradient {tuple(m.shape)} as a matrix (a state_dict "
+                                 "of another model?)")
+            m += residual.to(m)  # where a loaded state lies elsewhere (the CPU)
         r = options.factor_rank(gradient)
         q = self.q.get(key) if options.warm_start else None
         if q is None or q.shape != (m.shape[1], r):
             seed_key = key if options.warm_start else f"{key}@{self.iteration}"
-            q = initial_q(m.shape[1], r, options.seed, seed_key, dtype).to(m.device)
-        return _Matrix(key, gradient, m, torch.matmul(m, orthogonalize(q)))
+            q = initial_q(m.shape[1], r, options.seed, seed_key, dtype)
+        return _Matrix(key, gradient, m, torch.matmul(m, orthogonalize(q.to(m))))
 
     @staticmethod
     def middle(matrix):
