@@ -176,6 +176,13 @@ def refusals():
     message = raises(ValueError, lambda: make(hvd.Compression.powersgd),
                      "compression=Compression.powersgd without its rank")
     check("powersgd(rank)" in message, f"the message says how: {message}")
+    compression = hvd.Compression.powersgd(2)
+    _, optimizer = make(compression, error_feedback=False)
+    check(not optimizer._low_rank.options.error_feedback and compression.error_feedback,
+          "DistributedOptimizer(error_feedback=False) turns it off, leaving the compressor")
+    message = raises(ValueError, lambda: make(hvd.Compression.fp16, error_feedback=True),
+                     "error_feedback=True with fp16")
+    check("_FP16Compressor" in message, f"the message names the compressor: {message}")
     raises(ValueError, lambda: make(hvd.Compression.powersgd(2), op=hvd.Sum),
            "PowerSGD with op=Sum")
     raises(ValueError, lambda: make(hvd.Compression.powersgd(2), op=hvd.Adasum),

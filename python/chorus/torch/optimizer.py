@@ -1,6 +1,7 @@
 """DistributedOptimizer for chorus.torch, as horovod/torch/optimizer.py: gradients are
 allreduced as backward produces them, and step() waits for them."""
 import contextlib
+import copy
 import inspect
 import warnings
 
@@ -20,7 +21,8 @@ _SET_TO_NONE_DEFAULT = inspect.signature(torch.optim.Optimizer.zero_grad).parame
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, sparse_as_dense, process_set, shared):
+                 gradient_predivide_factor, sparse_as_dense, process_set, shared,
+                 error_feedback):
         super(self.__class__, self).__init__(params)
         self._process_set = process_set
         all_parameters = [p for group in self.param_groups for p in group["params"]]
@@ -51,6 +53,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("compression=Compression.powersgd takes its options: "
                              "Compression.powersgd(rank), e.g. Compression.powersgd(4)")
         low_rank = compression if isinstance(compression, PowerSGD) else None
+        if error_feedback is not None and low_rank is not None:
+            low_rank = copy.copy(low_rank)  # the user's compressor stays as it was
+            low_rank.error_feedback = bool(error_feedback)
+        elif error_feedback:
+            raise ValueError(f"DistributedOptimizer(error_feedback=True) with compression="
+                             f"{getattr(compression, '__name__', compression)!r}: error "
+                             "feedback is kept for Compression.powersgd only")
         if low_rank is not None and op != Average:
             raise ValueError(f"DistributedOptimizer(compression={low_rank!r}) averages the "
                              "gradients (its factors are averaged): op must be Average")
@@ -320,7 +329,7 @@ def _is_distributed(optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=None,
-                         shared_gradients=None):
+                         shared_gradients=None, error_feedback=None):
     """Wraps `optimizer`: every gradient is allreduced (averaged) as soon as backward produces it,
     and step() waits for all of them before updating (among the ranks of `process_set`, if
     given). With backward_passes_per_step > 1,
@@ -329,7 +338,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     chorus fuses small gradients anyway.
     compression=Compression.powersgd(rank) averages gradient matrices as rank-`rank` factors
     with error feedback (chorus.torch.powersgd), op Average only; its state is in
-    state_dict()["powersgd"].
+    state_dict()["powersgd"]. error_feedback (chorus's own; None: the compressor's choice, on
+    for powersgd) turns error feedback on or off; True with a compressor that keeps none
+    raises ValueError.
     op=Adasum is Horovod's Adasum optimizer: every rank steps with its own gradients and the
     updates are combined with Adasum (float32 and float64 parameters).
     shared_gradients (chorus's own; None: CHORUS_SHARED_GRADIENTS, default on) puts the gradients
@@ -344,5 +355,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, sparse_as_dense, process_set, shared_gradients)
+               op, gradient_predivide_factor, sparse_as_dense, process_set, shared_gradients,
+               error_feedback)
 
