@@ -117,18 +117,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # Horovod makes it sparse again after the allreduce (SparseAdam needs that).
             p.grad = p.grad.to_dense()
             self._resparsify.add(p)
-        elif (self._share and p not in self._shared and p.grad.device.type == "cpu" and
-              p.grad.numel() * p.grad.element_size() > SHARED_GRADIENT_MINIMUM):
-            self._shared[p] = share_gradient(p)
         if self._low_rank is not None and self._low_rank.factor_rank(p.grad):
             # Averaged with the same factors as the allreduce below, applied to P and Q; the
             # passes' division is local, so that the residual is of the averaged gradient.
+            # (Not moved to the shared heap: it is not allreduced in place.)
             self._handles[p] = _LowRankGradient(
                 self._low_rank, self._names[p], p.grad, 1.0 / self._passes,
                 lambda factor, name: allreduce_async_(
                     factor, name=name, op=Average, prescale_factor=prescale,
                     postscale_factor=self._predivide, process_set=self._process_set))
             return
+        if (self._share and p not in self._resparsify and p not in self._shared and
+                p.grad.device.type == "cpu" and
+                p.grad.numel() * p.grad.element_size() > SHARED_GRADIENT_MINIMUM):
+            self._shared[p] = share_gradient(p)
         self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
                                             op=self._op, prescale_factor=prescale,
                                             postscale_factor=postscale,
