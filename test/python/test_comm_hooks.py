@@ -71,7 +71,7 @@ def powersgd_against_reference(rank, size, start_iter):
     first_bucket, dist._DEFAULT_FIRST_BUCKET_BYTES = dist._DEFAULT_FIRST_BUCKET_BYTES, 1
     model = torch.nn.parallel.DistributedDataParallel(Known(touch_unused=True), bucket_cap_mb=1e-5)
     dist._DEFAULT_FIRST_BUCKET_BYTES = first_bucket
-    state = comm_hooks.PowerSGDState(compression)
+    state = comm_hooks.PowerSGDState(compression=compression)
     model.register_comm_hook(state, comm_hooks.powersgd_hook)
     parameters = dict(model.module.named_parameters())
     references = {}
@@ -99,10 +99,13 @@ def powersgd_against_reference(rank, size, start_iter):
 def refusals():
     raises(ValueError, lambda: comm_hooks.CompressionState(
         compression=hvd.Compression.powersgd(2)), "CompressionState with PowerSGD")
-    raises(ValueError, lambda: comm_hooks.PowerSGDState(hvd.Compression.int8),
+    raises(ValueError, lambda: comm_hooks.PowerSGDState(compression=hvd.Compression.int8),
            "PowerSGDState with int8")
-    raises(ValueError, lambda: comm_hooks.PowerSGDState(hvd.Compression.powersgd),
+    raises(ValueError, lambda: comm_hooks.PowerSGDState(compression=hvd.Compression.powersgd),
            "PowerSGDState with Compression.powersgd not called")
+    message = raises(ValueError, lambda: comm_hooks.PowerSGDState(hvd.Compression.powersgd(2)),
+                     "PowerSGDState with the compressor where the group goes")
+    check("compression=" in message, f"the message says where it goes: {message}")
 
 
 def main():
@@ -111,7 +114,7 @@ def main():
     allreduce_hook(rank)
     powersgd_against_reference(rank, size, start_iter=0)
     powersgd_against_reference(rank, size, start_iter=2)
-    trained = train(rank, comm_hooks.PowerSGDState(hvd.Compression.powersgd(2)),
+    trained = train(rank, comm_hooks.PowerSGDState(compression=hvd.Compression.powersgd(2)),
                     comm_hooks.powersgd_hook, steps=5)
     same_on_every_rank(trained, "powersgd_hook")
     refusals()

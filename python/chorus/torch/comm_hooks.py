@@ -4,7 +4,7 @@
     from chorus.torch import comm_hooks
     ddp.register_comm_hook(comm_hooks.CompressionState(compression=hvd.Compression.int8),
                            comm_hooks.allreduce_hook)
-    ddp.register_comm_hook(comm_hooks.PowerSGDState(hvd.Compression.powersgd(4)),
+    ddp.register_comm_hook(comm_hooks.PowerSGDState(compression=hvd.Compression.powersgd(4)),
                            comm_hooks.powersgd_hook)
 
 torch's dist.all_reduce has no field for a compression, so the hooks submit chorus ordered
@@ -17,6 +17,7 @@ import queue
 import threading
 
 import torch
+import torch.distributed as dist
 
 from .. import _library as c
 from .. import core
@@ -59,6 +60,13 @@ class _Completions:
 _completions = _Completions()
 
 
+def _check_group(state, process_group):
+    """A process_group= that is not a group (a compressor given first, say) fails at once."""
+    if process_group is not None and not isinstance(process_group, dist.ProcessGroup):
+        raise ValueError(f"{state}(process_group={process_group!r}): a torch.distributed "
+                         "group or None; the compressor goes as compression=")
+
+
 def _ordered_allreduce(tensor, group, wire, name):
     """An ordered average of `tensor`, in place, over `group`; the handle."""
     process_set, timeout = chorus_group(group)
@@ -74,6 +82,7 @@ class CompressionState:
     bucket's allreduce (Compression.none, fp16, bf16, int8 or int4)."""
 
     def __init__(self, process_group=None, compression=Compression.int8):
+        _check_group("CompressionState", process_group)
         self.process_group = process_group
         self.compression = compression
         self.wire = _wire(compression)
@@ -93,13 +102,14 @@ def allreduce_hook(state, bucket):
 
 class PowerSGDState:
     """powersgd_hook's state, as torch's PowerSGDState: the group (None: the default group),
-    the options (a Compression.powersgd(...); the defaults: Compression.powersgd()), and what
+    the options (compression=Compression.powersgd(...); None: its defaults), and what
     PowerSGD keeps from step to step: each matrix's Q and this rank's residual, by parameter (not
     by bucket, so that DDP's rebuilding of its buckets after the first step loses nothing), and
     the step count. Parameters are named "ddp.N" in the order the hook first meets them (the
     same on every rank), which seeds their starting Q's."""
 
-    def __init__(self, compression=None, process_group=None):
+    def __init__(self, process_group=None, compression=None):
+        _check_group("PowerSGDState", process_group)
         if compression is PowerSGD:
             raise ValueError("PowerSGDState(Compression.powersgd) takes its options: "
                              "Compression.powersgd(rank)")
