@@ -4,7 +4,7 @@ allreduce hook with Compression.none trains exactly as no hook, with int8 and in
 and the same on every rank; the PowerSGD hook's gradients against the float64 reference
 (powersgd_reference.py) fed every rank's gradient, one bucket per parameter (so that a bucket's
 Q's wait for the next bucket) and the warm-up; a model trained with it the same on every rank;
-a group of new_group; the refusals. Prints 'N passed, N failed' from rank 0."""
+a group of new_group; unused parameters; the refusals. Prints 'N passed, N failed' from rank 0."""
 import sys
 
 import numpy as np
@@ -35,6 +35,41 @@ def train(rank, state=None, hook=None, steps=3, group=None):
         model(x).square().mean().backward()
         optimizer.step()
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+class TwoBranches(torch.nn.Module):
+    """Each step every rank uses one of two first layers, the ranks different ones."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = (torch.nn.Linear(20, 16), torch.nn.Linear(20, 16),
+                                  torch.nn.Linear(16, 4))
+
+    def forward(self, x, branch):
+        return self.c((self.a if branch == 0 else self.b)(x))
+
+
+def unused_parameters(rank):
+    """find_unused_parameters=True (DDP's own allreduce of the used parameters comes among the
+    hooks' operations) and a bucket per parameter: every rank ends with the same weights."""
+    for name, state, hook in (
+            ("powersgd_hook", comm_hooks.PowerSGDState(compression=hvd.Compression.powersgd(2)),
+             comm_hooks.powersgd_hook),
+            ("allreduce_hook int8", comm_hooks.CompressionState(compression=hvd.Compression.int8),
+             comm_hooks.allreduce_hook)):
+        model = torch.nn.parallel.DistributedDataParallel(TwoBranches(), bucket_cap_mb=1e-5,
+                                                          find_unused_parameters=True)
+        model.register_comm_hook(state, hook)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        generator = torch.Generator().manual_seed(rank)
+        for step in range(4):
+            optimizer.zero_grad()
+            x = torch.randn(8, 20, generator=generator)
+            model(x, (rank + step) % 2).square().mean().backward()
+            optimizer.step()
+        same_on_every_rank(torch.cat([p.detach().reshape(-1) for p in model.parameters()]),
+                           f"{name} with unused parameters")
 
 
 def same_on_every_rank(flat, what):
@@ -117,6 +152,7 @@ def main():
     trained = train(rank, comm_hooks.PowerSGDState(compression=hvd.Compression.powersgd(2)),
                     comm_hooks.powersgd_hook, steps=5)
     same_on_every_rank(trained, "powersgd_hook")
+    unused_parameters(rank)
     refusals()
     totals = torch.tensor([counts["passed"], counts["failed"]])
     dist.all_reduce(totals)
