@@ -190,6 +190,9 @@ def refusals():
     raises(ValueError, lambda: hvd.allreduce(torch.ones(4, 4), name="refused.powersgd",
                                              compression=hvd.Compression.powersgd(2)),
            "one allreduce with PowerSGD")
+    raises(ValueError, lambda: hvd.reducescatter(torch.ones(4, 4), name="refused.powersgd.rs",
+                                                 compression=hvd.Compression.powersgd(2)),
+           "a reducescatter with PowerSGD")
     for options in ({"rank": 0}, {"rank": 2.5}, {"start_iter": -1},
                     {"min_compression_rate": 0}, {"min_compression_rate": float("nan")},
                     {"seed": -1}):

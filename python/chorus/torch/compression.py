@@ -7,7 +7,7 @@ and int4 yet: what quantization drops is lost, step after step."""
 import torch
 
 from .. import _library as c
-from .powersgd import PowerSGD
+from .powersgd import PowerSGD, refuse_one_collective
 
 
 class _Compressor:
@@ -67,10 +67,7 @@ def _wire(compression):
     """The wire compression of a compressor class or of chorus's own constant. PowerSGD keeps
     state from step to step, so one allreduce cannot take it."""
     if compression is PowerSGD or isinstance(compression, PowerSGD):
-        raise ValueError(f"compression={compression!r}: PowerSGD compresses gradients step "
-                         "after step, in DistributedOptimizer(compression=Compression."
-                         "powersgd(rank)) or the DDP hook chorus.torch.comm_hooks."
-                         "powersgd_hook, not in one allreduce")
+        refuse_one_collective(compression)
     wire = getattr(compression, "wire", compression)
     if wire not in (c.COMPRESSION_NONE, c.COMPRESSION_FP16, c.COMPRESSION_BF16,
                     c.COMPRESSION_INT8, c.COMPRESSION_INT4):

@@ -65,11 +65,11 @@ class PowerSGD:
                 f"error_feedback={self.error_feedback}, warm_start={self.warm_start}, "
                 f"seed={self.seed})")
 
-    # Horovod's compressor interface, for scripts that call it: PowerSGD needs its own
-    # collectives, so a tensor passes through compress() as it is.
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
+    # Horovod's compressor interface: PowerSGD needs its state and its own collectives, so a
+    # collective that compresses through it (reducescatter) refuses it rather than sending the
+    # tensor whole under PowerSGD's name.
+    def compress(self, tensor):
+        refuse_one_collective(self)
 
     @staticmethod
     def decompress(tensor, context):
@@ -84,6 +84,15 @@ class PowerSGD:
         m = tensor.numel() // n if n else 0
         r = min(n, m, self.rank)
         return r if (n + m) * r * self.min_compression_rate < n * m else 0
+
+
+def refuse_one_collective(compression):
+    """Raises ValueError: a single collective (hvd.allreduce, reducescatter) cannot take
+    PowerSGD, which keeps state from step to step."""
+    raise ValueError(f"compression={compression!r}: PowerSGD compresses gradients step after "
+                     "step, in DistributedOptimizer(compression=Compression.powersgd(rank)) or "
+                     "the DDP hook chorus.torch.comm_hooks.powersgd_hook, not in one "
+                     "collective")
 
 
 def orthogonalize(matrix):
