@@ -122,6 +122,16 @@ class PowerSGDState:
         self.keys = {}          # parameter: its key in low_rank
         self._in_flight = []    # buckets whose P's allreduce is in flight
 
+    def state_dict(self):
+        """Copies of the step count and of each matrix's Q and this rank's residual, by key
+        ("ddp.N"), for a checkpoint (hvd.elastic.ObjectState keeps it as an object)."""
+        return self.low_rank.state_dict(lambda key: key)
+
+    def load_state_dict(self, state):
+        """What state_dict() gave (None: start afresh); a step in progress is given up."""
+        self._in_flight = []
+        self.low_rank.load_state_dict(state, lambda key: key)
+
     def key_of(self, parameter):
         key = self.keys.get(parameter)
         if key is None:
