@@ -78,12 +78,19 @@ def same_on_every_rank(flat, what):
     check(all(torch.equal(g, flat) for g in gathered), f"{what}: ranks' parameters differ")
 
 
+def as_ddp(plain, hooked, what):
+    """DDP divides each gradient by the ranks before it sums, chorus's average after: the same
+    bits at 2 ranks (halving is exact), within rounding at more."""
+    difference = (plain - hooked).abs().max().item()
+    bound = 0.0 if dist.get_world_size() <= 2 else 1e-6 * plain.abs().max().item()
+    check(difference <= bound, f"{what}: max difference {difference:.3g} > {bound:.3g}")
+
+
 def allreduce_hook(rank):
     plain = train(rank)
     none = train(rank, comm_hooks.CompressionState(compression=hvd.Compression.none),
                  comm_hooks.allreduce_hook)
-    check(torch.equal(plain, none), "allreduce_hook with Compression.none is DDP's own: "
-          f"max difference {(plain - none).abs().max().item():.3g}")
+    as_ddp(plain, none, "allreduce_hook with Compression.none is DDP's own")
     for compression, tolerance in ((hvd.Compression.int8, 0.02), (hvd.Compression.int4, 0.2)):
         quantized = train(rank, comm_hooks.CompressionState(compression=compression),
                           comm_hooks.allreduce_hook)
@@ -94,10 +101,10 @@ def allreduce_hook(rank):
         check(0 < error <= tolerance * scale,
               f"{what}: max difference from float32 {error:.3g}, bound {tolerance * scale:.3g}"
               " (and not 0: compressed)")
-    group = dist.new_group([0, 1])
+    group = dist.new_group(list(range(dist.get_world_size())))  # a chorus process set of its own
     in_group = train(rank, comm_hooks.CompressionState(group, hvd.Compression.none),
                      comm_hooks.allreduce_hook, group=group)
-    check(torch.equal(plain, in_group), "allreduce_hook on a group of new_group")
+    as_ddp(plain, in_group, "allreduce_hook on a group of new_group")
 
 
 def powersgd_against_reference(rank, size, start_iter):
