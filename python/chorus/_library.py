@@ -28,6 +28,8 @@ MEMORY_HOST, MEMORY_CUDA = 0, 1
 # chorus_compression
 (COMPRESSION_DEFAULT, COMPRESSION_NONE, COMPRESSION_FP16, COMPRESSION_BF16, COMPRESSION_INT8,
  COMPRESSION_INT4) = range(6)
+# chorus_op_args.flags
+OP_ORDERED = 1 << 0
 
 
 class Tensor(ctypes.Structure):

@@ -13,3 +13,17 @@ def check(condition, what):
     else:
         counts["failed"] += 1
         print(f"rank {chorus.rank()}: FAILED: {what}", file=sys.stderr, flush=True)
+
+
+def raises(kind, call, what):
+    """Checks that call() raises `kind`; returns its message, or "" where it did not."""
+    try:
+        call()
+    except kind as error:
+        check(True, what)
+        return str(error)
+    except Exception as error:  # noqa: BLE001 (the wrong kind is a failure, with its name)
+        check(False, f"{what}: raised {type(error).__name__}: {error}")
+        return ""
+    check(False, f"{what}: did not raise")
+    return ""

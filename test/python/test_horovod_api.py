@@ -12,21 +12,8 @@ import torch
 
 import chorus
 import chorus.torch as hvd
-from checks import check, counts
+from checks import check, counts, raises
 
-
-
-def raises(kind, call, what):
-    try:
-        call()
-    except kind as error:
-        check(True, what)
-        return str(error)
-    except Exception as error:  # noqa: BLE001 (the wrong kind is a failure, with its name)
-        check(False, f"{what}: raised {type(error).__name__}: {error}")
-        return ""
-    check(False, f"{what}: did not raise")
-    return ""
 
 
 class TwoBranches(torch.nn.Module):

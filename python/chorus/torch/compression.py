@@ -1,16 +1,19 @@
 """Horovod's gradient compression choices for chorus.torch (horovod/torch/compression.py):
-Compression.none, fp16 and bf16; and chorus's int8 and int4 (blockwise quantization of float32
-allreduces of sums and averages, chorus.h's CHORUS_COMPRESSION_INT8/INT4).
+Compression.none, fp16 and bf16; chorus's int8 and int4 (blockwise quantization of float32
+allreduces of sums and averages, chorus.h's CHORUS_COMPRESSION_INT8/INT4); and
+Compression.powersgd(rank), low-rank compression of gradient matrices with error feedback
+(powersgd.py), for DistributedOptimizer and the DDP hooks.
 
 int8 and int4 drop a little of each value. Error feedback (EF-SGD, 1-bit SGD) carries what was
 dropped into the next step, so that nothing is lost over the steps: DistributedOptimizer keeps it
-for them by default (error_feedback=True; False turns it off), one residual per parameter; the
+for them by default (error_feedback=False turns it off), one residual per parameter; the
 allreduce functions take a residual of one's own, error_feedback=tensor (a zeroed float32 tensor
 of the tensor's shape to start, kept from step to step), which chorus adds to the contribution
 and overwrites with what this step dropped (chorus.h, "Error feedback")."""
 import torch
 
 from .. import _library as c
+from .powersgd import PowerSGD, refuse_one_collective
 
 
 class _Compressor:
@@ -56,16 +59,21 @@ class _Int4Compressor(_Compressor):
 
 
 class Compression:
-    """Horovod's compression choices (none, fp16, bf16) and chorus's int8 and int4."""
+    """Horovod's compression choices (none, fp16, bf16), chorus's int8 and int4, and
+    powersgd(rank, ...), which is called to make one (PowerSGD's options and docs)."""
     none = _NoneCompressor
     fp16 = _FP16Compressor
     bf16 = _BF16Compressor
     int8 = _Int8Compressor
     int4 = _Int4Compressor
+    powersgd = PowerSGD
 
 
 def _wire(compression):
-    """The wire compression of a compressor class or of chorus's own constant."""
+    """The wire compression of a compressor class or of chorus's own constant. PowerSGD keeps
+    state from step to step, so one allreduce cannot take it."""
+    if compression is PowerSGD or isinstance(compression, PowerSGD):
+        refuse_one_collective(compression)
     wire = getattr(compression, "wire", compression)
     if wire not in (c.COMPRESSION_NONE, c.COMPRESSION_FP16, c.COMPRESSION_BF16,
                     c.COMPRESSION_INT8, c.COMPRESSION_INT4):

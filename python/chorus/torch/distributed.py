@@ -20,6 +20,7 @@ import glob
 import importlib.util
 import os
 import socket
+import weakref
 
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
@@ -35,6 +36,9 @@ _original_new_group = c10d.new_group
 _original_monitored_barrier = c10d.monitored_barrier
 # Sets added by new_group on every rank, waiting for the member's backend constructor.
 _pending_sets = {}
+# Each chorus group made here: its chorus process set and timeout (comm_hooks.py submits ordered
+# operations of its own on them).
+_groups = weakref.WeakKeyDictionary()
 # The env:// variables this module set itself (name: value), which a later init_process_group
 # (after chorus_reform formed the job again over fewer ranks) sets anew; the user's stay.
 _set_here = {}
@@ -206,15 +210,31 @@ def _create(options, pg_options):
             raise ValueError(
                 f"the chorus backend's rank and world size are the MPI job's ({core.rank()} of "
                 f"{core.size()}), not {options.group_rank} of {options.group_size}")
-        return extension.ProcessGroupChorus(core.rank(), core.size(), 0,
-                                            list(range(core.size())), _timeout_seconds(options))
+        group = extension.ProcessGroupChorus(core.rank(), core.size(), 0,
+                                             list(range(core.size())), _timeout_seconds(options))
+        _groups[group] = (0, _timeout_seconds(options))
+        return group
     waiting = _pending_sets.get(tuple(members))
     if not waiting:
         raise RuntimeError(f"chorus backend: a group of ranks {members} made without "
                            "torch.distributed.new_group (which import chorus.torch wraps)")
     process_set = waiting.pop(0)
-    return extension.ProcessGroupChorus(options.group_rank, options.group_size, process_set,
-                                        members, _timeout_seconds(options))
+    group = extension.ProcessGroupChorus(options.group_rank, options.group_size, process_set,
+                                         members, _timeout_seconds(options))
+    _groups[group] = (process_set, _timeout_seconds(options))
+    return group
+
+
+def chorus_group(group=None):
+    """The chorus process set and timeout (seconds, 0 for CHORUS_TIMEOUT_SECONDS) of a chorus
+    group (None: the default group), on which an ordered operation submitted through chorus
+    takes its turn among the group's own collectives; ValueError for another backend's."""
+    target = c10d._get_default_group() if group in (None, c10d.GroupMember.WORLD) else group
+    found = _groups.get(target)
+    if found is None:
+        raise ValueError(f"{target!r} is not a group of the chorus backend "
+                         "(init_process_group(backend=\"chorus\") or new_group over it)")
+    return found
 
 
 def register():

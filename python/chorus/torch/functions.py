@@ -87,7 +87,8 @@ def broadcast_optimizer_state(optimizer, root_rank):
     """Broadcasts an optimizer's state and hyperparameters from root_rank, so that every rank
     resumes identically. The state's tensors travel in place, fused like parameters; only their
     shapes and dtypes and the other values are pickled. Ranks without state (a fresh optimizer)
-    get root_rank's."""
+    get root_rank's. With Compression.powersgd, root_rank's step count and Q's travel too (they
+    must be the same on every rank); each rank keeps its own residuals."""
     name = "broadcast.optimizer_state"
     if not optimizer.state_dict()["state"]:
         _initialize_state(optimizer)
@@ -104,12 +105,20 @@ def broadcast_optimizer_state(optimizer, root_rank):
                     tensors.append(value.detach().cpu().contiguous())
                 else:
                     layout["state"][parameter][key] = ("value", value)
+        if "powersgd" in state:
+            low_rank = state["powersgd"]
+            layout["powersgd"] = {"iteration": low_rank["iteration"],
+                                  "q": {parameter: (tuple(q.shape), q.dtype)
+                                        for parameter, q in low_rank["q"].items()}}
+            tensors += [q.contiguous() for q in low_rank["q"].values()]
     layout = broadcast_object(layout, root_rank, name=f"{name}.layout")
     if rank() != root_rank:
         tensors = [torch.empty(shape, dtype=dtype)
                    for entries in layout["state"].values()
                    for kind, *rest in entries.values() if kind == "tensor"
                    for shape, dtype in [rest]]
+        tensors += [torch.empty(shape, dtype=dtype)
+                    for shape, dtype in layout.get("powersgd", {}).get("q", {}).values()]
     handles = [broadcast_async_(tensor, root_rank, name=f"{name}.{index}")
                for index, tensor in enumerate(tensors)]
     for handle in handles:
@@ -120,6 +129,13 @@ def broadcast_optimizer_state(optimizer, root_rank):
     state = {parameter: {key: next(received) if entry[0] == "tensor" else entry[1]
                          for key, entry in entries.items()}
              for parameter, entries in layout["state"].items()}
-    optimizer.load_state_dict({"param_groups": layout["param_groups"], "state": state})
+    loaded = {"param_groups": layout["param_groups"], "state": state}
+    if "powersgd" in layout:
+        own = optimizer.state_dict().get("powersgd")
+        loaded["powersgd"] = {"iteration": layout["powersgd"]["iteration"],
+                              "q": {parameter: next(received)
+                                    for parameter in layout["powersgd"]["q"]},
+                              "residual": own["residual"] if own else {}}
+    optimizer.load_state_dict(loaded)
 
 

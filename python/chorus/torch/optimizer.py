@@ -2,6 +2,7 @@
 allreduced as backward produces them, and step() waits for them. With int8 or int4 compression
 it keeps an error feedback residual per parameter (chorus's own, compression.py)."""
 import contextlib
+import copy
 import inspect
 import warnings
 
@@ -11,6 +12,7 @@ from .. import _library as c
 from .compression import Compression, _wire
 from .mpi_ops import (_OPS, Adasum, Average, Sum, _resolve_op, allreduce_async_,
                       sparse_allreduce_async, synchronize)
+from .powersgd import LowRankState, PowerSGD
 from .process_sets import _set_id
 from .shared_memory import (SHARED_GRADIENT_MINIMUM, share_gradient, shared_gradients_wanted,
                             shared_tensor)
@@ -22,7 +24,8 @@ _SET_TO_NONE_DEFAULT = inspect.signature(torch.optim.Optimizer.zero_grad).parame
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, sparse_as_dense, process_set, shared, error_feedback):
+                 gradient_predivide_factor, sparse_as_dense, process_set, shared,
+                 error_feedback):
         super(self.__class__, self).__init__(params)
         self._process_set = process_set
         all_parameters = [p for group in self.param_groups for p in group["params"]]
@@ -49,13 +52,31 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                              "neither compression nor gradient_predivide_factor")
         if op not in _OPS:
             _resolve_op(None, op)  # raises, naming the op
+        if compression is PowerSGD:
+            raise ValueError("compression=Compression.powersgd takes its options: "
+                             "Compression.powersgd(rank), e.g. Compression.powersgd(4)")
+        low_rank = compression if isinstance(compression, PowerSGD) else None
+        quantizing = low_rank is None and _wire(compression) in (c.COMPRESSION_INT8,
+                                                                 c.COMPRESSION_INT4)
+        if error_feedback is not None and low_rank is not None:
+            low_rank = copy.copy(low_rank)  # the user's compressor stays as it was
+            low_rank.error_feedback = bool(error_feedback)
+        elif error_feedback and not quantizing:
+            raise ValueError(f"DistributedOptimizer(error_feedback=True) with compression="
+                             f"{getattr(compression, '__name__', compression)!r}: error "
+                             "feedback is kept for Compression.int8, .int4 and .powersgd")
+        if low_rank is not None and op != Average:
+            raise ValueError(f"DistributedOptimizer(compression={low_rank!r}) averages the "
+                             "gradients (its factors are averaged): op must be Average")
         self._names = {p: name for name, p in named}
         self._parameter_names = self._names  # Horovod's attribute, which scripts read
         # As in Horovod, a rank outside the process set steps with its own gradients.
         self._member = process_set is None or process_set.included()
         self._resparsify = set()  # sparse gradients made dense (sparse_as_dense) for the allreduce
-        self._compression = compression
-        _wire(compression)
+        # With PowerSGD, the gradients it does not factor travel whole.
+        self._compression = Compression.none if low_rank is not None else compression
+        _wire(self._compression)
+        self._low_rank = LowRankState(low_rank) if low_rank is not None else None
         self._passes = backward_passes_per_step
         self._op = op
         self._predivide = gradient_predivide_factor
@@ -75,8 +96,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._shared = {}
         # Error feedback for the quantizing compressions, one residual per parameter whose
         # gradient is a dense float32 CPU tensor, made with its first allreduce (_residual).
-        self._feedback = bool(error_feedback) and _wire(compression) in (
-            c.COMPRESSION_INT8, c.COMPRESSION_INT4) and op in (Sum, Average)
+        self._feedback = quantizing and error_feedback is not False and op in (Sum, Average)
         self._residuals = {}
 
     def _register_hooks(self):
@@ -106,8 +126,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # Horovod makes it sparse again after the allreduce (SparseAdam needs that).
             p.grad = p.grad.to_dense()
             self._resparsify.add(p)
-        elif (self._share and p not in self._shared and p.grad.device.type == "cpu" and
-              p.grad.numel() * p.grad.element_size() > SHARED_GRADIENT_MINIMUM):
+        if self._low_rank is not None and self._low_rank.factor_rank(p.grad):
+            # Averaged with the same factors as the allreduce below, applied to P and Q; the
+            # passes' division is local, so that the residual is of the averaged gradient.
+            # (Not moved to the shared heap: it is not allreduced in place.)
+            self._handles[p] = _LowRankGradient(
+                self._low_rank, self._names[p], p.grad, 1.0 / self._passes,
+                lambda factor, name: allreduce_async_(
+                    factor, name=name, op=Average, prescale_factor=prescale,
+                    postscale_factor=self._predivide, process_set=self._process_set))
+            return
+        if (self._share and p not in self._resparsify and p not in self._shared and
+                p.grad.device.type == "cpu" and
+                p.grad.numel() * p.grad.element_size() > SHARED_GRADIENT_MINIMUM):
             self._shared[p] = share_gradient(p)
         self._handles[p] = allreduce_async_(p.grad, name=f"gradient.{self._names[p]}",
                                             op=self._op, prescale_factor=prescale,
@@ -180,10 +211,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._pass_count[p] = 0
                 self._allreduce_gradient(p)
         try:
-            for handle in list(self._handles.values()):
+            handles = list(self._handles.values())
+            # PowerSGD's second allreduces (Q) go out together, to be fused, before any wait.
+            for handle in handles:
+                if isinstance(handle, _LowRankGradient):
+                    handle.exchange_q()
+            for handle in handles:
                 synchronize(handle)
         finally:
             self._handles.clear()
+        if self._low_rank is not None:
+            self._low_rank.iteration += 1
         for p in self._resparsify:
             p.grad = p.grad.to_sparse()
         self._resparsify.clear()
@@ -228,33 +266,48 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.copy_(start + delta)
         return loss
 
+    def _names_in_order(self):
+        """The parameters' names, in the order torch's state_dict numbers the parameters."""
+        return [self._names[p] for group in self.param_groups for p in group["params"]]
+
     def state_dict(self, *args, **kwargs):
-        """torch's, with this rank's error feedback residuals (copies) under "error_feedback",
-        keyed as torch keys the parameters' state (their position in the parameter groups), so
-        that a checkpoint or hvd.elastic's TorchState holds them."""
+        """torch's, with this rank's error feedback residuals of int8/int4 (copies) under
+        "error_feedback", keyed as torch keys the parameters' state (their position in the
+        parameter groups), and with Compression.powersgd its state under "powersgd": the step
+        count, and each matrix's Q and this rank's residual by parameter number; so that a
+        checkpoint or hvd.elastic's TorchState holds them."""
         state = super(self.__class__, self).state_dict(*args, **kwargs)
         if self._residuals:
             positions = {p: i for i, p in enumerate(
                 p for group in self.param_groups for p in group["params"])}
             state["error_feedback"] = {positions[p]: residual.clone()
                                        for p, residual in self._residuals.items()}
+        if self._low_rank is not None:
+            numbers = {name: i for i, name in enumerate(self._names_in_order())}
+            state["powersgd"] = self._low_rank.state_dict(numbers.__getitem__)
         return state
 
     def load_state_dict(self, state_dict, *args, **kwargs):
         """torch's, and the step in progress is given up: hvd.elastic loads the last commit
         after a failed collective, maybe in the middle of backward, when the gradient
-        allreduces already started failed or belong to the world before. The error feedback
-        residuals are zeroed, whatever the state holds: a loaded state may be another rank's
-        (rank 0's checkpoint, hvd.elastic's sync), whose residual this rank does not owe, and
-        loaded on every rank it would be added once per rank; a reset loses at most one step's
-        quantization error."""
+        allreduces already started failed or belong to the world before. The int8/int4 error
+        feedback residuals are zeroed, whatever the state holds: a loaded state may be another
+        rank's (rank 0's checkpoint, hvd.elastic's sync), whose residual this rank does not owe,
+        and loaded on every rank it would be added once per rank; a reset loses at most one
+        step's quantization error. PowerSGD's state comes back from the dict's "powersgd"; a
+        dict without one (saved without PowerSGD) starts it afresh: no steps, Q's from the seed,
+        residuals zero."""
         self._handles.clear()
         self._pass_count = dict.fromkeys(self._pass_count, 0)
         self._resparsify.clear()
         self._synchronized = False
         for residual in self._residuals.values():
             residual.zero_()
-        state_dict = {key: value for key, value in state_dict.items() if key != "error_feedback"}
+        if self._low_rank is not None:
+            self._low_rank.load_state_dict(state_dict.get("powersgd"),
+                                           self._names_in_order().__getitem__)
+        state_dict = {key: value for key, value in state_dict.items()
+                      if key not in ("error_feedback", "powersgd")}
         return super(self.__class__, self).load_state_dict(state_dict, *args, **kwargs)
 
     def zero_grad(self, *args, **kwargs):
@@ -283,6 +336,33 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad.zero_()
 
 
+class _LowRankGradient:
+    """A gradient on its way as PowerSGD's factors (powersgd.py): P's allreduce in flight;
+    then, from synchronize() once every gradient's P was submitted, Q's. Called, it waits for
+    Q and writes the approximation into the gradient."""
+
+    def __init__(self, state, name, gradient, scale, allreduce):
+        self._state = state
+        self._name = name
+        self._allreduce = allreduce
+        self._matrix = state.begin(name, gradient, scale)
+        self._handle = allreduce(self._matrix.p, f"powersgd.p.{name}")
+        self._q_sent = False
+
+    def exchange_q(self):
+        if self._q_sent:
+            return
+        self._handle.wait()
+        self._handle = self._allreduce(LowRankState.middle(self._matrix),
+                                       f"powersgd.q.{self._name}")
+        self._q_sent = True
+
+    def __call__(self):
+        self.exchange_q()
+        self._handle.wait()
+        self._state.end(self._matrix)
+
+
 def _is_distributed(optimizer):
     """Whether `optimizer` is a DistributedOptimizer (a class made by DistributedOptimizer())."""
     return type(optimizer).__dict__.get("synchronize") is _DistributedOptimizer.synchronize
@@ -291,21 +371,27 @@ def _is_distributed(optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=None,
-                         shared_gradients=None, error_feedback=True):
+                         shared_gradients=None, error_feedback=None):
     """Wraps `optimizer`: every gradient is allreduced (averaged) as soon as backward produces it,
     and step() waits for all of them before updating (among the ranks of `process_set`, if
     given). With backward_passes_per_step > 1,
     gradients are accumulated locally over that many passes before one allreduce. `groups` and
     `num_groups` are accepted for Horovod's scripts (its order of arguments) and change nothing:
     chorus fuses small gradients anyway.
-    compression=Compression.int8 or .int4 keeps error feedback (chorus's own keyword
-    error_feedback, default True; False turns it off): what quantizing a gradient drops in one
-    step is added to the parameter's next gradient, so that training converges as without
-    compression. One float32 residual per parameter with a float32 CPU gradient, the gradient's
-    size, made with its first allreduce (in the shared heap where the gradient lies there);
-    in state_dict() under "error_feedback", zeroed by load_state_dict() (an elastic restore too).
-    With backward_passes_per_step > 1 it applies to the one allreduce of the accumulated
-    gradient; its units are those of the gradient divided by gradient_predivide_factor.
+    compression=Compression.int8 or .int4 keeps error feedback: what quantizing a gradient
+    drops in one step is added to the parameter's next gradient, so that training converges as
+    without compression. One float32 residual per parameter with a float32 CPU gradient, the
+    gradient's size, made with its first allreduce (in the shared heap where the gradient lies
+    there); in state_dict() under "error_feedback", zeroed by load_state_dict() (an elastic
+    restore too). With backward_passes_per_step > 1 it applies to the one allreduce of the
+    accumulated gradient; its units are those of the gradient divided by
+    gradient_predivide_factor.
+    compression=Compression.powersgd(rank) averages gradient matrices as rank-`rank` factors
+    with error feedback (chorus.torch.powersgd), op Average only; its state is in
+    state_dict()["powersgd"].
+    error_feedback (chorus's own; None: on for int8, int4 and the compressor's choice for
+    powersgd, which is on by default) turns error feedback on or off; True with a compressor
+    that keeps none (none, fp16, bf16) raises ValueError.
     op=Adasum is Horovod's Adasum optimizer: every rank steps with its own gradients and the
     updates are combined with Adasum (float32 and float64 parameters).
     shared_gradients (chorus's own; None: CHORUS_SHARED_GRADIENTS, default on) puts the gradients
