@@ -112,6 +112,11 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
     return CHORUS_OK;
 }
 
+/* The communicator chorus_reform or chorus_grow made for the world chorus runs on now (a
+ * process that chorus_grow started: the world merged with its parents; MPI_COMM_NULL when it
+ * runs on the one given to init): chorus owns it, unlike the one init was given. */
+static MPI_Comm reformed_comm = MPI_COMM_NULL;
+
 static const char *thread_level_name(int level)
 {
     switch (level) {
@@ -181,8 +186,27 @@ static chorus_status init_on(MPI_Comm comm, const chorus_init_options *options, 
             goto out;
         }
     }
+    /* A process that chorus_grow started joins its parents' world: the merge is the other half
+     * of the one chorus_grow makes, and the merged world stays chorus's (reformed_comm). */
+    MPI_Comm parent = MPI_COMM_NULL, merged = MPI_COMM_NULL;
+    if (world)
+        MPI_Comm_get_parent(&parent);
+    if (parent != MPI_COMM_NULL) {
+        if (MPI_Intercomm_merge(parent, 1, &merged) != MPI_SUCCESS) {
+            status = status_set_last_error(CHORUS_ERR_MPI,
+                                           "chorus_init: this process was started by "
+                                           "MPI_Comm_spawn, and MPI_Intercomm_merge with its "
+                                           "parents failed");
+            goto out;
+        }
+        comm = merged;
+    }
     status = start_instance(comm, options, ours);
-    if (status != CHORUS_OK && ours)
+    if (status == CHORUS_OK && merged != MPI_COMM_NULL)
+        reformed_comm = merged;
+    else if (merged != MPI_COMM_NULL)
+        MPI_Comm_free(&merged);
+    if (status != CHORUS_OK && ours && parent == MPI_COMM_NULL)
         MPI_Finalize();
 out:
     pthread_rwlock_unlock(&instance_lock);
@@ -212,9 +236,6 @@ chorus_status chorus_init_comm(MPI_Comm comm, const chorus_init_options *options
     return init_on(comm, options, false);
 }
 
-/* The communicator chorus_reform made for the world chorus runs on now (MPI_COMM_NULL when it
- * runs on the one given to init): chorus owns it, unlike the one init was given. */
-static MPI_Comm reformed_comm = MPI_COMM_NULL;
 
 /* Takes the running instance away from other threads, stops its background thread (completing
  * every pending handle with an error) and returns it, not yet freed; NULL when none runs. */
@@ -255,6 +276,23 @@ chorus_status chorus_shutdown(void)
         retained_free_all();
     }
     status_clear_last_error();
+    return CHORUS_OK;
+}
+
+/* Starts chorus on `next`, the communicator chorus_reform or chorus_grow made (owned from now
+ * on, in place of the one before). */
+static chorus_status start_on_new_world(MPI_Comm next, const chorus_init_options *options,
+                                        bool mpi_initialized_by_chorus)
+{
+    free_reformed_comm();
+    pthread_rwlock_wrlock(&instance_lock);
+    chorus_status status = start_instance(next, options, mpi_initialized_by_chorus);
+    pthread_rwlock_unlock(&instance_lock);
+    if (status != CHORUS_OK) {
+        MPI_Comm_free(&next);
+        return status;
+    }
+    reformed_comm = next;
     return CHORUS_OK;
 }
 
@@ -321,15 +359,100 @@ chorus_status chorus_reform(const int *ranks, int count, const chorus_init_optio
                                      "chorus_reform: MPI_Comm_create_group over %d ranks failed; "
                                      "chorus is shut down",
                                      count);
-    pthread_rwlock_wrlock(&instance_lock);
-    status = start_instance(next, options, ours);
-    pthread_rwlock_unlock(&instance_lock);
-    if (status != CHORUS_OK) {
-        MPI_Comm_free(&next);
-        return status;
-    }
-    reformed_comm = next;
+    return start_on_new_world(next, options, ours);
+}
+
+/* Checks chorus_grow's options before anything stops. */
+static chorus_status check_grow_options(const chorus_grow_options *grow)
+{
+    if (grow == NULL || grow->struct_size < offsetof(chorus_grow_options, hosts) +
+                                                sizeof grow->hosts)
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                                     "chorus_grow: options missing or too old (struct_size %zu); "
+                                     "set them with CHORUS_GROW_OPTIONS_INIT",
+                                     grow != NULL ? grow->struct_size : (size_t)0);
+    if (grow->command == NULL || grow->command[0] == '\0')
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                                     "chorus_grow: no command to start the new ranks with");
+    if (grow->count < 1)
+        return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
+                                     "chorus_grow: %d new ranks; at least 1", grow->count);
     return CHORUS_OK;
+}
+
+/* Starts grow->count processes of grow->command from every rank of `world` (MPI_Comm_spawn
+ * from rank 0) and merges them in after those ranks. Returns the merged communicator, or
+ * MPI_COMM_NULL with `why` filled. (Spawning from rank 0 alone and joining the others through
+ * MPI_Intercomm_create would let rank 0 tell them of a failed spawn, but Open MPI 4.1 then
+ * sees no new rank as on the same host, and MPI_Comm_split_type hangs in chorus's start.) */
+static MPI_Comm spawn_and_merge(MPI_Comm world, const chorus_grow_options *grow, char *why,
+                                size_t why_size)
+{
+    MPI_Comm spawning = MPI_COMM_NULL, children = MPI_COMM_NULL, merged = MPI_COMM_NULL;
+    MPI_Info info = MPI_INFO_NULL;
+    int *codes = calloc((size_t)grow->count, sizeof *codes);
+    /* A communicator of our own that returns errors: the application's may abort on them. */
+    int made = codes != NULL ? MPI_Comm_dup(world, &spawning) : MPI_ERR_NO_MEM;
+    if (made == MPI_SUCCESS)
+        made = MPI_Comm_set_errhandler(spawning, MPI_ERRORS_RETURN);
+    if (made == MPI_SUCCESS)
+        made = MPI_Info_create(&info);
+    if (made == MPI_SUCCESS && grow->hosts != NULL)
+        made = MPI_Info_set(info, "host", grow->hosts);
+    /* Open MPI leaves the new communicator undefined when the spawn fails: keep it only then. */
+    MPI_Comm spawned = MPI_COMM_NULL;
+    if (made == MPI_SUCCESS)
+        made = MPI_Comm_spawn(grow->command, grow->argv, grow->count, info, 0, spawning,
+                              &spawned, codes);
+    if (made == MPI_SUCCESS) {
+        children = spawned;
+        made = MPI_Intercomm_merge(children, 0, &merged);
+    }
+    if (made != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING] = "";
+        int length = 0;
+        MPI_Error_string(made, text, &length);
+        snprintf(why, why_size, "%s (first new rank's code %d)", text,
+                 codes != NULL ? codes[0] : 0);
+    }
+    if (children != MPI_COMM_NULL)
+        MPI_Comm_free(&children);
+    if (info != MPI_INFO_NULL)
+        MPI_Info_free(&info);
+    if (spawning != MPI_COMM_NULL)
+        MPI_Comm_free(&spawning);
+    free(codes);
+    return made == MPI_SUCCESS ? merged : MPI_COMM_NULL;
+}
+
+chorus_status chorus_grow(const chorus_grow_options *grow, const chorus_init_options *options)
+{
+    chorus_status status = check_grow_options(grow);
+    if (status != CHORUS_OK)
+        return status;
+    struct chorus_context *context = stop_instance();
+    if (context == NULL)
+        return api_not_initialized("chorus_grow");
+    MPI_Comm world = context->user_comm;
+    int size = context->size;
+    bool ours = context->mpi_initialized_by_chorus;
+    context_free(context);
+    output_pool_drain();
+    char why[MPI_MAX_ERROR_STRING + 64] = "";
+    MPI_Comm next = spawn_and_merge(world, grow, why, sizeof why);
+    if (next != MPI_COMM_NULL)
+        return start_on_new_world(next, options, ours);
+    /* Nothing joined: chorus goes on over the world it had. */
+    pthread_rwlock_wrlock(&instance_lock);
+    status = start_instance(world, options, ours);
+    pthread_rwlock_unlock(&instance_lock);
+    if (status != CHORUS_OK)
+        return status;
+    return status_set_last_error(CHORUS_ERR_MPI,
+                                 "chorus_grow: starting %d ranks of \"%s\" on %s failed: %s; "
+                                 "chorus goes on over its %d ranks",
+                                 grow->count, grow->command,
+                                 grow->hosts != NULL ? grow->hosts : "hosts MPI chose", why, size);
 }
 
 chorus_status chorus_peer_lost(int rank, const char *how)

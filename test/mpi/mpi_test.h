@@ -97,7 +97,7 @@ static inline void test_init_chorus(void)
 }
 
 /* Agrees on the verdict, prints it from rank 0 and finalizes MPI. Returns the exit code. */
-static int test_finish(const char *name)
+static inline int test_finish(const char *name)
 {
     long totals[2] = {0, 0}, mine[2] = {atomic_load(&test_checks), atomic_load(&test_failures)};
     MPI_Allreduce(mine, totals, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
