@@ -60,6 +60,12 @@ class InitOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("parameters", ctypes.c_char_p)]
 
 
+class GrowOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("command", ctypes.c_char_p),
+                ("argv", ctypes.POINTER(ctypes.c_char_p)), ("count", ctypes.c_int),
+                ("hosts", ctypes.c_char_p)]
+
+
 def _candidates():
     explicit = os.environ.get("CHORUS_LIBRARY")
     if explicit:
@@ -103,6 +109,7 @@ _declare("chorus_shutdown", ctypes.c_int)
 _declare("chorus_peer_lost", ctypes.c_int, ctypes.c_int, ctypes.c_char_p)
 _declare("chorus_reform", ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int,
          ctypes.POINTER(InitOptions))
+_declare("chorus_grow", ctypes.c_int, ctypes.POINTER(GrowOptions), ctypes.POINTER(InitOptions))
 _declare("chorus_is_initialized", ctypes.c_bool)
 for _name in ("rank", "size", "local_rank", "local_size", "cross_rank", "cross_size"):
     _declare("chorus_" + _name, ctypes.c_int)

@@ -113,6 +113,20 @@ def reform(ranks):
     check(status)
 
 
+def grow(command, arguments, count, hosts=None):
+    """Adds `count` ranks running `command` with `arguments` (MPI_Comm_spawn from rank 0, on
+    `hosts`, Open MPI's "host" key: "hostA,hostB"), in this process: every rank calls it alike;
+    this rank keeps its rank, the new ones follow. The new processes join in their init. A failed
+    spawn raises ChorusInternalError with chorus still running over the old world."""
+    words = [a.encode() for a in arguments]
+    argv = (ctypes.c_char_p * (len(words) + 1))(*words, None)
+    options = c.GrowOptions(ctypes.sizeof(c.GrowOptions), command.encode(), argv, int(count),
+                            hosts.encode() if hosts else None)
+    status = c.lib.chorus_grow(ctypes.byref(options), ctypes.byref(_init_options(_parameters)))
+    _reap_orphans()  # the old world's operations have completed now, with an error
+    check(status)
+
+
 def process_set_add(ranks):
     """Adds a process set of `ranks` (every rank must call it alike); returns its id."""
     ranks = sorted(int(r) for r in ranks)
