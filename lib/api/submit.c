@@ -20,8 +20,9 @@
 /* What `args` describes, as the ranks compare it: everything but the name and the group, which
  * the caller sets. */
 static void describe(struct wire_request *desc, const chorus_op_args *args, uint32_t group_size,
-                     int default_compression)
+                     const struct chorus_params *params)
 {
+    int default_compression = params->compression;
     const chorus_tensor *tensor = &args->input;
     bool reduces = args->collective == CHORUS_ALLREDUCE || args->collective == CHORUS_REDUCESCATTER;
     bool allreduce = args->collective == CHORUS_ALLREDUCE;
@@ -39,16 +40,24 @@ static void describe(struct wire_request *desc, const chorus_op_args *args, uint
     /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
     int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
                                                                       : (int)args->compression;
-    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. Its INT8
-     * and INT4 apply to sums and averages (validate rejects them elsewhere when explicit). */
-    bool quantizes = dtype_compression_bits(compression) != 0;
+    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. Its INT8,
+     * INT4 and TOPK apply to sums and averages (validate rejects them elsewhere when explicit),
+     * TOPK to fewer than 2^32 values (its indices are uint32). */
+    bool sums_only = dtype_compression_sums_only(compression);
     desc->compression = allreduce && tensor->dtype == CHORUS_FLOAT32 &&
                                 tensor->memory == CHORUS_MEMORY_HOST &&
                                 args->op != CHORUS_ADASUM &&
-                                (!quantizes || args->op == CHORUS_SUM ||
-                                 args->op == CHORUS_AVERAGE)
+                                (!sums_only || args->op == CHORUS_SUM ||
+                                 args->op == CHORUS_AVERAGE) &&
+                                (compression != CHORUS_COMPRESSION_TOPK ||
+                                 chorus_tensor_count(tensor) <= UINT32_MAX)
                             ? (uint8_t)compression
                             : CHORUS_COMPRESSION_NONE;
+    /* The ratio, resolved here too, so that ranks compare what they will send. */
+    double ratio = api_op_compression_ratio(args);
+    desc->compression_ratio = desc->compression != CHORUS_COMPRESSION_TOPK ? 0.0
+                              : ratio != 0                                 ? ratio
+                                                    : params->compression_topk_ratio;
     /* Where a host allreduce's result lies: the selection reduces it in place where every
      * rank's lies in the shared heap (rank 0 tells, in the response). */
     const void *output = args->output != NULL ? args->output : tensor->data;
@@ -58,9 +67,16 @@ static void describe(struct wire_request *desc, const chorus_op_args *args, uint
             SHARED_HEAP_NOWHERE;
 }
 
+/* The caller's residual where the tensor travels with a compression that keeps one (TOPK);
+ * NULL elsewhere: DEFAULT may have resolved to another compression, which leaves it alone. */
+static float *error_feedback_of(const struct wire_request *desc, const chorus_op_args *args)
+{
+    return desc->compression == CHORUS_COMPRESSION_TOPK ? api_op_error_feedback(args) : NULL;
+}
+
 static struct request *request_create(const chorus_op_args *args, const char *group,
                                       uint32_t group_size, struct chorus_handle *handle,
-                                      int default_compression)
+                                      const struct chorus_params *params)
 {
     const chorus_tensor *tensor = &args->input;
     /* A set's names are its own: the same name may be in flight in another set, and so may
@@ -89,13 +105,14 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     free(set_group);
     if (request == NULL)
         return NULL;
-    describe(&request->desc, args, group_size, default_compression);
+    describe(&request->desc, args, group_size, params);
     request->input = tensor->data;
     bool handle_output = args->collective == CHORUS_ALLGATHER ||
                          args->collective == CHORUS_REDUCESCATTER ||
                          args->collective == CHORUS_ALLTOALL;
     request->output = args->output != NULL && !handle_output ? args->output : tensor->data;
     request->count = chorus_tensor_count(tensor);
+    request->error_feedback = error_feedback_of(&request->desc, args);
     request->timeout_seconds = api_op_timeout(args);
     request->handle = handle;
     request->submitted_at = clock_seconds();
@@ -253,7 +270,7 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
                                     const chorus_op_args *args, struct chorus_handle *handle,
                                     int nranks)
 {
-    int compression = context->params.values.compression;
+    const struct chorus_params *params = &context->params.values;
     if (atomic_load(&context->join_requested)) {
         lane_leave(lane);
         handle_member_done(handle, CHORUS_ERR_INVALID_ARGUMENT,
@@ -266,7 +283,7 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
     memset(&desc, 0, sizeof desc); /* padding too: the lane compares descriptions as bytes */
     desc.name = (char *)args->name;
     desc.group = (char *)"";
-    describe(&desc, args, 1, compression);
+    describe(&desc, args, 1, params);
     /* An alltoall's rows per member, as the executor takes them (the lane's own may run it). */
     int64_t *splits = NULL;
     if (args->collective == CHORUS_ALLTOALL) {
@@ -288,6 +305,7 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
         .input = args->input.data,
         .output = args->output != NULL ? args->output : args->input.data,
         .count = chorus_tensor_count(&args->input),
+        .error_feedback = error_feedback_of(&desc, args),
         .timeout_seconds = api_op_timeout(args),
         .splits = splits,
         .handle = handle,
@@ -303,7 +321,7 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
         handle_finish_unpublished(handle, result.status, result.message);
         return CHORUS_OK;
     }
-    struct request *request = request_create(args, "", 1, handle, compression);
+    struct request *request = request_create(args, "", 1, handle, params);
     if (request != NULL && args->collective == CHORUS_ALLTOALL &&
         !copy_splits(request, args, nranks)) {
         request_free(request);
@@ -471,7 +489,7 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
     }
     for (size_t i = 0; i < count; i++) {
         requests[i] = request_create(&args[i], count > 1 ? args[0].name : "", (uint32_t)count,
-                                     handle, context->params.values.compression);
+                                     handle, &context->params.values);
         if (requests[i] != NULL)
             requests[i]->member = (uint32_t)i;
         if (requests[i] != NULL && args[i].collective == CHORUS_ALLTOALL &&

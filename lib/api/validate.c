@@ -48,6 +48,52 @@ static chorus_status validate_reduction(const chorus_op_args *args)
     return CHORUS_OK;
 }
 
+/* An allreduce's compression_ratio and error_feedback: a ratio in (0, 1] (0: the parameter's)
+ * for TOPK alone; a residual where the compression is TOPK, or DEFAULT (which may resolve to
+ * it), of a float32 host tensor of fewer than 2^32 values (the pairs' indices are uint32). */
+static chorus_status validate_sparsification(const chorus_op_args *args)
+{
+    const char *name = args->name;
+    double ratio = api_op_compression_ratio(args);
+    bool topk = args->compression == CHORUS_COMPRESSION_TOPK;
+    bool may_be_topk = topk || args->compression == CHORUS_COMPRESSION_DEFAULT;
+    if (!(ratio >= 0 && ratio <= 1))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": compression_ratio is %g; it must be above 0 and at most "
+                      "1 (or 0 for CHORUS_COMPRESSION_TOPK_RATIO)",
+                      name, ratio);
+    if (ratio != 0 && !may_be_topk)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": compression_ratio is for topk compression, not %s", name,
+                      dtype_compression_name((int)args->compression));
+    void *residual = api_op_error_feedback(args);
+    if (residual != NULL && !may_be_topk)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": error_feedback is for a lossy compression (topk), not %s",
+                      name, dtype_compression_name((int)args->compression));
+    if (residual != NULL && args->input.dtype != CHORUS_FLOAT32)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": error_feedback is for float32 tensors, not %s", name,
+                      chorus_dtype_name(args->input.dtype));
+    size_t bytes = chorus_tensor_count(&args->input) * sizeof(float);
+    const char *residual_bytes = residual, *input = args->input.data;
+    const char *output = args->output != NULL ? args->output : args->input.data;
+    bool overlaps = residual != NULL && bytes != 0 &&
+                    ((residual_bytes < input + bytes && input < residual_bytes + bytes) ||
+                     (residual_bytes < output + bytes && output < residual_bytes + bytes));
+    if (overlaps)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": error_feedback overlaps the tensor's input or output",
+                      name);
+    if (topk && args->input.dtype == CHORUS_FLOAT32 &&
+        chorus_tensor_count(&args->input) > UINT32_MAX)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": topk compression takes tensors of fewer than 2^32 "
+                      "values, not %zu",
+                      name, chorus_tensor_count(&args->input));
+    return CHORUS_OK;
+}
+
 /* The reducescatter's own checks, after validate's common ones. */
 static chorus_status validate_reducescatter(const chorus_op_args *args)
 {
@@ -100,7 +146,8 @@ static bool op_args_size_released(size_t struct_size)
         offsetof(chorus_op_args, process_set), /* 0.1.0 before process sets */
         offsetof(chorus_op_args, flags),       /* with process_set */
         offsetof(chorus_op_args, timeout_seconds), /* with flags */
-        sizeof(chorus_op_args),                /* with timeout_seconds */
+        offsetof(chorus_op_args, error_feedback),  /* with timeout_seconds */
+        sizeof(chorus_op_args), /* with error_feedback and compression_ratio */
     };
     for (size_t i = 0; i < ARRAY_LENGTH(released); i++)
         if (struct_size == released[i])
@@ -119,6 +166,22 @@ uint64_t api_op_flags(const chorus_op_args *args)
 {
     return args->struct_size >= offsetof(chorus_op_args, flags) + sizeof args->flags ? args->flags
                                                                                       : 0;
+}
+
+void *api_op_error_feedback(const chorus_op_args *args)
+{
+    return args->struct_size >= offsetof(chorus_op_args, error_feedback) +
+                                    sizeof args->error_feedback
+               ? args->error_feedback
+               : NULL;
+}
+
+double api_op_compression_ratio(const chorus_op_args *args)
+{
+    return args->struct_size >= offsetof(chorus_op_args, compression_ratio) +
+                                    sizeof args->compression_ratio
+               ? args->compression_ratio
+               : 0.0;
 }
 
 double api_op_timeout(const chorus_op_args *args)
@@ -177,9 +240,11 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
     if (!op_args_size_released(args->struct_size))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "chorus_submit: args.struct_size is %zu, which no released chorus_op_args "
-                      "has (%zu now, %zu before timeout_seconds, %zu before flags, %zu before "
-                      "process sets); initialize args with CHORUS_OP_ARGS_INIT",
-                      args->struct_size, sizeof *args, offsetof(chorus_op_args, timeout_seconds),
+                      "has (%zu now, %zu before error_feedback, %zu before timeout_seconds, %zu "
+                      "before flags, %zu before process sets); initialize args with "
+                      "CHORUS_OP_ARGS_INIT",
+                      args->struct_size, sizeof *args, offsetof(chorus_op_args, error_feedback),
+                      offsetof(chorus_op_args, timeout_seconds),
                       offsetof(chorus_op_args, flags), offsetof(chorus_op_args, process_set));
     if ((api_op_flags(args) & ~CHORUS_OP_ORDERED) != 0)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown flags 0x%llx",
@@ -211,6 +276,11 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
     chorus_status checked = api_validate_tensor(kind, name, tensor);
     if (checked != CHORUS_OK)
         return checked;
+    if (args->collective != CHORUS_ALLREDUCE &&
+        (api_op_error_feedback(args) != NULL || api_op_compression_ratio(args) != 0))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "%s \"%s\": error_feedback and compression_ratio are for allreduces", kind,
+                      name);
     switch (args->collective) {
     case CHORUS_ALLREDUCE: {
         chorus_status reduction = validate_reduction(args);
@@ -230,14 +300,16 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
                           "cast the tensor to float16 or bfloat16, or copy it to host memory, "
                           "before submitting it",
                           name, dtype_compression_name((int)args->compression));
-        /* A quantized value is a sum's share: a minimum or a product of shares means nothing. */
-        if (tensor->dtype == CHORUS_FLOAT32 && dtype_compression_bits((int)args->compression) &&
-            args->op != CHORUS_SUM && args->op != CHORUS_AVERAGE)
+        /* A quantized or sparsified value is a sum's share: a minimum or a product of shares
+         * means nothing. */
+        if (tensor->dtype == CHORUS_FLOAT32 &&
+            dtype_compression_sums_only((int)args->compression) && args->op != CHORUS_SUM &&
+            args->op != CHORUS_AVERAGE)
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                           "allreduce \"%s\": %s compression takes sum or average, not %s",
                           name, dtype_compression_name((int)args->compression),
                           chorus_op_name(args->op));
-        break;
+        return validate_sparsification(args);
     }
     case CHORUS_BROADCAST:
         if (args->root < 0 || args->root >= nranks)

@@ -557,6 +557,7 @@ static void run_on_executor(struct lane *lane, const struct lane_operation *oper
                               .output = operation->output,
                               .splits = (int64_t *)operation->splits,
                               .count = operation->count,
+                              .error_feedback = operation->error_feedback,
                               .handle = operation->handle,
                               .ordered = true,
                               .timeout_seconds = operation->timeout_seconds};

@@ -344,7 +344,8 @@ def describe(data_pointer, dtype, shape, memory=c.MEMORY_HOST, device=0):
 
 
 def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.0,
-            postscale=1.0, compression=c.COMPRESSION_DEFAULT, splits=None, process_set=0):
+            postscale=1.0, compression=c.COMPRESSION_DEFAULT, splits=None, process_set=0,
+            compression_ratio=0.0):
     args = c.OpArgs()
     args.struct_size = ctypes.sizeof(c.OpArgs)
     args.collective = collective
@@ -356,6 +357,7 @@ def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.
     args.prescale_factor = prescale
     args.postscale_factor = postscale
     args.compression = compression
+    args.compression_ratio = compression_ratio
     args.process_set = process_set
     if splits is not None:
         # The library copies the splits at submit; the array only has to outlive that call.
