@@ -1,7 +1,8 @@
 """Horovod's gradient compression choices for chorus.torch (horovod/torch/compression.py):
 Compression.none, fp16 and bf16; and chorus's int8 and int4 (blockwise quantization of float32
-allreduces of sums and averages, chorus.h's CHORUS_COMPRESSION_INT8/INT4). Error feedback is not
-kept for int8 and int4 yet: what quantization drops is lost, step after step."""
+allreduces of sums and averages, chorus.h's CHORUS_COMPRESSION_INT8/INT4) and topk(ratio) (each
+rank sends only that fraction of its values, the largest by magnitude, CHORUS_COMPRESSION_TOPK).
+Error feedback is not kept for them yet: what they drop is lost, step after step."""
 import torch
 
 from .. import _library as c
@@ -49,22 +50,50 @@ class _Int4Compressor(_Compressor):
     wire = c.COMPRESSION_INT4
 
 
+class _TopKCompressor(_Compressor):
+    """Sparsified by chorus on the wire to `ratio` of the values; compress() leaves the tensor
+    as it is. An instance: the ratio is its own."""
+    wire = c.COMPRESSION_TOPK
+
+    def __init__(self, ratio):
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or \
+                not 0 < ratio <= 1:
+            raise ValueError(f"Compression.topk(ratio): ratio must be a number above 0 and at "
+                             f"most 1, not {ratio!r}")
+        self.ratio = float(ratio)
+
+    def __repr__(self):
+        return f"Compression.topk({self.ratio!r})"
+
+
 class Compression:
-    """Horovod's compression choices (none, fp16, bf16) and chorus's int8 and int4."""
+    """Horovod's compression choices (none, fp16, bf16) and chorus's int8, int4 and
+    topk(ratio)."""
     none = _NoneCompressor
     fp16 = _FP16Compressor
     bf16 = _BF16Compressor
     int8 = _Int8Compressor
     int4 = _Int4Compressor
+    topk = _TopKCompressor
 
 
 def _wire(compression):
-    """The wire compression of a compressor class or of chorus's own constant."""
+    """The wire compression of a compressor (class, or topk's instance) or of chorus's own
+    constant."""
     wire = getattr(compression, "wire", compression)
+    if wire == c.COMPRESSION_TOPK and not isinstance(compression, _TopKCompressor):
+        raise ValueError("compression=Compression.topk needs its ratio: "
+                         "Compression.topk(0.01), for example")
     if wire not in (c.COMPRESSION_NONE, c.COMPRESSION_FP16, c.COMPRESSION_BF16,
-                    c.COMPRESSION_INT8, c.COMPRESSION_INT4):
+                    c.COMPRESSION_INT8, c.COMPRESSION_INT4, c.COMPRESSION_TOPK):
         raise ValueError(f"compression={compression!r} is not one of Compression.none, fp16, "
-                         "bf16, int8, int4")
+                         "bf16, int8, int4, topk(ratio)")
     return wire
+
+
+def _ratio(compression):
+    """chorus_op_args.compression_ratio of a compressor: topk's ratio, else 0."""
+    return getattr(compression, "ratio", 0.0) if _wire(compression) == c.COMPRESSION_TOPK \
+        else 0.0
 
 
