@@ -1,6 +1,6 @@
 /*
  * topk.c — see topk.h: the radix select of the k largest magnitudes, and the error feedback
- * folded into its first and last passes.
+ * folded into its two passes.
  */
 #include "topk.h"
 
@@ -43,6 +43,22 @@ static uint32_t topk_bucket(const uint32_t *histogram, size_t k, size_t *above)
     return 0; /* not reached: the histograms hold at least k values */
 }
 
+/* Pairs [0, above) hold the values above the threshold's bucket, ascending; `chosen` (count
+ * `taken`) the indices taken from within it, ascending: merged from the back into pairs[0, k). */
+static void topk_merge_chosen(struct topk_pair *pairs, size_t above, const uint32_t *chosen,
+                              size_t taken, const float *values)
+{
+    size_t to = above + taken;
+    while (taken > 0) {
+        if (above > 0 && pairs[above - 1].index > chosen[taken - 1]) {
+            pairs[--to] = pairs[--above];
+        } else {
+            uint32_t index = chosen[--taken];
+            pairs[--to] = (struct topk_pair){.index = index, .value = values[index]};
+        }
+    }
+}
+
 bool topk_compress(struct topk_pair *pairs, float *values, float *residual, size_t count,
                    size_t k)
 {
@@ -57,27 +73,41 @@ bool topk_compress(struct topk_pair *pairs, float *values, float *residual, size
     }
     size_t above = 0;
     uint32_t high = topk_bucket(histogram, k, &above);
-    /* Pass 2: within that bucket, the low halves: the k-th largest key exactly. */
-    memset(histogram, 0, TOPK_BUCKETS * sizeof *histogram);
-    for (size_t i = 0; i < count; i++) {
-        uint32_t key = topk_key(values[i]);
-        if (key >> 16 == high)
-            histogram[key & 0xffffu]++;
+    uint32_t *candidates = malloc(((size_t)histogram[high] + 1) * sizeof *candidates);
+    if (candidates == NULL) {
+        free(histogram);
+        return false;
     }
-    uint32_t threshold = high << 16 | topk_bucket(histogram, k, &above);
-    free(histogram);
-    /* Pass 3, in index order: every key above the threshold, and the first k - above of those
-     * equal to it (ties to the lower index). */
-    size_t ties = k - above, taken = 0;
+    /* Pass 2, in index order: what lies above the bucket is taken, what lies below is kept,
+     * and the bucket's own values wait as candidates. */
+    size_t sent = 0, waiting = 0;
     for (size_t i = 0; i < count; i++) {
-        uint32_t key = topk_key(values[i]);
-        bool take = key > threshold || (key == threshold && ties > 0);
-        if (take) {
-            ties -= key == threshold;
-            pairs[taken++] = (struct topk_pair){.index = (uint32_t)i, .value = values[i]};
-        }
+        uint32_t top = topk_key(values[i]) >> 16;
+        if (top > high)
+            pairs[sent++] = (struct topk_pair){.index = (uint32_t)i, .value = values[i]};
+        else if (top == high)
+            candidates[waiting++] = (uint32_t)i;
         if (residual != NULL)
-            residual[i] = take ? 0.0f : values[i];
+            residual[i] = top > high ? 0.0f : values[i];
     }
+    /* Among the candidates, the low halves: the k-th largest key exactly; then those above it
+     * and the first of those equal to it (ties to the lower index), in index order. */
+    memset(histogram, 0, TOPK_BUCKETS * sizeof *histogram);
+    for (size_t j = 0; j < waiting; j++)
+        histogram[topk_key(values[candidates[j]]) & 0xffffu]++;
+    uint32_t threshold = topk_bucket(histogram, k, &above) | high << 16;
+    free(histogram);
+    size_t ties = k - above, taken = 0;
+    for (size_t j = 0; j < waiting; j++) {
+        uint32_t key = topk_key(values[candidates[j]]);
+        if (key > threshold || (key == threshold && ties > 0)) {
+            ties -= key == threshold;
+            candidates[taken++] = candidates[j];
+            if (residual != NULL)
+                residual[candidates[j]] = 0.0f;
+        }
+    }
+    topk_merge_chosen(pairs, sent, candidates, taken, values);
+    free(candidates);
     return true;
 }
