@@ -10,8 +10,9 @@
  * sum and average; negotiated, ordered and several at once; with error feedback, whose
  * residual must be the compensated values less what was sent, exactly, and over 20 steps of
  * integer gradients what was sent plus the residual the sum of the gradients, exactly; the
- * ratio from CHORUS_COMPRESSION_TOPK_RATIO where the call gives none; ranks that disagree on
- * the ratio (mismatch); and bad arguments, refused at submit with a message naming the tensor.
+ * ratio from CHORUS_COMPRESSION_TOPK_RATIO where the call gives none; an average while rank 0
+ * has joined (its stand-in sends zeros); ranks that disagree on the ratio (mismatch); and bad
+ * arguments, refused at submit with a message naming the tensor.
  */
 #include "../common/reference.h"
 #include "mpi_test.h"
@@ -292,6 +293,44 @@ static void check_ratio_mismatch(void)
     }
 }
 
+/* Rank 0 joins at once; the others average their top k without it (its stand-in sends zeros,
+ * and the average divides by the ranks that contributed), then join too. */
+static void check_with_a_joined_rank(void)
+{
+    enum { COUNT = 1009 };
+    static float values[COUNT], compensated[COUNT];
+    static bool taken[COUNT];
+    static double sums[COUNT];
+    size_t k = values_sent(COUNT, 0.1);
+    if (test_rank != 0) {
+        for (size_t i = 0; i < COUNT; i++)
+            values[i] = input_value(70, 0, test_rank, i);
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        args.name = "joined.average";
+        args.input = floats(values, COUNT);
+        args.op = CHORUS_AVERAGE;
+        args.compression = CHORUS_COMPRESSION_TOPK;
+        args.compression_ratio = 0.1;
+        expect_completes(&args);
+    }
+    EXPECT_STATUS(chorus_join(), CHORUS_OK);
+    if (test_rank == 0)
+        return;
+    for (int r = 1; r < test_size; r++) {
+        for (size_t i = 0; i < COUNT; i++)
+            compensated[i] = input_value(70, 0, r, i);
+        reference_top_k(taken, compensated, COUNT, k);
+        for (size_t i = 0; i < COUNT; i++)
+            sums[i] += taken[i] ? compensated[i] : 0.0f;
+    }
+    long wrong = 0;
+    for (size_t i = 0; i < COUNT; i++) {
+        float expected = (float)(sums[i] * (1.0 / (test_size - 1)));
+        wrong += memcmp(&values[i], &expected, sizeof expected) != 0;
+    }
+    EXPECT(wrong == 0, "joined.average: %ld values differ from the contributors' top k", wrong);
+}
+
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv, 240);
@@ -318,6 +357,8 @@ int main(int argc, char **argv)
     if (test_size > 1) {
         test_step = "ratio mismatch";
         check_ratio_mismatch();
+        test_step = "a joined rank";
+        check_with_a_joined_rank();
     }
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     return test_finish("mpi_topk");
