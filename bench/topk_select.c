@@ -28,7 +28,7 @@ static uint64_t key_of(const float *values, size_t i)
 {
     uint32_t bits;
     memcpy(&bits, &values[i], sizeof bits);
-    return (uint64_t)(bits & 0x7fffffffu) << 32 | (uint32_t)~(uint32_t)i;
+    return (uint64_t)(bits & 0x7fffffffu) << 32 | (uint32_t) ~(uint32_t)i;
 }
 
 static const float *sorted_values;

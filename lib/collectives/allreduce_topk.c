@@ -71,8 +71,8 @@ static void topk_sift_down(struct topk_head *heap, size_t size, size_t at)
 /* Step 3: `values` (count) becomes the sums of the p lists of k pairs in `gathered`, rank r's at
  * r * k, times `factor`. CHORUS_ERR_INTERNAL for an index outside the tensor. */
 static chorus_status topk_merge(float *values, size_t count, const struct topk_pair *gathered,
-                                size_t k, int p, double factor, struct topk_head *heap,
-                                char *error, size_t error_size)
+                                size_t k, int p, double factor, struct topk_head *heap, char *error,
+                                size_t error_size)
 {
     memset(values, 0, count * sizeof *values);
     size_t size = 0;
@@ -151,9 +151,9 @@ chorus_status allreduce_topk(const struct allreduce_args *args)
     status = allgather_ring(&gather);
     if (status != CHORUS_OK)
         goto out;
-    status = topk_merge(values, count, gathered, k, p,
-                        args->postscale != NULL ? *args->postscale : 1.0, heap,
-                        transport->error, sizeof transport->error);
+    status =
+        topk_merge(values, count, gathered, k, p, args->postscale != NULL ? *args->postscale : 1.0,
+                   heap, transport->error, sizeof transport->error);
 out:
     free(block_bytes);
     free(offsets);

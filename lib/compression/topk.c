@@ -59,8 +59,7 @@ static void topk_merge_chosen(struct topk_pair *pairs, size_t above, const uint3
     }
 }
 
-bool topk_compress(struct topk_pair *pairs, float *values, float *residual, size_t count,
-                   size_t k)
+bool topk_compress(struct topk_pair *pairs, float *values, float *residual, size_t count, size_t k)
 {
     uint32_t *histogram = calloc(TOPK_BUCKETS, sizeof *histogram);
     if (histogram == NULL)

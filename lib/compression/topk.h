@@ -49,7 +49,6 @@ size_t topk_count(size_t count, double ratio);
  * and the selection is of those sums; then residual[i] = values[i], except 0 where a value was
  * taken. `values` keeps the sums. False when out of memory (256 KiB of histogram, 4 bytes per
  * candidate), the residual then untouched. */
-bool topk_compress(struct topk_pair *pairs, float *values, float *residual, size_t count,
-                   size_t k);
+bool topk_compress(struct topk_pair *pairs, float *values, float *residual, size_t count, size_t k);
 
 #endif

@@ -153,8 +153,8 @@ static void check_telescoping(void)
     for (int step = 0; step < STEPS; step++) {
         float compensated[COUNT];
         for (size_t i = 0; i < COUNT; i++) {
-            values[i] = (float)((int)(test_random(90 + (uint64_t)step, test_rank, i) % 2001) -
-                                1000);
+            values[i] =
+                (float)((int)(test_random(90 + (uint64_t)step, test_rank, i) % 2001) - 1000);
             gradient_total[i] += values[i];
             compensated[i] = values[i] + residual[i];
         }
@@ -261,8 +261,8 @@ static void check_bad_arguments(void)
     expect_refused(&args, CHORUS_ERR_INVALID_ARGUMENT, "error_feedback overlaps");
     args.name = "bad.feedback.float64";
     args.error_feedback = residual;
-    args.input = (chorus_tensor){.data = doubles, .dtype = CHORUS_FLOAT64, .ndims = 1,
-                                 .shape = {16}};
+    args.input =
+        (chorus_tensor){.data = doubles, .dtype = CHORUS_FLOAT64, .ndims = 1, .shape = {16}};
     expect_refused(&args, CHORUS_ERR_INVALID_ARGUMENT, "error_feedback is for float32");
     args.name = "bad.broadcast";
     args.collective = CHORUS_BROADCAST;
@@ -287,8 +287,7 @@ static void check_ratio_mismatch(void)
         EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_MISMATCH);
         EXPECT(strstr(chorus_handle_error(handle), "compression ratio mismatch") != NULL &&
                    strstr(chorus_handle_error(handle), "0.25") != NULL,
-               "%s: message: %s", ordered ? "ordered" : "negotiated",
-               chorus_handle_error(handle));
+               "%s: message: %s", ordered ? "ordered" : "negotiated", chorus_handle_error(handle));
         chorus_handle_free(handle);
     }
 }

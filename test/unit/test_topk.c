@@ -30,10 +30,10 @@ static bool same_bits(float a, float b)
 /* ----- the data --------------------------------------------------------------------------- */
 
 enum pattern {
-    RANDOM,      /* magnitudes over 40 binades, both signs */
-    SMALL_INTS,  /* -4 .. 4: ties everywhere, 0 and -0 */
-    SPECIALS,    /* random, with nans, infinities, zeros and denormals sprinkled */
-    EQUAL,       /* every value the same magnitude, signs alternating */
+    RANDOM,     /* magnitudes over 40 binades, both signs */
+    SMALL_INTS, /* -4 .. 4: ties everywhere, 0 and -0 */
+    SPECIALS,   /* random, with nans, infinities, zeros and denormals sprinkled */
+    EQUAL,      /* every value the same magnitude, signs alternating */
     PATTERN_COUNT
 };
 
@@ -52,8 +52,8 @@ static void fill(float *values, size_t count, enum pattern pattern, uint64_t see
                 values[i] = -0.0f;
             break;
         case SPECIALS: {
-            static const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f,
-                                             1e-45f, -3e-42f};
+            static const float specials[] = {NAN,  -NAN,  INFINITY, -INFINITY,
+                                             0.0f, -0.0f, 1e-45f,   -3e-42f};
             values[i] = bits % 7 == 0 ? specials[(bits >> 8) % 8]
                                       : (float)ldexp(unit, (int)(bits % 20) - 10);
             break;
@@ -105,8 +105,8 @@ static void check_selection(const float *values, const float *residual, size_t c
     for (size_t i = 0; i < count; i++) {
         bool right = same_bits(work[i], compensated[i]);
         if (taken[i]) {
-            right &= next < k && pairs[next].index == i &&
-                     same_bits(pairs[next].value, compensated[i]);
+            right &=
+                next < k && pairs[next].index == i && same_bits(pairs[next].value, compensated[i]);
             next++;
         }
         if (residual != NULL)
@@ -227,9 +227,12 @@ static void *run_topk_rank(void *argument)
     transport_threads_init(&transport, job->fabric, job->rank);
     rank_input(job->result, job->count, job->rank, job->step);
     struct topk_scheme scheme = {.k = job->k, .residual = job->residual};
-    struct allreduce_args args = {.transport = &transport, .scratch = &scratch,
-                                  .buffer = job->result, .count = job->count,
-                                  .dtype = CHORUS_FLOAT32, .op = CHORUS_SUM,
+    struct allreduce_args args = {.transport = &transport,
+                                  .scratch = &scratch,
+                                  .buffer = job->result,
+                                  .count = job->count,
+                                  .dtype = CHORUS_FLOAT32,
+                                  .op = CHORUS_SUM,
                                   .postscale = job->factor != 1.0 ? &job->factor : NULL,
                                   .topk = &scheme};
     job->status = allreduce_topk(&args);
@@ -239,8 +242,8 @@ static void *run_topk_rank(void *argument)
 
 /* One configuration over `steps` steps: each step's result against the reference, which keeps
  * every rank's residual itself. */
-static void check_allreduce(int nranks, size_t count, double ratio, double factor,
-                            bool feedback, int steps)
+static void check_allreduce(int nranks, size_t count, double ratio, double factor, bool feedback,
+                            int steps)
 {
     size_t k = topk_count(count, ratio);
     bool sparse = allreduce_topk_is_sparse(count, k, nranks);
@@ -252,10 +255,12 @@ static void check_allreduce(int nranks, size_t count, double ratio, double facto
     double *magnitudes = malloc((count + 1) * sizeof(double));
     ck_assert(compensated && taken && sums && magnitudes);
     for (int r = 0; r < nranks; r++) {
-        jobs[r] = (struct topk_job){.rank = r, .count = count, .k = k, .factor = factor,
+        jobs[r] = (struct topk_job){.rank = r,
+                                    .count = count,
+                                    .k = k,
+                                    .factor = factor,
                                     .result = malloc((count + 1) * sizeof(float)),
-                                    .residual = feedback ? calloc(count + 1, sizeof(float))
-                                                         : NULL};
+                                    .residual = feedback ? calloc(count + 1, sizeof(float)) : NULL};
         expected_residual[r] = calloc(count + 1, sizeof(float));
     }
     for (int step = 0; step < steps; step++) {
@@ -292,10 +297,9 @@ static void check_allreduce(int nranks, size_t count, double ratio, double facto
             ck_assert_msg(memcmp(jobs[r].result, jobs[0].result, count * sizeof(float)) == 0,
                           "%d ranks, %zu values: rank %d differs from rank 0", nranks, count, r);
             if (feedback)
-                ck_assert_msg(memcmp(jobs[r].residual, expected_residual[r],
-                                     count * sizeof(float)) == 0,
-                              "%d ranks, %zu values, step %d: rank %d's residual", nranks,
-                              count, step, r);
+                ck_assert_msg(
+                    memcmp(jobs[r].residual, expected_residual[r], count * sizeof(float)) == 0,
+                    "%d ranks, %zu values, step %d: rank %d's residual", nranks, count, step, r);
         }
         size_t wrong = 0, first_wrong = 0;
         for (size_t i = 0; i < count; i++) {
@@ -311,8 +315,8 @@ static void check_allreduce(int nranks, size_t count, double ratio, double facto
         ck_assert_msg(wrong == 0,
                       "%d ranks, %zu values, ratio %g (%s), step %d: %zu wrong, value %zu is "
                       "%.9g, expected %.9g",
-                      nranks, count, ratio, sparse ? "sparse" : "dense", step, wrong,
-                      first_wrong, count ? (double)jobs[0].result[first_wrong] : 0.0,
+                      nranks, count, ratio, sparse ? "sparse" : "dense", step, wrong, first_wrong,
+                      count ? (double)jobs[0].result[first_wrong] : 0.0,
                       count ? (double)(float)(sums[first_wrong] * factor) : 0.0);
     }
     for (int r = 0; r < nranks; r++) {
