@@ -9,6 +9,7 @@
  * The data stands in for gradients: Student-t values (3 degrees of freedom: heavy tails) whose
  * scale changes every 4096 values over four decades, as tensors' and layers' gradients do.
  */
+#include "kernel_bench.h"
 #include "quantize.h"
 
 #include <math.h>
@@ -17,27 +18,6 @@
 #include <time.h>
 
 enum { COUNT = 1 << 22, ROUNDS = 5 };
-
-static uint64_t state = 88172645463325252ull;
-static double uniform(void)
-{
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return ((double)(state >> 11) + 0.5) * 0x1p-53;
-}
-
-static double normal(void)
-{
-    return sqrt(-2 * log(uniform())) * cos(2 * M_PI * uniform());
-}
-
-static double seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
 
 int main(void)
 {

@@ -63,10 +63,11 @@ static const char *values_of(const struct param_definition *definition)
     static const char *const fixed[] = {
         [PARAM_BYTES] = "bytes (K/M/G suffixes)", [PARAM_COUNT] = "a whole number",
         [PARAM_AREAS] = "`0`, `2`, `4`, `8`, `16`", [PARAM_SECONDS] = "a number >= 0",
+        [PARAM_FRACTION] = "a number in (0, 1]",
         [PARAM_CHUNK] = "`0` or bytes, a power of two from 4K to 256M",
         [PARAM_SLOT] = "bytes from `0` to `1M`",
         [PARAM_LOG_LEVEL] = "`error`, `warning`, `info`, `debug`, `trace`",
-        [PARAM_PATH] = "a path", [PARAM_COMPRESSION] = "`none`, `fp16`, `bf16`, `int8`, `int4`",
+        [PARAM_PATH] = "a path", [PARAM_COMPRESSION] = "`none`, `fp16`, `bf16`, `int8`, `int4`, `topk`",
         [PARAM_SWITCH] = "`on`, `off`"};
     return (size_t)definition->type < ARRAY_LENGTH(fixed) && fixed[definition->type] != NULL
                ? fixed[definition->type]

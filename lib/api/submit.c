@@ -20,8 +20,9 @@
 /* What `args` describes, as the ranks compare it: everything but the name and the group, which
  * the caller sets. */
 static void describe(struct wire_request *desc, const chorus_op_args *args, uint32_t group_size,
-                     int default_compression)
+                     const struct chorus_params *params)
 {
+    int default_compression = params->compression;
     const chorus_tensor *tensor = &args->input;
     bool reduces = args->collective == CHORUS_ALLREDUCE || args->collective == CHORUS_REDUCESCATTER;
     bool allreduce = args->collective == CHORUS_ALLREDUCE;
@@ -39,16 +40,24 @@ static void describe(struct wire_request *desc, const chorus_op_args *args, uint
     /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
     int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
                                                                       : (int)args->compression;
-    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. Its INT8
-     * and INT4 apply to sums and averages (validate rejects them elsewhere when explicit). */
-    bool quantizes = dtype_compression_bits(compression) != 0;
+    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. Its INT8,
+     * INT4 and TOPK apply to sums and averages (validate rejects them elsewhere when explicit),
+     * TOPK to fewer than 2^32 values (its indices are uint32). */
+    bool sums_only = dtype_compression_sums_only(compression);
     desc->compression = allreduce && tensor->dtype == CHORUS_FLOAT32 &&
                                 tensor->memory == CHORUS_MEMORY_HOST &&
                                 args->op != CHORUS_ADASUM &&
-                                (!quantizes || args->op == CHORUS_SUM ||
-                                 args->op == CHORUS_AVERAGE)
+                                (!sums_only || args->op == CHORUS_SUM ||
+                                 args->op == CHORUS_AVERAGE) &&
+                                (compression != CHORUS_COMPRESSION_TOPK ||
+                                 chorus_tensor_count(tensor) <= UINT32_MAX)
                             ? (uint8_t)compression
                             : CHORUS_COMPRESSION_NONE;
+    /* The ratio, resolved here too, so that ranks compare what they will send. */
+    double ratio = api_op_compression_ratio(args);
+    desc->compression_ratio = desc->compression != CHORUS_COMPRESSION_TOPK ? 0.0
+                              : ratio != 0                                 ? ratio
+                                                    : params->compression_topk_ratio;
     /* Where a host allreduce's result lies: the selection reduces it in place where every
      * rank's lies in the shared heap (rank 0 tells, in the response). */
     const void *output = args->output != NULL ? args->output : tensor->data;
@@ -58,17 +67,20 @@ static void describe(struct wire_request *desc, const chorus_op_args *args, uint
             SHARED_HEAP_NOWHERE;
 }
 
-/* The caller's error feedback buffer where the allreduce, as resolved in `desc`, is quantized;
- * NULL where it travels otherwise (DEFAULT resolved to no compression, or to 16 bits), which
- * leaves the buffer untouched. */
+/* The caller's error feedback buffer where the allreduce, as resolved in `desc`, is lossy
+ * (INT8, INT4, TOPK); NULL where it travels otherwise (DEFAULT resolved to no compression, or
+ * to 16 bits), which leaves the buffer untouched. */
 static float *error_feedback_used(const chorus_op_args *args, const struct wire_request *desc)
 {
-    return dtype_compression_bits(desc->compression) != 0 ? api_op_error_feedback(args) : NULL;
+    return dtype_compression_bits(desc->compression) != 0 ||
+                   desc->compression == CHORUS_COMPRESSION_TOPK
+               ? api_op_error_feedback(args)
+               : NULL;
 }
 
 static struct request *request_create(const chorus_op_args *args, const char *group,
                                       uint32_t group_size, struct chorus_handle *handle,
-                                      int default_compression)
+                                      const struct chorus_params *params)
 {
     const chorus_tensor *tensor = &args->input;
     /* A set's names are its own (name tables key by set and name): the same name, or the same
@@ -87,7 +99,7 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     }
     if (request == NULL)
         return NULL;
-    describe(&request->desc, args, group_size, default_compression);
+    describe(&request->desc, args, group_size, params);
     request->input = tensor->data;
     bool handle_output = args->collective == CHORUS_ALLGATHER ||
                          args->collective == CHORUS_REDUCESCATTER ||
@@ -255,7 +267,7 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
                                     const chorus_op_args *args, struct chorus_handle *handle,
                                     int nranks)
 {
-    int compression = context->params.values.compression;
+    const struct chorus_params *params = &context->params.values;
     if (atomic_load(&context->join_requested)) {
         lane_leave(lane);
         handle_member_done(handle, CHORUS_ERR_INVALID_ARGUMENT,
@@ -268,7 +280,7 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
     memset(&desc, 0, sizeof desc); /* padding too: the lane compares descriptions as bytes */
     desc.name = (char *)args->name;
     desc.group = (char *)"";
-    describe(&desc, args, 1, compression);
+    describe(&desc, args, 1, params);
     /* An alltoall's rows per member, as the executor takes them (the lane's own may run it). */
     int64_t *splits = NULL;
     if (args->collective == CHORUS_ALLTOALL) {
@@ -306,7 +318,7 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
         handle_finish_unpublished(handle, result.status, result.message);
         return CHORUS_OK;
     }
-    struct request *request = request_create(args, "", 1, handle, compression);
+    struct request *request = request_create(args, "", 1, handle, params);
     if (request != NULL && args->collective == CHORUS_ALLTOALL &&
         !copy_splits(request, args, nranks)) {
         request_free(request);
@@ -467,7 +479,7 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
     }
     for (size_t i = 0; i < count; i++) {
         requests[i] = request_create(&args[i], count > 1 ? args[0].name : "", (uint32_t)count,
-                                     handle, context->params.values.compression);
+                                     handle, &context->params.values);
         if (requests[i] != NULL)
             requests[i]->member = (uint32_t)i;
         if (requests[i] != NULL && args[i].collective == CHORUS_ALLTOALL &&

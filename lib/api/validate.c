@@ -58,8 +58,9 @@ static bool ranges_overlap(const void *a, size_t a_bytes, const void *b, size_t 
 }
 
 /* An allreduce's error feedback buffer goes with a float32 tensor of host memory whose
- * compression is INT8, INT4 or DEFAULT (which may resolve to them), and lies apart from the
- * input and output: the library writes it while it reads the one and writes the other. */
+ * compression is lossy (INT8, INT4, TOPK) or DEFAULT (which may resolve to one), and lies apart
+ * from the input and output: the library writes it while it reads the one and writes the
+ * other. */
 static chorus_status validate_error_feedback(const chorus_op_args *args)
 {
     const float *residual = api_op_error_feedback(args);
@@ -67,15 +68,16 @@ static chorus_status validate_error_feedback(const chorus_op_args *args)
         return CHORUS_OK;
     const chorus_tensor *tensor = &args->input;
     if (args->compression != CHORUS_COMPRESSION_DEFAULT &&
+        args->compression != CHORUS_COMPRESSION_TOPK &&
         dtype_compression_bits((int)args->compression) == 0)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "allreduce \"%s\": error_feedback needs a lossy quantizing compression "
-                      "(INT8, INT4, or DEFAULT), not %s",
+                      "allreduce \"%s\": error_feedback needs a lossy compression (INT8, INT4, "
+                      "TOPK, or DEFAULT), not %s",
                       args->name, dtype_compression_name((int)args->compression));
     if (tensor->dtype != CHORUS_FLOAT32 || tensor->memory != CHORUS_MEMORY_HOST)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "allreduce \"%s\": error_feedback takes float32 tensors in host memory "
-                      "(the ones chorus quantizes), not %s%s",
+                      "(the ones chorus compresses lossily), not %s%s",
                       args->name, chorus_dtype_name(tensor->dtype),
                       tensor->memory == CHORUS_MEMORY_HOST ? "" : " on a GPU");
     size_t bytes = chorus_tensor_count(tensor) * sizeof(float);
@@ -86,6 +88,32 @@ static chorus_status validate_error_feedback(const chorus_op_args *args)
                       "memory of its own",
                       args->name,
                       ranges_overlap(residual, bytes, tensor->data, bytes) ? "input" : "output");
+    return CHORUS_OK;
+}
+
+/* An allreduce's compression_ratio: in (0, 1] (0: the parameter's), for TOPK alone (or DEFAULT,
+ * which may resolve to it); TOPK takes fewer than 2^32 values (the pairs' indices are uint32). */
+static chorus_status validate_compression_ratio(const chorus_op_args *args)
+{
+    const char *name = args->name;
+    double ratio = api_op_compression_ratio(args);
+    bool topk = args->compression == CHORUS_COMPRESSION_TOPK;
+    bool may_be_topk = topk || args->compression == CHORUS_COMPRESSION_DEFAULT;
+    if (!(ratio >= 0 && ratio <= 1))
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": compression_ratio is %g; it must be above 0 and at most "
+                      "1 (or 0 for CHORUS_COMPRESSION_TOPK_RATIO)",
+                      name, ratio);
+    if (ratio != 0 && !may_be_topk)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": compression_ratio is for topk compression, not %s", name,
+                      dtype_compression_name((int)args->compression));
+    if (topk && args->input.dtype == CHORUS_FLOAT32 &&
+        chorus_tensor_count(&args->input) > UINT32_MAX)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": topk compression takes tensors of fewer than 2^32 "
+                      "values, not %zu",
+                      name, chorus_tensor_count(&args->input));
     return CHORUS_OK;
 }
 
@@ -142,7 +170,7 @@ static bool op_args_size_released(size_t struct_size)
         offsetof(chorus_op_args, flags),       /* with process_set */
         offsetof(chorus_op_args, timeout_seconds), /* with flags */
         offsetof(chorus_op_args, error_feedback),  /* with timeout_seconds */
-        sizeof(chorus_op_args),                /* with error_feedback */
+        sizeof(chorus_op_args), /* with error_feedback and compression_ratio */
     };
     for (size_t i = 0; i < ARRAY_LENGTH(released); i++)
         if (struct_size == released[i])
@@ -169,6 +197,14 @@ void *api_op_error_feedback(const chorus_op_args *args)
                                     sizeof args->error_feedback
                ? args->error_feedback
                : NULL;
+}
+
+double api_op_compression_ratio(const chorus_op_args *args)
+{
+    return args->struct_size >= offsetof(chorus_op_args, compression_ratio) +
+                                    sizeof args->compression_ratio
+               ? args->compression_ratio
+               : 0.0;
 }
 
 double api_op_timeout(const chorus_op_args *args)
@@ -227,12 +263,12 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
     if (!op_args_size_released(args->struct_size))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "chorus_submit: args.struct_size is %zu, which no released chorus_op_args "
-                      "has (%zu now, %zu before error_feedback, %zu before timeout_seconds, "
-                      "%zu before flags, %zu before process sets); initialize args with "
+                      "has (%zu now, %zu before error_feedback, %zu before timeout_seconds, %zu "
+                      "before flags, %zu before process sets); initialize args with "
                       "CHORUS_OP_ARGS_INIT",
                       args->struct_size, sizeof *args, offsetof(chorus_op_args, error_feedback),
-                      offsetof(chorus_op_args, timeout_seconds), offsetof(chorus_op_args, flags),
-                      offsetof(chorus_op_args, process_set));
+                      offsetof(chorus_op_args, timeout_seconds),
+                      offsetof(chorus_op_args, flags), offsetof(chorus_op_args, process_set));
     if ((api_op_flags(args) & ~CHORUS_OP_ORDERED) != 0)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "chorus_submit: unknown flags 0x%llx",
                       (unsigned long long)(api_op_flags(args) & ~CHORUS_OP_ORDERED));
@@ -263,9 +299,10 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
     chorus_status checked = api_validate_tensor(kind, name, tensor);
     if (checked != CHORUS_OK)
         return checked;
-    if (api_op_error_feedback(args) != NULL && args->collective != CHORUS_ALLREDUCE)
+    if (args->collective != CHORUS_ALLREDUCE &&
+        (api_op_error_feedback(args) != NULL || api_op_compression_ratio(args) != 0))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "%s \"%s\": error_feedback is for compressed allreduces; pass NULL", kind,
+                      "%s \"%s\": error_feedback and compression_ratio are for allreduces", kind,
                       name);
     switch (args->collective) {
     case CHORUS_ALLREDUCE: {
@@ -289,14 +326,16 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
                           "cast the tensor to float16 or bfloat16, or copy it to host memory, "
                           "before submitting it",
                           name, dtype_compression_name((int)args->compression));
-        /* A quantized value is a sum's share: a minimum or a product of shares means nothing. */
-        if (tensor->dtype == CHORUS_FLOAT32 && dtype_compression_bits((int)args->compression) &&
-            args->op != CHORUS_SUM && args->op != CHORUS_AVERAGE)
+        /* A quantized or sparsified value is a sum's share: a minimum or a product of shares
+         * means nothing. */
+        if (tensor->dtype == CHORUS_FLOAT32 &&
+            dtype_compression_sums_only((int)args->compression) && args->op != CHORUS_SUM &&
+            args->op != CHORUS_AVERAGE)
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                           "allreduce \"%s\": %s compression takes sum or average, not %s",
                           name, dtype_compression_name((int)args->compression),
                           chorus_op_name(args->op));
-        break;
+        return validate_compression_ratio(args);
     }
     case CHORUS_BROADCAST:
         if (args->root < 0 || args->root >= nranks)

@@ -21,8 +21,9 @@ chorus_status api_validate_tensor(const char *kind, const char *name,
 int api_op_process_set(const chorus_op_args *args);
 /* The caller's CHORUS_OP_* flags (0 in a struct from before flags). */
 uint64_t api_op_flags(const chorus_op_args *args);
-/* The caller's error_feedback buffer (NULL in a struct from before it). */
+/* The caller's error_feedback and compression_ratio (NULL and 0 in a struct from before them). */
 void *api_op_error_feedback(const chorus_op_args *args);
+double api_op_compression_ratio(const chorus_op_args *args);
 /* The caller's timeout_seconds (0 in a struct from before it). */
 double api_op_timeout(const chorus_op_args *args);
 

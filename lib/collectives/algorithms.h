@@ -17,6 +17,7 @@ struct small_segment;
 struct allreduce_piece;
 struct selection_rows;
 struct quantize_scheme;
+struct topk_scheme;
 
 /* Allreduce in place: every rank's `buffer` ends as the reduction of all ranks' buffers. */
 struct allreduce_args {
@@ -46,9 +47,12 @@ struct allreduce_args {
     /* INT8 or INT4 compression (float32 sums): how values are quantized, for the quantized
      * algorithm, which alone runs them; NULL otherwise. */
     const struct quantize_scheme *quantize;
-    /* With `quantize`: this rank's error feedback residual (count values, read and rewritten,
-     * allreduce_quantized.c), or NULL for none. */
+    /* With `quantize` or `topk`: this rank's error feedback residual (count values, read and
+     * rewritten, allreduce_quantized.c, allreduce_topk.c), or NULL for none. */
     float *error_feedback;
+    /* TOPK compression (float32 sums): its k, for the top-k algorithm, which alone runs them;
+     * NULL otherwise. */
+    const struct topk_scheme *topk;
 };
 
 /* Broadcast in place: every rank's `buffer` ends as root's. */
@@ -172,6 +176,11 @@ chorus_status allreduce_adasum(const struct allreduce_args *args);
  * with the average's division in the postscale). Chosen by the compression, as Adasum by its
  * op: the others reduce exact values. */
 chorus_status allreduce_quantized(const struct allreduce_args *args);
+/* The sparse allreduce of the TOPK compression (args->topk set, float32, SUM with the
+ * average's division in the postscale), chosen by the compression likewise; and whether it
+ * exchanges pairs (else the sparsified tensor densely, its header says when). */
+chorus_status allreduce_topk(const struct allreduce_args *args);
+bool allreduce_topk_is_sparse(size_t count, size_t k, int nranks);
 chorus_status broadcast_binomial(const struct broadcast_args *args);
 chorus_status broadcast_pipelined_chain(const struct broadcast_args *args);
 chorus_status broadcast_shared_memory(const struct broadcast_args *args);

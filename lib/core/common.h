@@ -69,11 +69,14 @@ bool dtype_is_valid(int dtype);
 bool dtype_op_is_valid(int op);
 bool dtype_collective_is_valid(int collective);
 bool dtype_is_floating(chorus_dtype dtype);
-/* "none", "fp16", "bf16", "int8", "int4" ("default" for CHORUS_COMPRESSION_DEFAULT). */
+/* "none", "fp16", "bf16", "int8", "int4", "topk" ("default" for CHORUS_COMPRESSION_DEFAULT). */
 const char *dtype_compression_name(int compression);
 /* The largest chorus_compression. */
-#define DTYPE_COMPRESSION_LAST CHORUS_COMPRESSION_INT4
+#define DTYPE_COMPRESSION_LAST CHORUS_COMPRESSION_TOPK
 /* Whether `compression` quantizes (INT8, INT4), and to how many bits (0: it does not). */
 unsigned dtype_compression_bits(int compression);
+/* Whether `compression` sends shares of a sum that only add up (INT8, INT4, TOPK): it takes
+ * SUM and AVERAGE alone, as a minimum or a product of shares means nothing. */
+bool dtype_compression_sums_only(int compression);
 
 #endif

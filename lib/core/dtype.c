@@ -94,6 +94,8 @@ const char *dtype_compression_name(int compression)
         return "int8";
     case CHORUS_COMPRESSION_INT4:
         return "int4";
+    case CHORUS_COMPRESSION_TOPK:
+        return "topk";
     }
     return "unknown";
 }
@@ -103,4 +105,9 @@ unsigned dtype_compression_bits(int compression)
     return compression == CHORUS_COMPRESSION_INT8   ? 8
            : compression == CHORUS_COMPRESSION_INT4 ? 4
                                                     : 0;
+}
+
+bool dtype_compression_sums_only(int compression)
+{
+    return dtype_compression_bits(compression) != 0 || compression == CHORUS_COMPRESSION_TOPK;
 }

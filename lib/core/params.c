@@ -170,6 +170,14 @@ static bool param_store(struct chorus_params *values, const struct param_definit
     case PARAM_SECONDS:
         snprintf(why, why_size, "expected a non-negative number");
         return parse_seconds(text, field);
+    case PARAM_FRACTION: {
+        snprintf(why, why_size, "expected a number above 0, at most 1");
+        double fraction = 0;
+        if (!parse_seconds(text, &fraction) || !(fraction > 0 && fraction <= 1))
+            return false;
+        *(double *)field = fraction;
+        return true;
+    }
     case PARAM_LOG_LEVEL: {
         enum log_level level;
         snprintf(why, why_size, "expected error (Horovod's fatal), warning, info, debug or trace");
@@ -179,7 +187,7 @@ static bool param_store(struct chorus_params *values, const struct param_definit
         return true;
     }
     case PARAM_COMPRESSION: {
-        snprintf(why, why_size, "expected none, fp16, bf16, int8 or int4");
+        snprintf(why, why_size, "expected none, fp16, bf16, int8, int4 or topk");
         for (int compression = CHORUS_COMPRESSION_NONE; compression <= DTYPE_COMPRESSION_LAST;
              compression++)
             if (strcasecmp(text, dtype_compression_name(compression)) == 0) {
@@ -395,6 +403,7 @@ static size_t param_field_size(enum param_type type)
     case PARAM_SLOT:
         return sizeof(size_t);
     case PARAM_SECONDS:
+    case PARAM_FRACTION:
         return sizeof(double);
     case PARAM_LOG_LEVEL:
     case PARAM_COMPRESSION:
@@ -413,7 +422,7 @@ static size_t param_field_size(enum param_type type)
 static void format_exact(const struct chorus_params *values, size_t index, char *text,
                          size_t text_size)
 {
-    if (param_table[index].type == PARAM_SECONDS)
+    if (param_table[index].type == PARAM_SECONDS || param_table[index].type == PARAM_FRACTION)
         snprintf(text, text_size, "%.17g",
                  *(const double *)((const char *)values + param_table[index].offset));
     else
@@ -518,6 +527,7 @@ void params_format_value(const struct chorus_params *values, size_t index, char 
         snprintf(text, text_size, "%zu", *(const size_t *)field);
         return;
     case PARAM_SECONDS:
+    case PARAM_FRACTION:
         snprintf(text, text_size, "%g", *(const double *)field);
         return;
     case PARAM_LOG_LEVEL:

@@ -47,6 +47,7 @@ struct chorus_params {
     int compression;               /* chorus_compression for CHORUS_COMPRESSION_DEFAULT */
     int compression_rounding;      /* enum quantize_rounding, for INT8 and INT4 */
     size_t compression_seed;       /* stochastic rounding's seed */
+    double compression_topk_ratio; /* TOPK's fraction of values sent, where a call gives none */
     bool fusion_copier;            /* a thread packs and unpacks while collectives run */
     bool abort_on_failure;         /* MPI_Abort after a fatal error */
     bool autotune;                 /* tune the online settings during the first steps */
@@ -77,10 +78,11 @@ enum param_type {
     PARAM_CHUNK,     /* size_t: 0 (the default) or a power of two from 4K to 256M, as bytes */
     PARAM_SLOT,      /* size_t: bytes from 0 to PARAM_SLOT_LIMIT (a slot every rank holds twice) */
     PARAM_SECONDS,   /* double >= 0 */
+    PARAM_FRACTION,  /* double, 0 < value <= 1 */
     PARAM_LOG_LEVEL, /* error|warning|info|debug|trace */
     PARAM_PATH,      /* any text */
     PARAM_ALGORITHM, /* "auto" or an algorithm name of the collective */
-    PARAM_COMPRESSION, /* none|fp16|bf16|int8|int4 */
+    PARAM_COMPRESSION, /* none|fp16|bf16|int8|int4|topk */
     PARAM_SWITCH,    /* bool: on|off (also 1|0, true|false, yes|no) */
     PARAM_CHOICE,    /* int: the index of one of the definition's `choices` */
 };

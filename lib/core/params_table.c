@@ -172,7 +172,8 @@ const struct param_definition param_table[] = {
      .offset = FIELD(compression), .collective = -1, .flags = PARAM_SHAPES_WIRE,
      .help = "how float32 allreduces travel by default: none, fp16 or bf16 (half the bytes), "
              "int8 or int4 (blockwise quantized, about a quarter or an eighth of the bytes; "
-             "sums and averages only, other ops travel uncompressed)"},
+             "sums and averages only, other ops travel uncompressed), topk (the largest "
+             "CHORUS_COMPRESSION_TOPK_RATIO of the values by magnitude, sums and averages only)"},
     {.name = "CHORUS_COMPRESSION_ROUNDING", .type = PARAM_CHOICE, .default_value = "nearest",
      .offset = FIELD(compression_rounding), .collective = -1, .flags = PARAM_SHAPES_WIRE,
      .help = "how int8 and int4 compression round: nearest (error at most half a block's "
@@ -184,6 +185,11 @@ const struct param_definition param_table[] = {
      .help = "the seed of stochastic rounding's random numbers, which also depend on the "
              "tensor's name, the rank and the value's position: the same seed gives the same "
              "results"},
+    {.name = "CHORUS_COMPRESSION_TOPK_RATIO", .type = PARAM_FRACTION, .default_value = "0.01",
+     .offset = FIELD(compression_topk_ratio), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "the fraction of a tensor's values that topk compression sends from each rank "
+             "(the largest by magnitude, at least one), where the call leaves "
+             "compression_ratio at 0"},
     {.name = "CHORUS_LOG_LEVEL", .horovod = "HOROVOD_LOG_LEVEL",
      .type = PARAM_LOG_LEVEL, .default_value = "warning",
      .offset = FIELD(log_level), .collective = -1,

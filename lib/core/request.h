@@ -17,12 +17,13 @@ struct wire_request {
     uint8_t dtype;
     uint8_t op;
     uint8_t ndims;
-    uint8_t compression; /* chorus_compression, resolved: NONE, FP16, BF16, INT8 or INT4 */
+    uint8_t compression; /* chorus_compression, resolved: NONE, FP16, BF16, INT8, INT4 or TOPK */
     int32_t root;
     int32_t device;
     int64_t shape[CHORUS_MAX_DIMS];
     double prescale;
     double postscale;
+    double compression_ratio; /* TOPK: the fraction of values each rank sends; else 0 */
     char *group;         /* first name of the group; "" when not grouped */
     uint32_t group_size; /* tensors in the group; 1 when not grouped */
     int32_t process_set;  /* the ranks it runs on: 0 for every rank (process_set.h) */
@@ -111,8 +112,8 @@ struct request {
     void *output; /* == input when in place; unused for allgather */
     int64_t *splits; /* alltoall: rows for each rank (one entry per rank); else NULL */
     size_t count; /* elements */
-    /* An INT8 or INT4 allreduce's residual (chorus_op_args.error_feedback, count float32
-     * values), or NULL: none, or the allreduce is not quantized (what DEFAULT resolved to). */
+    /* A lossy allreduce's residual (chorus_op_args.error_feedback, count float32 values: INT8,
+     * INT4, TOPK), or NULL: none, or the allreduce is not lossy (what DEFAULT resolved to). */
     float *error_feedback;
     struct chorus_handle *handle;
     uint32_t member; /* its index in its group (0 when alone): where its output goes */

@@ -67,15 +67,18 @@ chorus_status executor_run_host_allreduce(struct executor *executor, void *buffe
                                  const struct allreduce_piece *pieces, size_t piece_count,
                                  size_t count, chorus_dtype dtype, chorus_op op, double factor,
                                  bool in_shared_heap, char *error, size_t error_size);
-/* An INT8 or INT4 allreduce of `count` float32 values in `buffer` (a sum; `factor` the
- * postscale with an average's division), through the quantized algorithm with `scheme`;
- * `residual`: this rank's error feedback (count values), or NULL. */
+/* An INT8, INT4 or TOPK allreduce of `count` float32 values in `buffer` (a sum; `factor` the
+ * postscale with an average's division): through the quantized algorithm with `quantize`, or
+ * the top-k algorithm with `topk`, whichever is not NULL; `residual`: this rank's error feedback
+ * (count values), or NULL. */
 struct quantize_scheme;
-chorus_status executor_run_host_allreduce_quantized(struct executor *executor, float *buffer,
-                                                    float *residual, size_t count,
-                                                    const struct quantize_scheme *scheme,
-                                                    double factor, char *error,
-                                                    size_t error_size);
+struct topk_scheme;
+chorus_status executor_run_host_allreduce_compressed(struct executor *executor, float *buffer,
+                                                     float *residual, size_t count,
+                                                     const struct quantize_scheme *quantize,
+                                                     const struct topk_scheme *topk,
+                                                     double factor, char *error,
+                                                     size_t error_size);
 chorus_status executor_run_host_broadcast(struct executor *executor, void *buffer, size_t bytes, int root,
                                  char *error, size_t error_size);
 chorus_status executor_run_host_allgather(struct executor *executor, const void *send, void *recv,

@@ -5,6 +5,8 @@
  */
 #include "backend.h"
 
+#include "../compression/topk.h"
+
 #include <sched.h>
 #include <stdio.h>
 
@@ -115,11 +117,12 @@ chorus_status executor_run_host_allreduce(struct executor *executor, void *buffe
                         error_size);
 }
 
-chorus_status executor_run_host_allreduce_quantized(struct executor *executor, float *buffer,
-                                                    float *residual, size_t count,
-                                                    const struct quantize_scheme *scheme,
-                                                    double factor, char *error,
-                                                    size_t error_size)
+chorus_status executor_run_host_allreduce_compressed(struct executor *executor, float *buffer,
+                                                     float *residual, size_t count,
+                                                     const struct quantize_scheme *quantize,
+                                                     const struct topk_scheme *topk,
+                                                     double factor, char *error,
+                                                     size_t error_size)
 {
     struct allreduce_args args = {
         .transport = &executor->transport,
@@ -129,14 +132,19 @@ chorus_status executor_run_host_allreduce_quantized(struct executor *executor, f
         .dtype = CHORUS_FLOAT32,
         .op = CHORUS_SUM,
         .postscale = factor != 1.0 ? &factor : NULL,
-        .quantize = scheme,
+        .quantize = quantize,
+        .topk = topk,
         .error_feedback = residual,
     };
-    executor->last_algorithm = "quantized";
-    chorus_status status = allreduce_quantized(&args);
+    executor->last_algorithm =
+        topk == NULL ? "quantized"
+        : allreduce_topk_is_sparse(count, topk->k, executor->transport.nranks)
+            ? "topk"
+            : "topk (dense ring)";
+    chorus_status status = topk != NULL ? allreduce_topk(&args) : allreduce_quantized(&args);
     if (status != CHORUS_OK)
-        snprintf(error, error_size, "allreduce (quantized, %zu values): %s", count,
-                 executor->transport.error);
+        snprintf(error, error_size, "allreduce (%s, %zu values): %s", executor->last_algorithm,
+                 count, executor->transport.error);
     return status;
 }
 

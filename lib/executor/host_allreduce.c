@@ -8,6 +8,7 @@
 
 #include "../collectives/collectives.h"
 #include "../compression/quantize.h"
+#include "../compression/topk.h"
 #include "../fusion/fusion.h"
 
 #include <string.h>
@@ -179,29 +180,55 @@ static uint64_t name_stream(uint64_t seed, const char *name)
     return quantize_stream(seed, text_digest(name, strlen(name)), 0);
 }
 
-/* A batch of INT8 or INT4 allreduces: each tensor through the quantized algorithm on its own,
- * so that its blocks, random numbers and error feedback residual are its own whatever it was
- * fused with. A joined rank's stand-in has no residual. */
+/* One tensor of an INT8 or INT4 batch, in `buffer`, with this rank's residual (NULL: none, or
+ * a joined rank's stand-in): through the quantized algorithm. */
 static chorus_status reduce_quantized(struct executor *executor,
-                                      const struct wire_response *responses,
-                                      const size_t *members, size_t member_count,
-                                      struct request **requests, char *error, size_t error_size)
+                                      const struct wire_response *response, float *buffer,
+                                      float *residual, char *error, size_t error_size)
 {
     const struct chorus_params *params = executor->settings->params;
+    struct quantize_scheme scheme = {
+        .bits = dtype_compression_bits(response->request.compression),
+        .rounding = (enum quantize_rounding)params->compression_rounding,
+        .stream = name_stream(params->compression_seed, response->request.name),
+    };
+    return executor_run_host_allreduce_compressed(executor, buffer, residual,
+                                                  request_elements(&response->request), &scheme,
+                                                  NULL, executor_output_factor(response), error,
+                                                  error_size);
+}
+
+/* One tensor of a TOPK batch, in `buffer`, with this rank's residual (NULL: none, or a joined
+ * rank's stand-in): through the top-k algorithm. */
+static chorus_status reduce_topk(struct executor *executor, const struct wire_response *response,
+                                 float *buffer, float *residual, char *error, size_t error_size)
+{
+    size_t count = request_elements(&response->request);
+    struct topk_scheme scheme = {.k = topk_count(count, response->request.compression_ratio)};
+    return executor_run_host_allreduce_compressed(executor, buffer, residual, count, NULL,
+                                                  &scheme,
+                                                  executor_output_factor(response), error,
+                                                  error_size);
+}
+
+/* A batch of INT8, INT4 or TOPK allreduces: each tensor through its compression's algorithm
+ * on its own, so that its blocks, random numbers and top values are its own whatever it was
+ * fused with. */
+static chorus_status reduce_one_by_one(struct executor *executor,
+                                       const struct wire_response *responses,
+                                       const size_t *members, size_t member_count,
+                                       struct request **requests, char *error, size_t error_size)
+{
     for (size_t m = 0; m < member_count; m++) {
         const struct wire_response *response = &responses[members[m]];
         float *buffer = own_buffer(executor, &response->request, requests[m]);
         if (buffer == NULL)
             return CHORUS_ERR_OUT_OF_MEMORY;
-        struct quantize_scheme scheme = {
-            .bits = dtype_compression_bits(response->request.compression),
-            .rounding = (enum quantize_rounding)params->compression_rounding,
-            .stream = name_stream(params->compression_seed, response->request.name),
-        };
         float *residual = requests[m] != NULL ? requests[m]->error_feedback : NULL;
-        chorus_status status = executor_run_host_allreduce_quantized(
-            executor, buffer, residual, request_elements(&response->request), &scheme,
-            executor_output_factor(response), error, error_size);
+        chorus_status status =
+            response->request.compression == CHORUS_COMPRESSION_TOPK
+                ? reduce_topk(executor, response, buffer, residual, error, error_size)
+                : reduce_quantized(executor, response, buffer, residual, error, error_size);
         if (status != CHORUS_OK)
             return status;
     }
@@ -220,9 +247,9 @@ chorus_status executor_host_allreduce(struct executor *executor, const struct wi
     double prescale = first->request.prescale;
     double factor = executor_output_factor(first);
     bool compressed = executor_wire_dtype(&first->request) != dtype;
-    if (dtype_compression_bits(first->request.compression) != 0)
-        return reduce_quantized(executor, responses, members, member_count, requests, error,
-                                error_size);
+    if (dtype_compression_sums_only(first->request.compression))
+        return reduce_one_by_one(executor, responses, members, member_count, requests, error,
+                                 error_size);
 
     if (member_count == 1 && !compressed) {
         struct request *request = requests[0];

@@ -119,7 +119,7 @@ struct lane_operation {
     void *output;           /* allreduce, broadcast: where the result goes; a barrier's: NULL,
                                or a byte for the OR of every member's flags */
     size_t count;           /* elements of the input */
-    float *error_feedback;  /* a quantized allreduce's residual (struct request's), or NULL */
+    float *error_feedback;  /* a lossy allreduce's residual (struct request's), or NULL */
     double timeout_seconds; /* the operation's own bound; 0: the lane's */
     const int64_t *splits;  /* an alltoall's rows per member */
     struct chorus_handle *handle; /* where the lane's executor leaves an output */

@@ -100,6 +100,11 @@ static void format_compression(const struct wire_request *r, char *text, size_t 
     snprintf(text, size, "%s", dtype_compression_name(r->compression));
 }
 
+static void format_compression_ratio(const struct wire_request *r, char *text, size_t size)
+{
+    snprintf(text, size, "%.17g", r->compression_ratio);
+}
+
 static void format_group(const struct wire_request *r, char *text, size_t size)
 {
     if (r->group_size <= 1)
@@ -213,6 +218,15 @@ static const char *check_compression(const struct wire_request *r)
     return r->compression <= DTYPE_COMPRESSION_LAST ? NULL : "unknown compression";
 }
 
+static const char *check_compression_ratio(const struct wire_request *r)
+{
+    bool topk = r->compression == CHORUS_COMPRESSION_TOPK;
+    return (topk && r->compression_ratio > 0 && r->compression_ratio <= 1) ||
+                   (!topk && r->compression_ratio == 0)
+               ? NULL
+               : "compression ratio outside (0, 1], or without topk";
+}
+
 static const char *check_even_split(const struct wire_request *r)
 {
     return r->even_split <= 1 ? NULL : "even_split neither 0 nor 1";
@@ -277,6 +291,9 @@ const struct negotiated_field negotiated_fields[] = {
     {.name = "compression", .encoding = FIELD_U8, .offset = AT(compression),
      .agree = C(CHORUS_ALLREDUCE), .cache_key = true, .format = format_compression,
      .check = check_compression},
+    {.name = "compression ratio", .encoding = FIELD_F64, .offset = AT(compression_ratio),
+     .agree = C(CHORUS_ALLREDUCE), .cache_key = true, .format = format_compression_ratio,
+     .check = check_compression_ratio},
     /* Grouped or not, and which group: for every collective, grouped ones and those that
      * cannot be grouped alike (where a group's members must be submitted together). */
     {.name = "group", .encoding = FIELD_TEXT, .offset = AT(group), .agree = FIELD_EVERY_REQUEST,

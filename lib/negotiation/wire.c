@@ -19,6 +19,10 @@
  *   | device | ndims | shape[ndims] | op | root | prescale | postscale | compression |
  *   | i32    | u8    | i64 each     | u8 | i32  | f64      | f64       | u8          |
  *   +--------+-------+--------------+----+------+----------+-----------+-------------+
+ *   +-------------------+
+ *   | compression_ratio |
+ *   | f64               |
+ *   +-------------------+
  *   +-----------+-------+------------+------------+----------------+
  *   | group_len | group | group_size | even_split | in_shared_heap |
  *   | u16       | ...   | u32        | u8         | u8             |

@@ -10,8 +10,9 @@
 
 #define WIRE_MAGIC 0x53524843u /* "CHRS" in little-endian byte order */
 /* 2: process sets; 3: even_split; 4: request fields in negotiated_fields.c's order, responses
- * with a rank mask and the last-joined rank of their own; 5: in_shared_heap */
-#define WIRE_VERSION 5
+ * with a rank mask and the last-joined rank of their own; 5: in_shared_heap; 6:
+ * compression_ratio */
+#define WIRE_VERSION 6
 
 enum wire_kind {
     WIRE_REQUESTS = 1,  /* a rank -> rank 0 */

@@ -27,7 +27,7 @@ ANY_SOURCE = -1
 MEMORY_HOST, MEMORY_CUDA = 0, 1
 # chorus_compression
 (COMPRESSION_DEFAULT, COMPRESSION_NONE, COMPRESSION_FP16, COMPRESSION_BF16, COMPRESSION_INT8,
- COMPRESSION_INT4) = range(6)
+ COMPRESSION_INT4, COMPRESSION_TOPK) = range(7)
 # chorus_op_args.flags
 OP_ORDERED = 1 << 0
 
@@ -45,7 +45,7 @@ class OpArgs(ctypes.Structure):
                 ("postscale_factor", ctypes.c_double), ("compression", ctypes.c_int),
                 ("splits", ctypes.POINTER(ctypes.c_int64)), ("process_set", ctypes.c_int),
                 ("flags", ctypes.c_uint64), ("timeout_seconds", ctypes.c_double),
-                ("error_feedback", ctypes.c_void_p)]
+                ("error_feedback", ctypes.c_void_p), ("compression_ratio", ctypes.c_double)]
 
 
 class Topology(ctypes.Structure):

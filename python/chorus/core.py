@@ -359,8 +359,9 @@ def describe(data_pointer, dtype, shape, memory=c.MEMORY_HOST, device=0):
 
 def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.0,
             postscale=1.0, compression=c.COMPRESSION_DEFAULT, splits=None, process_set=0,
-            error_feedback=None):
-    """chorus_op_args; `error_feedback` the address of a compressed allreduce's residual."""
+            error_feedback=None, compression_ratio=0.0):
+    """chorus_op_args; `error_feedback` the address of a compressed allreduce's residual,
+    `compression_ratio` TOPK's fraction of the values sent."""
     args = c.OpArgs()
     args.struct_size = ctypes.sizeof(c.OpArgs)
     args.collective = collective
@@ -372,6 +373,7 @@ def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.
     args.prescale_factor = prescale
     args.postscale_factor = postscale
     args.compression = compression
+    args.compression_ratio = compression_ratio
     args.process_set = process_set
     args.error_feedback = error_feedback
     if splits is not None:

@@ -5,6 +5,7 @@
 #include "reference.h"
 
 #include <float.h>
+#include <stdlib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -398,4 +399,45 @@ double reference_quantized_bound(const float *result, size_t count, size_t index
     double share = stochastic ? 1.0 : 0.5;
     double slack = ldexp(largest * fabs(factor) + fmax(fabs(low), fabs(high)), -21) + FLT_TRUE_MIN;
     return share * (sum_scale + fabs(factor) * contributions) * (1 + 0x1p-20) + slack;
+}
+
+static const float *top_k_values; /* qsort has no context argument */
+
+/* Whether value ia goes before value ib: nan first, then by magnitude, then the lower index. */
+static int top_k_order(const void *pa, const void *pb)
+{
+    size_t ia = *(const size_t *)pa, ib = *(const size_t *)pb;
+    float a = top_k_values[ia], b = top_k_values[ib];
+    if (isnan(a) != isnan(b))
+        return isnan(a) ? -1 : 1;
+    if (!isnan(a)) {
+        double ma = fabs((double)a), mb = fabs((double)b);
+        if (ma != mb)
+            return ma > mb ? -1 : 1;
+    }
+    return ia < ib ? -1 : ia > ib ? 1 : 0;
+}
+
+void reference_top_k(bool *taken, const float *values, size_t count, size_t k)
+{
+    size_t *order = malloc((count + 1) * sizeof *order);
+    if (order == NULL)
+        abort();
+    for (size_t i = 0; i < count; i++)
+        order[i] = i;
+    top_k_values = values;
+    qsort(order, count, sizeof *order, top_k_order);
+    memset(taken, 0, count * sizeof *taken);
+    for (size_t i = 0; i < k && i < count; i++)
+        taken[order[i]] = true;
+    free(order);
+}
+
+uint64_t reference_checksum(const float *values, size_t count)
+{
+    uint64_t hash = UINT64_C(0xcbf29ce484222325);
+    const unsigned char *bytes = (const unsigned char *)values;
+    for (size_t i = 0; i < count * sizeof *values; i++)
+        hash = (hash ^ bytes[i]) * UINT64_C(0x100000001b3);
+    return hash;
 }

@@ -57,4 +57,13 @@ double reference_quantized_bound(const float *result, size_t count, size_t index
                                  const int *ranks, int nranks, uint64_t seed, unsigned bits,
                                  bool stochastic, double factor);
 
+/* The values the TOPK compression sends, as chorus.h states them: taken[i] for the first k
+ * of values[0 .. count) sorted by magnitude, larger first, a nan larger than any number, ties
+ * to the lower index (sorts, independently of the library's selection). */
+void reference_top_k(bool *taken, const float *values, size_t count, size_t k);
+
+/* FNV-1a of `count` floats' bytes: results that must be the same bits on every rank compare
+ * by it. */
+uint64_t reference_checksum(const float *values, size_t count);
+
 #endif

@@ -44,6 +44,7 @@ int main(void)
     FIELD("OpArgs", chorus_op_args, flags);
     FIELD("OpArgs", chorus_op_args, timeout_seconds);
     FIELD("OpArgs", chorus_op_args, error_feedback);
+    FIELD("OpArgs", chorus_op_args, compression_ratio);
 
     STRUCT("Topology", chorus_topology);
     FIELD("Topology", chorus_topology, struct_size);
@@ -102,5 +103,6 @@ int main(void)
     VALUE("COMPRESSION_BF16", CHORUS_COMPRESSION_BF16);
     VALUE("COMPRESSION_INT8", CHORUS_COMPRESSION_INT8);
     VALUE("COMPRESSION_INT4", CHORUS_COMPRESSION_INT4);
+    VALUE("COMPRESSION_TOPK", CHORUS_COMPRESSION_TOPK);
     return 0;
 }

@@ -125,15 +125,16 @@ class Weights(torch.nn.Module):
 
 
 def optimizer_residuals(rank, size):
-    """DistributedOptimizer(int8): over steps, what the averaged gradients add up to plus every
-    rank's residual over the ranks is the average of every rank's gradients; with
+    """DistributedOptimizer(int8, and topk): over steps, what the averaged gradients add up to
+    plus every rank's residual over the ranks is the average of every rank's gradients; with
     backward_passes_per_step=2, of their accumulation; state_dict and load_state_dict."""
     shapes = [(7, 300), (5,), (20000,)]  # the last one over 64 KiB: its gradient is shared
-    for passes in (1, 2):
+    for compression, passes in ((hvd.Compression.int8, 1), (hvd.Compression.int8, 2),
+                                (hvd.Compression.topk(0.05), 1)):
         model = Weights(shapes)
         optimizer = hvd.DistributedOptimizer(
             torch.optim.SGD(model.parameters(), lr=0.0, momentum=0.9),
-            named_parameters=model.named_parameters(), compression=hvd.Compression.int8,
+            named_parameters=model.named_parameters(), compression=compression,
             backward_passes_per_step=passes)
         factor = 1.0 / (size * passes)
         results = [torch.zeros(s, dtype=torch.float64) for s in shapes]
@@ -155,7 +156,8 @@ def optimizer_residuals(rank, size):
               f"passes {passes}: a residual per parameter ({len(optimizer._residuals)})")
         for i, w in enumerate(model.weights):
             residual = optimizer._residuals[w]
-            every = hvd.allreduce(residual, op=hvd.Sum, name=f"ef.opt.{passes}.{i}").double()
+            every = hvd.allreduce(residual, op=hvd.Sum,
+                                  name=f"ef.opt.{compression!r}.{passes}.{i}").double()
             gap = (results[i] + factor * every - factor * inputs[i]).abs().max().item()
             bound = 1e-5 * max(1.0, float(inputs[i].abs().max()) * factor)
             check(gap <= bound and residual.abs().sum() > 0,

@@ -683,6 +683,77 @@ def timeline(rank):
               abs(marks[0]["dur"] - 250000) < 1, f"the marked span: {marks}")
 
 
+def top_k_sum(values, ratio, factor=1.0):
+    """chorus.h's TOPK result, from every rank's values (a row each) in numpy: each rank's
+    k = max(1, ceil(ratio * count)) largest magnitudes (ties to the lower index, by a stable
+    sort), summed in float64 in rank order, times `factor`, rounded once to float32."""
+    import math
+    import numpy
+    rows = numpy.asarray(values, dtype=numpy.float32)
+    count = rows.shape[1]
+    k = min(count, max(1, math.ceil(ratio * count)))
+    total = numpy.zeros(count, dtype=numpy.float64)
+    for row in rows:
+        chosen = numpy.argsort(-numpy.abs(row.astype(numpy.float64)), kind="stable")[:k]
+        total[chosen] += row[chosen].astype(numpy.float64)
+    return torch.from_numpy((total * factor).astype(numpy.float32)), k
+
+
+def topk_compression(rank, size):
+    """Compression.topk(ratio): chorus sends each rank's largest values and sums them; with
+    ranks * k below the count the pairs travel and the sum is the reference's bits."""
+    values = torch.stack([torch.sin(torch.arange(301, dtype=torch.float32) * (r + 1.3)) * (r + 1)
+                          for r in range(size)])
+    expected, k = top_k_sum(values, 0.1)
+    check(size * k < 301, "the pairs travel (sparse)")
+    got = hvd.allreduce(values[rank].clone(), op=hvd.Sum, name="x.topk",
+                        compression=hvd.Compression.topk(0.1))
+    check(torch.equal(got, expected),
+          f"allreduce with Compression.topk(0.1): {int((got != expected).sum())} values differ "
+          f"from the numpy reference")
+    check(int((got != 0).sum()) <= size * k, "at most ranks * k values are not 0")
+    average, _ = top_k_sum(values, 0.1, 1.0 / size)
+    got = hvd.allreduce(values[rank].clone(), name="x.topk.average",
+                        compression=hvd.Compression.topk(0.1))
+    check(torch.allclose(got, average, rtol=1e-6, atol=0),
+          f"average with Compression.topk(0.1): largest error {float((got - average).abs().max())}")
+    pieces = hvd.grouped_allreduce([values[rank].clone(), values[rank][:50].clone()], op=hvd.Sum,
+                                   name="x.topk.grouped", compression=hvd.Compression.topk(0.1))
+    check(torch.equal(pieces[0], expected) and
+          torch.equal(pieces[1], top_k_sum(values[:, :50], 0.1)[0]),
+          "grouped_allreduce with Compression.topk(0.1)")
+    for bad in (0, 1.5, -0.1, "0.1", True):
+        raises(ValueError, lambda: hvd.Compression.topk(bad), f"Compression.topk({bad!r})")
+    raises(ValueError, lambda: hvd.allreduce(values[rank], name="x.topk.unset",
+                                             compression=hvd.Compression.topk),
+           "Compression.topk without its ratio")
+    # DistributedOptimizer(compression=Compression.topk(0.01)): each gradient is the average of
+    # the ranks' top 1% (k = 1 of the weight's 10 values and of the bias's 2).
+    model = torch.nn.Linear(5, 2)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters(),
+                                         compression=hvd.Compression.topk(0.01))
+    optimizer.zero_grad()
+    inputs = [torch.arange(5, dtype=torch.float32) * (r + 1) - 2 for r in range(size)]
+    model(inputs[rank][None]).sum().backward()
+    grads = {}
+    for r in range(size):  # every rank's own gradient, computed here
+        copy = torch.nn.Linear(5, 2)
+        copy.load_state_dict(model.state_dict())
+        copy(inputs[r][None]).sum().backward()
+        grads.setdefault("weight", []).append(copy.weight.grad.flatten())
+        grads.setdefault("bias", []).append(copy.bias.grad)
+    optimizer.synchronize()
+    for name, parameter in (("weight", model.weight), ("bias", model.bias)):
+        reference, _ = top_k_sum(torch.stack(grads[name]), 0.01, 1.0 / size)
+        check(torch.allclose(parameter.grad.flatten(), reference, rtol=1e-6, atol=0),
+              f"DistributedOptimizer with Compression.topk(0.01): {name} gradient "
+              f"{parameter.grad.flatten().tolist()}, expected {reference.tolist()}")
+    with optimizer.skip_synchronize():
+        optimizer.step()
+
+
 def main():
     hvd.init()
     hvd.init()  # a second call does nothing, as in Horovod
@@ -693,6 +764,7 @@ def main():
     optimizer_errors_and_options()
     adasum_optimizer(rank, size)
     collectives(rank, size)
+    topk_compression(rank, size)
     sparse(rank, size)
     timeline(rank)
     reducescatters(rank, size)

@@ -7,6 +7,7 @@
 #include "../common/check_runner.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 static struct param_set set;
@@ -181,7 +182,22 @@ START_TEST(malformed_values_name_variable_and_value)
     ck_assert_uint_eq(set.values.compression_seed, 42);
     char *bad_compression[] = {"CHORUS_COMPRESSION=int2", NULL};
     ck_assert_int_eq(load(bad_compression, NULL), CHORUS_ERR_BAD_PARAMETER);
-    ck_assert_msg(strstr(error, "\"int2\"") && strstr(error, "int8 or int4"), "%s", error);
+    ck_assert_msg(strstr(error, "\"int2\"") && strstr(error, "int4 or topk"), "%s", error);
+    /* Top-k's ratio: a fraction above 0, at most 1. */
+    char *topk[] = {"CHORUS_COMPRESSION=topk", "CHORUS_COMPRESSION_TOPK_RATIO=0.125", NULL};
+    ck_assert_int_eq(load(topk, NULL), CHORUS_OK);
+    ck_assert_int_eq(set.values.compression, CHORUS_COMPRESSION_TOPK);
+    ck_assert(set.values.compression_topk_ratio == 0.125);
+    const char *bad_ratios[] = {"0", "1.5", "-0.1", "nan", "half"};
+    for (size_t i = 0; i < sizeof bad_ratios / sizeof bad_ratios[0]; i++) {
+        char setting[64];
+        snprintf(setting, sizeof setting, "CHORUS_COMPRESSION_TOPK_RATIO=%s", bad_ratios[i]);
+        char *bad_ratio[] = {setting, NULL};
+        ck_assert_int_eq(load(bad_ratio, NULL), CHORUS_ERR_BAD_PARAMETER);
+        ck_assert_msg(strstr(error, "CHORUS_COMPRESSION_TOPK_RATIO") &&
+                          strstr(error, bad_ratios[i]) && strstr(error, "at most 1"),
+                      "%s", error);
+    }
     char *bad_rounding[] = {"CHORUS_COMPRESSION_ROUNDING=up", NULL};
     ck_assert_int_eq(load(bad_rounding, NULL), CHORUS_ERR_BAD_PARAMETER);
     ck_assert_msg(strstr(error, "CHORUS_COMPRESSION_ROUNDING") && strstr(error, "stochastic"),

@@ -66,6 +66,42 @@ START_TEST(requests_round_trip)
 }
 END_TEST
 
+/* TOPK's ratio travels with its request; a decoded ratio outside (0, 1], or one without TOPK,
+ * is refused like any malformed field. */
+START_TEST(compression_ratio_round_trips_and_is_checked)
+{
+    struct wire_request request = sample_request("topk");
+    request.collective = CHORUS_ALLREDUCE;
+    request.compression = CHORUS_COMPRESSION_TOPK;
+    request.compression_ratio = 0.0125;
+    struct wire_message message = {.kind = WIRE_REQUESTS, .count = 1, .requests = &request};
+    uint8_t *bytes = NULL;
+    size_t length = wire_encode(&message, &bytes);
+    struct wire_message decoded;
+    char error[256];
+    ck_assert_int_eq(wire_decode(bytes, length, &decoded, error, sizeof error), CHORUS_OK);
+    ck_assert(decoded.requests[0].compression_ratio == 0.0125);
+    ck_assert_uint_eq(decoded.requests[0].compression, CHORUS_COMPRESSION_TOPK);
+    wire_message_free(&decoded);
+    free(bytes);
+    const struct {
+        uint8_t compression;
+        double ratio;
+    } bad[] = {{CHORUS_COMPRESSION_TOPK, 0.0},
+               {CHORUS_COMPRESSION_TOPK, 1.5},
+               {CHORUS_COMPRESSION_NONE, 0.5}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        request.compression = bad[i].compression;
+        request.compression_ratio = bad[i].ratio;
+        length = wire_encode(&message, &bytes);
+        ck_assert_int_eq(wire_decode(bytes, length, &decoded, error, sizeof error),
+                         CHORUS_ERR_PROTOCOL);
+        ck_assert_msg(strstr(error, "compression ratio") != NULL, "%s", error);
+        free(bytes);
+    }
+}
+END_TEST
+
 START_TEST(responses_round_trip)
 {
     int64_t dims[3] = {4, 0, 9};
@@ -260,6 +296,7 @@ int main(void)
     Suite *suite = suite_create("wire");
     TCase *tc = tcase_create("wire");
     tcase_add_test(tc, requests_round_trip);
+    tcase_add_test(tc, compression_ratio_round_trips_and_is_checked);
     tcase_add_test(tc, responses_round_trip);
     tcase_add_test(tc, cached_entries_travel_as_slots);
     tcase_add_test(tc, every_truncation_and_extension_is_rejected);

@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from .compression import Compression, _wire
+from .compression import Compression, _ratio, _wire
 
 from .. import _library as c
 from ..core import check
@@ -173,7 +173,8 @@ def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_facto
     args = op_args(c.ALLREDUCE, name, _descriptor(tensor),
                    output.data_ptr() if output is not None else None, op, 0, prescale_factor,
                    postscale_factor, _wire(compression), process_set=_set_id(process_set),
-                   error_feedback=_residual_address(tensor, error_feedback, name))
+                   error_feedback=_residual_address(tensor, error_feedback, name),
+                   compression_ratio=_ratio(compression))
 
     def finish(handle):
         result = output if back is None else back()
@@ -281,7 +282,8 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     inputs = [_truncated(t, f[3]) if f[3] != 1.0 else t for t, f in zip(inputs, factors)]
     args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), o.data_ptr(), f[0], 0, f[1],
                     f[2], _wire(compression), process_set=set_id,
-                    error_feedback=_residual_address(t, e, f"{name}.{i}"))
+                    error_feedback=_residual_address(t, e, f"{name}.{i}"),
+                    compression_ratio=_ratio(compression))
             for i, (t, o, f, e) in enumerate(zip(inputs, outputs, factors, residuals))]
 
     def results(handle):
@@ -358,7 +360,8 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     staged = [_staged(t) for t in tensors]
     args = [op_args(c.ALLREDUCE, f"{name}.{i}", _descriptor(t), None, f[0], 0, f[1], f[2],
                     _wire(compression), process_set=set_id,
-                    error_feedback=_residual_address(t, e, f"{name}.{i}"))
+                    error_feedback=_residual_address(t, e, f"{name}.{i}"),
+                    compression_ratio=_ratio(compression))
             for i, ((t, _), f, e) in enumerate(zip(staged, factors, residuals))]
 
     def results(handle):

@@ -56,15 +56,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise ValueError("compression=Compression.powersgd takes its options: "
                              "Compression.powersgd(rank), e.g. Compression.powersgd(4)")
         low_rank = compression if isinstance(compression, PowerSGD) else None
-        quantizing = low_rank is None and _wire(compression) in (c.COMPRESSION_INT8,
-                                                                 c.COMPRESSION_INT4)
+        # The compressions whose residual chorus keeps in C (chorus_op_args.error_feedback).
+        lossy = low_rank is None and _wire(compression) in (
+            c.COMPRESSION_INT8, c.COMPRESSION_INT4, c.COMPRESSION_TOPK)
         if error_feedback is not None and low_rank is not None:
             low_rank = copy.copy(low_rank)  # the user's compressor stays as it was
             low_rank.error_feedback = bool(error_feedback)
-        elif error_feedback and not quantizing:
+        elif error_feedback and not lossy:
             raise ValueError(f"DistributedOptimizer(error_feedback=True) with compression="
                              f"{getattr(compression, '__name__', compression)!r}: error "
-                             "feedback is kept for Compression.int8, .int4 and .powersgd")
+                             "feedback is kept for Compression.int8, .int4, .topk and .powersgd")
         if low_rank is not None and op != Average:
             raise ValueError(f"DistributedOptimizer(compression={low_rank!r}) averages the "
                              "gradients (its factors are averaged): op must be Average")
@@ -94,9 +95,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # zero_grad keeps it there. Where each lies, by parameter:
         self._share = shared_gradients_wanted(shared)
         self._shared = {}
-        # Error feedback for the quantizing compressions, one residual per parameter whose
+        # Error feedback for the lossy compressions, one residual per parameter whose
         # gradient is a dense float32 CPU tensor, made with its first allreduce (_residual).
-        self._feedback = quantizing and error_feedback is not False and op in (Sum, Average)
+        self._feedback = lossy and error_feedback is not False and op in (Sum, Average)
         self._residuals = {}
 
     def _register_hooks(self):
@@ -378,9 +379,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     gradients are accumulated locally over that many passes before one allreduce. `groups` and
     `num_groups` are accepted for Horovod's scripts (its order of arguments) and change nothing:
     chorus fuses small gradients anyway.
-    compression=Compression.int8 or .int4 keeps error feedback: what quantizing a gradient
-    drops in one step is added to the parameter's next gradient, so that training converges as
-    without compression. One float32 residual per parameter with a float32 CPU gradient, the
+    compression=Compression.int8, .int4 or .topk(ratio) keeps error feedback: what compressing a
+    gradient drops in one step is added to the parameter's next gradient, so that training
+    converges as without compression. One float32 residual per parameter with a float32 CPU gradient, the
     gradient's size, made with its first allreduce (in the shared heap where the gradient lies
     there); in state_dict() under "error_feedback", zeroed by load_state_dict() (an elastic
     restore too). With backward_passes_per_step > 1 it applies to the one allreduce of the
@@ -389,8 +390,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     compression=Compression.powersgd(rank) averages gradient matrices as rank-`rank` factors
     with error feedback (chorus.torch.powersgd), op Average only; its state is in
     state_dict()["powersgd"].
-    error_feedback (chorus's own; None: on for int8, int4 and the compressor's choice for
-    powersgd, which is on by default) turns error feedback on or off; True with a compressor
+    error_feedback (chorus's own; None: on for int8, int4 and topk, and the compressor's choice
+    for powersgd, which is on by default) turns error feedback on or off; True with a compressor
     that keeps none (none, fp16, bf16) raises ValueError.
     op=Adasum is Horovod's Adasum optimizer: every rank steps with its own gradients and the
     updates are combined with Adasum (float32 and float64 parameters).
