@@ -17,11 +17,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether every rank the operation runs on shares one host: the job's (one host), or its
+ * process set's members (their host names). The same answer on every member. */
+static bool on_one_host(struct chorus_context *context, int process_set)
+{
+    if (process_set == 0)
+        return context->topology.cross_size == 1;
+    bool one = true;
+    pthread_mutex_lock(&context->lock);
+    const struct process_set *set = process_set_find(&context->process_sets, process_set);
+    for (int m = 1; set != NULL && m < set->size && one; m++)
+        one = strcmp(context_host_name(context, set->ranks[m]),
+                     context_host_name(context, set->ranks[0])) == 0;
+    pthread_mutex_unlock(&context->lock);
+    return one && set != NULL;
+}
+
 /* What `args` describes, as the ranks compare it: everything but the name and the group, which
  * the caller sets. */
 static void describe(struct wire_request *desc, const chorus_op_args *args, uint32_t group_size,
-                     const struct chorus_params *params)
+                     struct chorus_context *context)
 {
+    const struct chorus_params *params = &context->params.values;
     int default_compression = params->compression;
     const chorus_tensor *tensor = &args->input;
     bool reduces = args->collective == CHORUS_ALLREDUCE || args->collective == CHORUS_REDUCESCATTER;
@@ -53,6 +70,11 @@ static void describe(struct wire_request *desc, const chorus_op_args *args, uint
                                  chorus_tensor_count(tensor) <= UINT32_MAX)
                             ? (uint8_t)compression
                             : CHORUS_COMPRESSION_NONE;
+    /* On one host, compressing costs more than the copy it saves (CHORUS_COMPRESSION_ONE_HOST):
+     * the tensor travels exact unless the user keeps compression there. */
+    if (desc->compression != CHORUS_COMPRESSION_NONE && !params->compression_one_host &&
+        on_one_host(context, desc->process_set))
+        desc->compression = CHORUS_COMPRESSION_NONE;
     /* The ratio, resolved here too, so that ranks compare what they will send. */
     double ratio = api_op_compression_ratio(args);
     desc->compression_ratio = desc->compression != CHORUS_COMPRESSION_TOPK ? 0.0
@@ -80,7 +102,7 @@ static float *error_feedback_used(const chorus_op_args *args, const struct wire_
 
 static struct request *request_create(const chorus_op_args *args, const char *group,
                                       uint32_t group_size, struct chorus_handle *handle,
-                                      const struct chorus_params *params)
+                                      struct chorus_context *context)
 {
     const chorus_tensor *tensor = &args->input;
     /* A set's names are its own (name tables key by set and name): the same name, or the same
@@ -99,7 +121,7 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     }
     if (request == NULL)
         return NULL;
-    describe(&request->desc, args, group_size, params);
+    describe(&request->desc, args, group_size, context);
     request->input = tensor->data;
     bool handle_output = args->collective == CHORUS_ALLGATHER ||
                          args->collective == CHORUS_REDUCESCATTER ||
@@ -267,7 +289,6 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
                                     const chorus_op_args *args, struct chorus_handle *handle,
                                     int nranks)
 {
-    const struct chorus_params *params = &context->params.values;
     if (atomic_load(&context->join_requested)) {
         lane_leave(lane);
         handle_member_done(handle, CHORUS_ERR_INVALID_ARGUMENT,
@@ -280,7 +301,7 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
     memset(&desc, 0, sizeof desc); /* padding too: the lane compares descriptions as bytes */
     desc.name = (char *)args->name;
     desc.group = (char *)"";
-    describe(&desc, args, 1, params);
+    describe(&desc, args, 1, context);
     /* An alltoall's rows per member, as the executor takes them (the lane's own may run it). */
     int64_t *splits = NULL;
     if (args->collective == CHORUS_ALLTOALL) {
@@ -318,7 +339,7 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
         handle_finish_unpublished(handle, result.status, result.message);
         return CHORUS_OK;
     }
-    struct request *request = request_create(args, "", 1, handle, params);
+    struct request *request = request_create(args, "", 1, handle, context);
     if (request != NULL && args->collective == CHORUS_ALLTOALL &&
         !copy_splits(request, args, nranks)) {
         request_free(request);
@@ -479,7 +500,7 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
     }
     for (size_t i = 0; i < count; i++) {
         requests[i] = request_create(&args[i], count > 1 ? args[0].name : "", (uint32_t)count,
-                                     handle, &context->params.values);
+                                     handle, context);
         if (requests[i] != NULL)
             requests[i]->member = (uint32_t)i;
         if (requests[i] != NULL && args[i].collective == CHORUS_ALLTOALL &&

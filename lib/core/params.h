@@ -48,6 +48,7 @@ struct chorus_params {
     int compression_rounding;      /* enum quantize_rounding, for INT8 and INT4 */
     size_t compression_seed;       /* stochastic rounding's seed */
     double compression_topk_ratio; /* TOPK's fraction of values sent, where a call gives none */
+    bool compression_one_host;     /* compress allreduces whose ranks share one host too */
     bool fusion_copier;            /* a thread packs and unpacks while collectives run */
     bool abort_on_failure;         /* MPI_Abort after a fatal error */
     bool autotune;                 /* tune the online settings during the first steps */

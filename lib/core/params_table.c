@@ -190,6 +190,12 @@ const struct param_definition param_table[] = {
      .help = "the fraction of a tensor's values that topk compression sends from each rank "
              "(the largest by magnitude, at least one), where the call leaves "
              "compression_ratio at 0"},
+    {.name = "CHORUS_COMPRESSION_ONE_HOST", .type = PARAM_SWITCH, .default_value = "off",
+     .offset = FIELD(compression_one_host), .collective = -1, .flags = PARAM_SHAPES_WIRE,
+     .help = "off: a float32 allreduce whose ranks all share one host travels uncompressed "
+             "(exact), whatever compression it asks for, because there converting costs more "
+             "than the shared-memory copy it saves (its error feedback buffer is left "
+             "untouched); on: it is compressed as asked, as across hosts"},
     {.name = "CHORUS_LOG_LEVEL", .horovod = "HOROVOD_LOG_LEVEL",
      .type = PARAM_LOG_LEVEL, .default_value = "warning",
      .offset = FIELD(log_level), .collective = -1,

@@ -427,11 +427,57 @@ static void check_error_feedback_refused(void)
     expect_completes(&args);
 }
 
+/* CHORUS_COMPRESSION_ONE_HOST=off (the default), with every rank on one host: a compressed
+ * allreduce travels exact, the same bits as an uncompressed one, its residual untouched. */
+static int run_one_host_exact(void)
+{
+    setenv("CHORUS_COMPRESSION_ONE_HOST", "off", 1);
+    test_init_chorus();
+    test_step = "one host: compression declined";
+    enum { COUNT = 1031 };
+    static float exact[COUNT], asked[COUNT], residual[COUNT];
+    const chorus_compression kinds[] = {CHORUS_COMPRESSION_INT8, CHORUS_COMPRESSION_INT4,
+                                        CHORUS_COMPRESSION_TOPK, CHORUS_COMPRESSION_FP16};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        for (size_t i = 0; i < COUNT; i++) {
+            exact[i] = asked[i] = reference_gradient(70 + k, test_rank, i);
+            residual[i] = 0.5f;
+        }
+        char exact_name[32], asked_name[32];
+        snprintf(exact_name, sizeof exact_name, "one_host.exact.%zu", k);
+        snprintf(asked_name, sizeof asked_name, "one_host.asked.%zu", k);
+        chorus_op_args args = CHORUS_OP_ARGS_INIT;
+        args.name = exact_name;
+        args.input = floats(exact, COUNT);
+        args.compression = CHORUS_COMPRESSION_NONE;
+        expect_completes(&args);
+        args.name = asked_name;
+        args.input = floats(asked, COUNT);
+        args.compression = kinds[k];
+        args.compression_ratio = kinds[k] == CHORUS_COMPRESSION_TOPK ? 0.01 : 0.0;
+        args.error_feedback = kinds[k] != CHORUS_COMPRESSION_FP16 ? residual : NULL;
+        expect_completes(&args);
+        long differ = 0, touched = 0;
+        for (size_t i = 0; i < COUNT; i++) {
+            differ += memcmp(&exact[i], &asked[i], sizeof exact[i]) != 0;
+            touched += residual[i] != 0.5f;
+        }
+        EXPECT(differ == 0 && touched == 0,
+               "compression %d on one host: %ld values differ from the exact allreduce, %ld "
+               "residual values touched",
+               (int)kinds[k], differ, touched);
+    }
+    EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
+    return test_finish("quantized one host");
+}
+
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv, 300);
     if (test_size > MAX_RANKS)
         return 77;
+    if (argc > 1 && strcmp(argv[1], "one-host") == 0)
+        return run_one_host_exact();
     setenv("CHORUS_COMPRESSION", "int8", 1);
     test_init_chorus();
     int everyone[MAX_RANKS];
