@@ -101,6 +101,21 @@ def allreduce_hook(rank):
         check(0 < error <= tolerance * scale,
               f"{what}: max difference from float32 {error:.3g}, bound {tolerance * scale:.3g}"
               " (and not 0: compressed)")
+    # Error feedback: a residual per bucket, kept unless turned off.
+    kept = comm_hooks.CompressionState(compression=hvd.Compression.int8)
+    train(rank, kept, comm_hooks.allreduce_hook)
+    check(len(kept.residuals) > 0 and all(r.abs().sum() > 0 for r in kept.residuals.values()),
+          "allreduce_hook with int8 keeps a residual per bucket")
+    none_kept = comm_hooks.CompressionState(compression=hvd.Compression.int8,
+                                            error_feedback=False)
+    train(rank, none_kept, comm_hooks.allreduce_hook)
+    check(not none_kept.residuals, "allreduce_hook with error_feedback=False keeps none")
+    # topk's own ratio reaches chorus: at 1.0 every value is sent, the average as DDP's.
+    whole = train(rank, comm_hooks.CompressionState(compression=hvd.Compression.topk(1.0)),
+                  comm_hooks.allreduce_hook)
+    difference = (whole - plain).abs().max().item()
+    check(difference <= 1e-6 * plain.abs().max().item(),
+          f"allreduce_hook with topk(1.0): max difference from float32 {difference:.3g}")
     group = dist.new_group(list(range(dist.get_world_size())))  # a chorus process set of its own
     in_group = train(rank, comm_hooks.CompressionState(group, hvd.Compression.none),
                      comm_hooks.allreduce_hook, group=group)

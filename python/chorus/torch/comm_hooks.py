@@ -67,35 +67,60 @@ def _check_group(state, process_group):
                          "group or None; the compressor goes as compression=")
 
 
-def _ordered_allreduce(tensor, group, wire, name):
-    """An ordered average of `tensor`, in place, over `group`; the handle."""
+def _ordered_allreduce(tensor, group, wire, name, ratio=0.0, residual=None):
+    """An ordered average of `tensor`, in place, over `group`, with topk's `ratio` and an error
+    feedback `residual` (None: none); the handle."""
     process_set, timeout = chorus_group(group)
     args = core.op_args(c.ALLREDUCE, name, _descriptor(tensor), None, c.AVERAGE,
-                        compression=wire, process_set=process_set)
+                        compression=wire, process_set=process_set,
+                        error_feedback=residual.data_ptr() if residual is not None else None,
+                        compression_ratio=ratio)
     args.flags = c.OP_ORDERED
     args.timeout_seconds = timeout
     return core.submit(args, tensor)
 
 
 class CompressionState:
-    """allreduce_hook's state: the group (None: the default group) and the compression of each
-    bucket's allreduce (Compression.none, fp16, bf16, int8 or int4)."""
+    """allreduce_hook's state: the group (None: the default group), the compression of each
+    bucket's allreduce (Compression.none, fp16, bf16, int8, int4 or topk(ratio)), and for the
+    lossy ones (int8, int4, topk) error feedback, on unless error_feedback=False: this rank's
+    residual per bucket (float32 CPU buckets), which chorus adds to the bucket's next allreduce
+    and rewrites with what it dropped (a bucket that DDP rebuilds with another size starts
+    from zero)."""
 
-    def __init__(self, process_group=None, compression=Compression.int8):
+    def __init__(self, process_group=None, compression=Compression.int8, error_feedback=None):
         _check_group("CompressionState", process_group)
         self.process_group = process_group
         self.compression = compression
         self.wire = _wire(compression)
+        self.ratio = getattr(compression, "ratio", 0.0)
+        lossy = self.wire in (c.COMPRESSION_INT8, c.COMPRESSION_INT4, c.COMPRESSION_TOPK)
+        if error_feedback and not lossy:
+            raise ValueError(f"CompressionState(error_feedback=True) with {compression!r}: "
+                             "error feedback is kept for int8, int4 and topk")
+        self.error_feedback = lossy and error_feedback is not False
+        self.residuals = {}  # bucket index: this rank's residual
+
+    def residual_for(self, index, buffer):
+        """The bucket's residual (None where none is kept)."""
+        if not self.error_feedback or buffer.dtype != torch.float32 or buffer.device.type != "cpu":
+            return None
+        residual = self.residuals.get(index)
+        if residual is None or residual.numel() != buffer.numel():
+            residual = self.residuals[index] = torch.zeros(buffer.numel(), dtype=torch.float32)
+        return residual
 
 
 def allreduce_hook(state, bucket):
     """Averages the bucket over the group with chorus's compression state.compression (int8 and
-    int4 quantize blockwise; chorus.h's CHORUS_COMPRESSION_*). With Compression.none it is
-    DDP's own allreduce."""
+    int4 quantize blockwise, topk sends each rank's largest values; chorus.h's
+    CHORUS_COMPRESSION_*), with error feedback for those. With Compression.none it is DDP's own
+    allreduce."""
     buffer = bucket.buffer()
     future = torch.futures.Future()
     handle = _ordered_allreduce(buffer, state.process_group, state.wire,
-                                f"ddp.bucket.{bucket.index()}")
+                                f"ddp.bucket.{bucket.index()}", state.ratio,
+                                state.residual_for(bucket.index(), buffer))
     _completions.add([handle], future, lambda: buffer)
     return future
 
