@@ -33,8 +33,7 @@ struct negotiator {
     double now;                        /* the time of the call being processed */
     /* Optional: told when a tensor is complete, with when each rank's request arrived (0 for
      * joined ranks). For the timeline. */
-    void (*resolved)(void *context, int set, const char *name, const double *arrivals,
-                     int nranks);
+    void (*resolved)(void *context, const char *name, const double *arrivals, int nranks);
     void *resolved_context;
 };
 
