@@ -1,7 +1,8 @@
 """chorus for PyTorch, mirroring horovod.torch: an existing Horovod training script runs by
 changing `import horovod.torch as hvd` to `import chorus.torch as hvd`.
 
-The modules follow Horovod's own split: mpi_ops (the collectives, init, queries), process_sets,
+The modules follow Horovod's own split: mpi_ops (the collectives, init, queries; the build
+queries from builds), process_sets,
 functions (broadcasting parameters, optimizer state and objects), compression, optimizer
 (DistributedOptimizer) and sync_batch_norm."""
 from ..core import (ChorusError, cross_rank, cross_size, is_homogeneous, is_initialized,

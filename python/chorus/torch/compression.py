@@ -109,3 +109,32 @@ def _ratio(compression):
         else 0.0
 
 
+def _residual_address(tensor, error_feedback, name):
+    """The address of an allreduce's error feedback residual (chorus.h): None, or a contiguous
+    float32 tensor of `tensor`'s shape on its device, which chorus reads and rewrites until the
+    allreduce completes. Whether the allreduce may take one at all (its compression, dtype, op),
+    chorus decides, with a message naming the tensor."""
+    if error_feedback is None:
+        return None
+    if not torch.is_tensor(error_feedback):
+        raise TypeError(f"allreduce {name!r}: error_feedback must be a tensor, not "
+                        f"{type(error_feedback).__name__}")
+    if (error_feedback.dtype != torch.float32 or error_feedback.shape != tensor.shape or
+            error_feedback.device != tensor.device or not error_feedback.is_contiguous()):
+        raise ValueError(f"allreduce {name!r}: error_feedback must be a contiguous float32 "
+                         f"tensor of the tensor's shape {tuple(tensor.shape)} on its device "
+                         f"{tensor.device}, not {error_feedback.dtype} "
+                         f"{tuple(error_feedback.shape)} on {error_feedback.device}"
+                         f"{'' if error_feedback.is_contiguous() else ' (not contiguous)'}")
+    return error_feedback.data_ptr()
+
+
+def _residuals(tensors, error_feedback):
+    """A grouped allreduce's error feedback: None, or one residual (or None) per tensor."""
+    if error_feedback is None:
+        return [None] * len(tensors)
+    error_feedback = list(error_feedback)
+    if len(error_feedback) != len(tensors):
+        raise ValueError(f"error_feedback has {len(error_feedback)} entries for "
+                         f"{len(tensors)} tensors")
+    return error_feedback

@@ -12,7 +12,9 @@ import os
 
 import torch
 
-from .compression import Compression, _ratio, _wire
+from .builds import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled,  # noqa: F401
+                     mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rocm_built)
+from .compression import Compression, _ratio, _residual_address, _residuals, _wire
 
 from .. import _library as c
 from ..core import check
@@ -138,26 +140,6 @@ def _truncated(tensor, factor):
     return (tensor.to(torch.float64) * factor).to(tensor.dtype)
 
 
-def _residual_address(tensor, error_feedback, name):
-    """The address of an allreduce's error feedback residual (chorus.h): None, or a contiguous
-    float32 tensor of `tensor`'s shape on its device, which chorus reads and rewrites until the
-    allreduce completes. Whether the allreduce may take one at all (its compression, dtype, op),
-    chorus decides, with a message naming the tensor."""
-    if error_feedback is None:
-        return None
-    if not torch.is_tensor(error_feedback):
-        raise TypeError(f"allreduce {name!r}: error_feedback must be a tensor, not "
-                        f"{type(error_feedback).__name__}")
-    if (error_feedback.dtype != torch.float32 or error_feedback.shape != tensor.shape or
-            error_feedback.device != tensor.device or not error_feedback.is_contiguous()):
-        raise ValueError(f"allreduce {name!r}: error_feedback must be a contiguous float32 "
-                         f"tensor of the tensor's shape {tuple(tensor.shape)} on its device "
-                         f"{tensor.device}, not {error_feedback.dtype} "
-                         f"{tuple(error_feedback.shape)} on {error_feedback.device}"
-                         f"{'' if error_feedback.is_contiguous() else ' (not contiguous)'}")
-    return error_feedback.data_ptr()
-
-
 def _allreduce_submit(tensor, output, name, op, prescale_factor, postscale_factor, compression,
                       process_set=None, error_feedback=None):
     """Out of place into `output`, or in place (output None; a non-contiguous tensor through a
@@ -254,17 +236,6 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set=process_set,
                                         compression=compression,
                                         error_feedback=error_feedback))
-
-
-def _residuals(tensors, error_feedback):
-    """A grouped allreduce's error feedback: None, or one residual (or None) per tensor."""
-    if error_feedback is None:
-        return [None] * len(tensors)
-    error_feedback = list(error_feedback)
-    if len(error_feedback) != len(tensors):
-        raise ValueError(f"error_feedback has {len(error_feedback)} entries for "
-                         f"{len(tensors)} tensors")
-    return error_feedback
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -789,48 +760,6 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
         return _BroadcastFunction.apply(tensor, root_rank, name, process_set)
     return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
-
-
-def mpi_built():
-    return True
-
-
-def mpi_enabled():
-    return True
-
-
-def mpi_threads_supported():
-    return True
-
-
-def nccl_built():
-    """As Horovod: NCCL's version code (22803 for 2.28.3) where chorus was built with NCCL (CUDA
-    tensors), else 0; scripts compare it (nccl_built() >= 2700)."""
-    return int(c.lib.chorus_nccl_version())
-
-
-def cuda_built():
-    return bool(c.lib.chorus_gpu_built())
-
-
-def gloo_built():
-    return False
-
-
-def gloo_enabled():
-    return False
-
-
-def rocm_built():
-    return False
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
 
 
 def poll(handle):
