@@ -68,6 +68,7 @@ void negotiator_destroy(struct negotiator *negotiator)
         wire_response_free(&negotiator->responses[i]);
     free(negotiator->responses);
     free(negotiator->joined);
+    negotiator_free_stall_debts(negotiator);
     process_set_table_destroy(&negotiator->sets);
     memset(negotiator, 0, sizeof *negotiator);
 }
@@ -269,6 +270,8 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
                        double now)
 {
     negotiator->now = now;
+    if (negotiator->stall_debts != NULL && negotiator_settle_stall_debt(negotiator, rank, request))
+        return;
     if (request->process_set != 0 && request->collective != COLLECTIVE_PROCESS_SET) {
         /* The submitting rank checked its set; it may have been removed since. */
         const struct process_set *set = negotiator_set_of(negotiator, request->process_set);
@@ -374,67 +377,6 @@ void negotiator_join(struct negotiator *negotiator, int rank)
         for (size_t b = 0; b < memberships->bucket_count; b++)
             for (struct name_entry *e = memberships->buckets[b]; e != NULL; e = e->next)
                 ((struct membership *)e->value)->joined_complete = 0;
-    }
-}
-
-void negotiator_check_stalls(struct negotiator *negotiator, double now, double warn_after,
-                             double fail_after, stall_warning warn, void *context)
-{
-    negotiator->now = now;
-    struct negotiation_entry *entry = negotiator->oldest;
-    while (entry != NULL) {
-        struct negotiation_entry *newer = entry->newer;
-        double waited = now - entry->first_seen;
-        bool warn_now = warn_after > 0 && now - entry->last_warning >= warn_after;
-        bool fail_now = fail_after > 0 && waited >= fail_after;
-        if (!warn_now && !fail_now) {
-            entry = newer;
-            continue;
-        }
-        int *have = calloc((size_t)negotiator->nranks, sizeof *have);
-        int *missing = calloc((size_t)negotiator->nranks, sizeof *missing);
-        size_t have_count = 0, missing_count = 0;
-        const struct wire_request *reference = NULL;
-        const struct process_set *set = negotiator_set_of(negotiator, entry->process_set);
-        for (int r = 0; have != NULL && missing != NULL && r < negotiator->nranks; r++) {
-            if (entry->requests[r].name != NULL) {
-                have[have_count++] = r;
-                if (reference == NULL)
-                    reference = &entry->requests[r];
-            } else if (!negotiator->joined[r] &&
-                       (set == NULL || process_set_rank_of(set, r) >= 0)) {
-                missing[missing_count++] = r;
-            }
-        }
-        char *have_text = text_rank_list(have, have_count);
-        char *missing_text = text_rank_list(missing, missing_count);
-        char *described = set != NULL ? process_set_describe(set) : NULL;
-        char *message =
-            text_format("%s \"%s\": submitted %.0f s ago by %s %s but not by %s %s%s%s",
-                          reference ? request_collective_name(reference) : "tensor", entry->name,
-                          waited, have_count == 1 ? "rank" : "ranks", have_text ? have_text : "?",
-                          missing_count == 1 ? "rank" : "ranks", missing_text ? missing_text : "?",
-                          described ? " of " : "", described ? described : "");
-        free(described);
-        if (warn_now && warn != NULL && message != NULL) {
-            warn(context, message);
-            entry->last_warning = now;
-        }
-        if (fail_now && reference != NULL) {
-            char *failure =
-                text_format("%s; giving up after %g s (CHORUS_STALL_SHUTDOWN_SECONDS)",
-                              message ? message : entry->name, fail_after);
-            negotiator_mark_ranks(negotiator, negotiator_add_error(negotiator, reference, CHORUS_ERR_STALLED, failure),
-                       entry->requests, -1);
-            negotiator_entry_unlink(negotiator, entry);
-            negotiator_entry_free(negotiator, entry);
-        }
-        free(message);
-        free(have_text);
-        free(missing_text);
-        free(have);
-        free(missing);
-        entry = newer;
     }
 }
 

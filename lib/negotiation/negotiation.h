@@ -12,6 +12,7 @@
 #include "wire.h"
 
 struct negotiation_entry;
+struct stall_debt;
 
 struct negotiator {
     int nranks;
@@ -31,6 +32,8 @@ struct negotiator {
     bool failed;                       /* out of memory: the coordinator cannot go on */
     bool refuse_joined_gathers;        /* CHORUS_JOINED_GATHERS=fail */
     double now;                        /* the time of the call being processed */
+    struct stall_debt *stall_debts;    /* tensors given up on, owed by the ranks that had not
+                                        * submitted them (negotiation_stalls.c) */
     /* Optional: told when a tensor is complete, with when each rank's request arrived (0 for
      * joined ranks). For the timeline. */
     void (*resolved)(void *context, const char *name, const double *arrivals, int nranks);
@@ -50,7 +53,8 @@ void negotiator_join(struct negotiator *negotiator, int rank);
 
 /* Which tensors some ranks submitted and others did not, for longer than `warn_after` seconds.
  * Calls `warn` once per such tensor and per `warn_after` interval (warn_after 0: never). With
- * `fail_after` > 0, tensors stalled longer than that get a CHORUS_ERR_STALLED response. */
+ * `fail_after` > 0, tensors stalled longer than that get a CHORUS_ERR_STALLED response, and a
+ * rank that submits one of them within `fail_after` seconds after that fails it at once too. */
 typedef void (*stall_warning)(void *context, const char *message);
 void negotiator_check_stalls(struct negotiator *negotiator, double now, double warn_after,
                              double fail_after, stall_warning warn, void *context);

@@ -84,4 +84,12 @@ const struct process_set *negotiator_set_of(const struct negotiator *negotiator,
 void negotiator_resolve_set_change(struct negotiator *negotiator, struct negotiation_entry *entry,
                         const struct wire_request *reference);
 
+/* ----- negotiation_stalls.c ----- */
+
+/* `rank` submits a tensor the stall inspector gave up on while waiting for it: fails it on that
+ * rank at once and returns true; false when the rank owes no such tensor. */
+bool negotiator_settle_stall_debt(struct negotiator *negotiator, int rank,
+                                  const struct wire_request *request);
+void negotiator_free_stall_debts(struct negotiator *negotiator);
+
 #endif

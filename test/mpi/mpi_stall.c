@@ -3,6 +3,10 @@
  * CHORUS_STALL_WARNING_SECONDS=1 rank 0 logs a warning naming the tensor and the missing rank;
  * with CHORUS_STALL_SHUTDOWN_SECONDS=3 the other ranks' handles fail with CHORUS_ERR_STALLED.
  * Rank 0's stderr goes to a file so the test can read the warning.
+ *
+ * Then the last rank runs one allreduce more ("extra") while the others go on to "next": both
+ * are given up, the last rank's own "next" fails at once (it owes what the others gave up), and
+ * the allreduce after that adds every rank's value: the ranks are in step again.
  */
 #include "mpi_test.h"
 
@@ -41,6 +45,31 @@ int main(int argc, char **argv)
         chorus_handle_free(handle);
     }
     MPI_Barrier(MPI_COMM_WORLD);
+
+    test_step = "one rank one collective ahead";
+    float value = (float)(test_rank + 1);
+    chorus_tensor tensor = {.data = &value, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {1}};
+    chorus_handle *handle = NULL;
+    EXPECT_STATUS(chorus_allreduce_async(test_rank == missing ? "extra" : "next", &tensor, NULL,
+                                         CHORUS_SUM, &handle),
+                  CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_STALLED);
+    chorus_handle_free(handle);
+    if (test_rank == missing) {
+        test_step = "the late rank's \"next\"";
+        EXPECT_STATUS(chorus_allreduce_async("next", &tensor, NULL, CHORUS_SUM, &handle),
+                      CHORUS_OK);
+        EXPECT_STATUS(chorus_wait(handle), CHORUS_ERR_STALLED);
+        EXPECT(strstr(chorus_handle_error(handle), "later and fails too") != NULL,
+               "message: %s", chorus_handle_error(handle));
+        chorus_handle_free(handle);
+    }
+    test_step = "in step again";
+    value = (float)(test_rank + 1);
+    EXPECT_STATUS(chorus_allreduce("after", &tensor, NULL, CHORUS_SUM), CHORUS_OK);
+    EXPECT(value == (float)(test_size * (test_size + 1) / 2), "after: %g, expected %d", value,
+           test_size * (test_size + 1) / 2);
+
     test_step = "shutdown";
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     if (test_rank == 0) {

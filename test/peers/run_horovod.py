@@ -39,7 +39,8 @@ EXPECTED = {
         "after test_horovod_reducescatter_prescale failed on some ranks only (each rank checks "
         "its own block), those ranks left its loop early: the others' next call waited for them "
         "until CHORUS_STALL_SHUTDOWN_SECONDS ended it, and the ranks that had gone on were "
-        "stalled with it",
+        "stalled with it (then owed this test's first call, which fails on them at once, and "
+        "the ranks are in step again)",
 }
 # In one file, a test that fails on some ranks only leaves the others waiting in their next
 # collective: the wait ends as an error after this long (unless the caller's environment sets

@@ -633,10 +633,70 @@ START_TEST(stalls_are_warned_then_failed)
     ck_assert_int_eq(responses[0].status, CHORUS_ERR_STALLED);
     ck_assert_ptr_nonnull(strstr(responses[0].message, "not by rank 1"));
     ck_assert_uint_eq(negotiator_pending(&negotiator), 0);
-    /* It fails the ranks that submitted; rank 1's next "slow" is a new request. */
+    /* It fails the ranks that submitted. Rank 1 owes "slow": its late one fails at once there,
+     * and the one after that is a new request. */
     ck_assert(response_applies_to(&responses[0], 0));
     ck_assert(!response_applies_to(&responses[0], 1));
     ck_assert(response_applies_to(&responses[0], 2));
+    negotiator_submit(&negotiator, 1, &a, 133.0);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].status, CHORUS_ERR_STALLED);
+    ck_assert_ptr_nonnull(strstr(responses[0].message, "rank 1 submitted it 2.0 s later"));
+    ck_assert(!response_applies_to(&responses[0], 0));
+    ck_assert(response_applies_to(&responses[0], 1));
+    negotiator_submit(&negotiator, 1, &a, 134.0);
+    take();
+    ck_assert_uint_eq(response_count, 0);
+    ck_assert_uint_eq(negotiator_pending(&negotiator), 1);
+}
+END_TEST
+
+/* Rank 1 runs one collective more than the others ("extra"), who went on to "next": both are
+ * given up in the same sweep. Rank 1's late "next" fails at once, and "after" runs everywhere:
+ * the ranks are in step again instead of rank 1 staying one collective behind. */
+START_TEST(a_rank_one_collective_ahead_is_back_in_step_after_a_stall)
+{
+    struct wire_request extra = allreduce("extra"), next = allreduce("next"),
+                        after = allreduce("after");
+    negotiator_submit(&negotiator, 0, &next, 100.0);
+    negotiator_submit(&negotiator, 1, &extra, 100.0);
+    negotiator_submit(&negotiator, 2, &next, 100.0);
+    negotiator_check_stalls(&negotiator, 121.0, 0, 20.0, NULL, NULL);
+    take();
+    ck_assert_uint_eq(response_count, 2);
+    ck_assert_uint_eq(negotiator_pending(&negotiator), 0);
+    negotiator_submit(&negotiator, 1, &next, 121.3);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].type, RESPONSE_ERROR);
+    ck_assert_str_eq(responses[0].request.name, "next");
+    ck_assert(response_applies_to(&responses[0], 1));
+    ck_assert(!response_applies_to(&responses[0], 0));
+    for (int r = 0; r < 3; r++)
+        negotiator_submit(&negotiator, r, &after, 121.5);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
+    ck_assert_str_eq(responses[0].request.name, "after");
+}
+END_TEST
+
+/* A debt lapses after the stall time: by then the rank's submission is its next use of the name. */
+START_TEST(a_stall_debt_lapses_after_the_stall_time)
+{
+    struct wire_request a = allreduce("step");
+    negotiator_submit(&negotiator, 0, &a, 0.0);
+    negotiator_submit(&negotiator, 1, &a, 0.0);
+    negotiator_check_stalls(&negotiator, 20.0, 0, 20.0, NULL, NULL);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    negotiator_check_stalls(&negotiator, 41.0, 0, 20.0, NULL, NULL);
+    for (int r = 0; r < 3; r++)
+        negotiator_submit(&negotiator, r, &a, 41.0);
+    take();
+    ck_assert_uint_eq(response_count, 1);
+    ck_assert_int_eq(responses[0].type, RESPONSE_EXECUTE);
 }
 END_TEST
 
@@ -662,6 +722,8 @@ int main(void)
     tcase_add_test(tc, a_rank_that_submitted_its_group_then_joined_counts_once);
     tcase_add_test(tc, a_group_is_compared_when_the_last_rank_joins);
     tcase_add_test(tc, stalls_are_warned_then_failed);
+    tcase_add_test(tc, a_rank_one_collective_ahead_is_back_in_step_after_a_stall);
+    tcase_add_test(tc, a_stall_debt_lapses_after_the_stall_time);
     tcase_add_test(tc, a_sets_tensors_wait_for_its_members_alone);
     tcase_add_test(tc, a_rank_outside_a_set_and_an_unknown_set_fail_that_rank_alone);
     tcase_add_test(tc, removing_a_set_fails_its_pending_and_held_tensors);
