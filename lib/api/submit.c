@@ -105,19 +105,11 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
                                       struct chorus_context *context)
 {
     const chorus_tensor *tensor = &args->input;
-    /* A set's names are its own: the same name may be in flight in another set, and so may
-     * the same group name (rank 0 holds and compares a group's members by it). */
-    int process_set = api_op_process_set(args);
-    char *set_name = NULL, *set_group = NULL;
-    if (process_set != 0) {
-        set_name = text_format("%s [process set %d]", args->name, process_set);
-        set_group = group[0] == '\0' ? strdup(group)
-                                     : text_format("%s [process set %d]", group, process_set);
-    }
-    const char *name = process_set != 0 ? set_name : args->name;
-    const char *group_name = process_set != 0 ? set_group : group;
+    /* A set's names are its own (name tables key by set and name): the same name, or the same
+     * group name, may be in flight in another set. */
+    const char *name = args->name, *group_name = group;
     struct request *request = NULL;
-    if (name != NULL && group_name != NULL) {
+    if (name != NULL) {
         /* The names in the request's own allocation: one malloc for the three. */
         size_t name_bytes = strlen(name) + 1, group_bytes = strlen(group_name) + 1;
         request = calloc(1, sizeof *request + name_bytes + group_bytes);
@@ -127,8 +119,6 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
             request->desc.group = memcpy(request->strings + name_bytes, group_name, group_bytes);
         }
     }
-    free(set_name);
-    free(set_group);
     if (request == NULL)
         return NULL;
     describe(&request->desc, args, group_size, context);
@@ -190,7 +180,8 @@ chorus_status api_enqueue_requests(struct chorus_context *context, struct reques
                         context->stopped_message);
     for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
         if (!requests[i]->ordered &&
-            name_table_find(&context->in_flight, requests[i]->desc.name) != NULL)
+            name_table_find(&context->in_flight, request_name_set(&requests[i]->desc),
+                            requests[i]->desc.name) != NULL)
             status = REJECT(CHORUS_ERR_DUPLICATE_NAME,
                             "%s \"%s\": a tensor of this name is already in flight on rank %d; "
                             "wait for it before submitting the name again",
@@ -199,10 +190,12 @@ chorus_status api_enqueue_requests(struct chorus_context *context, struct reques
     }
     for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
         if (!requests[i]->ordered &&
-            !name_table_insert(&context->in_flight, requests[i]->desc.name, requests[i])) {
+            !name_table_insert(&context->in_flight, request_name_set(&requests[i]->desc),
+                               requests[i]->desc.name, requests[i])) {
             for (size_t j = 0; j < i; j++)
                 if (!requests[j]->ordered)
-                    name_table_remove(&context->in_flight, requests[j]->desc.name);
+                    name_table_remove(&context->in_flight, request_name_set(&requests[j]->desc),
+                                      requests[j]->desc.name);
             status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
         }
     }
@@ -370,9 +363,6 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
     return status;
 }
 
-/* Bytes that " [process set N]" may add to a name. */
-#define PROCESS_SET_NAME_SUFFIX 32
-
 /* The process set a call names: it must exist and hold this rank. Sets *nranks to its size
  * and makes a broadcast's root (a rank of the job) a rank of the set, for api_validate_op. */
 static chorus_status check_process_set(struct chorus_context *context, chorus_op_args *args,
@@ -392,10 +382,6 @@ static chorus_status check_process_set(struct chorus_context *context, chorus_op
         status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                         "%s \"%s\": process set %d does not exist (never added, or removed)", kind,
                         name, id);
-    else if (strlen(name) + PROCESS_SET_NAME_SUFFIX > CHORUS_MAX_NAME_LENGTH)
-        status = REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                        "%s \"%.40s...\": a name in a process set may have at most %d bytes", kind,
-                        name, CHORUS_MAX_NAME_LENGTH - PROCESS_SET_NAME_SUFFIX);
     else if (process_set_rank_of(set, context->rank) < 0)
         status = REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s \"%s\": rank %d is not a member of %s",
                         kind, name, context->rank, described ? described : "the process set");

@@ -188,7 +188,7 @@ static void follow_timeline(struct background *background)
     pthread_mutex_unlock(&context->lock);
     while (marks != NULL) {
         struct timeline_mark *next = marks->next;
-        timeline_span(marked, marks->row, marks->label, marks->start, marks->end,
+        timeline_span(marked, 0, marks->row, marks->label, marks->start, marks->end,
                       "\"source\": \"chorus_timeline_mark\"");
         timeline_mark_free(marks);
         marks = next;
@@ -215,7 +215,7 @@ static bool take_submissions(struct background *background)
         taken->next = NULL;
         if (!rounds_take(&background->rounds, &background->star.cache, &taken->desc) &&
             !pending_queue_unsent(pending, &background->star.cache, &taken->desc))
-            pending_finish(pending, pending_take(pending, taken->desc.name),
+            pending_finish(pending, pending_take(pending, &taken->desc),
                            CHORUS_ERR_OUT_OF_MEMORY, "out of memory in the background thread");
         taken = next;
     }

@@ -34,7 +34,8 @@ void pending_finish(void *owner, struct request *request, chorus_status status,
     struct chorus_context *context = pending->context;
     if (!request->ordered) { /* only negotiated names are kept in flight (submit.c) */
         pthread_mutex_lock(&context->lock);
-        name_table_remove(&context->in_flight, request->desc.name);
+        name_table_remove(&context->in_flight, request_name_set(&request->desc),
+                          request->desc.name);
         pthread_mutex_unlock(&context->lock);
     }
     if (status == CHORUS_OK)
@@ -44,10 +45,10 @@ void pending_finish(void *owner, struct request *request, chorus_status status,
     request_free(request);
 }
 
-struct request *pending_take(void *owner, const char *name)
+struct request *pending_take(void *owner, const struct wire_request *agreed)
 {
     struct pending *pending = owner;
-    return name_table_remove(&pending->table, name);
+    return name_table_remove(&pending->table, request_name_set(agreed), agreed->name);
 }
 
 void pending_join_done(void *owner, int last_rank)
@@ -178,7 +179,8 @@ struct request *pending_take_submissions(struct pending *pending, uint32_t *rais
             else
                 pending->ordered_head = queued;
             pending->ordered_tail = queued;
-        } else if (name_table_insert(&pending->table, queued->desc.name, queued)) {
+        } else if (name_table_insert(&pending->table, request_name_set(&queued->desc),
+                                     queued->desc.name, queued)) {
             *tail = queued;
             tail = &queued->next;
         } else {

@@ -53,7 +53,7 @@ void pending_clear_unsent(struct pending *pending);
  * error is about to complete handles, so later submits must already fail. */
 void pending_finish(void *pending, struct request *request, chorus_status status,
                     const char *message);
-struct request *pending_take(void *pending, const char *name);
+struct request *pending_take(void *pending, const struct wire_request *agreed);
 void pending_join_done(void *pending, int last_rank);
 void pending_refuse_submissions(void *pending, chorus_status status, const char *reason);
 

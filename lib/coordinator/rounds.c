@@ -189,7 +189,9 @@ static void stage_lone(struct rounds *rounds, const struct star *star)
     const struct wire_request *cached =
         slot >= 0 ? response_cache_get(&star->cache, (uint32_t)slot) : NULL;
     const struct request *request =
-        cached != NULL ? name_table_find(&star->pending->table, cached->name) : NULL;
+        cached != NULL ? name_table_find(&star->pending->table, request_name_set(cached),
+                                         cached->name)
+                       : NULL;
     if (request == NULL || !rides_with_round(rounds, request))
         return;
     chorus_dtype dtype = (chorus_dtype)request->desc.dtype;
@@ -261,7 +263,9 @@ static void resend(struct star *star, const struct round_outcome *outcome,
     for (size_t i = 0; i < outcome->resend_count; i++) {
         const struct wire_request *entry = response_cache_get(&star->cache, outcome->resend[i]);
         struct request *request =
-            entry != NULL ? name_table_find(&star->pending->table, entry->name) : NULL;
+            entry != NULL ? name_table_find(&star->pending->table, request_name_set(entry),
+                                            entry->name)
+                          : NULL;
         if (request != NULL && !pending_queue_unsent(star->pending, &star->cache, &request->desc)) {
             report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "out of memory resending a request");
             return;

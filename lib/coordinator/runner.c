@@ -177,7 +177,7 @@ static chorus_status change_sets(struct runner *runner,
         status = add_set(runner, agreed, error, error_size);
     else
         remove_set(runner, agreed->process_set);
-    struct request *request = pending_take(runner->pending, agreed->name);
+    struct request *request = pending_take(runner->pending, agreed);
     if (request == NULL) {
         snprintf(error, error_size, "rank %d was told to make process set change \"%s\", which it "
                  "never submitted", runner->executor.rank, agreed->name);

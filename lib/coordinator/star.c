@@ -177,7 +177,7 @@ bool star_receive(struct star *star, int source, int tag, struct wire_message *m
 }
 
 /* The timeline's negotiation span: from the first rank's request to the last one's. */
-void star_timeline_negotiated(void *context, const char *name, const double *arrivals,
+void star_timeline_negotiated(void *context, int set, const char *name, const double *arrivals,
                               int nranks)
 {
     struct timeline *timeline = context;
@@ -196,7 +196,7 @@ void star_timeline_negotiated(void *context, const char *name, const double *arr
             text_append(&arguments, "%s\"rank %d ready (us)\": %.1f", r ? ", " : "", r,
                           (arrivals[r] - first) * 1e6);
     }
-    timeline_span(timeline, name, "negotiate", first, last, arguments);
+    timeline_span(timeline, set, name, "negotiate", first, last, arguments);
     free(arguments);
 }
 

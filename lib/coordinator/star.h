@@ -91,7 +91,7 @@ void star_say_bye(struct star *star, const struct wire_message *message,
 
 /* The timeline's negotiation span (a negotiator `resolved` callback; its context the
  * timeline). */
-void star_timeline_negotiated(void *timeline, const char *name, const double *arrivals,
+void star_timeline_negotiated(void *timeline, int set, const char *name, const double *arrivals,
                               int nranks);
 
 #endif

@@ -18,9 +18,9 @@
 
 /* ----- the executor's callbacks ----------------------------------------------------------- */
 
-static struct request *executor_take(void *owner, const char *name)
+static struct request *executor_take(void *owner, const struct wire_request *agreed)
 {
-    return pending_take(&((struct background *)owner)->pending, name);
+    return pending_take(&((struct background *)owner)->pending, agreed);
 }
 
 static void executor_finish(void *owner, struct request *request, chorus_status status,

@@ -1,5 +1,6 @@
 /*
- * name_table.c — see name_table.h. FNV-1a hashing; names are copied into the entries, whose
+ * name_table.c — see name_table.h. FNV-1a hashing of the set and the name; names are copied
+ * into the entries, whose
  * storage is reused after a remove (sized to NAME_TABLE_MIN_STORAGE at least, so most names fit
  * any spare).
  */
@@ -10,9 +11,10 @@
 
 enum { NAME_TABLE_SPARES = 256, NAME_TABLE_MIN_STORAGE = 96 };
 
-static size_t hash_name(const char *name)
+static size_t hash_name(int set, const char *name)
 {
-    uint64_t hash = 1469598103934665603ull;
+    uint64_t hash = 1469598103934665603ull ^ (uint32_t)set;
+    hash *= 1099511628211ull;
     for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
         hash ^= *c;
         hash *= 1099511628211ull;
@@ -43,21 +45,26 @@ void name_table_destroy(struct name_table *table)
     memset(table, 0, sizeof *table);
 }
 
-static struct name_entry *find_hashed(const struct name_table *table, const char *name,
+static bool same_key(const struct name_entry *entry, int set, const char *name)
+{
+    return entry->set == set && strcmp(entry->name, name) == 0;
+}
+
+static struct name_entry *find_hashed(const struct name_table *table, int set, const char *name,
                                       size_t hash)
 {
     if (table->bucket_count == 0)
         return NULL;
     for (struct name_entry *entry = table->buckets[hash % table->bucket_count]; entry != NULL;
          entry = entry->next)
-        if (strcmp(entry->name, name) == 0)
+        if (same_key(entry, set, name))
             return entry;
     return NULL;
 }
 
-void *name_table_find(const struct name_table *table, const char *name)
+void *name_table_find(const struct name_table *table, int set, const char *name)
 {
-    struct name_entry *entry = find_hashed(table, name, hash_name(name));
+    struct name_entry *entry = find_hashed(table, set, name, hash_name(set, name));
     return entry != NULL ? entry->value : NULL;
 }
 
@@ -100,7 +107,7 @@ static bool grow(struct name_table *table)
         struct name_entry *entry = table->buckets[i];
         while (entry != NULL) {
             struct name_entry *next = entry->next;
-            size_t index = hash_name(entry->name) % bucket_count;
+            size_t index = hash_name(entry->set, entry->name) % bucket_count;
             entry->next = buckets[index];
             buckets[index] = entry;
             entry = next;
@@ -112,10 +119,10 @@ static bool grow(struct name_table *table)
     return true;
 }
 
-bool name_table_insert(struct name_table *table, const char *name, void *value)
+bool name_table_insert(struct name_table *table, int set, const char *name, void *value)
 {
-    size_t hash = hash_name(name);
-    if (find_hashed(table, name, hash) != NULL)
+    size_t hash = hash_name(set, name);
+    if (find_hashed(table, set, name, hash) != NULL)
         return false;
     if (table->size >= table->bucket_count && !grow(table))
         return false;
@@ -126,6 +133,7 @@ bool name_table_insert(struct name_table *table, const char *name, void *value)
     memcpy(entry->storage, name, length + 1);
     size_t index = hash % table->bucket_count;
     entry->name = entry->storage;
+    entry->set = set;
     entry->value = value;
     entry->next = table->buckets[index];
     table->buckets[index] = entry;
@@ -133,13 +141,13 @@ bool name_table_insert(struct name_table *table, const char *name, void *value)
     return true;
 }
 
-void *name_table_remove(struct name_table *table, const char *name)
+void *name_table_remove(struct name_table *table, int set, const char *name)
 {
     if (table->bucket_count == 0)
         return NULL;
-    struct name_entry **link = &table->buckets[hash_name(name) % table->bucket_count];
+    struct name_entry **link = &table->buckets[hash_name(set, name) % table->bucket_count];
     for (; *link != NULL; link = &(*link)->next) {
-        if (strcmp((*link)->name, name) == 0) {
+        if (same_key(*link, set, name)) {
             struct name_entry *entry = *link;
             void *value = entry->value;
             *link = entry->next;

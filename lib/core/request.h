@@ -52,6 +52,13 @@ enum { COLLECTIVE_SEND = CHORUS_COLLECTIVE_COUNT + 1, COLLECTIVE_RECEIVE };
  * the ordered operations, its members checking they all called it there. Never on the wire:
  * elsewhere chorus_barrier is a negotiated allreduce. */
 enum { COLLECTIVE_BARRIER = CHORUS_COLLECTIVE_COUNT + 3 };
+/* The process set whose names hold the request's name (name tables key by set and name, so a
+ * user's name is never rewritten): its own set, or 0 for a process set change, whose addition
+ * learns its set's id only from rank 0's answer. */
+static inline int request_name_set(const struct wire_request *request)
+{
+    return request->collective == COLLECTIVE_PROCESS_SET ? 0 : request->process_set;
+}
 /* chorus_collective_name, "process set change", "send", "receive" or "barrier". */
 const char *request_collective_name(const struct wire_request *request);
 /* The same for a collective's number (chorus_collective or one of the internal kinds above). */

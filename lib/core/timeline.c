@@ -79,9 +79,9 @@ static void choose_path(const char *path, char *chosen, size_t chosen_size)
     const char *dot = strrchr(path, '.');
     size_t stem = dot != NULL && (slash == NULL || dot > slash) ? (size_t)(dot - path)
                                                                  : strlen(path);
-    for (unsigned n = 1; name_table_find(&written, chosen) != NULL; n++)
+    for (unsigned n = 1; name_table_find(&written, 0, chosen) != NULL; n++)
         snprintf(chosen, chosen_size, "%.*s.%u%s", (int)stem, path, n, path + stem);
-    name_table_insert(&written, chosen, (void *)1);
+    name_table_insert(&written, 0, chosen, (void *)1);
     pthread_mutex_unlock(&written_lock);
 }
 
@@ -114,28 +114,31 @@ static void begin_event(struct timeline *timeline)
     timeline->first_event = false;
 }
 
-static size_t row_of(struct timeline *timeline, const char *tensor)
+/* A tensor's row, labelled with its name, and its set where it has one. */
+static size_t row_of(struct timeline *timeline, int set, const char *tensor)
 {
-    uintptr_t row = (uintptr_t)name_table_find(&timeline->rows, tensor);
+    uintptr_t row = (uintptr_t)name_table_find(&timeline->rows, set, tensor);
     if (row != 0)
         return row - 1;
     row = ++timeline->row_count;
-    name_table_insert(&timeline->rows, tensor, (void *)row);
+    name_table_insert(&timeline->rows, set, tensor, (void *)row);
     begin_event(timeline);
     fprintf(timeline->file, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": %zu, "
                             "\"args\": {\"name\": ",
             (size_t)row - 1);
-    write_json_string(timeline->file, tensor);
+    char *label = set != 0 ? text_format("%s (process set %d)", tensor, set) : NULL;
+    write_json_string(timeline->file, label != NULL ? label : tensor);
+    free(label);
     fputs("}}", timeline->file);
     return (size_t)row - 1;
 }
 
-void timeline_span(struct timeline *timeline, const char *tensor, const char *phase, double start,
-                   double end, const char *arguments)
+void timeline_span(struct timeline *timeline, int set, const char *tensor, const char *phase,
+                   double start, double end, const char *arguments)
 {
     if (timeline == NULL)
         return;
-    size_t row = row_of(timeline, tensor);
+    size_t row = row_of(timeline, set, tensor);
     begin_event(timeline);
     fprintf(timeline->file, "{\"name\": ");
     write_json_string(timeline->file, phase);

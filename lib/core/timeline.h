@@ -17,10 +17,11 @@ void timeline_close(struct timeline *timeline);
 /* The file it writes. */
 const char *timeline_path(const struct timeline *timeline);
 
-/* A span of `phase` for `tensor` from `start` to `end` (clock_seconds()). `arguments` is a
- * JSON object body without braces, such as "\"algorithm\": \"ring\"", or NULL. */
-void timeline_span(struct timeline *timeline, const char *tensor, const char *phase, double start,
-                   double end, const char *arguments);
+/* A span of `phase` for `tensor` of process set `set` (0: the job's) from `start` to `end`
+ * (clock_seconds()). `arguments` is a JSON object body without braces, such as
+ * "\"algorithm\": \"ring\"", or NULL. */
+void timeline_span(struct timeline *timeline, int set, const char *tensor, const char *phase,
+                   double start, double end, const char *arguments);
 
 /* A span the user recorded with chorus_timeline_mark, on its way to the background thread. */
 struct timeline_mark {

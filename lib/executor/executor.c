@@ -151,12 +151,13 @@ void executor_timeline_batch(struct executor *executor, const struct wire_respon
                                          : "");
     for (size_t m = 0; m < member_count; m++) {
         const char *name = responses[members[m]].request.name;
+        int set = request_name_set(&responses[members[m]].request);
         if (packed)
-            timeline_span(executor->timeline, name, "copy in", times->started, times->packed, NULL);
-        timeline_span(executor->timeline, name, "allreduce", times->packed, times->reduced,
+            timeline_span(executor->timeline, set, name, "copy in", times->started, times->packed, NULL);
+        timeline_span(executor->timeline, set, name, "allreduce", times->packed, times->reduced,
                       arguments);
         if (packed)
-            timeline_span(executor->timeline, name, "copy out", times->reduced, times->unpacked,
+            timeline_span(executor->timeline, set, name, "copy out", times->reduced, times->unpacked,
                           NULL);
     }
 }
@@ -246,7 +247,7 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                 continue;
             requests[m] = taken != NULL ? taken[members[m]]
                                         : executor->take_request(
-                                              executor->owner, responses[members[m]].request.name);
+                                              executor->owner, &responses[members[m]].request);
             if (requests[m] == NULL && first->type == RESPONSE_EXECUTE && !executor->joined) {
                 snprintf(error, error_size,
                          "rank %d was told to run %s \"%s\", which it never submitted",
@@ -267,7 +268,8 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
         char detail[1024] = "";
         double started = clock_seconds();
         for (size_t m = 0; executor->timeline != NULL && m < batch->count; m++)
-            timeline_span(executor->timeline, responses[members[m]].request.name, "queue",
+            timeline_span(executor->timeline, request_name_set(&responses[members[m]].request),
+                          responses[members[m]].request.name, "queue",
                           responses[members[m]].agreed_at, started, NULL);
         chorus_status outcome = CHORUS_ERR_MPI;
         executor->last_algorithm = NULL;
@@ -303,7 +305,8 @@ chorus_status executor_run(struct executor *executor, const struct wire_response
                          executor->last_algorithm ? executor->last_algorithm : "?",
                          request_batch_member_bytes(member), chorus_status_name(outcome),
                          batch->count > 1 ? ", \"fused\": true" : "");
-                timeline_span(executor->timeline, member->request.name,
+                timeline_span(executor->timeline, request_name_set(&member->request),
+                              member->request.name,
                               chorus_collective_name(member->request.collective), started, ended,
                               arguments);
             }

@@ -76,10 +76,10 @@ struct executor {
     chorus_status (*peer_failure)(void *owner, char *error, size_t error_size);
     bool aborted;               /* this rank stopped after a fatal error (executor_abort) */
 
-    /* Supplied by the owner: find-and-remove the local request of a name (NULL if none), and
-     * complete one. */
+    /* Supplied by the owner: find-and-remove the local request of an agreed description's name
+     * in its set (NULL if none), and complete one. */
     void *owner;
-    struct request *(*take_request)(void *owner, const char *name);
+    struct request *(*take_request)(void *owner, const struct wire_request *agreed);
     void (*finish)(void *owner, struct request *request, chorus_status status, const char *message);
     void (*join_done)(void *owner, int last_rank);
     /* A fatal error is about to complete handles: later submits must already fail. */

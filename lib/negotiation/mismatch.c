@@ -65,8 +65,9 @@ out:
     return message;
 }
 
-char *mismatch_find(const char *name, const struct wire_request *requests, int nranks,
-                    const struct wire_request *reference)
+/* mismatch_find with the tensor's label made. */
+static char *mismatch_of_fields(const char *label, const struct wire_request *requests,
+                                int nranks, const struct wire_request *reference)
 {
     for (size_t i = 0; i < negotiated_field_count; i++) {
         const struct negotiated_field *field = &negotiated_fields[i];
@@ -78,20 +79,38 @@ char *mismatch_find(const char *name, const struct wire_request *requests, int n
         /* Ranks that disagree on the collective disagree on what the tensor is. */
         char *message =
             field->offset == offsetof(struct wire_request, collective)
-                ? text_format("tensor \"%s\": %s", name, difference)
-                : text_format("%s \"%s\": %s", request_collective_name(reference), name,
-                                difference);
+                ? text_format("tensor %s: %s", label, difference)
+                : text_format("%s %s: %s", request_collective_name(reference), label,
+                              difference);
         free(difference);
         return message;
     }
     bool broadcast = reference->collective == CHORUS_BROADCAST;
     if (broadcast && (reference->root < 0 || reference->root >= nranks))
-        return text_format("broadcast \"%s\": root %d is not a rank (there are %d ranks)",
-                             name, reference->root, nranks);
+        return text_format("broadcast %s: root %d is not a rank (there are %d ranks)", label,
+                           reference->root, nranks);
     if (broadcast && requests[reference->root].name == NULL)
-        return text_format("broadcast \"%s\": root rank %d has joined and has no data",
-                             name, reference->root);
+        return text_format("broadcast %s: root rank %d has joined and has no data", label,
+                           reference->root);
     return NULL;
+}
+
+/* How a message names the tensor: "loss", or "loss" in process set 1 (names are the set's). */
+static char *tensor_label(const char *name, const struct wire_request *reference)
+{
+    int set = request_name_set(reference);
+    return set != 0 ? text_format("\"%s\" in process set %d", name, set)
+                    : text_format("\"%s\"", name);
+}
+
+char *mismatch_find(const char *name, const struct wire_request *requests, int nranks,
+                    const struct wire_request *reference)
+{
+    char *label = tensor_label(name, reference);
+    char *message =
+        mismatch_of_fields(label != NULL ? label : name, requests, nranks, reference);
+    free(label);
+    return message;
 }
 
 void mismatch_ordered_label(char *label, size_t size, const char *name, uint64_t position,

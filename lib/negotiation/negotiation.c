@@ -45,7 +45,7 @@ void negotiator_entry_unlink(struct negotiator *negotiator, struct negotiation_e
         entry->newer->older = entry->older;
     else
         negotiator->newest = entry->older;
-    name_table_remove(&negotiator->entries, entry->name);
+    name_table_remove(&negotiator->entries, entry->process_set, entry->name);
 }
 
 void negotiator_destroy(struct negotiator *negotiator)
@@ -240,7 +240,7 @@ static void resolve(struct negotiator *negotiator, struct negotiation_entry *ent
         }
     }
     if (negotiator->resolved != NULL)
-        negotiator->resolved(negotiator->resolved_context, entry->name, entry->arrivals,
+        negotiator->resolved(negotiator->resolved_context, entry->process_set, entry->name, entry->arrivals,
                              negotiator->nranks);
     negotiator_entry_unlink(negotiator, entry);
     negotiator_entry_free(negotiator, entry);
@@ -292,7 +292,8 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
             return;
         }
     }
-    struct negotiation_entry *entry = name_table_find(&negotiator->entries, request->name);
+    struct negotiation_entry *entry = name_table_find(&negotiator->entries,
+                                                     request_name_set(request), request->name);
     if (entry == NULL) {
         entry = calloc(1, sizeof *entry);
         if (entry != NULL) {
@@ -302,7 +303,8 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
         }
         if (entry == NULL || entry->name == NULL || entry->requests == NULL ||
             entry->arrivals == NULL ||
-            !name_table_insert(&negotiator->entries, request->name, entry)) {
+            !name_table_insert(&negotiator->entries, request_name_set(request), request->name,
+                               entry)) {
             if (entry != NULL) {
                 free(entry->name);
                 free(entry->requests);
@@ -314,8 +316,7 @@ void negotiator_submit(struct negotiator *negotiator, int rank, const struct wir
         }
         entry->first_seen = now;
         entry->last_warning = now;
-        entry->process_set =
-            request->collective == COLLECTIVE_PROCESS_SET ? 0 : request->process_set;
+        entry->process_set = request_name_set(request);
         entry->older = negotiator->newest;
         if (negotiator->newest)
             negotiator->newest->newer = entry;

@@ -36,7 +36,8 @@ struct negotiator {
                                         * submitted them (negotiation_stalls.c) */
     /* Optional: told when a tensor is complete, with when each rank's request arrived (0 for
      * joined ranks). For the timeline. */
-    void (*resolved)(void *context, const char *name, const double *arrivals, int nranks);
+    void (*resolved)(void *context, int set, const char *name, const double *arrivals,
+                     int nranks);
     void *resolved_context;
 };
 

@@ -41,10 +41,12 @@ void negotiator_add_execute(struct negotiator *negotiator, struct wire_response 
         *response = *ready;
         return;
     }
-    struct group_state *group = name_table_find(&negotiator->groups, ready->request.group);
+    struct group_state *group = name_table_find(&negotiator->groups, ready->request.process_set,
+                                                  ready->request.group);
     if (group == NULL) {
         group = calloc(1, sizeof *group);
-        if (group == NULL || !name_table_insert(&negotiator->groups, ready->request.group, group)) {
+        if (group == NULL || !name_table_insert(&negotiator->groups, ready->request.process_set,
+                                                ready->request.group, group)) {
             free(group);
             negotiator->failed = true;
             wire_response_free(ready);
@@ -53,7 +55,8 @@ void negotiator_add_execute(struct negotiator *negotiator, struct wire_response 
         group->size = ready->request.group_size;
         group->held = calloc(group->size, sizeof *group->held);
         if (group->held == NULL) {
-            name_table_remove(&negotiator->groups, ready->request.group);
+            name_table_remove(&negotiator->groups, ready->request.process_set,
+                              ready->request.group);
             free(group);
             negotiator->failed = true;
             wire_response_free(ready);
@@ -68,7 +71,8 @@ void negotiator_add_execute(struct negotiator *negotiator, struct wire_response 
         return;
     /* Out of the table first: the key may be the group name of the last member, which a failed
      * member's placeholder frees below. */
-    name_table_remove(&negotiator->groups, group->held[group->held_count - 1].request.group);
+    const struct wire_request *last = &group->held[group->held_count - 1].request;
+    name_table_remove(&negotiator->groups, last->process_set, last->group);
     for (size_t i = 0; i < group->held_count; i++) {
         if (group->held[i].type == 0) {
             wire_response_free(&group->held[i]);
@@ -106,7 +110,8 @@ static char *member_list(struct membership *membership, int rank)
 static void fail_group(struct negotiator *negotiator, const char *group,
                        struct membership *membership, const char *message)
 {
-    struct group_state *held = name_table_remove(&negotiator->groups, group);
+    struct group_state *held =
+        name_table_remove(&negotiator->groups, membership->process_set, group);
     for (size_t i = 0; held != NULL && i < held->held_count; i++)
         if (held->held[i].type != 0)
             negotiator_add_error(negotiator, &held->held[i].request, CHORUS_ERR_MISMATCH, strdup(message));
@@ -115,7 +120,8 @@ static void fail_group(struct negotiator *negotiator, const char *group,
     for (size_t i = 0; i < (size_t)negotiator->nranks * membership->size; i++) {
         const char *name = membership->names[i];
         struct negotiation_entry *entry =
-            name != NULL ? name_table_find(&negotiator->entries, name) : NULL;
+            name != NULL ? name_table_find(&negotiator->entries, membership->process_set, name)
+                         : NULL;
         if (entry == NULL)
             continue;
         for (int r = 0; r < negotiator->nranks; r++)
@@ -192,7 +198,7 @@ static void settle_membership(struct negotiator *negotiator, const char *group,
         free(lists[r]);
     free(lists);
     free(ranks);
-    membership = name_table_remove(&negotiator->memberships, group);
+    membership = name_table_remove(&negotiator->memberships, membership->process_set, group);
     if (message != NULL)
         fail_group(negotiator, group, membership, message);
     negotiator_membership_free(membership, negotiator->nranks);
@@ -203,7 +209,8 @@ static void settle_membership(struct negotiator *negotiator, const char *group,
  * join has submitted the whole group, checks that they named the same members. */
 void negotiator_check_membership(struct negotiator *negotiator, int rank, const struct wire_request *request)
 {
-    struct membership *membership = name_table_find(&negotiator->memberships, request->group);
+    struct membership *membership =
+        name_table_find(&negotiator->memberships, request->process_set, request->group);
     if (membership == NULL) {
         membership = calloc(1, sizeof *membership);
         if (membership != NULL) {
@@ -214,7 +221,8 @@ void negotiator_check_membership(struct negotiator *negotiator, int rank, const 
             membership->submitted = calloc((size_t)negotiator->nranks, sizeof(uint32_t));
         }
         if (membership == NULL || membership->names == NULL || membership->submitted == NULL ||
-            !name_table_insert(&negotiator->memberships, request->group, membership)) {
+            !name_table_insert(&negotiator->memberships, request->process_set, request->group,
+                               membership)) {
             if (membership != NULL)
                 negotiator_membership_free(membership, negotiator->nranks);
             negotiator->failed = true;
@@ -239,6 +247,7 @@ void negotiator_settle_memberships_after_join(struct negotiator *negotiator, int
 {
     const struct name_table *memberships = &negotiator->memberships;
     char **settled = calloc(memberships->size + 1, sizeof *settled);
+    int *sets = calloc(memberships->size + 1, sizeof *sets);
     size_t count = 0;
     for (size_t b = 0; b < memberships->bucket_count; b++)
         for (struct name_entry *e = memberships->buckets[b]; e != NULL; e = e->next) {
@@ -246,17 +255,21 @@ void negotiator_settle_memberships_after_join(struct negotiator *negotiator, int
             if (membership->submitted[rank] == membership->size)
                 membership->joined_complete++;
             /* Settled after the walk: settling removes the group from the table. */
-            if (settled != NULL && membership_settled(negotiator, membership))
+            if (settled != NULL && sets != NULL && membership_settled(negotiator, membership)) {
+                sets[count] = e->set;
                 settled[count++] = strdup(e->name);
+            }
         }
     for (size_t i = 0; i < count; i++) {
         struct membership *membership =
-            settled[i] != NULL ? name_table_find(&negotiator->memberships, settled[i]) : NULL;
+            settled[i] != NULL ? name_table_find(&negotiator->memberships, sets[i], settled[i])
+                               : NULL;
         if (membership != NULL)
             settle_membership(negotiator, settled[i], membership);
         free(settled[i]);
     }
-    if (settled == NULL && memberships->size > 0)
+    if ((settled == NULL || sets == NULL) && memberships->size > 0)
         negotiator->failed = true;
     free(settled);
+    free(sets);
 }

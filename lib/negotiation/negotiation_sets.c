@@ -61,7 +61,7 @@ void negotiator_fail_tensors_of_set(struct negotiator *negotiator, int id, const
     }
     char **groups = names_of_set(&negotiator->groups, id, held_group_of_set);
     for (size_t i = 0; groups != NULL && groups[i] != NULL; i++) {
-        struct group_state *group = name_table_remove(&negotiator->groups, groups[i]);
+        struct group_state *group = name_table_remove(&negotiator->groups, id, groups[i]);
         for (size_t m = 0; group != NULL && m < group->held_count; m++)
             if (group->held[m].type != 0)
                 negotiator_add_error(negotiator, &group->held[m].request, CHORUS_ERR_INVALID_ARGUMENT,
@@ -75,7 +75,8 @@ void negotiator_fail_tensors_of_set(struct negotiator *negotiator, int id, const
     free(groups);
     char **memberships = names_of_set(&negotiator->memberships, id, membership_of_set);
     for (size_t i = 0; memberships != NULL && memberships[i] != NULL; i++) {
-        struct membership *membership = name_table_remove(&negotiator->memberships, memberships[i]);
+        struct membership *membership = name_table_remove(&negotiator->memberships, id,
+                                                          memberships[i]);
         if (membership != NULL)
             negotiator_membership_free(membership, negotiator->nranks);
         free(memberships[i]);

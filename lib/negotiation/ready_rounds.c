@@ -68,7 +68,7 @@ size_t ready_rounds_vector_words(const struct ready_rounds *rounds)
 enum round_route ready_rounds_route(struct ready_rounds *rounds, const struct response_cache *cache,
                                     const struct wire_request *request, double now)
 {
-    long slot = response_cache_slot_of(cache, request->name);
+    long slot = response_cache_slot_of(cache, request);
     if (slot < 0 || (size_t)slot >= rounds->slots)
         return ROUTE_STAR;
     if (bit_test(rounds->ready, (size_t)slot))
@@ -152,7 +152,8 @@ void ready_rounds_response_ran(struct ready_rounds *rounds, const struct respons
         rounds->star_only = false;
         return;
     }
-    long slot = response->request.name ? response_cache_slot_of(cache, response->request.name) : -1;
+    long slot =
+        response->request.name ? response_cache_slot_of(cache, &response->request) : -1;
     if (slot >= 0 && (size_t)slot < rounds->slots)
         bit_clear(rounds->demoted, (size_t)slot);
 }

@@ -24,14 +24,15 @@ void response_cache_destroy(struct response_cache *cache)
     memset(cache, 0, sizeof *cache);
 }
 
-long response_cache_slot_of(const struct response_cache *cache, const char *name)
+long response_cache_slot_of(const struct response_cache *cache, const struct wire_request *request)
 {
-    return (long)(uintptr_t)name_table_find(&cache->slots, name) - 1;
+    return (long)(uintptr_t)name_table_find(&cache->slots, request_name_set(request),
+                                            request->name) - 1;
 }
 
 long response_cache_find(const struct response_cache *cache, const struct wire_request *request)
 {
-    long slot = response_cache_slot_of(cache, request->name);
+    long slot = response_cache_slot_of(cache, request);
     if (slot < 0)
         return -1;
     return wire_request_equal(&cache->entries[slot], request) ? slot : -1;
@@ -56,7 +57,7 @@ bool response_cache_record(struct response_cache *cache, const struct wire_respo
                            int nranks)
 {
     if (!response_cacheable(response, nranks) || cache->count >= cache->capacity ||
-        name_table_find(&cache->slots, response->request.name) != NULL)
+        response_cache_slot_of(cache, &response->request) >= 0)
         return false;
     if (cache->entries == NULL) {
         cache->entries = calloc(cache->capacity, sizeof *cache->entries);
@@ -67,7 +68,8 @@ bool response_cache_record(struct response_cache *cache, const struct wire_respo
     if (!wire_request_copy(entry, &response->request))
         return false;
     entry->cached = false;
-    if (!name_table_insert(&cache->slots, entry->name, (void *)(uintptr_t)(cache->count + 1))) {
+    if (!name_table_insert(&cache->slots, request_name_set(entry), entry->name,
+                           (void *)(uintptr_t)(cache->count + 1))) {
         wire_request_free(entry);
         return false;
     }

@@ -27,8 +27,8 @@ void response_cache_destroy(struct response_cache *cache);
 /* The slot holding exactly `request`, or -1. */
 long response_cache_find(const struct response_cache *cache, const struct wire_request *request);
 
-/* The slot holding `name`, whatever its description, or -1. */
-long response_cache_slot_of(const struct response_cache *cache, const char *name);
+/* The slot holding the request's name (in its set), whatever its description, or -1. */
+long response_cache_slot_of(const struct response_cache *cache, const struct wire_request *request);
 
 /* The entry of `slot`, or NULL when the slot is empty. */
 const struct wire_request *response_cache_get(const struct response_cache *cache, uint32_t slot);

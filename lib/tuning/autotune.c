@@ -290,12 +290,13 @@ static chorus_status end_trial(struct autotune *autotune, double seconds, char *
 /* Before steps are known: the first name that runs twice becomes the anchor (tensors that ran
  * once, a broadcast of the parameters before training, say, never mark a step). False when out
  * of memory. */
-static bool find_anchor(struct autotune *autotune, const char *name)
+static bool find_anchor(struct autotune *autotune, int set, const char *name)
 {
-    if (name_table_find(&autotune->names_seen, name) == NULL)
-        return name_table_insert(&autotune->names_seen, name, autotune);
+    if (name_table_find(&autotune->names_seen, set, name) == NULL)
+        return name_table_insert(&autotune->names_seen, set, name, autotune);
     if ((autotune->anchor = strdup(name)) == NULL)
         return false;
+    autotune->anchor_set = set;
     name_table_destroy(&autotune->names_seen);
     name_table_init(&autotune->names_seen);
     return true;
@@ -315,9 +316,11 @@ chorus_status autotune_batch_done(struct autotune *autotune,
             continue;
         const char *name = response->request.name != NULL ? response->request.name : "";
         autotune->window_bytes += (double)response_bytes(response);
-        if (autotune->anchor == NULL && !find_anchor(autotune, name))
+        int set = request_name_set(&response->request);
+        if (autotune->anchor == NULL && !find_anchor(autotune, set, name))
             return fail(error, error_size, CHORUS_ERR_OUT_OF_MEMORY, "autotune: out of memory");
-        if (autotune->anchor != NULL && strcmp(name, autotune->anchor) == 0) {
+        if (autotune->anchor != NULL && set == autotune->anchor_set &&
+            strcmp(name, autotune->anchor) == 0) {
             autotune->anchors_seen++;
             autotune->responses_since_anchor = 0;
         } else {

@@ -49,6 +49,7 @@ struct autotune {
     /* Counting steps: the same on every rank. */
     struct name_table names_seen; /* until the anchor is found */
     char *anchor;
+    int anchor_set; /* the anchor's process set: a name is its set's */
     unsigned anchors_seen;   /* in this trial */
     unsigned warmup_steps;   /* of this trial */
     size_t responses_since_anchor;

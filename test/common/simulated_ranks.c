@@ -135,7 +135,7 @@ void simulated_submit(struct simulated_ranks *world, int rank, const struct wire
     struct wire_request *copy = calloc(1, sizeof *copy);
     if (copy == NULL || !wire_request_copy(copy, request))
         abort();
-    if (!name_table_insert(&r->pending, request->name, copy)) {
+    if (!name_table_insert(&r->pending, request_name_set(request), request->name, copy)) {
         /* chorus_allreduce refuses a name in flight (CHORUS_ERR_DUPLICATE_NAME) before it gets
          * this far; the log shows the refusal. */
         append_line(&r->log, &r->log_count, text_format("duplicate %s", request->name));
@@ -168,7 +168,9 @@ static void run(struct simulated_ranks *world, int rank, const struct wire_respo
         r->joined = false;
     } else {
         struct wire_request *mine = response_applies_to(response, rank)
-                                        ? name_table_remove(&r->pending, response->request.name)
+                                        ? name_table_remove(&r->pending,
+                                                            request_name_set(&response->request),
+                                                            response->request.name)
                                         : NULL;
         if (response->type == RESPONSE_EXECUTE && mine == NULL && r->joined)
             line = text_format("run %s", response->request.name); /* with zeros */
@@ -341,7 +343,7 @@ static void settle(struct simulated_ranks *world, int rank, struct wire_response
         receive_responses(world, rank, bytes, length);
     for (size_t i = 0; i < outcome.resend_count; i++) {
         const struct wire_request *entry = response_cache_get(&r->cache, outcome.resend[i]);
-        const struct wire_request *mine = name_table_find(&r->pending, entry->name);
+        const struct wire_request *mine = name_table_find(&r->pending, request_name_set(entry), entry->name);
         if (mine != NULL)
             queue_unsent(world, rank, mine);
     }

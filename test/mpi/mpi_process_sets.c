@@ -271,8 +271,9 @@ static void wait_and_check(struct operation *op)
 }
 
 /* A tensor of one name in every set this rank is in, and in the whole job, at once: each set's
- * names are its own. Members add their rank in the set plus one. */
-static void test_same_name_everywhere(struct set *sets, size_t count)
+ * names are its own, and are never rewritten (a name of the longest length a name may have
+ * works in a set too). Members add their rank in the set plus one. */
+static void test_same_name_everywhere(struct set *sets, size_t count, const char *name)
 {
     test_step = "same name in every set";
     float values[8] = {0};
@@ -283,7 +284,7 @@ static void test_same_name_everywhere(struct set *sets, size_t count)
             continue;
         values[s] = (float)((set != NULL ? set->me : test_rank) + 1);
         chorus_op_args args = CHORUS_OP_ARGS_INIT;
-        args.name = "loss";
+        args.name = name;
         args.input = floats(&values[s], 1);
         args.process_set = set != NULL ? set->id : 0;
         EXPECT_STATUS(chorus_submit(&args, &handles[s]), CHORUS_OK);
@@ -293,8 +294,9 @@ static void test_same_name_everywhere(struct set *sets, size_t count)
             continue;
         int size = s < count ? sets[s].size : test_size;
         EXPECT_STATUS(chorus_wait(handles[s]), CHORUS_OK);
-        EXPECT(values[s] == (float)(size * (size + 1) / 2), "\"loss\" in set %zu: %g, expected %d",
-               s, values[s], size * (size + 1) / 2);
+        EXPECT(values[s] == (float)(size * (size + 1) / 2),
+               "\"%.20s...\" in set %zu: %g, expected %d", name, s, values[s],
+               size * (size + 1) / 2);
         chorus_handle_free(handles[s]);
     }
 }
@@ -402,7 +404,7 @@ static void test_errors(const struct set *even, const struct set *all)
     EXPECT_STATUS(chorus_submit(&mismatched, &handle), CHORUS_OK);
     EXPECT_STATUS(chorus_wait(handle), test_size > 1 ? CHORUS_ERR_MISMATCH : CHORUS_OK);
     if (test_size > 1)
-        EXPECT(strstr(chorus_handle_error(handle), "mixed [process set") != NULL &&
+        EXPECT(strstr(chorus_handle_error(handle), "\"mixed\" in process set") != NULL &&
                    strstr(chorus_handle_error(handle), "dtype mismatch") != NULL,
                "%s", chorus_handle_error(handle));
     chorus_handle_free(handle);
@@ -488,7 +490,11 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < operation_count; i++)
         wait_and_check(&operations[i]);
 
-    test_same_name_everywhere(sets, set_count);
+    test_same_name_everywhere(sets, set_count, "loss");
+    char longest[1024]; /* chorus.h: a name has at most 1023 bytes */
+    memset(longest, 'n', sizeof longest - 1);
+    longest[sizeof longest - 1] = '\0';
+    test_same_name_everywhere(sets, set_count, longest);
     if (odds > 0) {
         test_independent(&sets[1]);
         test_same_group_in_two_sets(&sets[0], &sets[1]);

@@ -162,10 +162,10 @@ static size_t index_of(const char *name)
     return STEP_TENSORS;
 }
 
-static struct request *take_request(void *owner, const char *name)
+static struct request *take_request(void *owner, const struct wire_request *agreed)
 {
     struct rank_state *state = owner;
-    size_t t = index_of(name);
+    size_t t = index_of(agreed->name);
     struct request *request = t < STEP_TENSORS ? state->requests[t] : NULL;
     if (request != NULL)
         state->requests[t] = NULL;

@@ -26,14 +26,22 @@ static char *read_file(const char *path)
     return text;
 }
 
+/* A timeline in the test's directory, written to `path`. */
+static struct timeline *open_in_directory(const char *file, char *path, size_t path_size)
+{
+    char error[256];
+    snprintf(path, path_size, "%s/%s", directory, file);
+    struct timeline *timeline = timeline_open(path, error, sizeof error);
+    ck_assert_msg(timeline != NULL, "%s", error);
+    return timeline;
+}
+
 START_TEST(names_that_are_not_utf8_are_escaped)
 {
-    char path[128], error[256];
-    snprintf(path, sizeof path, "%s/escape.json", directory);
-    struct timeline *timeline = timeline_open(path, error, sizeof error);
-    ck_assert_ptr_nonnull(timeline);
-    timeline_span(timeline, "bad\xff\xfe name \xc3(", "allreduce", 0, 1, NULL);
-    timeline_span(timeline, "gr\xc3\xbc\xc3\x9f \xe2\x82\xac", "allreduce", 0, 1, NULL);
+    char path[128];
+    struct timeline *timeline = open_in_directory("escape.json", path, sizeof path);
+    timeline_span(timeline, 0, "bad\xff\xfe name \xc3(", "allreduce", 0, 1, NULL);
+    timeline_span(timeline, 0, "gr\xc3\xbc\xc3\x9f \xe2\x82\xac", "allreduce", 0, 1, NULL);
     timeline_close(timeline);
     const char *text = read_file(path);
     ck_assert_ptr_nonnull(strstr(text, "bad\\u00ff\\u00fe name \\u00c3("));
@@ -49,14 +57,30 @@ START_TEST(a_second_timeline_of_the_same_path_goes_beside_it)
     snprintf(path, sizeof path, "%s/trace.json", directory);
     snprintf(beside, sizeof beside, "%s/trace.1.json", directory);
     struct timeline *first = timeline_open(path, error, sizeof error);
-    timeline_span(first, "first", "allreduce", 0, 1, NULL);
+    timeline_span(first, 0, "first", "allreduce", 0, 1, NULL);
     timeline_close(first);
     struct timeline *second = timeline_open(path, error, sizeof error);
     ck_assert_str_eq(timeline_path(second), beside);
-    timeline_span(second, "second", "allreduce", 0, 1, NULL);
+    timeline_span(second, 0, "second", "allreduce", 0, 1, NULL);
     timeline_close(second);
     ck_assert_ptr_nonnull(strstr(read_file(path), "\"first\""));
     ck_assert_ptr_nonnull(strstr(read_file(beside), "\"second\""));
+}
+END_TEST
+
+START_TEST(one_name_in_two_sets_has_two_rows)
+{
+    char path[128];
+    struct timeline *timeline = open_in_directory("sets.json", path, sizeof path);
+    timeline_span(timeline, 0, "loss", "allreduce", 0, 1, NULL);
+    timeline_span(timeline, 2, "loss", "allreduce", 0, 1, NULL);
+    timeline_span(timeline, 2, "loss", "allreduce", 1, 2, NULL);
+    timeline_close(timeline);
+    const char *text = read_file(path);
+    ck_assert_ptr_nonnull(strstr(text, "\"loss\""));
+    const char *set_row = strstr(text, "\"loss (process set 2)\"");
+    ck_assert_ptr_nonnull(set_row);
+    ck_assert_ptr_null(strstr(set_row + 1, "\"loss (process set 2)\"")); /* one row */
 }
 END_TEST
 
@@ -68,6 +92,7 @@ int main(void)
     Suite *suite = suite_create("timeline");
     TCase *tc = tcase_create("timeline");
     tcase_add_test(tc, names_that_are_not_utf8_are_escaped);
+    tcase_add_test(tc, one_name_in_two_sets_has_two_rows);
     tcase_add_test(tc, a_second_timeline_of_the_same_path_goes_beside_it);
     suite_add_tcase(suite, tc);
     int status = run_suite(suite);
