@@ -15,6 +15,7 @@
 #include <string.h>
 
 struct stall_debt {
+    int set; /* with the name, the key (request_name_set) */
     char *name;
     char *message; /* the failure the other ranks received */
     bool *owed;    /* per rank */
@@ -57,7 +58,7 @@ static void stall_debts_expire(struct negotiator *negotiator, double now, double
 
 /* Grouped tensors are not owed: a rank submits a group whole, and its members fail together
  * through the group's own bookkeeping. */
-static void stall_debt_record(struct negotiator *negotiator, const char *name,
+static void stall_debt_record(struct negotiator *negotiator, int set, const char *name,
                               const struct wire_request *reference, const int *missing,
                               size_t missing_count, const char *message)
 {
@@ -67,6 +68,7 @@ static void stall_debt_record(struct negotiator *negotiator, const char *name,
     struct stall_debt *debt = calloc(1, sizeof *debt);
     if (debt == NULL)
         return;
+    debt->set = set;
     debt->name = strdup(name);
     debt->message = strdup(message);
     debt->owed = calloc((size_t)negotiator->nranks, sizeof *debt->owed);
@@ -88,7 +90,8 @@ bool negotiator_settle_stall_debt(struct negotiator *negotiator, int rank,
     for (struct stall_debt **link = &negotiator->stall_debts; *link != NULL;
          link = &(*link)->next) {
         struct stall_debt *debt = *link;
-        if (!debt->owed[rank] || strcmp(debt->name, request->name) != 0)
+        if (!debt->owed[rank] || debt->set != request_name_set(request) ||
+            strcmp(debt->name, request->name) != 0)
             continue;
         char *message = text_format("%s; rank %d submitted it %.1f s later and fails too",
                                     debt->message, rank, negotiator->now - debt->given_up_at);
@@ -155,10 +158,12 @@ void negotiator_check_stalls(struct negotiator *negotiator, double now, double w
                 text_format("%s; giving up after %g s (CHORUS_STALL_SHUTDOWN_SECONDS)",
                               message ? message : entry->name, fail_after);
             if (failure != NULL)
-                stall_debt_record(negotiator, entry->name, reference, missing, missing_count,
-                                  failure);
-            negotiator_mark_ranks(negotiator, negotiator_add_error(negotiator, reference, CHORUS_ERR_STALLED, failure),
-                       entry->requests, -1);
+                stall_debt_record(negotiator, entry->process_set, entry->name, reference,
+                                  missing, missing_count, failure);
+            negotiator_mark_ranks(negotiator,
+                                  negotiator_add_error(negotiator, reference, CHORUS_ERR_STALLED,
+                                                       failure),
+                                  entry->requests, -1);
             negotiator_entry_unlink(negotiator, entry);
             negotiator_entry_free(negotiator, entry);
         }
