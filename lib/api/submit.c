@@ -54,14 +54,15 @@ static void describe(struct wire_request *desc, const chorus_op_args *args, uint
     desc->postscale = reduces ? args->postscale_factor : 1.0;
     desc->group_size = group_size;
     desc->process_set = api_op_process_set(args);
-    /* Only float32 allreduces are compressed; resolving it here makes every rank send the same. */
+    /* Only floating-point allreduces are compressed (dtype_compression_applies); resolving it
+     * here makes every rank send the same. */
     int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
                                                                       : (int)args->compression;
     /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. Its INT8,
      * INT4 and TOPK apply to sums and averages (validate rejects them elsewhere when explicit),
      * TOPK to fewer than 2^32 values (its indices are uint32). */
     bool sums_only = dtype_compression_sums_only(compression);
-    desc->compression = allreduce && tensor->dtype == CHORUS_FLOAT32 &&
+    desc->compression = allreduce && dtype_compression_applies(tensor->dtype, compression) &&
                                 tensor->memory == CHORUS_MEMORY_HOST &&
                                 args->op != CHORUS_ADASUM &&
                                 (!sums_only || args->op == CHORUS_SUM ||

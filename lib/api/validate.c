@@ -57,7 +57,8 @@ static bool ranges_overlap(const void *a, size_t a_bytes, const void *b, size_t 
            b_start < a_start + a_bytes;
 }
 
-/* An allreduce's error feedback buffer goes with a float32 tensor of host memory whose
+/* An allreduce's error feedback buffer (float32) goes with a float32, float16 or bfloat16
+ * tensor of host memory whose
  * compression is lossy (INT8, INT4, TOPK) or DEFAULT (which may resolve to one), and lies apart
  * from the input and output: the library writes it while it reads the one and writes the
  * other. */
@@ -74,20 +75,23 @@ static chorus_status validate_error_feedback(const chorus_op_args *args)
                       "allreduce \"%s\": error_feedback needs a lossy compression (INT8, INT4, "
                       "TOPK, or DEFAULT), not %s",
                       args->name, dtype_compression_name((int)args->compression));
-    if (tensor->dtype != CHORUS_FLOAT32 || tensor->memory != CHORUS_MEMORY_HOST)
+    if (!dtype_compression_applies(tensor->dtype, CHORUS_COMPRESSION_INT8) ||
+        tensor->memory != CHORUS_MEMORY_HOST)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
-                      "allreduce \"%s\": error_feedback takes float32 tensors in host memory "
-                      "(the ones chorus compresses lossily), not %s%s",
+                      "allreduce \"%s\": error_feedback takes float32, float16 or bfloat16 "
+                      "tensors in host memory (the ones chorus compresses lossily), not %s%s",
                       args->name, chorus_dtype_name(tensor->dtype),
                       tensor->memory == CHORUS_MEMORY_HOST ? "" : " on a GPU");
     size_t bytes = chorus_tensor_count(tensor) * sizeof(float);
-    if (ranges_overlap(residual, bytes, tensor->data, bytes) ||
-        (args->output != NULL && ranges_overlap(residual, bytes, args->output, bytes)))
+    size_t tensor_bytes = chorus_tensor_count(tensor) * chorus_dtype_size(tensor->dtype);
+    if (ranges_overlap(residual, bytes, tensor->data, tensor_bytes) ||
+        (args->output != NULL && ranges_overlap(residual, bytes, args->output, tensor_bytes)))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "allreduce \"%s\": the error_feedback buffer overlaps the %s; it needs "
                       "memory of its own",
                       args->name,
-                      ranges_overlap(residual, bytes, tensor->data, bytes) ? "input" : "output");
+                      ranges_overlap(residual, bytes, tensor->data, tensor_bytes) ? "input"
+                                                                                  : "output");
     return CHORUS_OK;
 }
 
@@ -108,7 +112,7 @@ static chorus_status validate_compression_ratio(const chorus_op_args *args)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "allreduce \"%s\": compression_ratio is for topk compression, not %s", name,
                       dtype_compression_name((int)args->compression));
-    if (topk && args->input.dtype == CHORUS_FLOAT32 &&
+    if (topk && dtype_compression_applies(args->input.dtype, CHORUS_COMPRESSION_TOPK) &&
         chorus_tensor_count(&args->input) > UINT32_MAX)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "allreduce \"%s\": topk compression takes tensors of fewer than 2^32 "
@@ -320,15 +324,19 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
                           args->compression != CHORUS_COMPRESSION_NONE;
         /* Converting to 16 bits or quantizing on the device needs a kernel, which chorus does
          * not have: cast the tensor before submitting it instead. */
-        if (tensor->memory == CHORUS_MEMORY_CUDA && tensor->dtype == CHORUS_FLOAT32 && compressed)
+        if (tensor->memory == CHORUS_MEMORY_CUDA && compressed &&
+            dtype_compression_applies(tensor->dtype, (int)args->compression))
             return REJECT(CHORUS_ERR_NOT_SUPPORTED,
                           "allreduce \"%s\": %s compression of GPU tensors is not supported; "
-                          "cast the tensor to float16 or bfloat16, or copy it to host memory, "
-                          "before submitting it",
-                          name, dtype_compression_name((int)args->compression));
+                          "%s before submitting it",
+                          name, dtype_compression_name((int)args->compression),
+                          dtype_compression_sums_only((int)args->compression)
+                              ? "copy the tensor to host memory"
+                              : "cast the tensor to float16 or bfloat16, or copy it to host "
+                                "memory,");
         /* A quantized or sparsified value is a sum's share: a minimum or a product of shares
          * means nothing. */
-        if (tensor->dtype == CHORUS_FLOAT32 &&
+        if (dtype_compression_applies(tensor->dtype, (int)args->compression) &&
             dtype_compression_sums_only((int)args->compression) && args->op != CHORUS_SUM &&
             args->op != CHORUS_AVERAGE)
             return REJECT(CHORUS_ERR_INVALID_ARGUMENT,

@@ -78,5 +78,9 @@ unsigned dtype_compression_bits(int compression);
 /* Whether `compression` sends shares of a sum that only add up (INT8, INT4, TOPK): it takes
  * SUM and AVERAGE alone, as a minimum or a product of shares means nothing. */
 bool dtype_compression_sums_only(int compression);
+/* Whether a tensor of `dtype` travels compressed by `compression`: float32 by any; float16 and
+ * bfloat16 by the lossy ones (INT8, INT4, TOPK, computed in float32), as they are 16 bits
+ * already. */
+bool dtype_compression_applies(chorus_dtype dtype, int compression);
 
 #endif

@@ -111,3 +111,11 @@ bool dtype_compression_sums_only(int compression)
 {
     return dtype_compression_bits(compression) != 0 || compression == CHORUS_COMPRESSION_TOPK;
 }
+
+bool dtype_compression_applies(chorus_dtype dtype, int compression)
+{
+    if (dtype == CHORUS_FLOAT32)
+        return true;
+    return (dtype == CHORUS_FLOAT16 || dtype == CHORUS_BFLOAT16) &&
+           dtype_compression_sums_only(compression);
+}

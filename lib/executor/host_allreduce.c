@@ -211,6 +211,24 @@ static chorus_status reduce_topk(struct executor *executor, const struct wire_re
                                                   error_size);
 }
 
+/* A float16 or bfloat16 tensor is compressed from float32: its values times the prescale in
+ * the fusion buffer (which the compressed algorithms leave alone), or zeros, the sum's
+ * identity, for a joined rank that has no such tensor. NULL when out of memory. */
+static float *staged_float32(struct executor *executor, const struct wire_request *desc,
+                             struct request *request)
+{
+    size_t count = request_elements(desc);
+    float *staging = scratch_reserve(&executor->fusion, count * sizeof(float) + 1);
+    if (staging == NULL)
+        return NULL;
+    if (request == NULL)
+        memset(staging, 0, count * sizeof(float));
+    else
+        reduce_decompress_floats(staging, request->input, count, (chorus_dtype)desc->dtype,
+                                 (float)desc->prescale);
+    return staging;
+}
+
 /* A batch of INT8, INT4 or TOPK allreduces: each tensor through its compression's algorithm
  * on its own, so that its blocks, random numbers and top values are its own whatever it was
  * fused with. */
@@ -221,7 +239,9 @@ static chorus_status reduce_one_by_one(struct executor *executor,
 {
     for (size_t m = 0; m < member_count; m++) {
         const struct wire_response *response = &responses[members[m]];
-        float *buffer = own_buffer(executor, &response->request, requests[m]);
+        bool staged = response->request.dtype != CHORUS_FLOAT32;
+        float *buffer = staged ? staged_float32(executor, &response->request, requests[m])
+                               : own_buffer(executor, &response->request, requests[m]);
         if (buffer == NULL)
             return CHORUS_ERR_OUT_OF_MEMORY;
         float *residual = requests[m] != NULL ? requests[m]->error_feedback : NULL;
@@ -231,6 +251,10 @@ static chorus_status reduce_one_by_one(struct executor *executor,
                 : reduce_quantized(executor, response, buffer, residual, error, error_size);
         if (status != CHORUS_OK)
             return status;
+        if (staged && requests[m] != NULL)
+            reduce_compress_floats(requests[m]->output, buffer,
+                                   request_elements(&response->request),
+                                   (chorus_dtype)response->request.dtype, 1.0f);
     }
     return CHORUS_OK;
 }

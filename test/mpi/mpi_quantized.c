@@ -11,7 +11,7 @@
  * (mismatch); an op that cannot be quantized (refused at submit); and error feedback
  * (chorus_op_args.error_feedback): over 30 steps, INT8 and INT4, sum and average, the results
  * plus the residuals add up to the gradients, and without it they drift further; refused where
- * it cannot apply.
+ * it cannot apply; float16 and bfloat16 tensors through the float32 path.
  */
 #include "../common/reference.h"
 #include "mpi_test.h"
@@ -388,7 +388,7 @@ static void check_error_feedback_refused(void)
     args.collective = CHORUS_ALLREDUCE;
     args.input.dtype = CHORUS_INT32;
     EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_INVALID_ARGUMENT);
-    EXPECT(strstr(chorus_last_error(), "takes float32 tensors in host memory") != NULL,
+    EXPECT(strstr(chorus_last_error(), "takes float32, float16 or bfloat16 tensors in host memory") != NULL,
            "message: %s", chorus_last_error());
     args.input.dtype = CHORUS_FLOAT32;
     args.error_feedback = values + 8; /* overlaps the input's last value */
@@ -469,6 +469,65 @@ static int run_one_host_exact(void)
     }
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     return test_finish("quantized one host");
+}
+
+/* float16 and bfloat16 tensors are compressed from float32 (INT8, INT4, TOPK): each result is
+ * the float32 allreduce of the same values (the 16-bit inputs, widened), under the same name,
+ * rounded to 16 bits (within half a unit in the last place of the 16-bit format), and an error
+ * feedback residual is the float32 one's, bit for bit. The float32 path itself is checked
+ * against the double sum above. */
+static void check_sixteen_bit_inputs(void)
+{
+    const chorus_dtype dtypes[] = {CHORUS_FLOAT16, CHORUS_BFLOAT16};
+    const chorus_compression compressions[] = {CHORUS_COMPRESSION_INT8, CHORUS_COMPRESSION_INT4,
+                                               CHORUS_COMPRESSION_TOPK};
+    const size_t counts[] = {0, 1, 3, 257, 1031};
+    enum { MOST = 1031 };
+    uint16_t sixteen[MOST];
+    float wide[MOST], residual16[MOST], residual32[MOST];
+    for (size_t d = 0; d < 2; d++)
+        for (size_t c = 0; c < 3; c++)
+            for (size_t n = 0; n < sizeof counts / sizeof counts[0]; n++) {
+                size_t count = counts[n];
+                bool feedback = (n + c) % 2 == 0;
+                chorus_op op = n % 2 ? CHORUS_AVERAGE : CHORUS_SUM;
+                uint64_t seed = 300 + 10 * d + c;
+                reference_fill(sixteen, count, dtypes[d], CHORUS_SUM, seed, test_rank);
+                for (size_t i = 0; i < count; i++)
+                    wide[i] = (float)reference_decode(sixteen, i, dtypes[d]);
+                memset(residual16, 0, sizeof residual16);
+                memset(residual32, 0, sizeof residual32);
+                char name[64];
+                snprintf(name, sizeof name, "sixteen.%s.%s.%zu", chorus_dtype_name(dtypes[d]),
+                         c == 0 ? "int8" : c == 1 ? "int4" : "topk", count);
+                chorus_op_args args = CHORUS_OP_ARGS_INIT;
+                args.name = name;
+                args.input = floats(wide, (int64_t)count);
+                args.op = op;
+                args.compression = compressions[c];
+                args.error_feedback = feedback ? residual32 : NULL;
+                expect_completes(&args);
+                args.input = (chorus_tensor){.data = sixteen, .dtype = dtypes[d], .ndims = 1,
+                                             .shape = {(int64_t)count}};
+                args.error_feedback = feedback ? residual16 : NULL;
+                expect_completes(&args);
+                double half_ulp = dtypes[d] == CHORUS_FLOAT16 ? 0x1p-11 : 0x1p-8;
+                long wrong = 0;
+                for (size_t i = 0; i < count; i++) {
+                    double got = reference_decode(sixteen, i, dtypes[d]);
+                    double slack = half_ulp * fabs((double)wide[i]) + 0x1p-25;
+                    if (!(fabs(got - (double)wide[i]) <= slack) && wrong++ == 0)
+                        EXPECT(0, "%s: value %zu is %.9g, float32's %.9g", name, i, got,
+                               (double)wide[i]);
+                }
+                EXPECT(!feedback || memcmp(residual16, residual32, count * sizeof(float)) == 0,
+                       "%s: the residual differs from float32's", name);
+                bool any_residual = false;
+                for (size_t i = 0; i < count; i++)
+                    any_residual |= residual16[i] != 0;
+                EXPECT(count < 7 || !feedback || any_residual,
+                       "%s: no residual: it was not compressed", name);
+            }
 }
 
 int main(int argc, char **argv)
@@ -562,6 +621,8 @@ int main(int argc, char **argv)
     check_error_feedback(CHORUS_COMPRESSION_INT4, CHORUS_AVERAGE, 0);
     check_error_feedback_edges();
     check_error_feedback_refused();
+    test_step = "float16 and bfloat16 inputs";
+    check_sixteen_bit_inputs();
     EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
     return test_finish("mpi_quantized");
 }

@@ -263,7 +263,7 @@ static void check_bad_arguments(void)
     args.error_feedback = residual;
     args.input =
         (chorus_tensor){.data = doubles, .dtype = CHORUS_FLOAT64, .ndims = 1, .shape = {16}};
-    expect_refused(&args, CHORUS_ERR_INVALID_ARGUMENT, "error_feedback takes float32 tensors");
+    expect_refused(&args, CHORUS_ERR_INVALID_ARGUMENT, "error_feedback takes float32, float16 or bfloat16 tensors");
     args.name = "bad.broadcast";
     args.collective = CHORUS_BROADCAST;
     args.compression = CHORUS_COMPRESSION_DEFAULT;

@@ -5,7 +5,8 @@ a numpy reference of chorus.h's quantization drops of the compensated contributi
 rank that owns a value's shard, what requantizing the sum dropped); over steps, the results plus
 every rank's residual add up to the inputs; DistributedOptimizer keeps one residual per
 parameter by default (not with error_feedback=False), with backward_passes_per_step too, in its
-state_dict, zeroed by load_state_dict and by a TorchState restore; bad residuals are refused.
+state_dict, zeroed by load_state_dict and by a TorchState restore; bad residuals are refused;
+float16 and bfloat16 tensors match float32's path.
 Prints 'N passed, N failed' from rank 0 and exits non-zero on any failure."""
 import sys
 
@@ -113,6 +114,40 @@ def refusals():
               f"a residual without a quantizing compression refused: {error}")
 
 
+def sixteen_bit_gradients(rank, size):
+    """float16 and bfloat16 tensors go through the float32 path (chorus.h): the result is the
+    float32 allreduce of the same values, widened, under the same name, rounded to 16 bits, and
+    the residual is the float32 one's, bit for bit."""
+    for dtype in (torch.float16, torch.bfloat16):
+        for compression in (hvd.Compression.int8, hvd.Compression.int4,
+                            hvd.Compression.topk(0.05)):
+            label = getattr(compression, "__name__", repr(compression))
+            name = f"ef.sixteen.{dtype}.{label}"
+            values = gradient(7, rank, (3, 211)).to(dtype)
+            wide = values.to(torch.float32)
+            residual32, residual16 = torch.zeros(3, 211), torch.zeros(3, 211)
+            result32 = hvd.allreduce(wide, name=name, op=hvd.Sum, compression=compression,
+                                     error_feedback=residual32)
+            result16 = hvd.allreduce(values, name=name, op=hvd.Sum, compression=compression,
+                                     error_feedback=residual16)
+            what = f"{dtype} {label}"
+            check(result16.dtype == dtype and torch.equal(result16, result32.to(dtype)),
+                  f"{what}: the result is float32's rounded to 16 bits")
+            check(torch.equal(residual16, residual32) and float(residual16.abs().sum()) > 0,
+                  f"{what}: the residual is float32's, and nonzero")
+    shapes = [(7, 300), (5,)]
+    model = Weights(shapes).to(torch.bfloat16)
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.0),
+                                         named_parameters=model.named_parameters(),
+                                         compression=hvd.Compression.int8)
+    model([gradient(50 + i, rank, s).to(torch.bfloat16) for i, s in enumerate(shapes)]).backward()
+    optimizer.step()
+    residuals = [optimizer._residuals.get(w) for w in model.weights]
+    check(all(r is not None and r.dtype == torch.float32 for r in residuals) and
+          float(residuals[0].abs().sum()) > 0,
+          "a bfloat16 model keeps a float32 residual per parameter")
+
+
 class Weights(torch.nn.Module):
     """loss = sum(weight * g): the gradient of `weight` is g, whatever the weights."""
 
@@ -210,6 +245,7 @@ def main():
     rank, size = hvd.rank(), hvd.size()
     allreduce_residuals(rank, size)
     refusals()
+    sixteen_bit_gradients(rank, size)
     optimizer_residuals(rank, size)
     optimizer_options(rank, size)
     totals = hvd.allreduce(torch.tensor([counts["passed"], counts["failed"]], dtype=torch.int64),

@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 from .. import _library as c
 from .. import core
-from .compression import Compression, _wire
+from .compression import LOSSY_DTYPES, Compression, _wire
 from .distributed import chorus_group
 from .mpi_ops import _descriptor
 from .powersgd import LowRankState, PowerSGD
@@ -103,7 +103,8 @@ class CompressionState:
 
     def residual_for(self, index, buffer):
         """The bucket's residual (None where none is kept)."""
-        if not self.error_feedback or buffer.dtype != torch.float32 or buffer.device.type != "cpu":
+        if (not self.error_feedback or buffer.dtype not in LOSSY_DTYPES or
+                buffer.device.type != "cpu"):
             return None
         residual = self.residuals.get(index)
         if residual is None or residual.numel() != buffer.numel():

@@ -16,6 +16,10 @@ import torch
 from .. import _library as c
 from .powersgd import PowerSGD, refuse_one_collective
 
+# The gradients int8, int4 and topk compress (float16 and bfloat16 through float32, chorus.h),
+# each with a float32 residual where error feedback is kept.
+LOSSY_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
 
 class _Compressor:
     """A Horovod compressor: compress() before the collective, decompress() after. chorus's

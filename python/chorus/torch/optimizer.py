@@ -9,7 +9,7 @@ import warnings
 import torch
 
 from .. import _library as c
-from .compression import Compression, _wire
+from .compression import LOSSY_DTYPES, Compression, _wire
 from .mpi_ops import (_OPS, Adasum, Average, Sum, _resolve_op, allreduce_async_,
                       sparse_allreduce_async, synchronize)
 from .powersgd import LowRankState, PowerSGD
@@ -154,7 +154,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         heap where its gradient lies there; None where there is none (error feedback off, or a
         gradient chorus does not quantize)."""
         grad = p.grad
-        if not self._feedback or grad.dtype != torch.float32 or grad.device.type != "cpu":
+        if not self._feedback or grad.dtype not in LOSSY_DTYPES or grad.device.type != "cpu":
             return None
         residual = self._residuals.get(p)
         if residual is None or residual.shape != grad.shape:
