@@ -58,12 +58,14 @@ static void describe(struct wire_request *desc, const chorus_op_args *args, uint
      * here makes every rank send the same. */
     int compression = args->compression == CHORUS_COMPRESSION_DEFAULT ? default_compression
                                                                       : (int)args->compression;
-    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are. Its INT8,
-     * INT4 and TOPK apply to sums and averages (validate rejects them elsewhere when explicit),
-     * TOPK to fewer than 2^32 values (its indices are uint32). */
+    /* CHORUS_COMPRESSION applies to host tensors; GPU tensors travel as they are unless the
+     * caller names INT8, INT4 or TOPK (through host memory: gpu_compressed_on_host.c). Those
+     * apply to sums and averages (validate rejects them elsewhere when explicit), TOPK to fewer
+     * than 2^32 values (its indices are uint32). */
     bool sums_only = dtype_compression_sums_only(compression);
+    bool explicit_lossy = args->compression != CHORUS_COMPRESSION_DEFAULT && sums_only;
     desc->compression = allreduce && dtype_compression_applies(tensor->dtype, compression) &&
-                                tensor->memory == CHORUS_MEMORY_HOST &&
+                                (tensor->memory == CHORUS_MEMORY_HOST || explicit_lossy) &&
                                 args->op != CHORUS_ADASUM &&
                                 (!sums_only || args->op == CHORUS_SUM ||
                                  args->op == CHORUS_AVERAGE) &&

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 /* What allreduce and reducescatter check alike: a known op; bool only with min, max, product
@@ -57,6 +58,15 @@ static bool ranges_overlap(const void *a, size_t a_bytes, const void *b, size_t 
            b_start < a_start + a_bytes;
 }
 
+/* "host memory" or "GPU 2's memory", for messages. */
+static const char *memory_place(int device, char *text, size_t text_size)
+{
+    if (device < 0)
+        return "host memory";
+    snprintf(text, text_size, "GPU %d's memory", device);
+    return text;
+}
+
 /* An allreduce's error feedback buffer (float32) goes with a float32, float16 or bfloat16
  * tensor of host memory whose
  * compression is lossy (INT8, INT4, TOPK) or DEFAULT (which may resolve to one), and lies apart
@@ -75,13 +85,22 @@ static chorus_status validate_error_feedback(const chorus_op_args *args)
                       "allreduce \"%s\": error_feedback needs a lossy compression (INT8, INT4, "
                       "TOPK, or DEFAULT), not %s",
                       args->name, dtype_compression_name((int)args->compression));
-    if (!dtype_compression_applies(tensor->dtype, CHORUS_COMPRESSION_INT8) ||
-        tensor->memory != CHORUS_MEMORY_HOST)
+    if (!dtype_compression_applies(tensor->dtype, CHORUS_COMPRESSION_INT8))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "allreduce \"%s\": error_feedback takes float32, float16 or bfloat16 "
-                      "tensors in host memory (the ones chorus compresses lossily), not %s%s",
-                      args->name, chorus_dtype_name(tensor->dtype),
-                      tensor->memory == CHORUS_MEMORY_HOST ? "" : " on a GPU");
+                      "tensors (the ones chorus compresses lossily), not %s",
+                      args->name, chorus_dtype_name(tensor->dtype));
+    /* The residual lies where the tensor does: the library reads and writes it there. */
+    int tensor_device = tensor->memory == CHORUS_MEMORY_CUDA ? tensor->device : -1;
+    int residual_device = gpu_pointer_device(residual);
+    if (residual_device != tensor_device) {
+        char residual_place[32], tensor_place[32];
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "allreduce \"%s\": the error_feedback buffer lies in %s and the tensor in "
+                      "%s; it must lie where the tensor does",
+                      args->name, memory_place(residual_device, residual_place, 32),
+                      memory_place(tensor_device, tensor_place, 32));
+    }
     size_t bytes = chorus_tensor_count(tensor) * sizeof(float);
     size_t tensor_bytes = chorus_tensor_count(tensor) * chorus_dtype_size(tensor->dtype);
     if (ranges_overlap(residual, bytes, tensor->data, tensor_bytes) ||
@@ -322,18 +341,17 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
             return feedback;
         bool compressed = args->compression != CHORUS_COMPRESSION_DEFAULT &&
                           args->compression != CHORUS_COMPRESSION_NONE;
-        /* Converting to 16 bits or quantizing on the device needs a kernel, which chorus does
-         * not have: cast the tensor before submitting it instead. */
+        /* Converting to 16 bits on the device needs a kernel, which chorus does not have: cast
+         * the tensor before submitting it instead. (INT8, INT4 and TOPK go through host
+         * memory, where the bytes they save are worth the copies.) */
         if (tensor->memory == CHORUS_MEMORY_CUDA && compressed &&
+            !dtype_compression_sums_only((int)args->compression) &&
             dtype_compression_applies(tensor->dtype, (int)args->compression))
             return REJECT(CHORUS_ERR_NOT_SUPPORTED,
                           "allreduce \"%s\": %s compression of GPU tensors is not supported; "
-                          "%s before submitting it",
-                          name, dtype_compression_name((int)args->compression),
-                          dtype_compression_sums_only((int)args->compression)
-                              ? "copy the tensor to host memory"
-                              : "cast the tensor to float16 or bfloat16, or copy it to host "
-                                "memory,");
+                          "cast the tensor to float16 or bfloat16, or copy it to host memory, "
+                          "before submitting it",
+                          name, dtype_compression_name((int)args->compression));
         /* A quantized or sparsified value is a sum's share: a minimum or a product of shares
          * means nothing. */
         if (dtype_compression_applies(tensor->dtype, (int)args->compression) &&

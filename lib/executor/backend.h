@@ -46,6 +46,22 @@ chorus_status executor_host_alltoall(struct executor *executor, const struct wir
                             const size_t *members, size_t member_count, struct request **requests,
                             char *error, size_t error_size);
 
+/* host_allreduce.c: one INT8, INT4 or TOPK allreduce (`response`) of the float32 values in
+ * `buffer` (the contribution, prescaled), with this rank's error feedback `residual` (NULL:
+ * none); the result, postscaled, replaces them. */
+chorus_status executor_host_allreduce_lossy(struct executor *executor,
+                                            const struct wire_response *response, float *buffer,
+                                            float *residual, char *error, size_t error_size);
+
+/* gpu_compressed_on_host.c: a batch of INT8, INT4 or TOPK allreduces of GPU tensors, each
+ * staged in host memory (as float32, with its residual) and reduced there as a host tensor's:
+ * what a slow link saves is worth two copies over the bus. */
+chorus_status executor_gpu_allreduce_compressed(struct executor *executor,
+                                                const struct wire_response *responses,
+                                                const size_t *members, size_t member_count,
+                                                struct request **requests, char *error,
+                                                size_t error_size);
+
 /* gpu_reduce_on_host.c: whether NCCL cannot reduce GPU tensors of `dtype` with `op` and these
  * scale factors as chorus defines it; and such a batch (device memory) reduced in host memory
  * instead, in one host allreduce: an allreduce's pieces, or a reducescatter's tensors, of which

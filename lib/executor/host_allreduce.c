@@ -211,6 +211,15 @@ static chorus_status reduce_topk(struct executor *executor, const struct wire_re
                                                   error_size);
 }
 
+chorus_status executor_host_allreduce_lossy(struct executor *executor,
+                                            const struct wire_response *response, float *buffer,
+                                            float *residual, char *error, size_t error_size)
+{
+    return response->request.compression == CHORUS_COMPRESSION_TOPK
+               ? reduce_topk(executor, response, buffer, residual, error, error_size)
+               : reduce_quantized(executor, response, buffer, residual, error, error_size);
+}
+
 /* A float16 or bfloat16 tensor is compressed from float32: its values times the prescale in
  * the fusion buffer (which the compressed algorithms leave alone), or zeros, the sum's
  * identity, for a joined rank that has no such tensor. NULL when out of memory. */
@@ -246,9 +255,7 @@ static chorus_status reduce_one_by_one(struct executor *executor,
             return CHORUS_ERR_OUT_OF_MEMORY;
         float *residual = requests[m] != NULL ? requests[m]->error_feedback : NULL;
         chorus_status status =
-            response->request.compression == CHORUS_COMPRESSION_TOPK
-                ? reduce_topk(executor, response, buffer, residual, error, error_size)
-                : reduce_quantized(executor, response, buffer, residual, error, error_size);
+            executor_host_allreduce_lossy(executor, response, buffer, residual, error, error_size);
         if (status != CHORUS_OK)
             return status;
         if (staged && requests[m] != NULL)

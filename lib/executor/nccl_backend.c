@@ -60,7 +60,8 @@ static bool response_reduces_on_host(const struct wire_response *response)
 }
 
 /* A batch of allreduces of GPU tensors: one NCCL call, through the device's fusion buffer when
- * the batch has more than one tensor; or one host allreduce where NCCL cannot reduce them. */
+ * the batch has more than one tensor; or one host allreduce where NCCL cannot reduce them; or,
+ * compressed by INT8, INT4 or TOPK, each tensor through host memory. */
 static chorus_status execute_gpu_allreduce(struct executor *executor,
                                            const struct wire_response *responses,
                                            const size_t *members, size_t member_count,
@@ -72,6 +73,9 @@ static chorus_status execute_gpu_allreduce(struct executor *executor,
     struct gpu_piece *pieces = scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
     if (status != CHORUS_OK)
         return status;
+    if (dtype_compression_sums_only(first->request.compression))
+        return executor_gpu_allreduce_compressed(executor, responses, members, member_count,
+                                                 requests, error, error_size);
     if (pieces == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;
     for (size_t m = 0; m < member_count; m++)

@@ -60,8 +60,8 @@ static void check_allreduce(chorus_dtype dtype, size_t count, chorus_op op, uint
     free(host);
 }
 
-/* A compressed float32 on the GPU fails cleanly at submit: compression (16 bits or quantized)
- * needs a conversion on the device, which chorus does not have. */
+/* FP16 and BF16 compression of a float32 on the GPU fail cleanly at submit: the conversion
+ * would need a kernel, which chorus does not have. */
 static void check_unsupported_compression(int device)
 {
     test_step = "unsupported compression";
@@ -71,8 +71,7 @@ static void check_unsupported_compression(int device)
     args.name = "gpu.compressed";
     args.input = (chorus_tensor){.data = data, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {5},
                                  .memory = CHORUS_MEMORY_CUDA, .device = device};
-    const chorus_compression compressions[] = {CHORUS_COMPRESSION_FP16, CHORUS_COMPRESSION_INT8,
-                                               CHORUS_COMPRESSION_INT4};
+    const chorus_compression compressions[] = {CHORUS_COMPRESSION_FP16, CHORUS_COMPRESSION_BF16};
     for (size_t c = 0; c < sizeof compressions / sizeof compressions[0]; c++) {
         args.compression = compressions[c];
         chorus_handle *handle = NULL;
@@ -81,7 +80,83 @@ static void check_unsupported_compression(int device)
                    strstr(chorus_last_error(), "compression") != NULL,
                "unclear error: %s", chorus_last_error());
     }
+    /* An error feedback buffer in host memory for a GPU tensor is refused. */
+    float residual[5] = {0};
+    args.compression = CHORUS_COMPRESSION_INT8;
+    args.error_feedback = residual;
+    chorus_handle *handle = NULL;
+    EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "the error_feedback buffer lies in host memory") != NULL,
+           "unclear error: %s", chorus_last_error());
     gpu_free(data);
+}
+
+/* INT8, INT4 and TOPK of GPU tensors go through host memory: each result, and each error
+ * feedback residual (on the device too), is the same bits as a host tensor's of the same values
+ * under the same name, for float32, float16 and bfloat16, fused several to a batch. (The host
+ * path is checked against the double sum in mpi_quantized and mpi_topk.) */
+static void check_lossy_compression(int device)
+{
+    test_step = "lossy compression through host memory";
+    const chorus_dtype dtypes[] = {CHORUS_FLOAT32, CHORUS_FLOAT16, CHORUS_BFLOAT16};
+    const chorus_compression compressions[] = {CHORUS_COMPRESSION_INT8, CHORUS_COMPRESSION_INT4,
+                                               CHORUS_COMPRESSION_TOPK};
+    const size_t counts[] = {0, 1, 3, 1021};
+    enum { TENSORS = 3 * 4, MOST = 1021 * 4 };
+    static char host[TENSORS][MOST], back[TENSORS][MOST];
+    static float host_residual[TENSORS][MOST], device_residual[TENSORS][MOST];
+    void *data[TENSORS], *residual[TENSORS];
+    for (size_t c = 0; c < 3; c++) {
+        /* The host tensors, then the device ones, each set submitted at once (fused). */
+        for (int on_device = 0; on_device < 2; on_device++) {
+            chorus_handle *handles[TENSORS];
+            for (size_t t = 0; t < TENSORS; t++) {
+                chorus_dtype dtype = dtypes[t / 4];
+                size_t count = counts[t % 4], bytes = count * chorus_dtype_size(dtype);
+                uint64_t seed = 500 + 10 * c + t;
+                /* The host pass leaves its results in host[] and host_residual[]. */
+                char *input = on_device ? back[t] : host[t];
+                float *zeros = on_device ? device_residual[t] : host_residual[t];
+                reference_fill(input, count, dtype, CHORUS_SUM, seed, test_rank);
+                memset(zeros, 0, sizeof host_residual[t]);
+                data[t] = on_device ? to_device(input, bytes, device) : input;
+                residual[t] = on_device ? to_device(zeros, count * sizeof(float), device) : zeros;
+                char name[64];
+                snprintf(name, sizeof name, "gpu.lossy.%zu.%zu", c, t);
+                chorus_op_args args = CHORUS_OP_ARGS_INIT;
+                args.name = name;
+                args.input = (chorus_tensor){
+                    .data = data[t], .dtype = dtype, .ndims = 1, .shape = {(int64_t)count},
+                    .memory = on_device ? CHORUS_MEMORY_CUDA : CHORUS_MEMORY_HOST,
+                    .device = on_device ? device : 0};
+                args.op = t % 2 ? CHORUS_AVERAGE : CHORUS_SUM;
+                args.prescale_factor = 0.5;
+                args.compression = compressions[c];
+                args.compression_ratio = compressions[c] == CHORUS_COMPRESSION_TOPK ? 0.1 : 0;
+                args.error_feedback = residual[t];
+                EXPECT_STATUS(chorus_submit(&args, &handles[t]), CHORUS_OK);
+            }
+            for (size_t t = 0; t < TENSORS; t++) {
+                EXPECT_STATUS(chorus_wait(handles[t]), CHORUS_OK);
+                chorus_handle_free(handles[t]);
+                if (!on_device)
+                    continue;
+                size_t count = counts[t % 4];
+                gpu_copy(back[t], data[t], count * chorus_dtype_size(dtypes[t / 4]));
+                gpu_copy(device_residual[t], residual[t], count * sizeof(float));
+                EXPECT(memcmp(back[t], host[t], count * chorus_dtype_size(dtypes[t / 4])) == 0,
+                       "%s %s of %zu values on the GPU: not the host's result",
+                       chorus_dtype_name(dtypes[t / 4]),
+                       c == 0 ? "int8" : c == 1 ? "int4" : "topk", count);
+                EXPECT(memcmp(device_residual[t], host_residual[t], count * sizeof(float)) == 0,
+                       "%s %s of %zu values on the GPU: not the host's residual",
+                       chorus_dtype_name(dtypes[t / 4]),
+                       c == 0 ? "int8" : c == 1 ? "int4" : "topk", count);
+                gpu_free(data[t]);
+                gpu_free(residual[t]);
+            }
+        }
+    }
 }
 
 /* A host tensor and a device tensor of the same step, submitted together: each goes its own way
@@ -319,6 +394,7 @@ int main(int argc, char **argv)
                                 (uint64_t)(100 * d + 10 * o) + c, device);
             }
     check_unsupported_compression(device);
+    check_lossy_compression(device);
     check_mixed_host_and_device(device);
     check_fused_batch(device);
     check_adasum(device);

@@ -84,7 +84,7 @@ class CompressionState:
     """allreduce_hook's state: the group (None: the default group), the compression of each
     bucket's allreduce (Compression.none, fp16, bf16, int8, int4 or topk(ratio)), and for the
     lossy ones (int8, int4, topk) error feedback, on unless error_feedback=False: this rank's
-    residual per bucket (float32 CPU buckets), which chorus adds to the bucket's next allreduce
+    residual per bucket (float32, on the bucket's device), which chorus adds to the bucket's next allreduce
     and rewrites with what it dropped (a bucket that DDP rebuilds with another size starts
     from zero)."""
 
@@ -103,12 +103,12 @@ class CompressionState:
 
     def residual_for(self, index, buffer):
         """The bucket's residual (None where none is kept)."""
-        if (not self.error_feedback or buffer.dtype not in LOSSY_DTYPES or
-                buffer.device.type != "cpu"):
+        if not self.error_feedback or buffer.dtype not in LOSSY_DTYPES:
             return None
         residual = self.residuals.get(index)
         if residual is None or residual.numel() != buffer.numel():
-            residual = self.residuals[index] = torch.zeros(buffer.numel(), dtype=torch.float32)
+            residual = self.residuals[index] = torch.zeros(buffer.numel(), dtype=torch.float32,
+                                                           device=buffer.device)
         return residual
 
 

@@ -95,8 +95,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # zero_grad keeps it there. Where each lies, by parameter:
         self._share = shared_gradients_wanted(shared)
         self._shared = {}
-        # Error feedback for the lossy compressions, one residual per parameter whose
-        # gradient is a dense float32 CPU tensor, made with its first allreduce (_residual).
+        # Error feedback for the lossy compressions, one float32 residual per parameter whose
+        # gradient is a dense float32, float16 or bfloat16 tensor, on its device, made with its
+        # first allreduce (_residual).
         self._feedback = lossy and error_feedback is not False and op in (Sum, Average)
         self._residuals = {}
 
@@ -154,12 +155,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         heap where its gradient lies there; None where there is none (error feedback off, or a
         gradient chorus does not quantize)."""
         grad = p.grad
-        if not self._feedback or grad.dtype not in LOSSY_DTYPES or grad.device.type != "cpu":
+        if not self._feedback or grad.dtype not in LOSSY_DTYPES:
             return None
         residual = self._residuals.get(p)
         if residual is None or residual.shape != grad.shape:
             residual = (shared_tensor(grad.shape) if p in self._shared
-                        else torch.zeros(grad.shape, dtype=torch.float32))
+                        else torch.zeros(grad.shape, dtype=torch.float32, device=grad.device))
             self._residuals[p] = residual
         return residual
 
@@ -381,9 +382,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     chorus fuses small gradients anyway.
     compression=Compression.int8, .int4 or .topk(ratio) keeps error feedback: what compressing a
     gradient drops in one step is added to the parameter's next gradient, so that training
-    converges as without compression. One float32 residual per parameter with a float32 CPU gradient, the
-    gradient's size, made with its first allreduce (in the shared heap where the gradient lies
-    there); in state_dict() under "error_feedback", zeroed by load_state_dict() (an elastic
+    converges as without compression. One float32 residual per parameter with a float32,
+    float16 or bfloat16 gradient, the gradient's size, on its device, made with its first
+    allreduce (in the shared heap where the gradient lies there; GPU gradients are compressed
+    through host memory); in state_dict() under "error_feedback", zeroed by load_state_dict() (an elastic
     restore too). With backward_passes_per_step > 1 it applies to the one allreduce of the
     accumulated gradient; its units are those of the gradient divided by
     gradient_predivide_factor.
