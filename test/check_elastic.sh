@@ -17,6 +17,10 @@
 #   f. a rank killed at step 25, and another as chorus is formed again over the survivors (the
 #      one left blocks in the rebuild and falls silent): the driver ends the generation and
 #      restarts the job on the host left, saying why it did not go on in place
+#   h. all ranks of one of 3 hosts killed, the job going on in place; the host back after its
+#      cooldown (5 s) joins in place (chorus_grow): the survivors' processes unchanged, the
+#      grown world resumes from the commit it grew at, every sample once, the model identical
+#      on 3 ranks; prints the time from the host's return to the first step on 3 hosts
 #   g. (by hand: CASES=g, FAULTS=20 by default) faults in a row in one job: a host's ranks
 #      killed and a host's network cut, in turn, each going on in place; the host is left out
 #      for 1 s, then added back. Every resume from the loss committed, every epoch's samples
@@ -59,7 +63,7 @@ export CHORUS_TIMEOUT_SECONDS="${CHORUS_TIMEOUT_SECONDS:-3}"
 bound=$CHORUS_TIMEOUT_SECONDS
 passed=0 failed=0
 now() { date +%s.%N; }
-wanted() { case ${CASES:-abcdef} in *$1*) return 0 ;; esac; return 1; }
+wanted() { case ${CASES:-abcdefh} in *$1*) return 0 ;; esac; return 1; }
 extra="" # the training script's options of the case at hand
 cooldown=600 # how long a failed host is left out
 
@@ -234,6 +238,55 @@ if wanted f; then
     failed=$((failed + 1))
     echo "FAILED: f. nobody died in the rebuild"
     tail -n 40 "$work/f.log"
+  fi
+fi
+
+# h. host 2's ranks killed; back after its cooldown, the host joins the running ranks in place
+if wanted h; then
+  hosts_file 1 2 3
+  cooldown=5 extra="--epochs 100000 --stop-file $work/stop-h"
+  start_job "$work/h.log" --min-np 2 --max-np 3
+  cooldown=600 extra=""
+  wait_for_step "$work/h.log" 25 || echo "elastic: case h never reached step 25"
+  survivors="$(rank_pids 1) $(rank_pids 3)"
+  rank_pids 2 | xargs -r kill -9
+  back=""
+  for _ in $(seq 1 600); do # the driver asks for ranks on host 2 once its cooldown ends
+    if [ -z "$back" ] && grep -q "in place at their next commit" "$work/h.log"; then
+      back=$(now)
+    fi
+    [ -n "$back" ] && [ "$(awk '/^grown /{g=1} g && /^step .* size 3 /' "$work/h.log" |
+                           wc -l)" -ge 10 ] && break
+    sleep 0.1
+  done
+  touch "$work/stop-h"
+  wait $job
+  status=$?
+  problems=""
+  job_verdicts "$work/h.log" 3 "$status"
+  grep -q "grew in place to 3 ranks" "$work/h.log" || problems="$problems; did not grow in place"
+  grep -q "generation 1" "$work/h.log" && problems="$problems; the job restarted"
+  grown=$(grep -o 'grown [0-9]* size 3 eval=[0-9.e-]*' "$work/h.log" | head -n 1)
+  number=$(echo "$grown" | awk '{print $2}') loss=${grown##*eval=}
+  committed=$(grep -o "commit $number eval=[0-9.e-]*" "$work/h.log" | head -n 1 | sed 's/.*eval=//')
+  [ -n "$grown" ] && [ "$committed" = "$loss" ] ||
+    problems="$problems; grown from commit $number with loss $loss, committed $committed"
+  final=$(grep -o 'pids [0-9,]*' "$work/h.log" | tail -n 1 | sed 's/pids //; s/,/ /g')
+  for pid in $survivors; do
+    case " $final " in *" $pid "*) ;; *) problems="$problems; survivor pid $pid not in the final ranks ($final)" ;; esac
+  done
+  first=$(awk '/^grown /{g=1} g && /^step .* size 3 /{print $NF; exit}' "$work/h.log")
+  if [ -n "$problems" ] || [ -z "$back" ] || [ -z "$first" ]; then
+    failed=$((failed + 1))
+    echo "FAILED: h. host back from its cooldown${problems}"
+    grep -v '^step\|^commit' "$work/h.log" | tail -n 40
+  else
+    passed=$((passed + 1))
+    echo "ok: h. host 2 back from its cooldown joined in place: first step on 3 ranks" \
+      "$(echo "$first - $back" | bc) s after the driver saw it back; the survivors'" \
+      "processes unchanged; grown from commit $number (loss $loss, as committed); every" \
+      "epoch's samples once; final model identical on 3 ranks"
+    grep '^chorusrun:' "$work/h.log" | sed 's/^/    /'
   fi
 fi
 

@@ -253,6 +253,9 @@ const struct param_elsewhere param_elsewhere_table[] = {
      "set by `chorusrun --elastic`: where ranks keep committed state between restarts"},
     {"CHORUS_ELASTIC_GENERATION", "chorus.elastic",
      "set by `chorusrun --elastic`: how many times the job has restarted (0 at first)"},
+    {"CHORUS_ELASTIC_GROWN", "chorus.elastic",
+     "set by `hvd.elastic.run` for the ranks it adds in place (`1`): they take the running "
+     "ranks' state instead of the commit store's"},
     {"CHORUS_DATA_DIR", "chorus-bench",
      "where the gradient sizes of real models are (`--workload`; default: shared/data, "
      "../shared/data)"},

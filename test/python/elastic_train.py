@@ -10,6 +10,7 @@ user writes one, that also checks what elastic training promises:
 
 Rank 0 prints lines the suite reads: `step ...`, `commit N eval=LOSS`, `resumed N eval=LOSS`
 (after a restart) or `resumed N in place eval=LOSS` (after going on in the surviving processes),
+`grown N size S eval=LOSS` (after ranks were added in place),
 `epoch E ok ...` or `epoch E WRONG ...`, `final ... pids P,...`; every rank prints `started pid P`."""
 import argparse
 import hashlib
@@ -171,16 +172,19 @@ def resume_and_report():
 
 
 state._resume = resume_and_report
-_resumed_in_place_report = state._resume_in_place
 
 
-def resume_in_place_and_report():
-    number = _resumed_in_place_report()
-    say(f"resumed {number} in place eval={probe_loss()!r}")
-    return number
+def reported(method, words):
+    """The state's `method`, which returns a commit number, saying words(number) and the loss."""
+    def report():
+        number = method()
+        say(f"{words(number)} eval={probe_loss()!r}")
+        return number
+    return report
 
 
-state._resume_in_place = resume_in_place_and_report
+state._resume_in_place = reported(state._resume_in_place, lambda n: f"resumed {n} in place")
+state._join_grown = reported(state._join_grown, lambda n: f"grown {n} size {hvd.size()}")
 train(state)
 
 digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes()

@@ -1,6 +1,7 @@
 """A rank's line to chorusrun's elastic driver (CHORUS_ELASTIC_DRIVER=TOKEN@ADDRESS:PORT): the
 protocol is chorus.launcher.protocol's, which the driver speaks too. Updates the driver sends
-(hosts-updated NUMBER KIND) queue up in `updates`; State.check_host_updates reads them. Its word
+(hosts-updated NUMBER KIND, grow NUMBER COUNT HOSTS) queue up in `updates` as (NUMBER, KIND) and
+(NUMBER, "grow", [host, ...]); State.check_host_updates reads them. Its word
 after a failed collective (reform RANKS, or leave) goes to `lost`, which waits for it."""
 import os
 import queue
@@ -55,6 +56,9 @@ class DriverLink:
                     continue
                 if message.kind == "hosts-updated":
                     self.updates.put((int(message.fields[0]), message.fields[1]))
+                elif message.kind == "grow":
+                    self.updates.put((int(message.fields[0]), "grow",
+                                      message.fields[2].split(",")))
                 elif message.kind == "reform":
                     self._epoch += 1
                     self._verdicts.put([int(r) for r in message.fields[0].split(",")])
@@ -88,6 +92,12 @@ class DriverLink:
 
     def resumed(self, number):
         self._send(protocol.resumed(number))
+
+    def growing(self, number):
+        self._send(protocol.growing(number))
+
+    def grown(self, number, size):
+        self._send(protocol.grown(number, size))
 
     def lost(self, reason, in_place, wait_seconds):
         """Tells the driver that a collective failed, and waits up to `wait_seconds` for its

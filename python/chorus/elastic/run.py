@@ -6,22 +6,37 @@ MPI (whose mpirun keeps the survivors of a dead process running), a rank whose c
 restores the last commit from memory, tells the driver and waits for its word; the driver, which
 saw which ranks died, names the ranks that go on (those on hosts where none died), and they form
 chorus again over themselves in their own processes (chorus.core.reform), take the new rank 0's
-commit and call the reset callbacks. Everywhere else (MPICH's Hydra ends every rank when one dies;
-a lost Open MPI daemon ends mpirun; hosts added; --restart-on-failure) a reset is a restart: every rank leaves (the state it last committed is in the commit store), the driver starts
-the job again on the new hosts, and the decorator, entered again by the restarted script, loads the
-newest commit on every rank and calls the reset callbacks before the training function goes on.
+commit and call the reset callbacks. A host back from its cooldown whose Open MPI daemon lives (its
+ranks were killed, the job went on without them) joins in place too: at the next commit every
+rank raises GrowInterrupt, the decorator adds ranks there (chorus.core.grow: the script starts
+again on that host, and its hvd.elastic.run takes the running ranks' state), the grown world
+takes rank 0's state, the reset callbacks run and the training function is entered again.
+Everywhere else (MPICH's Hydra ends every rank when one dies; a lost Open MPI daemon ends
+mpirun; hosts new to the launch; --restart-on-failure) a reset is a restart: every rank leaves
+(the state it last committed is in the commit store), the driver starts the job again on the new
+hosts, and the decorator, entered again by the restarted script, loads the newest commit on
+every rank and calls the reset callbacks before the training function goes on.
 
 Without the driver (plain mpirun) the decorator syncs the state, runs the function, and on a
 failure restores the last commit and raises the error again."""
 import functools
 import os
+import shutil
 import sys
 
-from ..core import ChorusInternalError, HostsUpdatedInterrupt, rank, reform, shutdown, size
+from ..core import (ChorusInternalError, HostsUpdatedInterrupt, grow, rank, reform, shutdown,
+                    size)
 from .driver_link import DriverLink
+from .state import GrowInterrupt
 
 # The exit status of a rank that leaves so that the driver can restart it elsewhere.
 EXIT_RESTART = 75
+# Set for the processes chorus_grow starts (their environment comes through the command: what
+# the launcher gave the spawned processes is its own, without the job's variables).
+GROWN_ENVIRONMENT = "CHORUS_ELASTIC_GROWN"
+# The variables a rank added in place gets from the one that started it.
+_FORWARDED = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS",
+              "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 # How long a rank whose collective failed waits for the driver's word. The driver answers once
 # every rank has reported or died, at most its report grace (2 s) after the first report.
 VERDICT_WAIT_S = 30.0
@@ -68,6 +83,40 @@ def _go_on_in_place(link, state, reason):
     return True
 
 
+def _grown_command():
+    """The command and arguments that start this script again as a new rank: through env(1),
+    with the job's variables (CHORUS_*, HOROVOD_*, the paths) and GROWN_ENVIRONMENT."""
+    variables = [f"{name}={value}" for name, value in sorted(os.environ.items())
+                 if (name.startswith(("CHORUS_", "HOROVOD_")) or name in _FORWARDED)
+                 and name != GROWN_ENVIRONMENT]
+    script = [os.path.abspath(sys.argv[0])] + sys.argv[1:] if sys.argv and sys.argv[0] else []
+    return shutil.which("env") or "/usr/bin/env", \
+        variables + [f"{GROWN_ENVIRONMENT}=1", sys.executable] + script
+
+
+def _grow_in_place(link, state, hosts):
+    """At a commit, every rank alike: adds a rank on each of `hosts` (chorus_grow), then the
+    grown world takes rank 0's state. A failed spawn leaves for a restart (rank 0 alone hears
+    of it; the driver ends the others)."""
+    old_size = size()
+    if rank() == 0:
+        link.growing(state._commits)
+    command, arguments = _grown_command()
+    try:
+        grow(command, arguments, len(hosts), ",".join(hosts))
+    except ChorusInternalError as e:
+        _leave_after_failure(link, e)
+    # The reset callbacks first, as Horovod's surviving workers run them before the sync: what
+    # they set (a learning rate scaled by the size, say) then reaches the new ranks with rank
+    # 0's state, and the new ranks run none.
+    state.on_reset()
+    number = state._join_grown()
+    print(f"chorus.elastic: rank {rank()}: grew in place from {old_size} to {size()} ranks "
+          f"({', '.join(hosts)} added), from commit {number}", file=sys.stderr, flush=True)
+    if rank() == 0:
+        link.grown(number, size())
+
+
 def _leave_after_failure(link, error):
     first_line = str(error).splitlines()[0]
     print(f"chorus.elastic: rank {rank()}: {first_line}; leaving so that the driver restarts "
@@ -85,17 +134,26 @@ def run_fn(func, state_type_check=None):
         if link is not None:
             link.hello(rank(), size())
         try:
-            resumed = state._resume()
-            if resumed is None:
-                state.sync()
+            if link is not None and os.environ.get(GROWN_ENVIRONMENT) == "1":
+                # Added in place by the running ranks (_grow_in_place): their state, not the
+                # store's.
+                state._join_grown()
             else:
-                if link is not None and rank() == 0:
-                    link.resumed(resumed)
-                state.on_reset()
+                resumed = state._resume()
+                if resumed is None:
+                    state.sync()
+                else:
+                    if link is not None and rank() == 0:
+                        link.resumed(resumed)
+                    state.on_reset()
             while True:
                 try:
                     result = func(state, *args, **kwargs)
                     break
+                except GrowInterrupt as e:
+                    if link is None:
+                        raise
+                    _grow_in_place(link, state, e.hosts)
                 except ChorusInternalError as e:
                     state.restore()
                     if link is None:

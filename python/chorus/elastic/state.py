@@ -13,10 +13,22 @@ import copy
 import pickle
 import queue
 
+from ..core import HostsUpdatedInterrupt
 from .store import CommitStore
 
-# Horovod's HostUpdateResult bits, as the driver sends them (KIND of hosts-updated).
-_UPDATE_BITS = {"removed": 1, "added": 2, "changed": 3}
+# Horovod's HostUpdateResult bits, as the driver sends them (KIND of hosts-updated), and
+# chorus's own for hosts the running ranks add in place (the driver's grow).
+_UPDATE_BITS = {"removed": 1, "added": 2, "changed": 3, "grow": 4}
+
+
+class GrowInterrupt(HostsUpdatedInterrupt):
+    """Raised by commit() on every rank alike when the driver asked for ranks on `hosts` (a
+    host once per rank) in place: chorus.elastic.run adds them (chorus_grow) and goes on in
+    these processes. A HostsUpdatedInterrupt, for code that catches those."""
+
+    def __init__(self, hosts):
+        super().__init__(False)
+        self.hosts = hosts
 
 
 class State:
@@ -33,6 +45,7 @@ class State:
         self._deserialize = deserialize
         self._reset_callbacks = []
         self._host_messages = queue.Queue()
+        self._grow_hosts = {}  # update number -> the hosts of the driver's grow
         self._last_updated = 0
         self._commits = 0
         self._store = CommitStore.from_environment()
@@ -60,11 +73,14 @@ class State:
 
     def check_host_updates(self):
         """Raises HostsUpdatedInterrupt on every rank alike when the driver has reported a
-        change of hosts since the last check (rank 0's view decides)."""
+        change of hosts since the last check (rank 0's view decides): GrowInterrupt when all
+        it reported is ranks to add in place."""
         if self._link is None:
             return  # no driver: nothing can report a change
         while not self._link.updates.empty():
-            number, kind = self._link.updates.get()
+            number, kind, *hosts = self._link.updates.get()
+            if kind == "grow":
+                self._grow_hosts[number] = hosts[0]
             self._host_messages.put((number, _UPDATE_BITS.get(kind, 3)))
         previous = latest = self._last_updated
         update = 0
@@ -73,9 +89,14 @@ class State:
             if number > latest:
                 latest = number
                 update |= bits
-        previous, self._last_updated, update = self._bcast_object((previous, latest, update))
+        hosts = self._grow_hosts.get(latest) if update == _UPDATE_BITS["grow"] else None
+        self._grow_hosts.clear()
+        previous, self._last_updated, update, hosts = self._bcast_object(
+            (previous, latest, update, hosts))
         if self._last_updated > previous:
-            from ..core import HostsUpdatedInterrupt
+            if hosts:
+                raise GrowInterrupt(hosts)
+            # A grow among other changes is a change like any: the job starts again.
             raise HostsUpdatedInterrupt(update == _UPDATE_BITS["removed"])
 
     def save(self):
@@ -122,6 +143,15 @@ class State:
         """After chorus was formed again in the surviving processes (restore() went back to each
         rank's own last commit): every rank takes the new rank 0's, which becomes the commit to
         go back to. Returns its number."""
+        self._commits = self._bcast_object(self._commits)
+        self.sync()
+        self.save()
+        return self._commits
+
+    def _join_grown(self):
+        """After chorus_grow, on the ranks that were there and on the ones it added alike:
+        every rank takes rank 0's state and commit number, which becomes the commit to go back
+        to. Returns its number."""
         self._commits = self._bcast_object(self._commits)
         self.sync()
         self.save()

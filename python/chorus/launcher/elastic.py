@@ -53,6 +53,11 @@ REPORT_GRACE_S = 1.0
 # reach), and ranks this long to end after one reported an error of the script.
 KILL_GRACE_S = 2.0
 SCRIPT_ERROR_GRACE_S = 5.0
+# From rank 0's word that the ranks grow in place (at their commit) to the grown world's first
+# sync: a new process starts Python, imports the script's modules (torch: seconds) and joins.
+# Past it the generation ends and the job starts again: Open MPI returns a failed spawn to rank
+# 0 only and leaves the other ranks in MPI_Comm_spawn.
+GROW_DEADLINE_S = 60.0
 
 
 def say(message):
@@ -199,9 +204,18 @@ class Generation:
         # on, see launch); Hydra ends every rank when one dies.
         self.in_place = driver.launcher.kind == "openmpi" and not driver.options.restart_on_failure
         self.in_place_resets = 0
-        # Between the word to go on in place and the new rank 0's "resumed": the ranks form
-        # chorus again, and a death now leaves the others waiting in MPI for the dead.
+        # Between the word to go on in place and the new rank 0's "resumed" (or, growing, rank
+        # 0's "growing" and "grown"): the ranks form chorus again, and a death now leaves the
+        # others waiting in MPI for the dead.
         self.rebuilding = False
+        # Where ranks can be added in place: the hosts this launch's mpirun holds, with their
+        # slots (Open MPI 4.1 spawns onto those alone), and of those the hosts whose ranks were
+        # killed while the job went on in place, whose daemons may live (a host cut off or
+        # gone whole may not have one: it comes back by a restart).
+        self.allocation = dict(placement)
+        self.daemons_alive = set()
+        self.grow_hosts = None   # the hosts of the grow asked for, a host once per rank
+        self.grow_started = None  # rank 0's word that the ranks began growing
 
     def launch(self):
         driver = self.driver
@@ -295,6 +309,11 @@ class Generation:
                 self.driver.failure_noticed_at = None
             say(f"generation {self.number}: {self.np} ranks resumed from commit "
                 f"{message.fields[0]}{since}")
+        elif message.kind == "growing":
+            self.grow_started = time.monotonic()
+            self.rebuilding = True
+        elif message.kind == "grown":
+            self.grown(int(message.fields[0]), int(message.fields[1]))
         elif message.kind == "bye":
             kind, reason = message.fields
             rank.said, rank.reason = kind, reason
@@ -318,18 +337,37 @@ class Generation:
             self.cause = f"rank {rank.rank} on {rank.host} reported {reason[8:]}"
         self.close_at = min(self.close_at or now + REPORT_GRACE_S, now + REPORT_GRACE_S)
 
+    def grown(self, number, size):
+        """Rank 0: the ranks grew in place and took commit `number`; `size` ranks now."""
+        self.rebuilding = False
+        self.driver.last_commit = number
+        hosts = self.grow_hosts or []
+        for host in hosts:
+            self.placement[host] = self.placement.get(host, 0) + 1
+        self.np = size
+        since = (f", {time.monotonic() - self.grow_asked:.1f} s after they were asked to at their "
+                 f"next commit, {time.monotonic() - self.grow_started:.1f} s after they began"
+                 if self.grow_started is not None else "")
+        say(f"generation {self.number}: grew in place to {size} ranks "
+            f"({', '.join(sorted(set(hosts)))} added) from commit {number}{since}")
+        self.grow_hosts = self.grow_started = None
+        # The hosts changed under this generation: the same list of usable hosts is news again
+        # after the next failure.
+        self.update_line = self.notified = None
+
     def host_of(self, hostname, connection):
-        """Which of this generation's hosts a rank runs on: by the name it reports, else by the
-        address it connected from (hosts given as addresses, or under other names)."""
+        """Which of this generation's hosts a rank runs on (of its launch's, for ranks added in
+        place): by the name it reports, else by the address it connected from (hosts given as
+        addresses, or under other names)."""
         short = hostname.split(".")[0]
-        for host in self.placement:
+        for host in self.allocation:
             if host in (hostname, short) or host.split(".")[0] == short:
                 return host
         try:
             peer = connection.getpeername()[0]
         except OSError:
             return hostname
-        for host in self.placement:
+        for host in self.allocation:
             try:
                 if peer in {info[4][0] for info in socket.getaddrinfo(host, None)}:
                     return host
@@ -344,17 +382,51 @@ class Generation:
         room = sum(available.values()) > self.np and (options.max_np is None or
                                                        self.np < options.max_np)
         key = (tuple(sorted(available.items())))
-        if not (removed or room) or key == self.notified:
+        if not (removed or room) or key == self.notified or self.grow_hosts is not None:
             return
         self.notified = key
         kind = "changed" if removed and room else "removed" if removed else "added"
         self.driver.updates += 1
-        say(f"hosts {kind} ({', '.join(f'{h}:{s}' for h, s in available.items())}): the ranks "
-            "leave at their next commit")
-        self.update_line = protocol.hosts_updated(self.driver.updates, kind)
+        listed = ', '.join(f'{h}:{s}' for h, s in available.items())
+        hosts = None if removed else self.hosts_to_grow_onto(available)
+        if hosts:
+            self.grow_hosts, self.grow_asked = hosts, time.monotonic()
+            say(f"hosts added ({listed}): the ranks add {len(hosts)} on "
+                f"{', '.join(sorted(set(hosts)))} in place at their next commit")
+            self.update_line = protocol.grow(self.driver.updates, hosts)
+        else:
+            say(f"hosts {kind} ({listed}): the ranks leave at their next commit")
+            self.update_line = protocol.hosts_updated(self.driver.updates, kind)
         for rank in self.ranks:
             if rank.rank is not None:
                 self.send(rank, self.update_line)
+
+    def hosts_to_grow_onto(self, available):
+        """The hosts to add ranks on in place (one entry a rank), or None when the new slots
+        cannot be had that way (the log says why; the ranks then leave for a restart)."""
+        added = {h: s for h, s in available.items() if h not in self.placement}
+        if not self.in_place or not added:
+            return None
+        why = None
+        for host in added:
+            if host not in self.allocation:
+                why = (f"{host} is not in this launch's allocation: Open MPI 4.1 cannot add a "
+                       "host to a running job")
+            elif host not in self.daemons_alive:
+                why = (f"{host}'s ranks went silent (cut off?): its Open MPI daemon may be "
+                       "gone")
+        if why is None and self.rebuilding:
+            why = "the ranks are forming chorus again"
+        if why is not None:
+            say(f"not adding ranks in place: {why}")
+            return None
+        limit = self.driver.options.max_np
+        hosts = []
+        for host in sorted(added):
+            for _ in range(min(added[host], self.allocation[host])):
+                if limit is None or self.np + len(hosts) < limit:
+                    hosts.append(host)
+        return hosts or None
 
     @staticmethod
     def send(rank, line):
@@ -397,7 +469,8 @@ class Generation:
         if self.process.poll() is not None:
             return "the launcher ended"
         if self.rebuilding:
-            return (f"{self.cause}: the others wait for it in MPI (MPI_Comm_create_group) and "
+            return (f"{self.cause}: the others wait for it in MPI (MPI_Comm_create_group, or "
+                    "MPI_Comm_spawn growing) and "
                     "cannot be told")
         heard, gone, others, kept = self.split_after_failure()
         if len(heard) < self.np:
@@ -434,6 +507,12 @@ class Generation:
         for host, why in failed.items():
             seconds = driver.blacklist.add(host)
             say(f"host {host} failed ({', '.join(why)}): left out for {seconds:g} s")
+            # Its ranks killed, its daemon may live on: back from its cooldown, it can take
+            # ranks in place (hosts_to_grow_onto).
+            if all(r.closed_at is not None for r in gone if r.host == host):
+                self.daemons_alive.add(host)
+            else:
+                self.daemons_alive.discard(host)
         line = protocol.reform([r.rank for r in kept])
         # The silent are told to leave too, should they hear.
         for r in others + [r for r in gone if r.closed_at is None]:
@@ -452,6 +531,7 @@ class Generation:
         self.placement = {h: sum(r.host == h for r in kept) for h in self.placement
                           if h not in failed}
         self.failure_at = self.failure_kind = self.close_at = self.cause = None
+        self.notified = None  # hosts it had been told of may come back now
         self.in_place_resets += 1
         self.rebuilding = True
         return True
@@ -474,6 +554,12 @@ class Generation:
                 if available is not None:
                     self.notify_hosts(available)
             if self.in_place_resets and self.finished_in_place(now):
+                break
+            if (self.grow_started is not None and self.close_at is None and
+                    now - self.grow_started > GROW_DEADLINE_S):
+                self.cause = (f"the ranks did not grow in place within {GROW_DEADLINE_S:g} s "
+                              "(a spawn that failed leaves them in MPI_Comm_spawn)")
+                say(f"generation {self.number}: {self.cause}: starting the job again")
                 break
             if self.process.poll() is not None:
                 exited_at = exited_at or now

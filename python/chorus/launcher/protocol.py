@@ -8,6 +8,9 @@ field of `bye` and of `failed` may hold spaces. A rank sends:
                                      the driver drops a connection that does not present it
     commit NUMBER                    rank 0, at each commit of the state
     resumed NUMBER                   rank 0, once the ranks restored commit NUMBER
+    growing NUMBER                   rank 0, as the ranks begin to grow in place at commit NUMBER
+    grown NUMBER SIZE                rank 0, once the ranks grown in place (and the ones they
+                                     added) took commit NUMBER: SIZE ranks now
     bye done                         how it leaves: training finished,
     bye restart REASON               left so that the job starts again (new hosts, a failure),
     bye failed TEXT                  or an error of the training script
@@ -17,6 +20,9 @@ field of `bye` and of `failed` may hold spaces. A rank sends:
 and the driver sends:
 
     hosts-updated NUMBER KIND        the usable hosts changed (KIND: added, removed, changed)
+    grow NUMBER COUNT HOSTS          hosts came back that this launch holds: at the next commit
+                                     add COUNT ranks on HOSTS (host,host,...: one a rank) in
+                                     place (chorus_grow), or leave for a restart when that fails
     reform R0,R1,...                 to a rank that said lost: go on in this process, over these
                                      ranks of the current world (R0 becomes rank 0)
     leave                            to a rank that said lost: leave, for a restart
@@ -34,8 +40,8 @@ ENVIRONMENT = "CHORUS_ELASTIC_DRIVER"
 Message = collections.namedtuple("Message", "kind fields")
 
 # kind -> the number of fields; the last takes the rest of the line where marked with '+'.
-_SHAPES = {"hello": 5, "commit": 1, "resumed": 1, "bye": "1+", "lost": "1+",
-           "hosts-updated": 2, "reform": 1, "leave": 0, "peer-lost": 2}
+_SHAPES = {"hello": 5, "commit": 1, "resumed": 1, "growing": 1, "grown": 2, "bye": "1+", "lost": "1+",
+           "hosts-updated": 2, "grow": 3, "reform": 1, "leave": 0, "peer-lost": 2}
 
 
 def driver_address(token, address):
@@ -68,6 +74,14 @@ def resumed(number):
     return _line("resumed", number)
 
 
+def growing(number):
+    return _line("growing", number)
+
+
+def grown(number, size):
+    return _line("grown", number, size)
+
+
 def bye(how, text=""):
     """how: 'done', 'restart' (text: the reason) or 'failed' (text: the error)."""
     return _line("bye", how, text) if text else _line("bye", how)
@@ -75,6 +89,11 @@ def bye(how, text=""):
 
 def hosts_updated(number, kind):
     return _line("hosts-updated", number, kind)
+
+
+def grow(number, hosts):
+    """Add a rank on each of `hosts` (a list, a host once per rank)."""
+    return _line("grow", number, len(hosts), ",".join(hosts))
 
 
 def lost(how, reason):
@@ -113,7 +132,13 @@ def parse(line):
         return Message(kind, fields)
     if len(rest) != shape:
         return None
-    if kind in ("commit", "resumed", "hosts-updated") and not rest[0].lstrip("-").isdigit():
+    if kind in ("commit", "resumed", "growing", "hosts-updated") and \
+            not rest[0].lstrip("-").isdigit():
+        return None
+    if kind == "grown" and not (rest[0].lstrip("-").isdigit() and rest[1].isdigit()):
+        return None
+    if kind == "grow" and not (rest[0].isdigit() and rest[1].isdigit() and
+                               len(rest[2].split(",")) == int(rest[1])):
         return None
     if kind == "peer-lost" and not (rest[0].isdigit() and rest[1].isdigit()):
         return None
