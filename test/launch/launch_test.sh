@@ -124,7 +124,13 @@ multihost)
     expect "chorus-bench across hosts" "summary: allreduce np=4" "$work/bench.out"
     expect "chorus-bench results correct" "^ *16777216 .* 0 .* 0 " "$work/bench.out"
     "$infra/netns-up.sh" 2 1000 > "$work/up.log" 2>&1
-    run "$build/bench/chorus-bench" -b 4K -e 16M -f 4 -n 10 -w 2 > "$work/capped.out" 2>&1
+    # Hydra's MPI spins in its waits: with 4 ranks on this VM's 2 cores this capped sweep went
+    # past run's 300 s limit in a full test run (2026-11-28; the whole check took 24 s alone),
+    # so under Hydra it stops at 1 MiB: that results are right across the capped link is what
+    # this checks.
+    capped_max=16M
+    [ "$kind" = hydra ] && capped_max=1M
+    run "$build/bench/chorus-bench" -b 4K -e "$capped_max" -f 4 -n 10 -w 2 > "$work/capped.out" 2>&1
     echo "--- with each host's link capped at 1 Gbit/s:"; cat "$work/capped.out"
     expect "chorus-bench over a 1 Gbit/s link" "summary: allreduce np=4" "$work/capped.out"
     ;;
