@@ -46,12 +46,13 @@ chorus_status executor_host_alltoall(struct executor *executor, const struct wir
                             const size_t *members, size_t member_count, struct request **requests,
                             char *error, size_t error_size);
 
-/* host_allreduce.c: one INT8, INT4 or TOPK allreduce (`response`) of the float32 values in
- * `buffer` (the contribution, prescaled), with this rank's error feedback `residual` (NULL:
- * none); the result, postscaled, replaces them. */
+/* host_allreduce.c: one INT8, INT4 or TOPK allreduce (`response`) of `request`'s tensor in host
+ * memory (NULL: a joined rank's zeros), with its error feedback residual: prescaled (and
+ * widened to float32 where it is 16 bits), reduced, and written to its output in its dtype. */
 chorus_status executor_host_allreduce_lossy(struct executor *executor,
-                                            const struct wire_response *response, float *buffer,
-                                            float *residual, char *error, size_t error_size);
+                                            const struct wire_response *response,
+                                            struct request *request, char *error,
+                                            size_t error_size);
 
 /* gpu_compressed_on_host.c: a batch of INT8, INT4 or TOPK allreduces of GPU tensors, each
  * staged in host memory (as float32, with its residual) and reduced there as a host tensor's:

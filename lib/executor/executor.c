@@ -525,7 +525,8 @@ void executor_release(struct executor *executor)
      * their buffers: the scratch buffers, the fusion buffer, the host's segment. They are
      * retained until MPI is finalized (retained.h). */
     bool in_use = executor->aborted;
-    struct scratch *buffers[] = {&executor->scratch, &executor->fusion, &executor->stand_in};
+    struct scratch *buffers[] = {&executor->scratch, &executor->fusion, &executor->stand_in,
+                                 &executor->staging};
     for (size_t i = 0; i < ARRAY_LENGTH(buffers); i++) {
         if (in_use) {
             retained_keep(buffers[i]->memory);

@@ -44,6 +44,7 @@ struct executor {
     struct copier copier;    /* packs and unpacks while a collective runs, when running */
     struct scratch stand_in; /* data of a joined rank that has no tensor of that name */
     struct scratch pieces;   /* the piece list of a fused batch reduced in place */
+    struct scratch staging;  /* host copies of GPU tensors compressed in host memory */
     const struct executor_settings *settings; /* the instance's; a set's executor shares it */
     double batch_started;   /* when the running batch started, for the timeout */
     double own_timeout;     /* the running ordered operation's timeout_seconds; 0: none given */

@@ -9,11 +9,9 @@
  */
 #include "backend.h"
 
-#include "../collectives/reduce.h"
 #include "../gpu/gpu.h"
 
 #include <stdio.h>
-#include <string.h>
 
 /* `bytes` from `from` to `to` (one of them device memory); false, with `error` set, on
  * failure. */
@@ -27,44 +25,41 @@ static bool staged_copy(void *to, const void *from, size_t bytes, const char *wh
     return false;
 }
 
-/* One tensor: `host` holds count float32 values, then count more for the residual, then the
- * tensor's own bytes. A joined rank (request NULL) contributes zeros and keeps no residual. */
+/* One tensor (a joined rank's, request NULL, is the host path's zeros alone): its bytes and
+ * its residual copied into `staging` (the residual first, float32, then the tensor), reduced
+ * there by the host path as a host tensor of those buffers, and copied back. */
 static chorus_status reduce_one(struct executor *executor, const struct wire_response *response,
-                                struct request *request, float *host, char *error,
-                                size_t error_size)
+                                struct request *request, char *error, size_t error_size)
 {
-    const struct wire_request *desc = &response->request;
-    chorus_dtype dtype = (chorus_dtype)desc->dtype;
-    size_t count = request_elements(desc);
-    float *residual = request != NULL && request->error_feedback != NULL ? host + count : NULL;
-    void *own = host + 2 * count;
-    if (request == NULL) {
-        memset(host, 0, count * sizeof(float));
-    } else {
-        if (!staged_copy(dtype == CHORUS_FLOAT32 ? (void *)host : own, request->input,
-                         count * chorus_dtype_size(dtype), "the tensor", desc->name, error,
-                         error_size) ||
-            (residual != NULL && !staged_copy(residual, request->error_feedback,
-                                              count * sizeof(float), "the error feedback",
-                                              desc->name, error, error_size)))
-            return CHORUS_ERR_GPU;
-        if (dtype == CHORUS_FLOAT32)
-            reduce_scale_buffer(host, count, dtype, desc->prescale);
-        else
-            reduce_decompress_floats(host, own, count, dtype, (float)desc->prescale);
+    if (request == NULL)
+        return executor_host_allreduce_lossy(executor, response, NULL, error, error_size);
+    const char *name = response->request.name;
+    size_t count = request_elements(&response->request);
+    size_t tensor_bytes = count * chorus_dtype_size((chorus_dtype)response->request.dtype);
+    size_t residual_bytes = request->error_feedback != NULL ? count * sizeof(float) : 0;
+    char *staging = scratch_reserve(&executor->staging, residual_bytes + tensor_bytes + 1);
+    if (staging == NULL) {
+        snprintf(error, error_size, "allreduce \"%s\": cannot allocate %zu bytes of host "
+                                    "memory to compress a GPU tensor there",
+                 name, residual_bytes + tensor_bytes);
+        return CHORUS_ERR_OUT_OF_MEMORY;
     }
-    chorus_status status =
-        executor_host_allreduce_lossy(executor, response, host, residual, error, error_size);
-    if (status != CHORUS_OK || request == NULL)
-        return status;
-    if (dtype != CHORUS_FLOAT32)
-        reduce_compress_floats(own, host, count, dtype, 1.0f);
-    if (!staged_copy(request->output, dtype == CHORUS_FLOAT32 ? (void *)host : own,
-                     count * chorus_dtype_size(dtype), "the result", desc->name, error,
+    struct request staged = *request;
+    staged.input = staged.output = staging + residual_bytes;
+    staged.error_feedback = residual_bytes != 0 ? (float *)staging : NULL;
+    if (!staged_copy(staged.input, request->input, tensor_bytes, "the tensor", name, error,
                      error_size) ||
-        (residual != NULL &&
-         !staged_copy(request->error_feedback, residual, count * sizeof(float),
-                      "the error feedback", desc->name, error, error_size)))
+        !staged_copy(staged.error_feedback, request->error_feedback, residual_bytes,
+                     "the error feedback", name, error, error_size))
+        return CHORUS_ERR_GPU;
+    chorus_status status =
+        executor_host_allreduce_lossy(executor, response, &staged, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    if (!staged_copy(request->output, staged.output, tensor_bytes, "the result", name, error,
+                     error_size) ||
+        !staged_copy(request->error_feedback, staged.error_feedback, residual_bytes,
+                     "the error feedback", name, error, error_size))
         return CHORUS_ERR_GPU;
     return CHORUS_OK;
 }
@@ -76,18 +71,8 @@ chorus_status executor_gpu_allreduce_compressed(struct executor *executor,
                                                 size_t error_size)
 {
     for (size_t m = 0; m < member_count; m++) {
-        const struct wire_response *response = &responses[members[m]];
-        size_t count = request_elements(&response->request);
-        /* The float32 values, the residual and the tensor's own bytes (at most as many). */
-        float *host = scratch_reserve(&executor->fusion, 3 * count * sizeof(float) + 1);
-        if (host == NULL) {
-            snprintf(error, error_size, "allreduce \"%s\": cannot allocate %zu bytes of host "
-                                        "memory to compress a GPU tensor there",
-                     response->request.name, 3 * count * sizeof(float));
-            return CHORUS_ERR_OUT_OF_MEMORY;
-        }
         chorus_status status =
-            reduce_one(executor, response, requests[m], host, error, error_size);
+            reduce_one(executor, &responses[members[m]], requests[m], error, error_size);
         if (status != CHORUS_OK)
             return status;
     }

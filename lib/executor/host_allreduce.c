@@ -211,15 +211,6 @@ static chorus_status reduce_topk(struct executor *executor, const struct wire_re
                                                   error_size);
 }
 
-chorus_status executor_host_allreduce_lossy(struct executor *executor,
-                                            const struct wire_response *response, float *buffer,
-                                            float *residual, char *error, size_t error_size)
-{
-    return response->request.compression == CHORUS_COMPRESSION_TOPK
-               ? reduce_topk(executor, response, buffer, residual, error, error_size)
-               : reduce_quantized(executor, response, buffer, residual, error, error_size);
-}
-
 /* A float16 or bfloat16 tensor is compressed from float32: its values times the prescale in
  * the fusion buffer (which the compressed algorithms leave alone), or zeros, the sum's
  * identity, for a joined rank that has no such tensor. NULL when out of memory. */
@@ -238,6 +229,27 @@ static float *staged_float32(struct executor *executor, const struct wire_reques
     return staging;
 }
 
+chorus_status executor_host_allreduce_lossy(struct executor *executor,
+                                            const struct wire_response *response,
+                                            struct request *request, char *error,
+                                            size_t error_size)
+{
+    bool staged = response->request.dtype != CHORUS_FLOAT32;
+    float *buffer = staged ? staged_float32(executor, &response->request, request)
+                           : own_buffer(executor, &response->request, request);
+    if (buffer == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    float *residual = request != NULL ? request->error_feedback : NULL;
+    chorus_status status =
+        response->request.compression == CHORUS_COMPRESSION_TOPK
+            ? reduce_topk(executor, response, buffer, residual, error, error_size)
+            : reduce_quantized(executor, response, buffer, residual, error, error_size);
+    if (status == CHORUS_OK && staged && request != NULL)
+        reduce_compress_floats(request->output, buffer, request_elements(&response->request),
+                               (chorus_dtype)response->request.dtype, 1.0f);
+    return status;
+}
+
 /* A batch of INT8, INT4 or TOPK allreduces: each tensor through its compression's algorithm
  * on its own, so that its blocks, random numbers and top values are its own whatever it was
  * fused with. */
@@ -247,21 +259,10 @@ static chorus_status reduce_one_by_one(struct executor *executor,
                                        struct request **requests, char *error, size_t error_size)
 {
     for (size_t m = 0; m < member_count; m++) {
-        const struct wire_response *response = &responses[members[m]];
-        bool staged = response->request.dtype != CHORUS_FLOAT32;
-        float *buffer = staged ? staged_float32(executor, &response->request, requests[m])
-                               : own_buffer(executor, &response->request, requests[m]);
-        if (buffer == NULL)
-            return CHORUS_ERR_OUT_OF_MEMORY;
-        float *residual = requests[m] != NULL ? requests[m]->error_feedback : NULL;
-        chorus_status status =
-            executor_host_allreduce_lossy(executor, response, buffer, residual, error, error_size);
+        chorus_status status = executor_host_allreduce_lossy(executor, &responses[members[m]],
+                                                             requests[m], error, error_size);
         if (status != CHORUS_OK)
             return status;
-        if (staged && requests[m] != NULL)
-            reduce_compress_floats(requests[m]->output, buffer,
-                                   request_elements(&response->request),
-                                   (chorus_dtype)response->request.dtype, 1.0f);
     }
     return CHORUS_OK;
 }
