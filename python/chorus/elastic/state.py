@@ -148,14 +148,10 @@ class State:
         self.save()
         return self._commits
 
-    def _join_grown(self):
-        """After chorus_grow, on the ranks that were there and on the ones it added alike:
-        every rank takes rank 0's state and commit number, which becomes the commit to go back
-        to. Returns its number."""
-        self._commits = self._bcast_object(self._commits)
-        self.sync()
-        self.save()
-        return self._commits
+    # After chorus_grow, on the ranks that were there and on the ones it added alike, the same:
+    # every rank takes rank 0's state and commit number. A name of its own, so that each step
+    # can be told apart (test/python/elastic_train.py reports them apart).
+    _join_grown = _resume_in_place
 
     def _finished(self):
         """The whole job is done: its commits are no longer needed."""
