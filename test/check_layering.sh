@@ -26,36 +26,51 @@ for folder in "$lib"/*/; do
   [ -n "${level[$name]:-}" ] || { echo "layering: lib/$name has no level in check_layering.sh"; failed=1; }
 done
 
-# The module of a header's name (without .h).
+# The module of a header's name (without .h), into $named: no subshell, as the loop below asks
+# for it once per include (forking for each made this check take 30 s on a loaded machine).
 module_named() {
   case $1 in
-    backend) echo executor ;;
-    *) echo "${1%_internal}" ;;
+    backend) named=executor ;;
+    *) named=${1%_internal} ;;
   esac
 }
 
-# The module a file belongs to: that of an internal header it includes, else its own name's.
-module_of() {
-  local file=$1 internal
-  internal=$(grep -ho '#include "\([a-z_]*_internal\|backend\)\.h"' "$file" | head -n 1 |
-             sed 's/#include "//; s/\.h"//')
-  module_named "${internal:-$(basename "${file%.*}")}"
-}
-
+# Each file's includes are read once. A file's module is that of an internal header it includes
+# (the first), else its own name's.
 for folder in "${!level[@]}"; do
   edges=""
   for file in "$lib/$folder"/*.[ch]; do
-    for used in $(grep -ho '#include "\.\./[a-z]*/' "$file" | sed 's|#include "\.\./||; s|/||' |
-                  sort -u); do
-      if [ "${level[$used]:-99}" -ge "${level[$folder]}" ]; then
-        echo "layering: $file includes lib/$used, which is not below lib/$folder"
-        failed=1
-      fi
+    mapfile -t includes < <(grep -o '#include "[^"]*"' "$file")
+    internal="" headers=()
+    declare -A reported=()
+    for line in "${includes[@]}"; do
+      path=${line#\#include \"}
+      path=${path%\"}
+      case $path in
+        ../*/*)
+          used=${path#../}
+          used=${used%%/*}
+          if [ "${level[$used]:-99}" -ge "${level[$folder]}" ] && [ -z "${reported[$used]:-}" ]; then
+            echo "layering: $file includes lib/$used, which is not below lib/$folder"
+            reported[$used]=1
+            failed=1
+          fi ;;
+        */*) ;;
+        *.h)
+          header=${path%.h}
+          headers+=("$header")
+          case $header in
+            *_internal | backend) [ -n "$internal" ] || internal=$header ;;
+          esac ;;
+      esac
     done
-    module=$(module_of "$file")
-    for header in $(grep -ho '#include "[a-z_]*\.h"' "$file" | sed 's/#include "//; s/\.h"//'); do
-      used=$(module_named "$header")
-      [ "$used" != "$module" ] && edges+="$module $used"$'\n'
+    unset reported
+    base=${file##*/}
+    module_named "${internal:-${base%.*}}"
+    module=$named
+    for header in "${headers[@]}"; do
+      module_named "$header"
+      [ "$named" != "$module" ] && edges+="$module $named"$'\n'
     done
   done
   if [ -n "$edges" ] && ! printf '%s' "$edges" | tsort >/dev/null 2>"/tmp/tsort.$$"; then
