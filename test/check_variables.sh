@@ -10,14 +10,22 @@ chorus_info=$(realpath "$1") root=$2
 cd "$root"
 rows=$("$chorus_info" --variables)
 files=$(git ls-files 2>/dev/null || find . -type f | sed 's|^\./||')
-read_in() { # FILE...: the variables each reads, as "NAME FILE"
+read_in() { # FILE...: the variables each reads, as "NAME FILE" (one grep per kind of file: a few
+  # processes per file made this check take 25 s on a loaded machine)
+  local c=() python=() shell=()
   for file in "$@"; do
     case "$file" in
-      *.c | *.h | *.cpp) grep -oE 'getenv\("CHORUS_[A-Z0-9_]+"\)' "$file" ;;
-      *.py) grep -oE "[\"']CHORUS_[A-Z0-9_]*[A-Z0-9][\"']" "$file" | grep -v "CHORUS_ERR_" ;;
-      *.sh | *.sge | *.sbatch | tools/* | test/launch/*) grep -oE '\$\{?CHORUS_[A-Z0-9_]*[A-Z0-9]' "$file" ;;
-    esac | grep -oE 'CHORUS_[A-Z0-9_]*[A-Z0-9]' | sed "s|\$| $file|" || true
+      *.c | *.h | *.cpp) c+=("$file") ;;
+      *.py) python+=("$file") ;;
+      *.sh | *.sge | *.sbatch | tools/* | test/launch/*) shell+=("$file") ;;
+    esac
   done
+  {
+    [ ${#c[@]} -eq 0 ] || grep -oHE 'getenv\("CHORUS_[A-Z0-9_]+"\)' "${c[@]}"
+    [ ${#python[@]} -eq 0 ] ||
+      grep -oHE "[\"']CHORUS_[A-Z0-9_]*[A-Z0-9][\"']" "${python[@]}" | grep -v "CHORUS_ERR_"
+    [ ${#shell[@]} -eq 0 ] || grep -oHE '\$\{?CHORUS_[A-Z0-9_]*[A-Z0-9]' "${shell[@]}"
+  } | sed -E 's/^([^:]*):.*(CHORUS_[A-Z0-9_]*[A-Z0-9]).*$/\2 \1/' || true
 }
 # shellcheck disable=SC2086
 found=$(read_in $(echo "$files" | grep -vE '^(docs|shared)/|\.md$') | sort -u)
