@@ -59,9 +59,9 @@ double cache_line_round_trip(void)
      * ends a round after its budget with a stop value of the round's own, which rank 1 answers
      * before rank 0 goes on, and the trips so far make its figure. */
     for (int round = 0; round < 5 && local_size > 1 && local_rank < 2; round++) {
-        long base = (long)round * 2 * trips, stop = -1 - 2 * round, stopped = stop - 1, done = 0;
+        long base = (long)round * 2 * trips, stop = -1 - 2 * round, stopped = stop - 1, i;
         double start = now();
-        for (long i = 0; i < trips; i++, done++) {
+        for (i = 0; i < trips; i++) {
             long ping = base + 2 * i + 1, pong = ping + 1;
             if (local_rank == 0) {
                 if (i % 64 == 0 && i > 0 && now() - start > ROUND_TRIP_BUDGET) {
@@ -84,7 +84,7 @@ double cache_line_round_trip(void)
                 atomic_store(line, pong);
             }
         }
-        rounds[round] = (now() - start) / (double)(done > 0 ? done : 1) * 1e9;
+        rounds[round] = (now() - start) / (double)i * 1e9; /* i >= 64: a round stops no sooner */
     }
     MPI_Barrier(host);
     MPI_Win_free(&window);
