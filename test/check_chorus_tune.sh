@@ -1,13 +1,13 @@
 #!/bin/sh
-# chorus-tune --quick at 2 and 4 ranks under the build's launcher: it measures every collective
-# (results checked: a wrong result fails it), prints the comparison with the built-in choice for
-# each, measures the settings (staging areas and their size, the fusion threshold on bursts), and
-# writes a tuning file that chorus-info reads and with which mpi_collectives (every
-# collective against its reference) passes. Bad options are refused, naming them. Timings are
-# not judged here (benchmarks measure speed, not tests).
-# Usage: check_chorus_tune.sh "LAUNCHER [OPTIONS]" CHORUS_TUNE CHORUS_INFO MPI_COLLECTIVES
+# chorus-tune --quick at 2 and 4 ranks (or the rank counts given) under the build's launcher: it
+# measures every collective (results checked: a wrong result fails it), prints the comparison
+# with the built-in choice for each, measures the settings (staging areas and their size, the
+# fusion threshold on bursts), and writes a tuning file that chorus-info reads and with which
+# mpi_collectives (every collective against its reference) passes. Bad options are refused,
+# naming them. Timings are not judged here (benchmarks measure speed, not tests).
+# Usage: check_chorus_tune.sh "LAUNCHER [OPTIONS]" CHORUS_TUNE CHORUS_INFO MPI_COLLECTIVES ["NP..."]
 set -u
-launch=$1 tune=$2 info=$3 collectives=$4
+launch=$1 tune=$2 info=$3 collectives=$4 rank_counts=${5:-2 4}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -15,7 +15,7 @@ passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $*"; }
 bad() { failed=$((failed + 1)); echo "FAILED: $*"; }
 
-for np in 2 4; do
+for np in $rank_counts; do
   file=$work/np$np.tuning
   # shellcheck disable=SC2086
   out=$(timeout 600 $launch -np $np "$tune" --quick -o "$file" 2>&1)

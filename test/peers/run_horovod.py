@@ -45,7 +45,7 @@ EXPECTED = {
 # In one file, a test that fails on some ranks only leaves the others waiting in their next
 # collective: the wait ends as an error after this long (unless the caller's environment sets
 # it), as HOROVOD_STALL_SHUTDOWN_TIME_SECONDS would, so that the file goes on.
-FILE_STALL_SECONDS = "20"
+FILE_STALL_SECONDS = "8"
 # Each rank writes its own report (the launcher tells the rank its number), and exits 0 whatever
 # its tests did, so that the launcher does not end the other ranks before they write theirs.
 RANK_REPORT = ('import os, sys, pytest; '

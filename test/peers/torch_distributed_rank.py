@@ -14,6 +14,7 @@ as `STATUS NAME MESSAGE` the moment it ends, so that a hang leaves the rest behi
 """
 import argparse
 import os
+import socket
 import sys
 import time
 import traceback
@@ -34,7 +35,11 @@ sys.argv = sys.argv[:1]  # torch's test helpers read the command line as their o
 import torch.distributed as dist  # noqa: E402
 
 if options.map_to == "chorus":
-    import chorus.torch  # noqa: E402,F401  (registers the backend "chorus")
+    import chorus.torch  # noqa: E402  (registers the backend "chorus")
+
+    # chorus starts (a collective over MPI) in the first init_process_group, before torch's
+    # store: up front instead, so that no rank waits for a store while rank 0 waits in that start
+    chorus.torch.init()
 
     original_init = dist.init_process_group
     original_new_group = dist.new_group
@@ -66,6 +71,19 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
 FIRST_PORT = int(os.environ.get("MASTER_PORT", "29500"))
 
 
+def wait_for_store(port, seconds=30):
+    """Until rank 0's env:// store listens on `port`. torch's store client that finds no server
+    sleeps a whole second before it tries again, which was most of each test's time (both
+    backends pay it alike); a rank that connects once the server listens does not."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((os.environ["MASTER_ADDR"], port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.002)
+
+
 class RankTests(DistributedTest._DistTestBase, TestCase):
     """_DistTestBase in this process, as one rank: a process group per test, made before it and
     destroyed after, as TestDistBackend's spawned processes do."""
@@ -89,6 +107,8 @@ class RankTests(DistributedTest._DistTestBase, TestCase):
         # reach rank 0's old store while rank 0 was still closing it (broken pipe).
         RankTests.tests_begun += 1
         os.environ["MASTER_PORT"] = str(FIRST_PORT + RankTests.tests_begun % 2000)
+        if rank != 0:
+            wait_for_store(int(os.environ["MASTER_PORT"]))
         dist.init_process_group(init_method="env://", backend=os.environ["BACKEND"],
                                 world_size=size, rank=rank,
                                 timeout=distributed_test.timedelta(
