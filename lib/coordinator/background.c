@@ -304,8 +304,10 @@ static bool step_aside(struct chorus_context *context)
     return true;
 }
 
-/* How often a turn looks for other ranks' failure notices (coord_turn). */
-#define PEER_CHECK_SPACING 20e-6
+/* How often a turn looks for other ranks' failure notices (coord_turn): a look is an MPI_Test,
+ * which over TCP polls the sockets (20 us across emulated hosts, each turn's largest part at
+ * every 20 us), and failures are told in seconds (timeouts), so a millisecond later is the same. */
+#define PEER_CHECK_SPACING 1e-3
 
 /* One turn of the loop over its parts: a user thread's fatal error first, then submissions,
  * transfers, negotiation (rank 0's part, a follower's, or rounds), pending sends, other ranks'
@@ -351,8 +353,8 @@ static bool coord_turn(struct background *background, bool *active)
     star_progress(star, false, false);
     /* Another rank's notice that it failed, unless this rank already stopped (after a batch
      * that failed because of it, say): one report per failure. Looked for every
-     * PEER_CHECK_SPACING: a look is an MPI_Test, which costs as much as a small collective,
-     * and a notice seen some microseconds later changes nothing (waits look for it too). */
+     * PEER_CHECK_SPACING: a look costs as much as a small collective, and a notice seen a
+     * millisecond later changes nothing (waits look for it too). */
     char failure[1024];
     chorus_status peer = CHORUS_OK;
     if (going && now - background->peers_checked_at >= PEER_CHECK_SPACING) {
@@ -425,6 +427,12 @@ void coord_loop(struct background *background)
  * background thread would cost two more context switches. As long as a lane's wait yields
  * before it sleeps (SMALL_YIELD_SECONDS). */
 #define DRIVE_QUIET_OVERSUBSCRIBED_SECONDS 1e-3
+/* The same where the job spans hosts: a negotiated operation waits for the network two or three
+ * times (its request, rank 0's answer, the collective), 20-100 us each over TCP, and a turn that
+ * polls the sockets finds nothing for that long; a thread that gave up after DRIVE_QUIET_SECONDS
+ * handed the answer to the background thread and was woken by it, 35-50 us more a collective
+ * across two emulated hosts. */
+#define DRIVE_QUIET_ACROSS_HOSTS_SECONDS 1e-3
 /* How long a waiting thread tries to take the turn from a busy background thread, which steps
  * aside at the end of its turn (coord_loop). */
 #define DRIVE_TAKEOVER_SECONDS 20e-6
@@ -445,9 +453,10 @@ bool coord_drive(struct chorus_context *context, const struct chorus_handle *han
     bool drove = background != NULL &&
                  (background->state == COORD_RUNNING || background->state == COORD_STOPPING);
     double quiet_since = clock_seconds();
-    double quiet_limit = background != NULL && background->settings.oversubscribed
-                             ? DRIVE_QUIET_OVERSUBSCRIBED_SECONDS
-                             : DRIVE_QUIET_SECONDS;
+    double quiet_limit = background == NULL ? DRIVE_QUIET_SECONDS
+                         : background->settings.oversubscribed ? DRIVE_QUIET_OVERSUBSCRIBED_SECONDS
+                         : context->topology.cross_size > 1    ? DRIVE_QUIET_ACROSS_HOSTS_SECONDS
+                                                               : DRIVE_QUIET_SECONDS;
     if (drove)
         background->driven_by_caller = true;
     while (drove && atomic_load_explicit(&handle->status, memory_order_acquire) ==

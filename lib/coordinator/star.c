@@ -275,8 +275,9 @@ bool star_keep_alive(struct star *star, bool stopping, double now, struct coord_
     return true;
 }
 
-/* Rank 0 takes in every REQUESTS message waiting (only BYEs once it is stopping). Returns
- * true if there was any. */
+/* Rank 0 takes in every REQUESTS message waiting (only BYEs once it is stopping), but answers
+ * first once one made a response: the look that finds no more messages is an MPI call (a poll
+ * of the sockets over TCP), which would delay the answer. Returns true if there was any. */
 static bool take_in_requests(struct star *star, bool stopping, struct coord_report *report)
 {
     bool any = false;
@@ -295,6 +296,8 @@ static bool take_in_requests(struct star *star, bool stopping, struct coord_repo
         }
         wire_message_free(&message);
         any = true;
+        if (star->negotiator.response_count > 0)
+            break; /* the rest next turn */
     }
     return any;
 }
@@ -439,24 +442,23 @@ void star_say_bye(struct star *star, const struct wire_message *message,
     report->finished = true;
 }
 
+/* A follower runs one RESPONSES message of rank 0's per turn: the operations it completes are
+ * seen by a waiting thread after the turn, and a look for a next one would be an MPI call (a
+ * poll of the sockets over TCP) before it. */
 bool star_follow(struct star *star, struct coord_report *report)
 {
-    bool active = false;
     struct wire_message message;
     int sender = -1;
     bool received = false;
-    while (!report_pending(report) &&
-           star_receive(star, 0, CHANNEL_RESPONSES, &message, &sender, &received, report) &&
-           received) {
-        active = true;
-        if (!star_resolve_cached(star, &message, report)) {
-            wire_message_free(&message);
-            break;
-        }
+    if (report_pending(report) ||
+        !star_receive(star, 0, CHANNEL_RESPONSES, &message, &sender, &received, report) ||
+        !received)
+        return false;
+    if (star_resolve_cached(star, &message, report)) {
         star_execute(star, message.responses, message.count, report);
         if ((message.flags & WIRE_FLAG_SHUTDOWN) && !report_pending(report))
             star_say_bye(star, &message, report);
-        wire_message_free(&message);
     }
-    return active;
+    wire_message_free(&message);
+    return true;
 }
