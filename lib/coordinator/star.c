@@ -276,11 +276,14 @@ bool star_keep_alive(struct star *star, bool stopping, double now, struct coord_
 }
 
 /* Rank 0 takes in every REQUESTS message waiting (only BYEs once it is stopping), but answers
- * first once one made a response: the look that finds no more messages is an MPI call (a poll
- * of the sockets over TCP), which would delay the answer. Returns true if there was any. */
+ * first once one made a response that goes out at once (star, no cycle time): the look that
+ * finds no more messages is an MPI call (a poll of the sockets over TCP), which would delay the
+ * answer. Where answers wait (for a round, or the cycle), it drains them all as before. Returns
+ * true if there was any. */
 static bool take_in_requests(struct star *star, bool stopping, struct coord_report *report)
 {
     bool any = false;
+    bool answers_at_once = !star->rounds_mode && star->params->cycle_time_ms <= 0;
     struct wire_message message;
     int sender = -1;
     bool received = false;
@@ -296,7 +299,7 @@ static bool take_in_requests(struct star *star, bool stopping, struct coord_repo
         }
         wire_message_free(&message);
         any = true;
-        if (star->negotiator.response_count > 0)
+        if (answers_at_once && star->negotiator.response_count > 0)
             break; /* the rest next turn */
     }
     return any;
