@@ -255,7 +255,7 @@ if wanted h; then
     if [ -z "$back" ] && grep -q "in place at their next commit" "$work/h.log"; then
       back=$(now)
     fi
-    [ -n "$back" ] && [ "$(awk '/^grown /{g=1} g && /^step .* size 3 /' "$work/h.log" |
+    [ -n "$back" ] && [ "$(awk '/grown [0-9]+ size 3 /{g=1} g && /^step .* size 3 /' "$work/h.log" |
                            wc -l)" -ge 10 ] && break
     sleep 0.1
   done
@@ -275,8 +275,11 @@ if wanted h; then
   for pid in $survivors; do
     case " $final " in *" $pid "*) ;; *) problems="$problems; survivor pid $pid not in the final ranks ($final)" ;; esac
   done
-  first=$(awk '/^grown /{g=1} g && /^step .* size 3 /{print $NF; exit}' "$work/h.log")
-  if [ -n "$problems" ] || [ -z "$back" ] || [ -z "$first" ]; then
+  # "grown" may run into another rank's line: found anywhere in a line, as above
+  first=$(awk '/grown [0-9]+ size 3 /{g=1} g && /^step .* size 3 /{print $NF; exit}' "$work/h.log")
+  [ -n "$back" ] || problems="$problems; the driver never asked for ranks on host 2 again"
+  [ -n "$first" ] || problems="$problems; no step on 3 ranks after the grow"
+  if [ -n "$problems" ]; then
     failed=$((failed + 1))
     echo "FAILED: h. host back from its cooldown${problems}"
     grep -v '^step\|^commit' "$work/h.log" | tail -n 40
