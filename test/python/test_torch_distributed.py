@@ -157,6 +157,10 @@ def test_group_overloads():
     t = make(62, rank, 3, torch.float64, dist.ReduceOp.MIN)
     work = group.allreduce(t, op=dist.ReduceOp.MIN)
     check(work.wait() and work.is_completed() and work.is_success(), "allreduce(t) completes")
+    # chorus's Work binds wait() itself: torch's signature, the timeout given or not.
+    from datetime import timedelta
+    check(work.wait(timedelta(seconds=30)) and work.wait(timeout=timedelta(seconds=30)),
+          "wait(timeout) of a completed Work")
     check(torch.equal(work.result()[0], t), "allreduce(t): result() is the tensor")
     close(t, reduced(62, 3, torch.float64, dist.ReduceOp.MIN, range(size)), torch.float64,
           "group.allreduce(t, op=MIN)")
