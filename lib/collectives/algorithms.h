@@ -280,6 +280,7 @@ enum {
     TAG_ADASUM = 160,
     TAG_QUANTIZED_SHARDS = 170,
     TAG_QUANTIZED_SUMS = 171,
+    TAG_ORDERED_RECORDS = 180, /* the ordered path's check (executor_exchange_records) */
 };
 
 #endif

@@ -262,6 +262,10 @@ bool coord_step_as_caller(struct chorus_context *context)
     if (stepped) {
         take_submissions(background);
         coord_settle(background);
+        /* The background thread steps aside while this thread runs its operations (across
+         * hosts, each a wait on the network that its turns would share the core and MPI's
+         * lock with). */
+        atomic_store_explicit(&context->driven_at, clock_seconds(), memory_order_relaxed);
     }
     pthread_mutex_unlock(&context->coordinator_turn);
     return stepped;
@@ -269,14 +273,16 @@ bool coord_step_as_caller(struct chorus_context *context)
 
 /* ----- the loop --------------------------------------------------------------------------- */
 
-/* While a user thread turns the loop as it waits (coord_drive, which marks when it last did),
- * the background thread gives up its turn and waits, rather than take the turn back after every
- * operation of that thread: where the two share a core, each such hand-off would be a context
- * switch on the operation's path. It waits on its condition variable for at most
- * DRIVER_PARK_SECONDS, and goes back to work once no thread has turned the loop for
- * DRIVER_FRESH_SECONDS: a submit that wakes it meanwhile finds the waiting thread taking its
- * submission at its next turn, and a thread that stops waiting before its operation completed
- * wakes it at once. Returns whether it stepped aside (then with the turn again). */
+/* While a user thread turns the loop as it waits (coord_drive) or runs its ordered operations
+ * itself (coord_step_as_caller), each marking when it last did, the background thread gives up
+ * its turn and waits, rather than take the turn back after every operation of that thread:
+ * where the two share a core, each such hand-off would be a context switch on the operation's
+ * path. It waits on its condition variable for DRIVER_PARK_SECONDS (a submit that wakes it
+ * meanwhile finds the fresh thread taking its submission at its next turn) and then takes one
+ * turn, since a thread that only runs ordered operations turns no other part of the loop
+ * (negotiation, notices, heartbeats). It goes back to work once no thread has turned the loop
+ * for DRIVER_FRESH_SECONDS, and at once when a thread stops waiting before its operation
+ * completed. Returns whether it stepped aside (then with the turn again). */
 #define DRIVER_FRESH_SECONDS 100e-6
 #define DRIVER_PARK_SECONDS 1e-3
 
@@ -291,14 +297,14 @@ static bool step_aside(struct chorus_context *context)
     if (!driver_fresh(context))
         return false;
     pthread_mutex_unlock(&context->coordinator_turn);
-    /* Parked again while the thread still drives: asking for the turn it holds would make each
-     * of its releases wake this thread, only for it to find the turn taken again. */
+    /* Parked, not asking for the turn the thread holds: each of its releases would wake this
+     * thread only for it to find the turn taken again. */
     pthread_mutex_lock(&context->lock);
-    int waited;
-    do {
-        struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, DRIVER_PARK_SECONDS);
-        waited = pthread_cond_timedwait(&context->wakeup, &context->lock, &deadline);
-    } while (waited == ETIMEDOUT && driver_fresh(context));
+    struct timespec deadline = clock_deadline(CLOCK_MONOTONIC, DRIVER_PARK_SECONDS);
+    while (pthread_cond_timedwait(&context->wakeup, &context->lock, &deadline) != ETIMEDOUT &&
+           driver_fresh(context)) {
+        /* Woken by a submit that the fresh thread takes at its next turn. */
+    }
     pthread_mutex_unlock(&context->lock);
     pthread_mutex_lock(&context->coordinator_turn);
     return true;
@@ -381,7 +387,8 @@ void coord_loop(struct background *background)
     while (going) {
         if (step_aside(context)) {
             going = coord_settle(background); /* a user thread's turns may have ended it */
-            continue;
+            if (!going)
+                continue;
         }
         size_t ordered_before = background->ordered.run_count;
         bool active = false;

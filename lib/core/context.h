@@ -50,8 +50,9 @@ struct chorus_context {
      * takes it when it is free and runs them itself (coord_step_as_caller). */
     pthread_mutex_t coordinator_turn;
     struct background *coordinator; /* under coordinator_turn: the running loop's, or NULL */
-    /* When a user thread that waits for its operation last turned the loop itself (0: none
-     * does): the background thread steps aside meanwhile (background.c, coord_drive). */
+    /* When a user thread that waits for its operation last turned the loop itself, or ran its
+     * ordered operations itself (0: none does): the background thread steps aside meanwhile
+     * (background.c: coord_drive, coord_step_as_caller). */
     _Atomic double driven_at;
 
     /* shared */
