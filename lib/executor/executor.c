@@ -393,16 +393,9 @@ static chorus_status exchange_records_with_peer(struct executor *executor, const
     struct transport *transport = &executor->transport;
     int peer = 1 - transport->rank;
     memcpy((char *)all + (size_t)transport->rank * bytes, mine, bytes);
-    struct transport_request requests[2];
-    chorus_status status = transport_irecv(transport, (char *)all + (size_t)peer * bytes, bytes,
-                                           peer, TAG_ORDERED_RECORDS, &requests[0]);
-    if (status == CHORUS_OK) {
-        status = transport_isend(transport, mine, bytes, peer, TAG_ORDERED_RECORDS, &requests[1]);
-        if (status == CHORUS_OK)
-            status = transport_waitall(transport, 2, requests);
-        else
-            transport_cancel(transport, 1, requests);
-    }
+    chorus_status status = transport_sendrecv(transport, mine, bytes, peer,
+                                              (char *)all + (size_t)peer * bytes, bytes, peer,
+                                              TAG_ORDERED_RECORDS);
     if (status != CHORUS_OK)
         snprintf(error, error_size, "%s", transport->error);
     return status;

@@ -13,7 +13,9 @@ chorus_status transport_sendrecv(struct transport *transport, const void *send_b
     if (status != CHORUS_OK)
         return status;
     status = transport_isend(transport, send_buffer, send_bytes, destination, tag, &requests[1]);
-    if (status != CHORUS_OK)
+    if (status != CHORUS_OK) {
+        transport_cancel(transport, 1, requests); /* nothing lands in recv_buffer afterwards */
         return status;
+    }
     return transport_waitall(transport, 2, requests);
 }

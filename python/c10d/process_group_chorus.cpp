@@ -967,10 +967,9 @@ PYBIND11_MODULE(_chorus_c10d, module) {
         .def(
             "wait",
             [](WorkChorus &self, const py::object & /* timeout: the group's bound applies */) {
-                if (!self.completed()) {
-                    py::gil_scoped_release released;
+                if (self.completed())
                     return self.wait(std::chrono::milliseconds(0));
-                }
+                py::gil_scoped_release released;
                 return self.wait(std::chrono::milliseconds(0));
             },
             py::arg("timeout") = py::none());
