@@ -581,11 +581,19 @@ static chorus_status barrier_on_lane(struct lane *lane, bool *in_flight_anywhere
     return result.status;
 }
 
-/* A barrier negotiated as a tensor named "chorus.barrier.N", N counting this rank's. */
+/* Names a negotiated barrier cycles through: few enough that the response cache keeps them
+ * (a name per call filled the cache within CHORUS_CACHE_CAPACITY barriers, after which no
+ * tensor seen for the first time was cached, and each went to rank 0 in full ever after), as
+ * many as threads of one rank that may wait in barriers at once. */
+#define BARRIER_NAMES 16
+
+/* A barrier negotiated as a tensor named "chorus.barrier.N", N counting this rank's barriers
+ * modulo BARRIER_NAMES (every rank counts alike). */
 static chorus_status negotiated_barrier(struct chorus_context *context)
 {
     char name[48];
-    snprintf(name, sizeof name, "chorus.barrier.%lu", atomic_fetch_add(&context->barriers, 1));
+    snprintf(name, sizeof name, "chorus.barrier.%lu",
+             atomic_fetch_add(&context->barriers, 1) % BARRIER_NAMES);
     api_instance_release();
     int32_t nothing = 0;
     chorus_tensor tensor = {.data = &nothing, .dtype = CHORUS_INT32, .ndims = 1, .shape = {1}};
