@@ -25,10 +25,6 @@ struct allreduce_args {
     struct scratch *scratch;
     struct node_segment *node; /* this host's shared segment (hierarchical), or NULL */
     struct small_segment *small; /* every rank on this host: its small-message slots, or NULL */
-    /* Every rank's contribution already published in these slots' current phase (a negotiation
-     * round carried it beside its vector, rounds.c), staged as small_allreduce_stage does, or
-     * NULL. The small-slots algorithm then reduces from them without a phase of its own. */
-    const struct small_segment *staged;
     void *buffer;
     /* Instead of `buffer` (NULL then), for the hierarchical algorithm only: the buffer is these
      * pieces one after the other, read from their inputs, written to their outputs. */

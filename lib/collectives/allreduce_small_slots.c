@@ -9,9 +9,6 @@
  * it is for the sizes where a phase's latency, not bandwidth, sets the time. Example at 3 ranks:
  * every rank computes ((x_0 + x_1) + x_2) * postscale, the same bits on all three.
  *
- * A lone negotiated allreduce may arrive with every rank's contribution already published
- * beside the negotiation round that decided it (args->staged): then no phase at all.
- *
  * Constraints: every rank on one host with the slots (it declines otherwise, alike on every
  * rank), a buffer (not a list of pieces) of at most the slots' capacity. A rank that does not
  * arrive is waited for as the transport waits (its interrupt check: the timeout, another rank's
@@ -47,11 +44,6 @@ chorus_status allreduce_small_slots(const struct allreduce_args *args)
         slots->local_size != args->transport->nranks)
         return CHORUS_ERR_NOT_SUPPORTED;
     double factor = args->postscale != NULL ? *args->postscale : 1.0;
-    if (args->staged != NULL) {
-        small_allreduce_take(args->staged, args->buffer, args->count, args->dtype, args->op,
-                             factor);
-        return CHORUS_OK;
-    }
     small_allreduce_stage(slots, args->buffer, args->count, args->dtype, 1.0);
     small_publish(slots);
     struct small_wait wait = {.transport = args->transport, .status = CHORUS_OK};

@@ -22,6 +22,10 @@
 #define ROUND_SLOTS_LIMIT 8192
 /* The ranks other than 0 give rank 0, which can name the rank that stopped, a head start. */
 #define FOLLOWER_ROUND_MARGIN 1.0
+/* Across hosts (rounds by copies) a lone allreduce rides with the round up to this many bytes:
+ * each rank sends its payload to every other, so beyond a few KiB an allreduce's algorithm,
+ * which sends each byte a bounded number of times, moves less. */
+#define ROUND_COPY_PAYLOAD_LIMIT 4096
 
 /* The slots of a round's vector: as many as the response cache has, up to ROUND_SLOTS_LIMIT. */
 static size_t round_slot_count(const struct chorus_params *params)
@@ -57,17 +61,25 @@ bool rounds_init(struct rounds *rounds, const struct chorus_params *params, int 
     return !on || rounds_start(rounds, params);
 }
 
+/* Where each slot's payload and vector lie, and the bytes of a data area, for payloads of up to
+ * `payload_capacity` bytes. */
+static size_t lay_out_slots(struct rounds *rounds, const struct chorus_params *params,
+                            size_t payload_capacity)
+{
+    rounds->payload_capacity = payload_capacity;
+    rounds->vector_offset =
+        (payload_capacity + SMALL_LINE_BYTES - 1) / SMALL_LINE_BYTES * SMALL_LINE_BYTES;
+    return rounds->vector_offset +
+           ready_rounds_words_for(round_slot_count(params)) * sizeof(uint64_t);
+}
+
 bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params, int size,
                        const void *node_comm, bool oversubscribed, char *error,
                        size_t error_size)
 {
     if (params->negotiation == NEGOTIATION_STAR || size < 2)
         return false;
-    rounds->payload_capacity = params->small_limit;
-    rounds->vector_offset =
-        (params->small_limit + SMALL_LINE_BYTES - 1) / SMALL_LINE_BYTES * SMALL_LINE_BYTES;
-    size_t bytes = rounds->vector_offset +
-                   ready_rounds_words_for(round_slot_count(params)) * sizeof(uint64_t);
+    size_t bytes = lay_out_slots(rounds, params, params->small_limit);
     if (small_segment_create_mpi(&rounds->slots, node_comm, bytes, oversubscribed, error,
                                  error_size) != CHORUS_OK)
         return false;
@@ -77,6 +89,33 @@ bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params
         rounds->on = false; /* the slots stay, unused, and are freed with the rest */
     }
     return rounds->on;
+}
+
+bool rounds_open_copies(struct rounds *rounds, const struct chorus_params *params, int rank,
+                        int size, char *error, size_t error_size)
+{
+    if (params->negotiation == NEGOTIATION_STAR || size < 2 ||
+        size > NEGOTIATION_ROUND_COPIES_UP_TO)
+        return false;
+    size_t payload = params->small_limit < ROUND_COPY_PAYLOAD_LIMIT ? params->small_limit
+                                                                    : ROUND_COPY_PAYLOAD_LIMIT;
+    size_t bytes = lay_out_slots(rounds, params, payload);
+    rounds->peers = malloc((size_t)(size - 1) * sizeof *rounds->peers);
+    if (rounds->peers == NULL || !small_segment_create_copies(&rounds->slots, rank, size, bytes) ||
+        (!rounds->on && !rounds_start(rounds, params))) {
+        snprintf(error, error_size, "out of memory");
+        small_segment_destroy_copies(&rounds->slots);
+        free(rounds->peers);
+        rounds->peers = NULL;
+        rounds->on = false;
+        return false;
+    }
+    for (int r = 0, i = 0; r < size; r++)
+        if (r != rank)
+            rounds->peers[i++] = r;
+    rounds->slots_ready = true;
+    rounds->copies = true;
+    return true;
 }
 
 /* Rank 0: frees the responses it sent before the posted round. */
@@ -95,11 +134,15 @@ void rounds_release(struct rounds *rounds, bool failed)
     /* A round still posted over MPI after a fatal error is left to MPI: a collective's request
      * cannot be freed, and its buffers stay with it. One through the slots holds nothing. */
     bool held_by_mpi = rounds->posted && !rounds->slots_ready;
-    if (rounds->slots_ready && failed)
+    if (rounds->copies)
+        small_segment_destroy_copies(&rounds->slots);
+    else if (rounds->slots_ready && failed)
         small_segment_retain_mpi(&rounds->slots);
     else if (rounds->slots_ready)
         small_segment_destroy_mpi(&rounds->slots);
-    rounds->slots_ready = false;
+    rounds->slots_ready = rounds->copies = false;
+    free(rounds->peers);
+    rounds->peers = NULL;
     if (!held_by_mpi) {
         free(rounds->mine);
         free(rounds->result);
@@ -321,6 +364,82 @@ static bool work_waiting(const struct rounds *rounds, const struct star *star)
             (star->negotiator.response_count > 0 || star->shutdown_decided));
 }
 
+/* Across hosts: this rank's part of the round just published, to every other rank, as one
+ * message: its line, its vector, and the payload that did not fit in the line. */
+static void send_part(struct rounds *rounds, struct star *star, struct coord_report *report)
+{
+    const struct small_segment *slots = &rounds->slots;
+    const struct small_line *line = small_line_of(slots, slots->local_rank);
+    const unsigned char *data = small_data_of(slots, slots->local_rank);
+    size_t vector = ready_rounds_vector_words(&rounds->state) * sizeof(uint64_t);
+    size_t payload = line->signature != 0 && line->count > SMALL_INLINE_BYTES ? line->count : 0;
+    uint8_t *bytes = malloc(SMALL_LINE_BYTES + vector + payload);
+    if (bytes == NULL) {
+        report_fail(report, CHORUS_ERR_OUT_OF_MEMORY, "out of memory posting a negotiation round");
+        return;
+    }
+    memcpy(bytes, line, SMALL_LINE_BYTES);
+    memcpy(bytes + SMALL_LINE_BYTES, data + rounds->vector_offset, vector);
+    memcpy(bytes + SMALL_LINE_BYTES + vector, data, payload);
+    if (star->channel->post(star->channel->state, bytes, SMALL_LINE_BYTES + vector + payload,
+                            rounds->peers, slots->local_size - 1, CHANNEL_ROUNDS) != CHORUS_OK)
+        report_fail(report, CHORUS_ERR_MPI, "posting a negotiation round failed");
+}
+
+/* Across hosts: `rank`'s part of the posted round, from its message, into its copy of the
+ * slots. False when the message is not a part of this round. */
+static bool copy_part(struct rounds *rounds, int rank, const uint8_t *bytes, size_t length)
+{
+    struct small_segment *slots = &rounds->slots;
+    size_t vector = ready_rounds_vector_words(&rounds->state) * sizeof(uint64_t);
+    struct small_line sent;
+    if (length < SMALL_LINE_BYTES + vector)
+        return false;
+    memcpy(&sent, bytes, SMALL_LINE_BYTES);
+    size_t payload = length - SMALL_LINE_BYTES - vector;
+    bool spilled = sent.signature != 0 && sent.count > SMALL_INLINE_BYTES;
+    if (atomic_load_explicit(&sent.phase, memory_order_relaxed) != slots->phase ||
+        sent.count > rounds->payload_capacity || payload != (spilled ? sent.count : 0))
+        return false;
+    struct small_line *line = slots->lines[rank][slots->phase & 1];
+    unsigned char *data = slots->data[rank][slots->phase & 1];
+    line->signature = sent.signature;
+    line->count = sent.count;
+    line->digest = sent.digest;
+    memcpy(line->payload, sent.payload, sizeof line->payload);
+    memcpy(data + rounds->vector_offset, bytes + SMALL_LINE_BYTES, vector);
+    memcpy(data, bytes + SMALL_LINE_BYTES + vector, payload);
+    atomic_store_explicit(&line->phase, slots->phase, memory_order_relaxed);
+    return true;
+}
+
+/* Across hosts: takes in the parts of the posted round that arrived. One message per rank and
+ * round, in order: a rank posts its next round only after it has every part of this one. */
+static void receive_parts(struct rounds *rounds, struct star *star, struct coord_report *report)
+{
+    const struct small_segment *slots = &rounds->slots;
+    for (int i = 0; i < slots->local_size - 1 && report->failure == CHORUS_OK; i++) {
+        int rank = rounds->peers[i];
+        if (atomic_load_explicit(&small_line_of(slots, rank)->phase, memory_order_relaxed) ==
+            slots->phase)
+            continue;
+        uint8_t *bytes = NULL;
+        size_t length = 0;
+        int sender = -1;
+        chorus_status status = star->channel->receive(star->channel->state, rank, CHANNEL_ROUNDS,
+                                                      &bytes, &length, &sender);
+        if (status != CHORUS_OK)
+            report_fail(report, status, "receiving a negotiation round from rank %d failed", rank);
+        else if (bytes != NULL && !copy_part(rounds, rank, bytes, length))
+            report_fail(
+                report, CHORUS_ERR_PROTOCOL,
+                "rank %d (host %s) sent a malformed negotiation message: %zu bytes that are "
+                "not its part of this round (a different chorus, or rounds out of step)",
+                rank, context_host_name(star->context, rank), length);
+        free(bytes);
+    }
+}
+
 static void post_round(struct rounds *rounds, struct star *star, double now,
                        struct coord_report *report)
 {
@@ -334,6 +453,8 @@ static void post_round(struct rounds *rounds, struct star *star, double now,
                words * sizeof *rounds->mine);
         stage_lone(rounds, star);
         small_publish(&rounds->slots);
+        if (rounds->copies)
+            send_part(rounds, star, report);
     } else if (star->channel->round_post(star->channel->state, rounds->mine, rounds->result,
                                          words) != CHORUS_OK) {
         report_fail(report, CHORUS_ERR_MPI, "posting a negotiation round failed");
@@ -396,6 +517,11 @@ bool rounds_progress(struct rounds *rounds, struct star *star, bool stopping, do
         return false;
     if (rounds->posted) {
         bool done = false;
+        if (rounds->copies) {
+            receive_parts(rounds, star, report);
+            if (report->failure != CHORUS_OK)
+                return true;
+        }
         if (rounds->slots_ready) {
             done = slots_round_done(rounds);
         } else if (star->channel->round_test(star->channel->state, &done) != CHORUS_OK) {

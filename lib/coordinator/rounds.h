@@ -34,6 +34,11 @@ struct rounds {
      * `payload_capacity` bytes of it first (rounds.c), then the vector at `vector_offset`. */
     size_t payload_capacity;
     size_t vector_offset;
+    /* Across hosts, up to NEGOTIATION_ROUND_COPIES_UP_TO ranks: the same slots in this rank's own
+     * memory, each other rank's part a copy of the message that rank sends every other each round
+     * (rounds_open_copies): one message each way, the lone allreduce riding in it. */
+    bool copies;
+    int *peers; /* every rank but this one */
 };
 
 /* Decides the protocol (CHORUS_NEGOTIATION) and prepares the rounds; false when out of memory. */
@@ -50,6 +55,14 @@ bool rounds_init(struct rounds *rounds, const struct chorus_params *params, int 
 bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params, int size,
                        const void *node_comm, bool oversubscribed, char *error,
                        size_t error_size);
+/* Where the job spans hosts: under CHORUS_NEGOTIATION=auto or rounds, a job of 2 to
+ * NEGOTIATION_ROUND_COPIES_UP_TO ranks negotiates by rounds whose parts travel as messages, each
+ * rank's to every other (CHANNEL_ROUNDS), into a copy of the slots above in each rank's own memory;
+ * a lone small allreduce rides in them as through the host's slots. Decided from the parameters and
+ * the size alone, so alike on every rank. False: the job negotiates as rounds_init decided (`error`
+ * set when out of memory). At start-up, after rounds_init. */
+bool rounds_open_copies(struct rounds *rounds, const struct chorus_params *params, int rank,
+                        int size, char *error, size_t error_size);
 /* Frees the rounds; the slots collectively (every rank alike), unless `failed`. */
 void rounds_release(struct rounds *rounds, bool failed);
 /* Keeps a new submission as its slot's bit when it can. True if it did. */

@@ -329,7 +329,8 @@ static chorus_status start(struct background *background, char *error, size_t er
         error[0] = '\0';
     }
     /* Every rank on this host: negotiation rounds through the host's slots (rounds.h). Whether
-     * is agreed first, as the slots' making is collective. */
+     * is agreed first, as the slots' making is collective. Across hosts, rounds by copies of
+     * the slots up to NEGOTIATION_ROUND_COPIES_UP_TO ranks. */
     int one_host = executor->node_ready && executor->node.cross == NULL;
     if (MPI_Allreduce(MPI_IN_PLACE, &one_host, 1, MPI_INT, MPI_MIN, context->data_comm) !=
         MPI_SUCCESS)
@@ -341,6 +342,13 @@ static chorus_status start(struct background *background, char *error, size_t er
             error[0] != '\0')
             LOG(LOG_WARNING, "negotiation", "%s; negotiating through rank 0 alone", error);
         error[0] = '\0';
+        background->star.rounds_mode = background->rounds.on;
+    } else {
+        /* Decided from the parameters alone, so alike everywhere; only memory can fail it. */
+        if (!rounds_open_copies(&background->rounds, &context->params.values, background->rank,
+                                background->size, error, error_size) &&
+            error[0] != '\0')
+            return CHORUS_ERR_OUT_OF_MEMORY;
         background->star.rounds_mode = background->rounds.on;
     }
     runner_open_job_lane(&background->runner);

@@ -17,8 +17,11 @@
 /* The largest PARAM_SLOT: every rank of a host holds two such slots in its shared segment. */
 #define PARAM_SLOT_LIMIT ((size_t)1 << 20)
 
-/* CHORUS_NEGOTIATION. Under auto, rounds from NEGOTIATION_ROUNDS_FROM ranks (the measurements
- * behind the figure are in docs/scaling.md). */
+/* CHORUS_NEGOTIATION. Under auto, rounds where every rank shares one host, across hosts up to
+ * NEGOTIATION_ROUND_COPIES_UP_TO ranks (each rank's part a message to every other: one step,
+ * N-1 messages per rank, lib/coordinator/rounds.h), and from NEGOTIATION_ROUNDS_FROM ranks (an
+ * allreduce of the parts: log N steps; the measurements behind the figure are in
+ * docs/scaling.md); star between. */
 enum negotiation_protocol { NEGOTIATION_AUTO, NEGOTIATION_STAR, NEGOTIATION_ROUNDS };
 
 /* CHORUS_JOINED_GATHERS: what an allgather or a broadcast does while a rank has joined. */
@@ -27,6 +30,7 @@ enum joined_gathers {
     JOINED_GATHERS_FAIL, /* fails on every rank, as Horovod's do (chorus.torch sets it) */
 };
 #define NEGOTIATION_ROUNDS_FROM 64
+#define NEGOTIATION_ROUND_COPIES_UP_TO 16
 
 struct chorus_params {
     size_t fusion_threshold;       /* bytes */

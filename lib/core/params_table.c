@@ -140,8 +140,12 @@ const struct param_definition param_table[] = {
     {.name = "CHORUS_NEGOTIATION", .type = PARAM_CHOICE, .default_value = "auto",
      .offset = FIELD(negotiation), .collective = -1, .flags = PARAM_SHAPES_WIRE,
      .help = "how ranks agree on what runs: star (every request to rank 0, which answers every "
-             "rank), rounds (tensors seen before agreed by an allreduce of ready bits, O(log N) "
-             "messages per rank) or auto: rounds from " STRINGIFY(NEGOTIATION_ROUNDS_FROM) " ranks",
+             "rank), rounds (tensors seen before agreed by exchanging ready bits: through the "
+             "host's shared memory on one host; across hosts a message to every other rank, up "
+             "to " STRINGIFY(NEGOTIATION_ROUND_COPIES_UP_TO) " ranks, or an allreduce, O(log N) "
+             "messages per rank) or auto: rounds on one host, across hosts up to "
+             STRINGIFY(NEGOTIATION_ROUND_COPIES_UP_TO) " ranks and from "
+             STRINGIFY(NEGOTIATION_ROUNDS_FROM) ", star between",
      .choices = negotiation_names},
     {.name = "CHORUS_JOINED_GATHERS", .type = PARAM_CHOICE, .default_value = "run",
      .offset = FIELD(joined_gathers), .collective = -1, .flags = PARAM_SHAPES_WIRE,

@@ -57,9 +57,9 @@ struct executor {
     bool small_ready;
     struct small_segment small;
     /* A lone allreduce of `staged_bytes` whose every contribution the negotiation round that
-     * decided it carried (rounds.c): those slots, for the small-slots algorithm to reduce from
-     * (allreduce_args.staged). Set by the coordinator around the run of that one response;
-     * the first host allreduce takes it (NULL again). */
+     * decided it carried (rounds.c): those slots (the host's, or copies across hosts), which
+     * executor_run_host_allreduce reduces from without an algorithm. Set by the coordinator
+     * around the run of that one response; the first host allreduce takes it (NULL again). */
     const struct small_segment *staged;
     size_t staged_bytes;
     MPI_Comm node_comm, cross_comm;

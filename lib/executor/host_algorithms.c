@@ -5,6 +5,7 @@
  */
 #include "backend.h"
 
+#include "../collectives/small_collectives.h"
 #include "../compression/topk.h"
 
 #include <sched.h>
@@ -90,12 +91,19 @@ chorus_status executor_run_host_allreduce(struct executor *executor, void *buffe
             ? executor->staged
             : NULL;
     executor->staged = NULL;
+    /* Every rank's contribution came with the round that decided it: reduced from there, the
+     * same bits on every rank, with no exchange of its own. */
+    if (staged != NULL && op != CHORUS_ADASUM) {
+        executor->last_algorithm = "rode with its negotiation round";
+        small_allreduce_take(staged, buffer, count, dtype, op == CHORUS_AVERAGE ? CHORUS_SUM : op,
+                             factor);
+        return CHORUS_OK;
+    }
     struct allreduce_args args = {
         .transport = &executor->transport,
         .scratch = &executor->scratch,
         .node = executor_node(executor),
         .small = executor->small_ready ? &executor->small : NULL,
-        .staged = staged,
         .buffer = buffer,
         .pieces = pieces,
         .piece_count = piece_count,

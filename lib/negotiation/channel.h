@@ -12,9 +12,10 @@
 
 #include "../core/common.h"
 
-/* The message tags: negotiation's, and autotune's settings (autotune.h). Tag 3 is the abort
- * notice's, which travels on its own (abort.h). */
-enum { CHANNEL_REQUESTS = 1, CHANNEL_RESPONSES = 2, CHANNEL_AUTOTUNE = 4 };
+/* The message tags: negotiation's, autotune's settings (autotune.h), and each rank's part of a
+ * negotiation round across hosts (rounds.h). Tag 3 is the abort notice's, which travels on its
+ * own (abort.h). */
+enum { CHANNEL_REQUESTS = 1, CHANNEL_RESPONSES = 2, CHANNEL_AUTOTUNE = 4, CHANNEL_ROUNDS = 5 };
 
 struct channel {
     void *state;

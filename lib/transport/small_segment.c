@@ -107,30 +107,62 @@ void small_segment_map_part(struct small_segment *segment, int rank, unsigned ch
     }
 }
 
+/* The parts of `local_size` ranks in one piece of zeroed memory (NULL when out of memory). */
+static unsigned char *allocate_parts(int local_size, size_t capacity)
+{
+    size_t bytes = (size_t)local_size * small_segment_part_bytes(capacity);
+    unsigned char *memory = aligned_alloc(SLOT_ALIGNMENT, bytes);
+    if (memory != NULL)
+        memset(memory, 0, bytes);
+    return memory;
+}
+
+/* Local rank `me`'s view of parts in `memory` (allocate_parts). */
+static void view_parts(struct small_segment *segment, int me, int local_size, size_t capacity,
+                       unsigned char *memory)
+{
+    size_t part = small_segment_part_bytes(capacity);
+    segment->local_rank = me;
+    segment->local_size = local_size;
+    segment->capacity = capacity;
+    segment->late_rank = -1;
+    segment->owner = memory;
+    for (int r = 0; r < local_size; r++)
+        small_segment_map_part(segment, r, memory + (size_t)r * part);
+}
+
 struct small_segment *small_segments_create_local(int local_size, size_t capacity)
 {
     if (local_size < 1 || local_size > NODE_MAX_LOCAL_RANKS)
         return NULL;
     struct small_segment *segments = calloc((size_t)local_size, sizeof *segments);
-    size_t part = small_segment_part_bytes(capacity);
-    unsigned char *memory = aligned_alloc(SLOT_ALIGNMENT, (size_t)local_size * part);
+    unsigned char *memory = allocate_parts(local_size, capacity);
     if (segments == NULL || memory == NULL) {
         free(segments);
         free(memory);
         return NULL;
     }
-    memset(memory, 0, (size_t)local_size * part);
-    for (int me = 0; me < local_size; me++) {
-        struct small_segment *segment = &segments[me];
-        segment->local_rank = me;
-        segment->local_size = local_size;
-        segment->capacity = capacity;
-        segment->late_rank = -1;
-        segment->owner = memory;
-        for (int r = 0; r < local_size; r++)
-            small_segment_map_part(segment, r, memory + (size_t)r * part);
-    }
+    for (int me = 0; me < local_size; me++)
+        view_parts(&segments[me], me, local_size, capacity, memory);
     return segments;
+}
+
+bool small_segment_create_copies(struct small_segment *segment, int rank, int size, size_t capacity)
+{
+    memset(segment, 0, sizeof *segment);
+    if (size < 1 || size > NODE_MAX_LOCAL_RANKS)
+        return false;
+    unsigned char *memory = allocate_parts(size, capacity);
+    if (memory == NULL)
+        return false;
+    view_parts(segment, rank, size, capacity, memory);
+    return true;
+}
+
+void small_segment_destroy_copies(struct small_segment *segment)
+{
+    free(segment->owner);
+    segment->owner = NULL;
 }
 
 void small_segments_destroy_local(struct small_segment *segments)

@@ -124,6 +124,14 @@ void small_segment_map_part(struct small_segment *segment, int rank, unsigned ch
 struct small_segment *small_segments_create_local(int local_size, size_t capacity);
 void small_segments_destroy_local(struct small_segment *segments);
 
+/* One rank's view of a segment in its own memory for `size` ranks: the other ranks' slots
+ * are copies that this rank writes as their messages arrive (negotiation rounds across hosts,
+ * lib/coordinator/rounds.c), where no memory is shared. False when out of memory or `size` is
+ * beyond NODE_MAX_LOCAL_RANKS. Free with small_segment_destroy_copies. */
+bool small_segment_create_copies(struct small_segment *segment, int rank, int size,
+                                 size_t capacity);
+void small_segment_destroy_copies(struct small_segment *segment);
+
 /* Over MPI: collective over `node_comm` (the ranks of one host, an MPI_Comm passed by pointer).
  * Every rank learns whether every rank succeeded: the result is the same on all of them. */
 chorus_status small_segment_create_mpi(struct small_segment *segment, const void *node_comm,

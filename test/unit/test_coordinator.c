@@ -35,6 +35,8 @@ struct rank_run {
 };
 
 static struct rank_run runs[MAX_RANKS];
+/* The ranks negotiate as across hosts: by rounds whose parts travel as messages (rounds.h). */
+static bool across_hosts;
 
 static void *run_loop(void *argument)
 {
@@ -45,7 +47,14 @@ static void *run_loop(void *argument)
     background->size = run->nranks;
     channel_threads_init(&background->channel, run->world, run->rank);
     transport_threads_init(&background->runner.executor.transport, run->fabric, run->rank);
-    if (coord_setup(background, run->error, sizeof run->error) == CHORUS_OK) {
+    chorus_status status = coord_setup(background, run->error, sizeof run->error);
+    if (status == CHORUS_OK && across_hosts) {
+        ck_assert(rounds_open_copies(&background->rounds, &run->context->params.values, run->rank,
+                                     run->nranks, run->error, sizeof run->error) ||
+                  run->nranks == 1);
+        background->star.rounds_mode = background->rounds.on;
+    }
+    if (status == CHORUS_OK) {
         executor_watch_aborts_through(&background->runner.executor, channel_threads_poll_abort,
                                       channel_threads_notify_abort, background->channel.state);
         coord_loop(background);
@@ -54,9 +63,14 @@ static void *run_loop(void *argument)
     return NULL;
 }
 
-/* Starts `nranks` loops with the parameters `overrides` ("NAME=VALUE;..."). */
+/* Starts `nranks` loops with the parameters `overrides` ("NAME=VALUE;..."), or with
+ * ACROSS_HOSTS's, as ranks on hosts of their own would. */
+static const char ACROSS_HOSTS[] = "across hosts";
 static void start(int nranks, const char *overrides)
 {
+    across_hosts = overrides == ACROSS_HOSTS;
+    if (across_hosts)
+        overrides = "";
     struct channel_world *world = channel_world_create(nranks);
     struct thread_fabric *fabric = thread_fabric_create(nranks);
     char *const no_environment[] = {NULL};
@@ -99,6 +113,7 @@ static chorus_handle *submit(int rank, chorus_collective collective, const char 
                                           .dtype = CHORUS_FLOAT32,
                                           .op = collective == CHORUS_ALLREDUCE ? CHORUS_SUM : 0,
                                           .ndims = 1,
+                                          .compression = CHORUS_COMPRESSION_NONE,
                                           .shape = {(int64_t)count},
                                           .root = root,
                                           .device = DEVICE_HOST,
@@ -141,9 +156,12 @@ static float input_of(int rank, size_t i, int step)
     return (float)(rank + 1) * 0.5f + (float)(i % 97) + (float)step;
 }
 
-static const char *const protocols[] = {"", "CHORUS_NEGOTIATION=rounds"};
+/* Star; rounds by an allreduce of the vectors, as from NEGOTIATION_ROUNDS_FROM ranks; rounds by
+ * copies of each rank's part, as across hosts (where a lone small allreduce rides in them). */
+static const char *const protocols[] = {"", "CHORUS_NEGOTIATION=rounds", ACROSS_HOSTS};
+enum { PROTOCOLS = ARRAY_LENGTH(protocols) };
 
-/* _i: ranks 1-4, then the same by ready rounds. */
+/* _i: ranks 1-4, by each protocol. */
 START_TEST(collectives_in_any_order_then_a_shutdown_fails_what_is_left)
 {
     int nranks = 1 + _i % MAX_RANKS;
@@ -209,6 +227,45 @@ START_TEST(collectives_in_any_order_then_a_shutdown_fails_what_is_left)
     }
     for (int r = 0; r < nranks; r++)
         ck_assert_int_eq(runs[r].background.state, COORD_FINISHED);
+}
+END_TEST
+
+/* Allreduces submitted one at a time, each waited for (a loss, a norm): after the first, by
+ * rounds each rides in the round that decides it, inline in a rank's line (up to 32 bytes) or
+ * beside it, and is reduced from there; every rank's result against the sum of all inputs. */
+START_TEST(lone_allreduces_ride_with_their_rounds)
+{
+    int nranks = 1 + _i % MAX_RANKS;
+    start(nranks, protocols[_i / MAX_RANKS]);
+    static const size_t counts[] = {1, 8, 9, 257, COUNT};
+    static float data[MAX_RANKS][COUNT];
+    for (int step = 0; step < 4; step++) {
+        for (size_t c = 0; c < ARRAY_LENGTH(counts); c++) {
+            char name[32];
+            snprintf(name, sizeof name, "lone.%zu", counts[c]);
+            chorus_handle *handles[MAX_RANKS];
+            for (int r = 0; r < nranks; r++) {
+                for (size_t i = 0; i < counts[c]; i++)
+                    data[r][i] = input_of(r, i, step);
+                handles[r] = submit(r, CHORUS_ALLREDUCE, name, data[r], counts[c], 0);
+            }
+            for (int r = 0; r < nranks; r++) {
+                ck_assert_msg(chorus_wait(handles[r]) == CHORUS_OK, "%s",
+                              chorus_handle_error(handles[r]));
+                chorus_handle_free(handles[r]);
+                for (size_t i = 0; i < counts[c]; i++) {
+                    double expected = 0;
+                    for (int s = 0; s < nranks; s++)
+                        expected += input_of(s, i, step);
+                    ck_assert_msg(fabs(data[r][i] - expected) <= 1e-5 * fabs(expected),
+                                  "step %d, %zu floats, rank %d, element %zu: %g, not %g", step,
+                                  counts[c], r, i, data[r][i], expected);
+                }
+            }
+        }
+    }
+    request_shutdown(0);
+    finish(nranks);
 }
 END_TEST
 
@@ -304,10 +361,12 @@ int main(void)
     TCase *tc = tcase_create("loop");
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, collectives_in_any_order_then_a_shutdown_fails_what_is_left, 0,
-                        2 * MAX_RANKS);
-    tcase_add_loop_test(tc, a_join_completes_once_every_rank_joined, 0, 2 * (MAX_RANKS - 1));
+                        PROTOCOLS * MAX_RANKS);
+    tcase_add_loop_test(tc, lone_allreduces_ride_with_their_rounds, 0, PROTOCOLS * MAX_RANKS);
+    tcase_add_loop_test(tc, a_join_completes_once_every_rank_joined, 0,
+                        PROTOCOLS * (MAX_RANKS - 1));
     tcase_add_loop_test(tc, a_fatal_error_on_one_rank_stops_every_rank, 0,
-                        2 * (MAX_RANKS - 1));
+                        PROTOCOLS * (MAX_RANKS - 1));
     suite_add_tcase(suite, tc);
     return run_suite(suite);
 }
