@@ -9,7 +9,7 @@
  */
 #include "autotune.h"
 
-#include "workload.h"
+#include "measure.h"
 
 #include <chorus.h>
 #include <mpi.h>
@@ -58,7 +58,7 @@ static double median_of_steps(const struct autotune_step *step, int steps)
     double *times = calloc((size_t)steps, sizeof *times);
     for (int s = 0; s < steps; s++)
         times[s] = step->run(step->state);
-    double result = median(times, steps) * 1e3;
+    double result = measure_median(times, steps) * 1e3;
     free(times);
     return result;
 }
@@ -66,7 +66,7 @@ static double median_of_steps(const struct autotune_step *step, int steps)
 /* The median step of chorus with its defaults, after a fresh init and warm-up steps. */
 static double default_median(const struct autotune_step *step, int steps)
 {
-    restart_chorus(NULL);
+    measure_restart_chorus(NULL);
     if (step->restarted != NULL)
         step->restarted(step->state);
     for (int s = 0; s < WARMUP_STEPS; s++)
@@ -85,7 +85,7 @@ static void run_round(const struct autotune_step *step, int steps, const char *l
     snprintf(parameters, sizeof parameters, "CHORUS_AUTOTUNE=on;CHORUS_AUTOTUNE_LOG=%s",
              log_path);
     remove(log_path);
-    restart_chorus(parameters);
+    measure_restart_chorus(parameters);
     if (step->restarted != NULL)
         step->restarted(step->state);
     double *tuning = calloc(TUNING_STEP_LIMIT, sizeof *tuning);
@@ -138,7 +138,7 @@ void autotune_benchmark(const struct autotune_step *step, int steps, const char 
                x->tuned_ms, ratios[r], x->tuning_steps, x->cost_ms, shares[r] * 100,
                x->settled);
     }
-    double ratio = median(ratios, ROUNDS), share = median(shares, ROUNDS);
+    double ratio = measure_median(ratios, ROUNDS), share = measure_median(shares, ROUNDS);
     printf("summary: autotune %s np=%d tuned_vs_default_median=%.3f tuning_cost_of_1000_steps="
            "%.2f%%\n",
            title, bench_size, ratio, share * 100);

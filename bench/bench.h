@@ -1,33 +1,32 @@
 /*
  * bench.h — what the modes of chorus-bench share: the parsed options, this process's rank and
  * the job's size, and the helpers every mode uses. Each mode is a file: sweep.c (the
- * nccl-tests-style sweep against plain MPI), cycle.c (negotiation cost), workload.c (a training
+ * nccl-tests-style sweep against plain MPI), cycle.c (negotiation cost), step.c (a training
  * step of a real model's gradients), overlap.c (gradients behind compute), link.c (what the
  * network between hosts delivers) and latency.c (small collectives on each path against MPI);
- * options.c parses the command line for all of them.
+ * options.c parses the command line for all of them. What they measure with (one size of a
+ * sweep, checked data, workloads, the clock) is the measuring library chorus-tune uses too
+ * (measure/measure.h).
  */
 #ifndef CHORUS_BENCH_H
 #define CHORUS_BENCH_H
+
+#include "measure.h"
 
 #include <chorus.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 struct options {
-    chorus_collective collective;
+    struct measure_sweep sweep; /* -c, -d, -n (0: chosen per size), -w, --device, --ordered */
     size_t min_bytes, max_bytes;
     double factor;
-    int iterations; /* 0: chosen per size */
-    int warmup;
-    chorus_dtype dtype;
     const char *csv;
     int cycle_tensors; /* --cycle N: time steps of N small allreduces instead of sizes */
     const char *workload; /* --workload resnet50|bert|FILE: a training step's gradients */
     int steps;
-    bool device; /* --device cuda: buffers on the local rank's GPU, through NCCL */
-    bool link;   /* --link: what the network between the first two hosts delivers to MPI */
+    bool link;    /* --link: what the network between the first two hosts delivers to MPI */
     bool overlap; /* --overlap: the workload's gradients trickle in behind compute */
-    bool ordered; /* --ordered: chorus's operations in call order (CHORUS_OP_ORDERED) */
     bool latency; /* --latency: small allreduces and a barrier on each path, against MPI */
     int rounds;   /* --rounds N: interleaved rounds of --latency (0: 5) */
     bool max_bytes_given; /* -e was given */
@@ -54,13 +53,6 @@ double cache_line_round_trip(void);
 
 /* The modes. Each returns the process's exit status (non-zero when a result was wrong). */
 int sweep_benchmark(const struct options *o);
-/* sweep.c's parts for chorus-tune: the element count of a sweep's `bytes` for o's collective,
- * and one size timed through chorus (seconds per operation, the slowest rank's; `wrong`: wrong
- * elements of a checked run, summed over ranks). */
-size_t sweep_count(const struct options *o, size_t bytes);
-/* A size with an optional K, M or G suffix (powers of 1024): "64K", "1.5M". */
-bool bench_parse_size(const char *text, size_t *bytes);
-double sweep_measure_chorus(const struct options *o, size_t count, long *wrong);
 void cycle_benchmark(int tensors, chorus_collective collective);
 /* With `timeline` (or NULL), `steps` more steps of the default configuration go to it. */
 void workload_benchmark(const char *workload, int steps, chorus_collective collective,

@@ -51,9 +51,10 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &bench_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &bench_size);
-    struct options o = {.collective = CHORUS_ALLREDUCE, .min_bytes = 8,
-                        .max_bytes = (size_t)256 << 20, .factor = 2, .warmup = 3,
-                        .dtype = CHORUS_FLOAT32, .ratios = {1, 3}, .ratio_count = 2};
+    struct options o = {.sweep = {.collective = CHORUS_ALLREDUCE, .dtype = CHORUS_FLOAT32,
+                                  .warmup = 3},
+                        .min_bytes = 8, .max_bytes = (size_t)256 << 20, .factor = 2,
+                        .ratios = {1, 3}, .ratio_count = 2};
     int parsed = parse_options(argc, argv, &o);
     if (parsed >= 0) {
         MPI_Finalize();
@@ -75,7 +76,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    if (o.device && (o.workload != NULL || o.cycle_tensors > 0)) {
+    if (o.sweep.device && (o.workload != NULL || o.cycle_tensors > 0)) {
         if (bench_rank == 0)
             fprintf(stderr, "chorus-bench: --device cuda runs the sweeps only\n");
         chorus_shutdown();
@@ -98,10 +99,10 @@ int main(int argc, char **argv)
         if (o.workload != NULL && o.autotune)
             workload_autotune(o.workload, o.steps > 0 ? o.steps : 20);
         else if (o.workload != NULL)
-            workload_benchmark(o.workload, o.steps > 0 ? o.steps : 20, o.collective,
+            workload_benchmark(o.workload, o.steps > 0 ? o.steps : 20, o.sweep.collective,
                                o.step_timeline);
         else
-            cycle_benchmark(o.cycle_tensors, o.collective);
+            cycle_benchmark(o.cycle_tensors, o.sweep.collective);
         chorus_shutdown();
         MPI_Finalize();
         return 0;

@@ -5,7 +5,7 @@
  */
 #include "bench.h"
 
-#include "workload.h"
+#include "measure.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@ void cycle_benchmark(int tensors, chorus_collective collective)
         snprintf(names[t], sizeof names[t], "layer%d.grad", t);
     for (int step = 0; step < WARMUP + STEPS; step++) {
         MPI_Barrier(MPI_COMM_WORLD);
-        double start = now();
+        double start = measure_now();
         for (int t = tensors - 1; t >= 0; t--) {
             chorus_tensor tensor = {.data = &values[t], .dtype = CHORUS_FLOAT32, .ndims = 1,
                                     .shape = {1}};
@@ -41,12 +41,12 @@ void cycle_benchmark(int tensors, chorus_collective collective)
             chorus_wait(handles[t]);
             chorus_handle_free(handles[t]);
         }
-        double elapsed = now() - start, slowest = 0;
+        double elapsed = measure_now() - start, slowest = 0;
         MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         if (step >= WARMUP)
             times[step - WARMUP] = slowest;
     }
-    qsort(times, STEPS, sizeof *times, compare_doubles);
+    qsort(times, STEPS, sizeof *times, measure_compare_doubles);
     if (bench_rank == 0)
         printf("cycle: np=%d tensors=%d%s median_step_us=%.1f p10_us=%.1f p90_us=%.1f\n", bench_size,
                tensors,

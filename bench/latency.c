@@ -10,7 +10,7 @@
  */
 #include "bench.h"
 
-#include "check.h"
+#include "measure.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -25,8 +25,8 @@ static const char *const path_names[PATH_COUNT] = {"MPI", "ordered", "negotiated
  * slow iteration do not matter. */
 static int iterations_for(const struct options *o, size_t bytes)
 {
-    if (o->iterations > 0)
-        return o->iterations;
+    if (o->sweep.iterations > 0)
+        return o->sweep.iterations;
     return bytes <= 4096 ? 4000 : bytes <= 65536 ? 1000 : 200;
 }
 
@@ -91,10 +91,10 @@ static double measure(enum latency_path path, float *buffer, size_t count, int i
     double mine = (seconds() - started) / iterations, slowest = 0;
     long bad = ok ? 0 : 1;
     if (count > 0) {
-        check_fill(buffer, count, CHORUS_FLOAT32, 7, bench_rank, bench_size);
-        bad += allreduce_once(path, buffer, count) ? check_sum(buffer, 0, count, CHORUS_FLOAT32,
-                                                               bench_size, 7)
-                                                   : (long)count;
+        measure_check_fill(buffer, count, CHORUS_FLOAT32, 7, bench_rank, bench_size);
+        bad += allreduce_once(path, buffer, count)
+                   ? measure_check_sum(buffer, 0, count, CHORUS_FLOAT32, bench_size, 7)
+                   : (long)count;
     }
     MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -157,7 +157,7 @@ int latency_benchmark(const struct options *o)
             size_t count = s < size_count ? sizes[s] / 4 : 0;
             int iterations = iterations_for(o, count * 4);
             CELL(s, PATH_MPI, round) =
-                measure(PATH_MPI, buffer, count, iterations, o->warmup, &wrong[s]);
+                measure(PATH_MPI, buffer, count, iterations, o->sweep.warmup, &wrong[s]);
         }
         if (chorus_init(NULL) != CHORUS_OK) {
             fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
@@ -169,7 +169,7 @@ int latency_benchmark(const struct options *o)
                 int iterations = iterations_for(o, count * 4);
                 /* The barrier is negotiated (chorus_barrier); its ordered cell repeats it. */
                 CELL(s, path, round) = measure((enum latency_path)path, buffer, count, iterations,
-                                               o->warmup, &wrong[s]);
+                                               o->sweep.warmup, &wrong[s]);
             }
         }
         chorus_shutdown();

@@ -5,7 +5,7 @@
  */
 #include "bench.h"
 
-#include "workload.h"
+#include "measure.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@ static double link_transfer(int partner, bool active, bool both_ways, bool sende
     double times[3];
     for (int trial = 0; trial < 3; trial++) {
         MPI_Barrier(MPI_COMM_WORLD);
-        double start = now();
+        double start = measure_now();
         for (size_t sent = 0; active && sent < bytes; sent += message) {
             MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
             if (sender || both_ways)
@@ -31,13 +31,13 @@ static double link_transfer(int partner, bool active, bool both_ways, bool sende
                 MPI_Irecv(in, (int)message, MPI_BYTE, partner, 7, MPI_COMM_WORLD, &requests[1]);
             MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
         }
-        double elapsed = now() - start, slowest = 0;
+        double elapsed = measure_now() - start, slowest = 0;
         MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         times[trial] = slowest;
     }
     free(out);
     free(in);
-    qsort(times, 3, sizeof *times, compare_doubles);
+    qsort(times, 3, sizeof *times, measure_compare_doubles);
     return times[1];
 }
 
@@ -86,7 +86,7 @@ void link_benchmark(void)
     char byte8[8] = {0};
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < 200 && first_pair; i++) {
-        double start = now();
+        double start = measure_now();
         if (bench_rank == 0) {
             MPI_Send(byte8, 8, MPI_BYTE, first_partner, 8, MPI_COMM_WORLD);
             MPI_Recv(byte8, 8, MPI_BYTE, first_partner, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -94,9 +94,9 @@ void link_benchmark(void)
             MPI_Recv(byte8, 8, MPI_BYTE, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             MPI_Send(byte8, 8, MPI_BYTE, 0, 8, MPI_COMM_WORLD);
         }
-        latencies[i] = (now() - start) / 2;
+        latencies[i] = (measure_now() - start) / 2;
     }
-    double latency = first_pair ? median(latencies, 200) : 0;
+    double latency = first_pair ? measure_median(latencies, 200) : 0;
     const size_t bytes = (size_t)64 << 20;
     double one_flow =
         link_transfer(bench_rank == 0 ? first_partner : 0, first_pair, false, bench_rank == 0, bytes);

@@ -5,7 +5,7 @@
  */
 #include "bench.h"
 
-#include "workload.h"
+#include "measure.h"
 
 #include <mpi.h>
 #include <stdatomic.h>
@@ -21,9 +21,9 @@ double copy_bandwidth(void)
     memset(to, 2, bytes);
     double best = 0;
     for (int i = 0; i < 5; i++) {
-        double start = now();
+        double start = measure_now();
         memcpy(to, from, bytes);
-        double rate = (double)bytes / (now() - start) / 1e9;
+        double rate = (double)bytes / (measure_now() - start) / 1e9;
         best = rate > best ? rate : best;
     }
     free(from);
@@ -60,11 +60,11 @@ double cache_line_round_trip(void)
      * before rank 0 goes on, and the trips so far make its figure. */
     for (int round = 0; round < 5 && local_size > 1 && local_rank < 2; round++) {
         long base = (long)round * 2 * trips, stop = -1 - 2 * round, stopped = stop - 1, i;
-        double start = now();
+        double start = measure_now();
         for (i = 0; i < trips; i++) {
             long ping = base + 2 * i + 1, pong = ping + 1;
             if (local_rank == 0) {
-                if (i % 64 == 0 && i > 0 && now() - start > ROUND_TRIP_BUDGET) {
+                if (i % 64 == 0 && i > 0 && measure_now() - start > ROUND_TRIP_BUDGET) {
                     atomic_store(line, stop);
                     while (atomic_load(line) != stopped)
                         ;
@@ -84,11 +84,12 @@ double cache_line_round_trip(void)
                 atomic_store(line, pong);
             }
         }
-        rounds[round] = (now() - start) / (double)i * 1e9; /* i >= 64: a round stops no sooner */
+        /* i >= 64: a round stops no sooner */
+        rounds[round] = (measure_now() - start) / (double)i * 1e9;
     }
     MPI_Barrier(host);
     MPI_Win_free(&window);
     MPI_Comm_free(&host);
-    qsort(rounds, 5, sizeof rounds[0], compare_doubles);
+    qsort(rounds, 5, sizeof rounds[0], measure_compare_doubles);
     return rounds[2];
 }

@@ -15,7 +15,7 @@
  * the message columns let a cost model add (docs/scaling.md).
  */
 #include "../test/common/simulated_ranks.h"
-#include "gradient_list.h"
+#include "measure.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -35,7 +35,7 @@ struct gradient {
 static struct gradient *load_gradients(const char *workload, size_t *count)
 {
     char path[4096];
-    FILE *file = gradient_list_open(workload, path, sizeof path);
+    FILE *file = measure_gradient_list_open(workload, path, sizeof path);
     if (file == NULL) {
         fprintf(stderr, "negotiation-scale: cannot find the gradient list of \"%s\"\n", workload);
         return NULL;

@@ -3,7 +3,7 @@
  * fails the run, naming it.
  */
 #include "bench.h"
-#include "workload.h"
+#include "measure.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -127,13 +127,13 @@ int parse_options(int argc, char **argv, struct options *o)
             index = choice(value, collectives, 5);
             ok = index >= 0;
             if (ok)
-                o->collective = collective_values[index];
+                o->sweep.collective = collective_values[index];
             break;
         case 'b':
-            ok = bench_parse_size(value, &o->min_bytes);
+            ok = measure_parse_size(value, &o->min_bytes);
             break;
         case 'e':
-            ok = bench_parse_size(value, &o->max_bytes);
+            ok = measure_parse_size(value, &o->max_bytes);
             o->max_bytes_given = true;
             break;
         case 'f': {
@@ -143,22 +143,22 @@ int parse_options(int argc, char **argv, struct options *o)
             break;
         }
         case 'n':
-            ok = parse_positive_int(value, &o->iterations);
+            ok = parse_positive_int(value, &o->sweep.iterations);
             break;
         case 'w':
-            ok = parse_positive_int(value, &o->warmup);
+            ok = parse_positive_int(value, &o->sweep.warmup);
             break;
         case 'd':
             index = choice(value, dtypes, 3);
             ok = index >= 0;
             if (ok)
-                o->dtype = dtype_values[index];
+                o->sweep.dtype = dtype_values[index];
             break;
         case 'C':
             o->csv = value;
             break;
         case 'Q':
-            o->ordered = true;
+            o->sweep.ordered = true;
             break;
         case 'U':
             o->latency = true;
@@ -170,11 +170,11 @@ int parse_options(int argc, char **argv, struct options *o)
             o->autotune = true;
             break;
         case 'H':
-            bench_shared_heap = true;
+            measure_shared_heap = true;
             break;
         case 'D':
             ok = strcmp(value, "cuda") == 0;
-            o->device = ok;
+            o->sweep.device = ok;
             if (ok && !chorus_gpu_built()) {
                 if (bench_rank == 0)
                     fprintf(stderr, "chorus-bench: --device cuda needs chorus built with CUDA and "

@@ -8,7 +8,7 @@
 #include "overlap.h"
 
 #include "autotune.h"
-#include "workload.h"
+#include "measure.h"
 
 #include <chorus.h>
 #include <math.h>
@@ -43,9 +43,9 @@ static double calibrate_work(int size)
     enum { PROBE = 2000000 };
     double fastest = INFINITY;
     for (int i = 0; i < 5; i++) {
-        double start = now();
+        double start = measure_now();
         busy_work(PROBE);
-        double elapsed = now() - start;
+        double elapsed = measure_now() - start;
         fastest = elapsed < fastest ? elapsed : fastest;
     }
     double rate = PROBE / fastest, sum = 0;
@@ -54,7 +54,7 @@ static double calibrate_work(int size)
 }
 
 struct step_plan {
-    struct gradient *gradients;
+    struct measure_gradient *gradients;
     size_t count;
     long *work; /* busy_work iterations before gradient i is ready */
     chorus_handle **handles;
@@ -72,7 +72,7 @@ static void fill_gradients(struct step_plan *plan, int rank)
 
 static void submit(struct step_plan *plan, enum variant variant, size_t i, size_t order)
 {
-    struct gradient *g = &plan->gradients[i];
+    struct measure_gradient *g = &plan->gradients[i];
     if (variant == CHORUS_DEFAULT || variant == CHORUS_COMPARED) {
         chorus_tensor tensor = {.data = g->data, .dtype = CHORUS_FLOAT32, .ndims = 1,
                                 .shape = {(int64_t)g->count}};
@@ -101,7 +101,7 @@ static void wait_all(struct step_plan *plan, enum variant variant)
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         chorus_handle_free(plan->handles[i]);
-        const struct gradient *g = &plan->gradients[i];
+        const struct measure_gradient *g = &plan->gradients[i];
         if (g->count > 0 &&
             (g->data[0] != plan->expected || g->data[g->count - 1] != plan->expected))
             plan->wrong++;
@@ -113,17 +113,18 @@ static void wait_all(struct step_plan *plan, enum variant variant)
 static double overlap_step(struct step_plan *plan, enum variant variant, bool mark)
 {
     MPI_Barrier(MPI_COMM_WORLD);
-    double start = now();
+    double start = measure_now();
     for (size_t order = 0; order < plan->count; order++) {
         size_t i = plan->count - 1 - order;
-        double computing = now();
+        double computing = measure_now();
         busy_work(plan->work[i]);
         if (mark)
-            chorus_timeline_mark("compute (backward)", plan->gradients[i].name, computing, now());
+            chorus_timeline_mark("compute (backward)", plan->gradients[i].name, computing,
+                                 measure_now());
         submit(plan, variant, i, order);
     }
     wait_all(plan, variant);
-    double elapsed = now() - start, slowest = 0;
+    double elapsed = measure_now() - start, slowest = 0;
     MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return slowest;
 }
@@ -166,7 +167,7 @@ static void measure_rounds(struct step_plan *plan, int rounds, const char *compa
             if (variant == CHORUS_COMPARED && compare == NULL)
                 continue;
             if (chorus) {
-                restart_chorus(variant == CHORUS_COMPARED ? compare : NULL);
+                measure_restart_chorus(variant == CHORUS_COMPARED ? compare : NULL);
                 fill_gradients(plan, rank);
                 overlap_step(plan, variant, false); /* warm-up: the response cache fills */
             }
@@ -175,7 +176,8 @@ static void measure_rounds(struct step_plan *plan, int rounds, const char *compa
                 times[s] = overlap_step(plan, variant, false);
                 samples[v].steps[samples[v].step_count++] = times[s];
             }
-            samples[v].round_medians[samples[v].round_count++] = median(times, STEPS_PER_ROUND);
+            samples[v].round_medians[samples[v].round_count++] =
+                measure_median(times, STEPS_PER_ROUND);
             if (chorus)
                 chorus_shutdown();
         }
@@ -194,7 +196,7 @@ static void print_table(const struct samples samples[VARIANT_COUNT], const char 
             continue;
         double *rounds = malloc((size_t)samples[v].round_count * sizeof *rounds);
         memcpy(rounds, samples[v].round_medians, (size_t)samples[v].round_count * sizeof *rounds);
-        qsort(rounds, (size_t)samples[v].round_count, sizeof *rounds, compare_doubles);
+        qsort(rounds, (size_t)samples[v].round_count, sizeof *rounds, measure_compare_doubles);
         char range[40];
         snprintf(range, sizeof range, "%.1f-%.1f", rounds[0] * 1e3,
                  rounds[samples[v].round_count - 1] * 1e3);
@@ -218,7 +220,7 @@ static struct step_plan prepare_plan(const char *workload, int rank, int size, s
                                      double *rate, double *communication)
 {
     size_t count = 0;
-    struct gradient *gradients = load_gradients(workload, rank, &count, total);
+    struct measure_gradient *gradients = measure_load_gradients(workload, rank, &count, total);
     struct step_plan plan = {.gradients = gradients, .count = count,
                              .work = calloc(count, sizeof(long)),
                              .handles = calloc(count, sizeof(chorus_handle *)),
@@ -232,7 +234,7 @@ static struct step_plan prepare_plan(const char *workload, int rank, int size, s
         if (s > 0)
             reference[s - 1] = t;
     }
-    *communication = median(reference, 5);
+    *communication = measure_median(reference, 5);
     return plan;
 }
 
@@ -241,7 +243,7 @@ static void release_plan(struct step_plan *plan)
     free(plan->work);
     free(plan->handles);
     free(plan->requests);
-    free_gradients(plan->gradients, plan->count);
+    measure_free_gradients(plan->gradients, plan->count);
 }
 
 /* Spreads `compute` seconds of busy work over the gradients by size. */
@@ -279,13 +281,13 @@ long overlap_benchmark(const struct overlap_options *options, int rank, int size
         double medians[VARIANT_COUNT] = {0};
         for (int v = 0; v < VARIANT_COUNT; v++)
             if (samples[v].step_count > 0)
-                medians[v] = median(samples[v].steps, samples[v].step_count);
+                medians[v] = measure_median(samples[v].steps, samples[v].step_count);
         long step_wrong = 0;
         MPI_Allreduce(&plan.wrong, &step_wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         wrong += step_wrong;
         plan.wrong = 0;
         if (options->timeline != NULL) {
-            restart_chorus(NULL);
+            measure_restart_chorus(NULL);
             fill_gradients(&plan, rank);
             overlap_step(&plan, CHORUS_DEFAULT, false);
             if (chorus_start_timeline(options->timeline) != CHORUS_OK) {

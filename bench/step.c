@@ -1,13 +1,13 @@
 /*
  * step.c — chorus-bench --workload MODEL: a training step of a real model's gradients
- * (workload.h loads them), every tensor submitted in reverse order as backward produces them,
+ * (measure.h loads them), every tensor submitted in reverse order as backward produces them,
  * against MPI per tensor and MPI on one packed buffer; with -c broadcast every tensor is
  * broadcast from rank 0 instead, as broadcast_parameters does.
  */
 #include "bench.h"
 
 #include "autotune.h"
-#include "workload.h"
+#include "measure.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -19,15 +19,15 @@
 static chorus_collective workload_collective = CHORUS_ALLREDUCE;
 
 /* One step through chorus, as this workload's collective. */
-static double chorus_step(struct gradient *gradients, size_t count, chorus_handle **handles)
+static double chorus_step(struct measure_gradient *gradients, size_t count, chorus_handle **handles)
 {
-    return workload_chorus_step(gradients, count, handles, workload_collective, CHORUS_AVERAGE);
+    return measure_chorus_step(gradients, count, handles, workload_collective, CHORUS_AVERAGE);
 }
 
-static double mpi_per_tensor_step(struct gradient *gradients, size_t count)
+static double mpi_per_tensor_step(struct measure_gradient *gradients, size_t count)
 {
     MPI_Barrier(MPI_COMM_WORLD);
-    double start = now();
+    double start = measure_now();
     for (size_t i = count; i-- > 0;) {
         if (workload_collective == CHORUS_BROADCAST)
             MPI_Bcast(gradients[i].data, (int)gradients[i].count, MPI_FLOAT, 0, MPI_COMM_WORLD);
@@ -35,7 +35,7 @@ static double mpi_per_tensor_step(struct gradient *gradients, size_t count)
             MPI_Allreduce(MPI_IN_PLACE, gradients[i].data, (int)gradients[i].count, MPI_FLOAT,
                           MPI_SUM, MPI_COMM_WORLD);
     }
-    double elapsed = now() - start, slowest = 0;
+    double elapsed = measure_now() - start, slowest = 0;
     MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return slowest;
 }
@@ -43,19 +43,19 @@ static double mpi_per_tensor_step(struct gradient *gradients, size_t count)
 static double mpi_fused_step(float *packed, size_t total)
 {
     MPI_Barrier(MPI_COMM_WORLD);
-    double start = now();
+    double start = measure_now();
     if (workload_collective == CHORUS_BROADCAST)
         MPI_Bcast(packed, (int)total, MPI_FLOAT, 0, MPI_COMM_WORLD);
     else
         MPI_Allreduce(MPI_IN_PLACE, packed, (int)total, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double elapsed = now() - start, slowest = 0;
+    double elapsed = measure_now() - start, slowest = 0;
     MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return slowest;
 }
 
 /* Median step time of `run` (0: chorus, 1: MPI per tensor, 2: MPI fused) in milliseconds. */
-static double measure_steps(int run, int steps, struct gradient *gradients, size_t count,
-                            float *packed, size_t total, chorus_handle **handles)
+static double time_steps(int run, int steps, struct measure_gradient *gradients, size_t count,
+                         float *packed, size_t total, chorus_handle **handles)
 {
     enum { WARMUP = 3 };
     double *times = calloc((size_t)steps, sizeof *times);
@@ -66,7 +66,7 @@ static double measure_steps(int run, int steps, struct gradient *gradients, size
         if (s >= WARMUP)
             times[s - WARMUP] = t;
     }
-    double result = median(times, steps) * 1e3;
+    double result = measure_median(times, steps) * 1e3;
     free(times);
     return result;
 }
@@ -84,13 +84,14 @@ void workload_benchmark(const char *workload, int steps, chorus_collective colle
 {
     workload_collective = collective;
     size_t count = 0, total = 0;
-    struct gradient *gradients = load_gradients(workload, bench_rank, &count, &total);
+    struct measure_gradient *gradients =
+        measure_load_gradients(workload, bench_rank, &count, &total);
     chorus_handle **handles = calloc(count, sizeof *handles);
     float *packed = malloc(total * sizeof(float));
     memset(packed, 0, total * sizeof(float));
     double bandwidth = copy_bandwidth();
     double round_trip = cache_line_round_trip();
-    double fused = measure_steps(0, steps, gradients, count, packed, total, handles);
+    double fused = time_steps(0, steps, gradients, count, packed, total, handles);
     if (timeline != NULL) {
         /* Rank 0's view of the default configuration's steps, for bench/timeline-phases. */
         if (chorus_start_timeline(timeline) != CHORUS_OK) {
@@ -101,12 +102,12 @@ void workload_benchmark(const char *workload, int steps, chorus_collective colle
             chorus_step(gradients, count, handles);
         chorus_stop_timeline();
     }
-    restart_chorus("CHORUS_FUSION_THRESHOLD=0");
-    double unfused = measure_steps(0, steps, gradients, count, packed, total, handles);
+    measure_restart_chorus("CHORUS_FUSION_THRESHOLD=0");
+    double unfused = time_steps(0, steps, gradients, count, packed, total, handles);
     /* The baselines run without chorus's background thread polling MPI beside them. */
     chorus_shutdown();
-    double per_tensor = measure_steps(1, steps, gradients, count, packed, total, handles);
-    double ideal = measure_steps(2, steps, gradients, count, packed, total, handles);
+    double per_tensor = time_steps(1, steps, gradients, count, packed, total, handles);
+    double ideal = time_steps(2, steps, gradients, count, packed, total, handles);
     /* The floor: an allreduce must at least read every gradient and write it back. */
     double floor_ms = (double)total * 4 / (bandwidth * 1e9) * 1e3;
     if (bench_rank == 0) {
@@ -129,13 +130,13 @@ void workload_benchmark(const char *workload, int steps, chorus_collective colle
                workload_collective == CHORUS_BROADCAST ? " broadcast" : "", bench_size, fused,
                per_tensor, ideal);
     }
-    free_gradients(gradients, count);
+    measure_free_gradients(gradients, count);
     free(handles);
     free(packed);
 }
 
 struct plain_step {
-    struct gradient *gradients;
+    struct measure_gradient *gradients;
     size_t count;
     chorus_handle **handles;
 };
@@ -149,13 +150,14 @@ static double run_plain_step(void *state)
 void workload_autotune(const char *workload, int steps)
 {
     size_t count = 0, total = 0;
-    struct plain_step plain = {.gradients = load_gradients(workload, bench_rank, &count, &total)};
+    struct plain_step plain = {
+        .gradients = measure_load_gradients(workload, bench_rank, &count, &total)};
     plain.count = count;
     plain.handles = calloc(count, sizeof *plain.handles);
     struct autotune_step step = {.run = run_plain_step, .state = &plain};
     char title[160];
     snprintf(title, sizeof title, "workload=%s", workload);
     autotune_benchmark(&step, steps, title);
-    free_gradients(plain.gradients, count);
+    measure_free_gradients(plain.gradients, count);
     free(plain.handles);
 }

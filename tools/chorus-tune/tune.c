@@ -8,14 +8,15 @@
  * For each collective and each size of a sweep it times every algorithm that can run in this
  * placement, and the built-in choice, through chorus itself (chorus_init with the algorithm
  * forced by CHORUS_<COLLECTIVE>_ALGO, then the same submit-and-wait loop and result check as
- * chorus-bench's sweep), in rounds that take the candidates in a rotating order so that noise
- * shows as a range. Rank 0's timeline of a probe tells which algorithm really ran (one that
- * declines gives way to another). A row is written where an algorithm beat the built-in choice
- * beyond noise: its slowest round faster than the built-in's fastest. Elsewhere the built-in
- * table keeps deciding, so the file cannot make a size slower than the noise allows.
+ * chorus-bench's sweep: measure.h), in rounds that take the candidates in a rotating order so
+ * that noise shows as a range. Rank 0's timeline of a probe tells which algorithm really ran
+ * (one that declines gives way to another). A row is written where an algorithm beat the
+ * built-in choice beyond noise: its slowest round faster than the built-in's fastest. Elsewhere
+ * the built-in table keeps deciding, so the file cannot make a size slower than the noise allows.
  */
-#include "bench.h"
 #include "tune_settings.h"
+
+#include "measure.h"
 
 #include <chorus_query.h>
 
@@ -28,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int bench_rank, bench_size;
+int tune_rank, tune_size;
 
 #define SIZES_MAX 32
 #define CANDIDATES_MAX 17 /* the built-in choice and every algorithm of a collective */
@@ -115,19 +116,19 @@ static int parse_tune_options(int argc, char **argv, struct tune_options *o)
             break;
         case 'c': ok = parse_collectives(optarg, o->collectives); break;
         case 'S': o->settings = false; break;
-        case 'b': ok = bench_parse_size(optarg, &o->min_bytes) && o->min_bytes > 0; break;
-        case 'e': ok = bench_parse_size(optarg, &o->max_bytes); break;
+        case 'b': ok = measure_parse_size(optarg, &o->min_bytes) && o->min_bytes > 0; break;
+        case 'e': ok = measure_parse_size(optarg, &o->max_bytes); break;
         case 'f': o->factor = atof(optarg); ok = o->factor > 1; break;
         case 'r': o->rounds = atoi(optarg); ok = o->rounds >= 1 && o->rounds <= 16; break;
         case 'n': o->iterations = atoi(optarg); ok = o->iterations >= 1; break;
         case 'h':
-            if (bench_rank == 0)
+            if (tune_rank == 0)
                 usage(stdout);
             return 0;
         default: ok = false;
         }
         if (!ok) {
-            if (bench_rank == 0) {
+            if (tune_rank == 0) {
                 if (option != '?')
                     fprintf(stderr, "chorus-tune: invalid value for -%c: '%s'\n", option,
                             optarg);
@@ -137,7 +138,7 @@ static int parse_tune_options(int argc, char **argv, struct tune_options *o)
         }
     }
     if (optind < argc || o->max_bytes < o->min_bytes) {
-        if (bench_rank == 0)
+        if (tune_rank == 0)
             fprintf(stderr, "chorus-tune: %s\n", optind < argc ? "unexpected arguments"
                                                                 : "-e is below -b");
         return 2;
@@ -148,7 +149,7 @@ static int parse_tune_options(int argc, char **argv, struct tune_options *o)
 static void find_placement(struct placement_info *p)
 {
     MPI_Comm local;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, bench_rank, MPI_INFO_NULL, &local);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, tune_rank, MPI_INFO_NULL, &local);
     int local_size = 0, local_rank = 0;
     MPI_Comm_size(local, &local_size);
     MPI_Comm_rank(local, &local_rank);
@@ -162,13 +163,13 @@ static void find_placement(struct placement_info *p)
     char name[MPI_MAX_PROCESSOR_NAME] = "";
     int length = 0;
     MPI_Get_processor_name(name, &length);
-    char *all = calloc((size_t)bench_size, MPI_MAX_PROCESSOR_NAME);
-    int *leading = calloc((size_t)bench_size, sizeof *leading);
+    char *all = calloc((size_t)tune_size, MPI_MAX_PROCESSOR_NAME);
+    int *leading = calloc((size_t)tune_size, sizeof *leading);
     MPI_Gather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
                MPI_COMM_WORLD);
     MPI_Gather(&leader, 1, MPI_INT, leading, 1, MPI_INT, 0, MPI_COMM_WORLD);
     p->names[0] = '\0';
-    for (int r = 0; bench_rank == 0 && r < bench_size; r++)
+    for (int r = 0; tune_rank == 0 && r < tune_size; r++)
         if (leading[r] && strlen(p->names) + MPI_MAX_PROCESSOR_NAME + 2 < sizeof p->names)
             snprintf(p->names + strlen(p->names), sizeof p->names - strlen(p->names), "%s%s",
                      p->names[0] ? "," : "", all + (size_t)r * MPI_MAX_PROCESSOR_NAME);
@@ -195,7 +196,7 @@ static bool start_chorus(chorus_collective collective, int id)
     chorus_init_options init = CHORUS_INIT_OPTIONS_INIT;
     init.parameters = parameters;
     if (chorus_init(&init) != CHORUS_OK) {
-        fprintf(stderr, "chorus-tune: rank %d: chorus_init (%s): %s\n", bench_rank, parameters,
+        fprintf(stderr, "chorus-tune: rank %d: chorus_init (%s): %s\n", tune_rank, parameters,
                 chorus_last_error());
         return false;
     }
@@ -203,20 +204,20 @@ static bool start_chorus(chorus_collective collective, int id)
 }
 
 /* Which algorithm ran the operations of a probe: rank 0's timeline, told to every rank. */
-static void probe(const struct options *o, size_t count, const char *directory, int serial,
-                  char *ran, size_t ran_size)
+static void probe(const struct measure_sweep *sweep, size_t count, const char *directory,
+                  int serial, char *ran, size_t ran_size)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/probe-%d.json", directory, serial);
     long wrong = 0;
-    struct options once = *o;
+    struct measure_sweep once = *sweep;
     once.iterations = 1;
     once.warmup = 0;
     chorus_start_timeline(path);
-    sweep_measure_chorus(&once, count, &wrong);
+    measure_sweep_size(&once, MEASURE_CHORUS, count, &wrong);
     chorus_stop_timeline();
     char name[32] = "?";
-    if (bench_rank == 0) {
+    if (tune_rank == 0) {
         FILE *file = fopen(path, "r");
         char line[4096];
         while (file != NULL && fgets(line, sizeof line, file) != NULL) {
@@ -280,7 +281,7 @@ static void report(FILE *file, chorus_collective collective, struct candidate *c
 {
     const char *name = chorus_collective_name(collective);
     printf("\n# %s, %d ranks, %d per host: the built-in choice against the best algorithm "
-           "(medians of %d rounds, [fastest-slowest])\n", name, bench_size, p->local_ranks,
+           "(medians of %d rounds, [fastest-slowest])\n", name, tune_size, p->local_ranks,
            rounds);
     printf("#%11s  %-19s %30s  %-19s %30s  %6s  %s\n", "size (B)", "built-in", "time (us)",
            "best", "time (us)", "ratio", "row");
@@ -334,7 +335,7 @@ static void report(FILE *file, chorus_collective collective, struct candidate *c
             print_size(high, sizeof high, to);
             const struct candidate *c = &candidates[winner[s]];
             fprintf(file, "%s %s bytes=%s-%s ranks=%d local_ranks=%d # ", name,
-                    chorus_query_algorithm_name(collective, c->id), low, high, bench_size, p->local_ranks);
+                    chorus_query_algorithm_name(collective, c->id), low, high, tune_size, p->local_ranks);
             for (int k = s; k <= end; k++)
                 fprintf(file, "%s%zu B: %.1f us [%.1f-%.1f] against %s %.1f us [%.1f-%.1f]",
                         k > s ? "; " : "", sizes[k], best_spread[k].median * 1e6,
@@ -347,13 +348,14 @@ static void report(FILE *file, chorus_collective collective, struct candidate *c
     }
 }
 
-/* The sweep's sizes for o's collective, as the elements it measures make them; how many. */
-static int sweep_sizes(const struct tune_options *t, const struct options *o, size_t *sizes)
+/* The sweep's sizes for sweep's collective, as the elements it measures make them; how many. */
+static int sweep_sizes(const struct tune_options *t, const struct measure_sweep *sweep,
+                       size_t *sizes)
 {
     int size_count = 0;
     for (size_t bytes = t->min_bytes; bytes <= t->max_bytes && size_count < SIZES_MAX;
          bytes = (size_t)ceil((double)bytes * t->factor)) {
-        size_t measured = sweep_count(o, bytes) * chorus_dtype_size(o->dtype);
+        size_t measured = measure_sweep_count(sweep, bytes) * chorus_dtype_size(sweep->dtype);
         if (size_count == 0 || measured > sizes[size_count - 1])
             sizes[size_count++] = measured;
     }
@@ -368,12 +370,12 @@ static bool tune_collective(const struct tune_options *t, chorus_collective coll
     int count = 0;
     candidates[count++] = (struct candidate){.id = -1};
     for (int a = 0; a < chorus_query_algorithm_count(collective) && count < CANDIDATES_MAX; a++)
-        if (chorus_query_algorithm_fits(collective, a, bench_size, p->local_ranks))
+        if (chorus_query_algorithm_fits(collective, a, tune_size, p->local_ranks))
             candidates[count++] = (struct candidate){.id = a};
-    struct options o = {.collective = collective, .dtype = CHORUS_FLOAT32, .factor = t->factor,
-                        .iterations = t->iterations, .warmup = 2};
+    struct measure_sweep sweep = {.collective = collective, .dtype = CHORUS_FLOAT32,
+                                  .iterations = t->iterations, .warmup = 2};
     size_t sizes[SIZES_MAX];
-    int size_count = sweep_sizes(t, &o, sizes);
+    int size_count = sweep_sizes(t, &sweep, sizes);
     bool right = true;
     static int serial; /* a timeline path this process wrote before would get ".N" added */
     for (int round = 0; round < t->rounds; round++) {
@@ -382,14 +384,15 @@ static bool tune_collective(const struct tune_options *t, chorus_collective coll
             if (!start_chorus(collective, c->id))
                 return false;
             for (int s = 0; s < size_count; s++) {
-                size_t elements = sizes[s] / chorus_dtype_size(o.dtype);
+                size_t elements = sizes[s] / chorus_dtype_size(sweep.dtype);
                 if (round == 0)
-                    probe(&o, elements, directory, serial++, c->ran[s], sizeof c->ran[s]);
+                    probe(&sweep, elements, directory, serial++, c->ran[s], sizeof c->ran[s]);
                 long wrong = 0;
-                c->seconds[s][round] = sweep_measure_chorus(&o, elements, &wrong);
+                c->seconds[s][round] = measure_sweep_size(&sweep, MEASURE_CHORUS, elements,
+                                                          &wrong);
                 if (wrong != 0) {
                     right = false;
-                    if (bench_rank == 0)
+                    if (tune_rank == 0)
                         fprintf(stderr, "chorus-tune: %s by %s at %zu bytes: %ld wrong "
                                 "elements\n", chorus_collective_name(collective),
                                 c->ran[s], sizes[s], wrong);
@@ -398,7 +401,7 @@ static bool tune_collective(const struct tune_options *t, chorus_collective coll
             chorus_shutdown();
         }
     }
-    if (bench_rank == 0)
+    if (tune_rank == 0)
         report(right ? file : NULL, collective, candidates, count, sizes, size_count, t->rounds,
                p);
     return right;
@@ -408,8 +411,8 @@ int main(int argc, char **argv)
 {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &bench_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &bench_size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &tune_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &tune_size);
     struct tune_options t;
     int status = parse_tune_options(argc, argv, &t);
     if (status >= 0) {
@@ -419,13 +422,13 @@ int main(int argc, char **argv)
     struct placement_info p;
     find_placement(&p);
     char directory[] = "/tmp/chorus-tune-XXXXXX";
-    if (bench_rank == 0 && mkdtemp(directory) == NULL) {
+    if (tune_rank == 0 && mkdtemp(directory) == NULL) {
         perror("chorus-tune: mkdtemp");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     FILE *file = NULL;
     char partial[1100] = "";
-    if (bench_rank == 0 && t.output != NULL) {
+    if (tune_rank == 0 && t.output != NULL) {
         snprintf(partial, sizeof partial, "%s.partial", t.output);
         file = fopen(partial, "w");
         if (file == NULL) {
@@ -442,25 +445,25 @@ int main(int argc, char **argv)
                 "algorithm's\n# slowest round beat the built-in choice's fastest; elsewhere the "
                 "built-in table decides;\n# a setting where a value beat the default so at half "
                 "the sizes or more, and lost at none\n",
-                chorus_version(), when, bench_size, p.local_ranks, p.hosts, p.names,
+                chorus_version(), when, tune_size, p.local_ranks, p.hosts, p.names,
                 t.min_bytes, t.max_bytes, t.factor, t.rounds);
     }
-    if (bench_rank == 0)
+    if (tune_rank == 0)
         printf("# chorus-tune: %d ranks, %d per host, %d host(s) (%s); %zu to %zu bytes, x%g, "
-               "%d rounds\n", bench_size, p.local_ranks, p.hosts, p.names, t.min_bytes,
+               "%d rounds\n", tune_size, p.local_ranks, p.hosts, p.names, t.min_bytes,
                t.max_bytes, t.factor, t.rounds);
     bool right = true;
     for (int c = 0; c < CHORUS_COLLECTIVE_COUNT && right; c++)
         if (t.collectives[c])
             right = tune_collective(&t, (chorus_collective)c, &p, directory, file);
     if (right && t.settings) {
-        struct options o = {.collective = CHORUS_ALLREDUCE, .dtype = CHORUS_FLOAT32,
-                            .factor = t.factor, .iterations = t.iterations, .warmup = 2};
+        struct measure_sweep sweep = {.collective = CHORUS_ALLREDUCE, .dtype = CHORUS_FLOAT32,
+                                      .iterations = t.iterations, .warmup = 2};
         size_t sizes[SIZES_MAX];
-        int size_count = sweep_sizes(&t, &o, sizes);
-        right = tune_settings(&o, sizes, size_count, t.rounds, p.local_ranks, p.hosts, file);
+        int size_count = sweep_sizes(&t, &sweep, sizes);
+        right = tune_settings(&sweep, sizes, size_count, t.rounds, p.local_ranks, p.hosts, file);
     }
-    if (bench_rank == 0) {
+    if (tune_rank == 0) {
         rmdir(directory);
         if (file != NULL) {
             fclose(file);

@@ -17,7 +17,7 @@
  */
 #include "tune_settings.h"
 
-#include "workload.h"
+#include "measure.h"
 
 #include <chorus.h>
 #include <chorus_query.h>
@@ -85,7 +85,7 @@ static bool start_with(const char *name, const char *value)
     init.parameters = parameters;
     if (chorus_init(&init) == CHORUS_OK)
         return true;
-    fprintf(stderr, "chorus-tune: rank %d: chorus_init (%s): %s\n", bench_rank, parameters,
+    fprintf(stderr, "chorus-tune: rank %d: chorus_init (%s): %s\n", tune_rank, parameters,
             chorus_last_error());
     return false;
 }
@@ -95,31 +95,31 @@ static bool start_with(const char *name, const char *value)
  * this rank. */
 static double time_burst(size_t tensors, bool mixed, int iterations, long *wrong)
 {
-    struct gradient *burst = calloc(tensors, sizeof *burst);
+    struct measure_gradient *burst = calloc(tensors, sizeof *burst);
     chorus_handle **handles = malloc(tensors * sizeof *handles);
     for (size_t t = 0; t < tensors; t++) {
         snprintf(burst[t].name, sizeof burst[t].name, "burst.%zu", t);
         burst[t].count = mixed ? step_elements[t % (sizeof step_elements / sizeof *step_elements)]
                                : BURST_TENSOR_ELEMENTS;
-        burst[t].data = bench_host_alloc(burst[t].count * sizeof(float), false);
+        burst[t].data = measure_host_alloc(burst[t].count * sizeof(float), false);
     }
     double seconds = 0;
     for (int i = -1; i < iterations; i++) { /* -1: a warm-up that also checks */
         for (size_t t = 0; t < tensors; t++)
             for (size_t e = 0; e < burst[t].count; e++)
-                burst[t].data[e] = (float)(bench_rank + 1);
+                burst[t].data[e] = (float)(tune_rank + 1);
         double slowest =
-            workload_chorus_step(burst, tensors, handles, CHORUS_ALLREDUCE, CHORUS_SUM);
+            measure_chorus_step(burst, tensors, handles, CHORUS_ALLREDUCE, CHORUS_SUM);
         if (i >= 0) {
             seconds += slowest;
             continue;
         }
-        float expected = (float)bench_size * (float)(bench_size + 1) / 2;
+        float expected = (float)tune_size * (float)(tune_size + 1) / 2;
         for (size_t t = 0; t < tensors; t++)
             for (size_t e = 0; e < burst[t].count; e++)
                 *wrong += burst[t].data[e] != expected;
     }
-    free_gradients(burst, tensors);
+    measure_free_gradients(burst, tensors);
     free(handles);
     return seconds / iterations;
 }
@@ -128,7 +128,7 @@ static double median_of(const double *values, int count, double *low, double *hi
 {
     double sorted[ROUNDS_MAX];
     memcpy(sorted, values, (size_t)count * sizeof *sorted);
-    qsort(sorted, (size_t)count, sizeof *sorted, compare_doubles);
+    qsort(sorted, (size_t)count, sizeof *sorted, measure_compare_doubles);
     *low = sorted[0];
     *high = sorted[count - 1];
     return count % 2 ? sorted[count / 2] : (sorted[count / 2 - 1] + sorted[count / 2]) / 2;
@@ -200,8 +200,8 @@ static void decide(FILE *file, const struct setting_trial *trial, const struct w
     fprintf(file, "\n");
 }
 
-bool tune_settings(const struct options *o, const size_t *sizes, int size_count, int rounds,
-                   int local_ranks, int hosts, FILE *file)
+bool tune_settings(const struct measure_sweep *sweep, const size_t *sizes, int size_count,
+                   int rounds, int local_ranks, int hosts, FILE *file)
 {
     /* Staging: the sizes from 256 KiB and a step; fusion: bursts of 4 MiB and 32 MiB. */
     struct workload by_size[WORKLOADS_MAX],
@@ -237,18 +237,19 @@ bool tune_settings(const struct options *o, const size_t *sizes, int size_count,
                     return false;
                 for (int w = 0; w < workloads; w++) {
                     long wrong = 0, total = 0;
-                    struct options allreduce = *o;
+                    struct measure_sweep allreduce = *sweep;
                     allreduce.collective = CHORUS_ALLREDUCE;
-                    int iterations = o->iterations ? o->iterations : 5;
+                    int iterations = sweep->iterations ? sweep->iterations : 5;
                     seconds[v][w][round] =
                         amounts[w].kind == WORKLOAD_SIZE
-                            ? sweep_measure_chorus(&allreduce, amounts[w].amount / 4, &wrong)
+                            ? measure_sweep_size(&allreduce, MEASURE_CHORUS,
+                                                 amounts[w].amount / 4, &wrong)
                             : time_burst(amounts[w].amount, amounts[w].kind == WORKLOAD_STEP,
                                          iterations, &wrong);
                     MPI_Allreduce(&wrong, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
                     if (total != 0) {
                         right = false;
-                        if (bench_rank == 0)
+                        if (tune_rank == 0)
                             fprintf(stderr, "chorus-tune: %s=%s: %ld wrong elements\n", trial->name,
                                     trial->values[v], total);
                     }
@@ -256,7 +257,7 @@ bool tune_settings(const struct options *o, const size_t *sizes, int size_count,
                 chorus_shutdown();
             }
         }
-        if (right && bench_rank == 0)
+        if (right && tune_rank == 0)
             decide(file, trial, amounts, workloads, seconds, rounds);
     }
     return right;

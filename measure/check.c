@@ -1,11 +1,11 @@
 /*
- * check.c — the benchmark's own check of the data it moves (see check.h): small whole numbers
+ * check.c — the measuring's own check of the data it moves (measure.h): small whole numbers
  * from (seed, rank, index), whose sums over the ranks are exact in every dtype, so a result is
  * right or wrong bit for bit. The tests (test/common/reference.c) check every collective far
  * more thoroughly; this is what nccl-tests' #wrong column is for: a benchmark that measured
  * a broken path says so.
  */
-#include "check.h"
+#include "measure.h"
 
 #include <string.h>
 
@@ -120,15 +120,15 @@ static uint32_t load(const void *buffer, size_t index, chorus_dtype dtype)
     return UINT32_MAX;
 }
 
-void check_fill(void *buffer, size_t count, chorus_dtype dtype, uint64_t seed, int rank,
-                int nranks)
+void measure_check_fill(void *buffer, size_t count, chorus_dtype dtype, uint64_t seed, int rank,
+                        int nranks)
 {
     for (size_t i = 0; i < count; i++)
         store(buffer, i, dtype, value_at(seed, rank, i, nranks, dtype));
 }
 
-long check_sum(const void *result, size_t first, size_t count, chorus_dtype dtype, int nranks,
-               uint64_t seed)
+long measure_check_sum(const void *result, size_t first, size_t count, chorus_dtype dtype,
+                       int nranks, uint64_t seed)
 {
     long wrong = 0;
     for (size_t i = 0; i < count; i++) {
@@ -142,13 +142,13 @@ long check_sum(const void *result, size_t first, size_t count, chorus_dtype dtyp
     return wrong;
 }
 
-void check_fill_bytes(void *buffer, size_t bytes, uint64_t seed, int rank)
+void measure_check_fill_bytes(void *buffer, size_t bytes, uint64_t seed, int rank)
 {
     for (size_t i = 0; i < bytes; i++)
         ((unsigned char *)buffer)[i] = (unsigned char)mix(seed, (uint64_t)rank, i);
 }
 
-long check_bytes(const void *buffer, size_t bytes, uint64_t seed, int rank)
+long measure_check_bytes(const void *buffer, size_t bytes, uint64_t seed, int rank)
 {
     long wrong = 0;
     for (size_t i = 0; i < bytes; i++)

@@ -1,9 +1,8 @@
 /*
- * workload.c — see workload.h.
+ * workload.c — a real model's gradients and one training step of them through chorus, the
+ * host buffers the measurements use, a clock and medians (measure.h).
  */
-#include "workload.h"
-
-#include "gradient_list.h"
+#include "measure.h"
 
 #include <chorus.h>
 #include <mpi.h>
@@ -12,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-bool bench_shared_heap;
+bool measure_shared_heap;
 
-void *bench_host_alloc(size_t bytes, bool shared)
+void *measure_host_alloc(size_t bytes, bool shared)
 {
     void *buffer = NULL;
     if (shared) {
@@ -30,17 +29,17 @@ void *bench_host_alloc(size_t bytes, bool shared)
     return buffer;
 }
 
-void bench_host_free(void *buffer)
+void measure_host_free(void *buffer)
 {
     if (chorus_mem_free(buffer) != CHORUS_OK) /* not from the shared heap */
         free(buffer);
 }
 
-double workload_chorus_step(struct gradient *gradients, size_t count, chorus_handle **handles,
-                            chorus_collective collective, chorus_op op)
+double measure_chorus_step(struct measure_gradient *gradients, size_t count,
+                           chorus_handle **handles, chorus_collective collective, chorus_op op)
 {
     MPI_Barrier(MPI_COMM_WORLD);
-    double start = now();
+    double start = measure_now();
     for (size_t i = count; i-- > 0;) {
         chorus_tensor tensor = {.data = gradients[i].data, .dtype = CHORUS_FLOAT32, .ndims = 1,
                                 .shape = {(int64_t)gradients[i].count}};
@@ -60,31 +59,31 @@ double workload_chorus_step(struct gradient *gradients, size_t count, chorus_han
         }
         chorus_handle_free(handles[i]);
     }
-    double elapsed = now() - start, slowest = 0;
+    double elapsed = measure_now() - start, slowest = 0;
     MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return slowest;
 }
 
-double now(void)
+double measure_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-int compare_doubles(const void *a, const void *b)
+int measure_compare_doubles(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-double median(double *values, int count)
+double measure_median(double *values, int count)
 {
-    qsort(values, (size_t)count, sizeof *values, compare_doubles);
+    qsort(values, (size_t)count, sizeof *values, measure_compare_doubles);
     return values[count / 2];
 }
 
-void restart_chorus(const char *parameters)
+void measure_restart_chorus(const char *parameters)
 {
     chorus_shutdown();
     chorus_init_options options = CHORUS_INIT_OPTIONS_INIT;
@@ -95,17 +94,18 @@ void restart_chorus(const char *parameters)
     }
 }
 
-struct gradient *load_gradients(const char *workload, int rank, size_t *count, size_t *total)
+struct measure_gradient *measure_load_gradients(const char *workload, int rank, size_t *count,
+                                                size_t *total)
 {
     char path[1024];
-    FILE *file = gradient_list_open(workload, path, sizeof path);
+    FILE *file = measure_gradient_list_open(workload, path, sizeof path);
     if (file == NULL) {
         if (rank == 0)
             fprintf(stderr, "chorus-bench: cannot find the gradient list of \"%s\"\n", workload);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     size_t capacity = 256;
-    struct gradient *gradients = calloc(capacity, sizeof *gradients);
+    struct measure_gradient *gradients = calloc(capacity, sizeof *gradients);
     char line[512];
     *count = *total = 0;
     while (fgets(line, sizeof line, file) != NULL) {
@@ -115,10 +115,10 @@ struct gradient *load_gradients(const char *workload, int rank, size_t *count, s
             continue;
         if (*count == capacity)
             gradients = realloc(gradients, (capacity *= 2) * sizeof *gradients);
-        struct gradient *g = &gradients[(*count)++];
+        struct measure_gradient *g = &gradients[(*count)++];
         snprintf(g->name, sizeof g->name, "%s", name);
         g->count = (size_t)elements;
-        g->data = bench_host_alloc(g->count * sizeof(float) + 4, bench_shared_heap);
+        g->data = measure_host_alloc(g->count * sizeof(float) + 4, measure_shared_heap);
         for (size_t i = 0; i < g->count; i++)
             g->data[i] = 1.0f;
         *total += g->count;
@@ -130,9 +130,9 @@ struct gradient *load_gradients(const char *workload, int rank, size_t *count, s
     return gradients;
 }
 
-void free_gradients(struct gradient *gradients, size_t count)
+void measure_free_gradients(struct measure_gradient *gradients, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        bench_host_free(gradients[i].data);
+        measure_host_free(gradients[i].data);
     free(gradients);
 }

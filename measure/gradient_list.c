@@ -1,13 +1,13 @@
 /*
- * gradient_list.c — finding a model's list of gradient sizes (gradient_list.h).
+ * gradient_list.c — finding a model's list of gradient sizes (measure.h).
  */
-#include "gradient_list.h"
+#include "measure.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-FILE *gradient_list_open(const char *workload, char *path, size_t path_size)
+FILE *measure_gradient_list_open(const char *workload, char *path, size_t path_size)
 {
     FILE *file = fopen(workload, "r");
     if (file != NULL) {
