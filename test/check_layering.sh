@@ -8,8 +8,13 @@
 # that calls go one way. A module is x.c with x.h; files that share a module's internal header
 # are parts of that module: x_internal.h (the negotiator's files), and lib/executor's backend.h,
 # which the executor's backend files share.
+# Above lib/, the programs: the measuring library (measure/) includes nothing of bench/ or tools/,
+# and tools/ nothing of bench/ (bench's options and helpers stay out of installed tools): no header
+# of those folders, by its path or by a name an include directory would find, and no meson.build
+# there that reaches for bench's files.
 #   check_layering.sh SOURCE_ROOT
 set -uo pipefail
+root=$1
 lib=$1/lib
 declare -A level=([core]=0 [transport]=1 [gpu]=1 [compression]=1 [negotiation]=1 [collectives]=2 [fusion]=3
                   [lane]=5 [executor]=4 [tuning]=5 [coordinator]=6 [api]=7)
@@ -79,6 +84,33 @@ for folder in "${!level[@]}"; do
     failed=1
   fi
   rm -f "/tmp/tsort.$$"
+done
+for floor in "measure:bench tools" "tools:bench"; do
+  folder=${floor%%:*} above=${floor#*:}
+  declare -A held=() # a header's name: the folder above that holds it
+  for upper in $above; do
+    while IFS= read -r name; do
+      held[$name]=$upper
+    done < <(find "$root/$upper" -name '*.h' -printf '%f\n')
+  done
+  while IFS= read -r file; do
+    while IFS= read -r path; do
+      from=""
+      for upper in $above; do
+        [[ $path == "$upper/"* || $path == *"/$upper/"* ]] && from=$upper
+      done
+      [ -z "$from" ] && [ ! -e "${file%/*}/$path" ] && from=${held[${path##*/}]:-}
+      if [ -n "$from" ]; then
+        echo "layering: $file includes $path, of $from/, which is above $folder/"
+        failed=1
+      fi
+    done < <(grep -o '#include "[^"]*"' "$file" | sed 's/#include "//; s/"$//')
+  done < <(find "$root/$folder" -name '*.[ch]')
+  unset held
+  if grep -rhv --include=meson.build '^ *#' "$root/$folder" | grep -qE '\bbench_|bench/'; then
+    echo "layering: a meson.build of $folder/ uses bench/'s files"
+    failed=1
+  fi
 done
 if [ $failed -eq 0 ]; then
   echo "layering: 1 passed, 0 failed"
