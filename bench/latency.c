@@ -102,15 +102,9 @@ static double measure(enum latency_path path, float *buffer, size_t count, int i
     return slowest;
 }
 
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *values, int count)
 {
-    qsort(values, (size_t)count, sizeof *values, compare_doubles);
+    qsort(values, (size_t)count, sizeof *values, measure_compare_doubles);
     return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
 }
 

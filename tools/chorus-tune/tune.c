@@ -233,12 +233,6 @@ static void probe(const struct measure_sweep *sweep, size_t count, const char *d
     snprintf(ran, ran_size, "%s", name);
 }
 
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 struct spread {
     double median, low, high;
 };
@@ -247,7 +241,7 @@ static struct spread spread_of(const double *seconds, int rounds)
 {
     double sorted[16];
     memcpy(sorted, seconds, (size_t)rounds * sizeof *sorted);
-    qsort(sorted, (size_t)rounds, sizeof *sorted, compare_doubles);
+    qsort(sorted, (size_t)rounds, sizeof *sorted, measure_compare_doubles);
     double median = rounds % 2 ? sorted[rounds / 2]
                                : (sorted[rounds / 2 - 1] + sorted[rounds / 2]) / 2;
     return (struct spread){median, sorted[0], sorted[rounds - 1]};
