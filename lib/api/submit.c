@@ -162,7 +162,8 @@ static _Atomic long job_collectives_in_flight;
 /* Counts a job collective's handle in (before the background thread can complete it). */
 static void count_in_flight(struct request *request)
 {
-    if (request->desc.process_set != 0 || request->desc.collective >= CHORUS_COLLECTIVE_COUNT)
+    if (request->kind != REQUEST_COLLECTIVE || request->desc.process_set != 0 ||
+        request->desc.collective >= CHORUS_COLLECTIVE_COUNT)
         return;
     atomic_fetch_add_explicit(&job_collectives_in_flight, 1, memory_order_relaxed);
     request->handle->in_flight_count = &job_collectives_in_flight;
@@ -175,12 +176,12 @@ chorus_status api_enqueue_requests(struct chorus_context *context, struct reques
                                    size_t count, bool wake)
 {
     chorus_status status = CHORUS_OK;
-    const struct wire_request *first = &requests[0]->desc;
+    const struct request *first = requests[0];
     pthread_mutex_lock(&context->lock);
     chorus_status stopped = atomic_load(&context->stopped);
     if (stopped != CHORUS_OK)
-        status = REJECT(stopped, "%s \"%s\": %s", request_collective_name(first), first->name,
-                        context->stopped_message);
+        status = REJECT(stopped, "%s \"%s\": %s", request_operation_name(first),
+                        first->desc.name, context->stopped_message);
     for (size_t i = 0; status == CHORUS_OK && i < count; i++) {
         if (!requests[i]->ordered &&
             name_table_find(&context->in_flight, request_name_set(&requests[i]->desc),

@@ -45,10 +45,12 @@ static chorus_status check_ends(struct chorus_context *context, const char *kind
     return status;
 }
 
-static chorus_status submit_transfer(int collective, const chorus_tensor *tensor, int peer,
-                                     int tag, int process_set, chorus_handle **handle_out)
+static chorus_status submit_transfer(enum transfer_direction direction,
+                                     const chorus_tensor *tensor, int peer, int tag,
+                                     int process_set, chorus_handle **handle_out)
 {
-    const char *kind = collective == COLLECTIVE_SEND ? "chorus_send_async" : "chorus_recv_async";
+    bool send = direction == TRANSFER_SEND;
+    const char *kind = send ? "chorus_send_async" : "chorus_recv_async";
     if (tensor == NULL || handle_out == NULL)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s: tensor and handle must not be NULL",
                       kind);
@@ -61,7 +63,7 @@ static chorus_status submit_transfer(int collective, const chorus_tensor *tensor
                       "%s: the tensor is on GPU %d; chorus sends and receives host tensors (use "
                       "NCCL's send and receive for GPU tensors)",
                       kind, tensor->device);
-    if (peer < 0 && !(collective == COLLECTIVE_RECEIVE && peer == CHORUS_ANY_SOURCE))
+    if (peer < 0 && (send || peer != CHORUS_ANY_SOURCE))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s: rank %d is not a rank", kind, peer);
     struct chorus_context *context = api_instance_acquire();
     if (context == NULL)
@@ -72,13 +74,12 @@ static chorus_status submit_transfer(int collective, const chorus_tensor *tensor
     if (status != CHORUS_OK)
         goto out;
     request = calloc(1, sizeof *request);
-    handle = handle_create(collective, 1);
+    handle = handle_create_transfer(direction);
     if (request != NULL) {
         request->desc.name =
             peer == CHORUS_ANY_SOURCE
                 ? text_format("receive from any rank, tag %d", tag)
-                : text_format("%s rank %d, tag %d",
-                              collective == COLLECTIVE_SEND ? "send to" : "receive from", peer,
+                : text_format("%s rank %d, tag %d", send ? "send to" : "receive from", peer,
                               tag);
         request->desc.group = strdup("");
     }
@@ -87,17 +88,16 @@ static chorus_status submit_transfer(int collective, const chorus_tensor *tensor
         status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "%s: out of memory", kind);
         goto out;
     }
-    request->desc.collective = (uint8_t)collective;
+    request->kind = REQUEST_TRANSFER;
+    request->transfer = (struct transfer_args){.direction = direction, .peer = peer, .tag = tag};
     request->desc.dtype = (uint8_t)tensor->dtype;
     request->desc.ndims = (uint8_t)tensor->ndims;
     memcpy(request->desc.shape, tensor->shape, tensor->ndims * sizeof tensor->shape[0]);
-    request->desc.root = peer;
     request->desc.device = DEVICE_HOST;
     request->desc.group_size = 1;
     request->desc.process_set = process_set;
     request->input = request->output = tensor->data;
     request->count = chorus_tensor_count(tensor);
-    request->tag = tag;
     request->ordered = true;
     request->handle = handle;
     request->submitted_at = clock_seconds();
@@ -114,11 +114,11 @@ out:
 chorus_status chorus_send_async(const chorus_tensor *tensor, int destination, int tag,
                                 int process_set, chorus_handle **handle)
 {
-    return submit_transfer(COLLECTIVE_SEND, tensor, destination, tag, process_set, handle);
+    return submit_transfer(TRANSFER_SEND, tensor, destination, tag, process_set, handle);
 }
 
 chorus_status chorus_recv_async(const chorus_tensor *tensor, int source, int tag, int process_set,
                                 chorus_handle **handle)
 {
-    return submit_transfer(COLLECTIVE_RECEIVE, tensor, source, tag, process_set, handle);
+    return submit_transfer(TRANSFER_RECEIVE, tensor, source, tag, process_set, handle);
 }

@@ -223,8 +223,7 @@ static bool take_submissions(struct background *background)
      * the rest stay queued, and fail with it. */
     struct request *ordered;
     while (!report_pending(&background->report) && (ordered = pending_next_ordered(pending))) {
-        if (ordered->desc.collective == COLLECTIVE_SEND ||
-            ordered->desc.collective == COLLECTIVE_RECEIVE)
+        if (ordered->kind == REQUEST_TRANSFER)
             transfers_post(&background->transfers, ordered);
         else
             ordered_run(&background->ordered, ordered, &background->report);

@@ -81,8 +81,8 @@ void pending_refuse_submissions(void *owner, chorus_status status, const char *r
 static void fail_one(struct pending *pending, struct request *request, chorus_status status,
                      const char *reason)
 {
-    char *message = text_format("%s \"%s\": %s", request_collective_name(&request->desc),
-                                  request->desc.name, reason);
+    char *message =
+        text_format("%s \"%s\": %s", request_operation_name(request), request->desc.name, reason);
     pending_finish(pending, request, status, message ? message : reason);
     free(message);
 }

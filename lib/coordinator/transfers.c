@@ -71,12 +71,12 @@ static int set_rank_of(struct chorus_context *context, int process_set, int rank
     return set_rank;
 }
 
-static const char *peer_text(const struct request *request, char *text, size_t size)
+static const char *peer_text(const struct transfer_args *args, char *text, size_t size)
 {
-    if (request->desc.root == CHORUS_ANY_SOURCE)
+    if (args->peer == CHORUS_ANY_SOURCE)
         snprintf(text, size, "any rank");
     else
-        snprintf(text, size, "rank %d", request->desc.root);
+        snprintf(text, size, "rank %d", args->peer);
     return text;
 }
 
@@ -96,13 +96,14 @@ static void finish(struct transfers *transfers, struct request *request, chorus_
     va_start(arguments, format);
     vsnprintf(reason, sizeof reason, format, arguments);
     va_end(arguments);
+    const struct transfer_args *args = &request->transfer;
     char peer[32];
     char *message =
         text_format("%s of %zu bytes %s %s (tag %d, process set %d) on rank %d: %s",
-                    request_collective_name(&request->desc),
+                    transfer_direction_name(args->direction),
                     request->count * chorus_dtype_size((chorus_dtype)request->desc.dtype),
-                    request->desc.collective == COLLECTIVE_SEND ? "to" : "from",
-                    peer_text(request, peer, sizeof peer), request->tag, request->desc.process_set,
+                    args->direction == TRANSFER_SEND ? "to" : "from",
+                    peer_text(args, peer, sizeof peer), args->tag, request->desc.process_set,
                     transfers->runner->executor.rank, reason);
     pending_finish(transfers->pending, request, status, message != NULL ? message : reason);
     free(message);
@@ -163,9 +164,10 @@ void transfers_post(struct transfers *transfers, struct request *request)
     struct chorus_context *context = transfers->runner->context;
     int process_set = request->desc.process_set;
     MPI_Comm comm = runner_transfer_comm(transfers->runner, process_set);
-    bool send = request->desc.collective == COLLECTIVE_SEND;
-    bool any = request->desc.root == CHORUS_ANY_SOURCE;
-    int peer = any ? MPI_ANY_SOURCE : set_rank_of(context, process_set, request->desc.root);
+    const struct transfer_args *args = &request->transfer;
+    bool send = args->direction == TRANSFER_SEND;
+    bool any = args->peer == CHORUS_ANY_SOURCE;
+    int peer = any ? MPI_ANY_SOURCE : set_rank_of(context, process_set, args->peer);
     if (comm == MPI_COMM_NULL || (!any && peer < 0)) {
         finish(transfers, request, CHORUS_ERR_INVALID_ARGUMENT,
                "this rank or the peer is not a member of the process set (removed?)");
@@ -189,8 +191,8 @@ void transfers_post(struct transfers *transfers, struct request *request)
     transfer.sender = -1;
     MPI_Request mpi = MPI_REQUEST_NULL;
     if (send) {
-        int code = MPI_Isend(request->input, transfer.count, transfer.type, peer, request->tag,
-                             comm, &mpi);
+        int code = MPI_Isend(request->input, transfer.count, transfer.type, peer, args->tag, comm,
+                             &mpi);
         if (code != MPI_SUCCESS) {
             free_type(&transfer.type);
             finish_mpi_failure(transfers, request, "MPI_Isend", code);
@@ -237,8 +239,8 @@ static bool match_receives(struct transfers *transfers)
         int found = 0;
         MPI_Message message = MPI_MESSAGE_NULL;
         MPI_Status status;
-        if (MPI_Improbe(transfer->peer, request->tag, transfer->comm, &found, &message, &status) !=
-                MPI_SUCCESS ||
+        if (MPI_Improbe(transfer->peer, request->transfer.tag, transfer->comm, &found, &message,
+                        &status) != MPI_SUCCESS ||
             !found)
             continue;
         any = true;
@@ -278,7 +280,7 @@ static void complete(struct transfers *transfers, struct transfer *transfer,
     if (error != MPI_SUCCESS) {
         finish_mpi_failure(transfers, request, "MPI", error);
     } else {
-        if (request->desc.collective == COLLECTIVE_RECEIVE)
+        if (request->transfer.direction == TRANSFER_RECEIVE)
             request->handle->source = transfer->sender;
         finish(transfers, request, CHORUS_OK, NULL);
     }
@@ -338,7 +340,7 @@ void transfers_fail_all(struct transfers *transfers, chorus_status status, const
     for (size_t i = 0; i < transfers->count; i++) {
         struct transfer *transfer = &transfers->active[i];
         MPI_Request *mpi = &transfers->requests[i];
-        if (transfer->request->desc.collective == COLLECTIVE_RECEIVE) {
+        if (transfer->request->transfer.direction == TRANSFER_RECEIVE) {
             /* One not matched has nothing posted; one matched has its message on the way,
              * which lands before its tensor is given back. */
             if (*mpi != MPI_REQUEST_NULL)

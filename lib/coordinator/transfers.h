@@ -31,8 +31,8 @@ void transfers_init(struct transfers *transfers, struct runner *runner, struct p
 /* Completes what is still in flight with CHORUS_ERR_SHUTDOWN, then frees. */
 void transfers_release(struct transfers *transfers);
 
-/* Posts `request` (a send or receive taken off the ordered queue); one that cannot be posted (its
- * set gone, MPI refusing it) completes at once with the reason. */
+/* Posts `request` (a REQUEST_TRANSFER taken off the ordered queue); one that cannot be posted
+ * (its set gone, MPI refusing it) completes at once with the reason. */
 void transfers_post(struct transfers *transfers, struct request *request);
 
 /* Completes the transfers MPI has finished; true when any did. */

@@ -67,7 +67,8 @@ static struct chorus_handle *spare_take(void)
     return handle;
 }
 
-struct chorus_handle *handle_create(int collective, size_t members)
+/* A new in-progress handle waiting for `members` requests, its kind for the caller to set. */
+static struct chorus_handle *handle_new(size_t members)
 {
     struct chorus_handle *handle = members <= 1 ? spare_take() : NULL;
     if (handle != NULL) { /* its lock and condition variable stay as they are */
@@ -87,7 +88,6 @@ struct chorus_handle *handle_create(int collective, size_t members)
     atomic_init(&handle->status, CHORUS_IN_PROGRESS);
     handle->members_pending = members;
     handle->first_error = CHORUS_OK;
-    handle->collective = collective;
     handle->source = -1;
     handle->in_flight_count = NULL;
     handle->output_count = members > 0 ? members : 1;
@@ -99,6 +99,38 @@ struct chorus_handle *handle_create(int collective, size_t members)
         return NULL;
     }
     return handle;
+}
+
+struct chorus_handle *handle_create(int collective, size_t members)
+{
+    struct chorus_handle *handle = handle_new(members);
+    if (handle != NULL) {
+        handle->kind = REQUEST_COLLECTIVE;
+        handle->collective = collective;
+    }
+    return handle;
+}
+
+struct chorus_handle *handle_create_transfer(enum transfer_direction direction)
+{
+    struct chorus_handle *handle = handle_new(1);
+    if (handle != NULL) {
+        handle->kind = REQUEST_TRANSFER;
+        handle->collective = -1; /* none */
+        handle->direction = direction;
+    }
+    return handle;
+}
+
+static const char *handle_operation_name(const struct chorus_handle *handle)
+{
+    return request_kind_name(handle->kind, handle->collective, handle->direction);
+}
+
+/* Whether the handle is one of collective `collective`. */
+static bool handle_is_collective(const struct chorus_handle *handle, int collective)
+{
+    return handle->kind == REQUEST_COLLECTIVE && handle->collective == collective;
 }
 
 static void handle_destroy(struct chorus_handle *handle)
@@ -236,12 +268,13 @@ chorus_status chorus_handle_output_at(const chorus_handle *handle, size_t member
     chorus_status status = atomic_load_explicit(&handle->status, memory_order_acquire);
     if (status != CHORUS_OK)
         return status;
-    if (handle->collective != CHORUS_ALLGATHER && handle->collective != CHORUS_REDUCESCATTER &&
-        handle->collective != CHORUS_ALLTOALL)
+    if (!handle_is_collective(handle, CHORUS_ALLGATHER) &&
+        !handle_is_collective(handle, CHORUS_REDUCESCATTER) &&
+        !handle_is_collective(handle, CHORUS_ALLTOALL))
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_output: the handle is a %s, not an allgather, a "
                               "reducescatter or an alltoall",
-                              request_kind_name(handle->collective));
+                              handle_operation_name(handle));
     if (member >= handle->output_count)
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_output: member %zu of a handle of %zu", member,
@@ -277,10 +310,10 @@ int chorus_handle_source(const chorus_handle *handle)
     chorus_status status = atomic_load_explicit(&handle->status, memory_order_acquire);
     if (status != CHORUS_OK)
         return status;
-    if (handle->collective != COLLECTIVE_RECEIVE)
+    if (handle->kind != REQUEST_TRANSFER || handle->direction != TRANSFER_RECEIVE)
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                                      "chorus_handle_source: the handle is a %s, not a receive",
-                                     request_kind_name(handle->collective));
+                                     handle_operation_name(handle));
     return handle->source;
 }
 
@@ -293,10 +326,10 @@ chorus_status chorus_handle_received_splits(const chorus_handle *handle, int64_t
     chorus_status status = atomic_load_explicit(&handle->status, memory_order_acquire);
     if (status != CHORUS_OK)
         return status;
-    if (handle->collective != CHORUS_ALLTOALL)
+    if (!handle_is_collective(handle, CHORUS_ALLTOALL))
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_received_splits: the handle is a %s, not an alltoall",
-                              request_kind_name(handle->collective));
+                              handle_operation_name(handle));
     if (capacity < handle->received_count)
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_received_splits: room for %zu entries; there are %zu "

@@ -7,6 +7,7 @@
 #define CHORUS_HANDLE_H
 
 #include "common.h"
+#include "request.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,7 +36,9 @@ struct chorus_handle {
     size_t members_pending;  /* requests that still have to finish (a group's members) */
     chorus_status first_error;
     char *message;
-    int collective;          /* chorus_collective, or an internal kind (request.h) */
+    enum request_kind kind;
+    int collective;          /* a collective's: chorus_collective, or an internal one (request.h) */
+    enum transfer_direction direction; /* a transfer's */
     int source;              /* a receive's: the job rank whose message it took */
     /* Allgather, reducescatter, alltoall: one output per member of the group (one when alone;
      * `outputs` is then `single`). */
@@ -49,8 +52,10 @@ struct chorus_handle {
     _Atomic long *in_flight_count;
 };
 
-/* A new in-progress handle waiting for `members` requests. */
+/* A new in-progress handle of collective `collective` waiting for `members` requests. */
 struct chorus_handle *handle_create(int collective, size_t members);
+/* A new in-progress handle of one transfer. */
+struct chorus_handle *handle_create_transfer(enum transfer_direction direction);
 
 /* Records the outcome of one member request; the handle completes when the last member has
  * reported, with the first error reported (message formatted from `format`, NULL for none).

@@ -20,22 +20,35 @@ void wire_request_free(struct wire_request *request)
 
 const char *request_collective_name(const struct wire_request *request)
 {
-    return request_kind_name(request->collective);
+    return request_collective_number_name(request->collective);
 }
 
-const char *request_kind_name(int collective)
+const char *request_collective_number_name(int collective)
 {
     switch (collective) {
     case COLLECTIVE_PROCESS_SET:
         return "process set change";
-    case COLLECTIVE_SEND:
-        return "send";
-    case COLLECTIVE_RECEIVE:
-        return "receive";
     case COLLECTIVE_BARRIER:
         return "barrier";
     }
     return chorus_collective_name((chorus_collective)collective);
+}
+
+const char *transfer_direction_name(enum transfer_direction direction)
+{
+    return direction == TRANSFER_SEND ? "send" : "receive";
+}
+
+const char *request_kind_name(enum request_kind kind, int collective,
+                              enum transfer_direction direction)
+{
+    return kind == REQUEST_TRANSFER ? transfer_direction_name(direction)
+                                    : request_collective_number_name(collective);
+}
+
+const char *request_operation_name(const struct request *request)
+{
+    return request_kind_name(request->kind, request->desc.collective, request->transfer.direction);
 }
 
 bool response_applies_to(const struct wire_response *response, int rank)

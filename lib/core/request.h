@@ -44,14 +44,10 @@ struct wire_request {
  * id in `process_set`), or, with no members, removes set `process_set`. Negotiated like any
  * tensor, so every rank changes its sets at the same point of the order all ranks run. */
 enum { COLLECTIVE_PROCESS_SET = CHORUS_COLLECTIVE_COUNT };
-/* Internal too: a point-to-point send or receive (chorus_send_async, chorus_recv_async). Never
- * negotiated nor on the wire: the background thread posts it in submission order with the
- * ordered operations (transfers.h), the peer in `root`, the tag in the request's `tag`. */
-enum { COLLECTIVE_SEND = CHORUS_COLLECTIVE_COUNT + 1, COLLECTIVE_RECEIVE };
 /* Internal too: chorus_barrier where it runs in the job's lane (lib/lane), in call order with
  * the ordered operations, its members checking they all called it there. Never on the wire:
  * elsewhere chorus_barrier is a negotiated allreduce. */
-enum { COLLECTIVE_BARRIER = CHORUS_COLLECTIVE_COUNT + 3 };
+enum { COLLECTIVE_BARRIER = CHORUS_COLLECTIVE_COUNT + 1 };
 /* The process set whose names hold the request's name (name tables key by set and name, so a
  * user's name is never rewritten): its own set, or 0 for a process set change, whose addition
  * learns its set's id only from rank 0's answer. */
@@ -59,10 +55,35 @@ static inline int request_name_set(const struct wire_request *request)
 {
     return request->collective == COLLECTIVE_PROCESS_SET ? 0 : request->process_set;
 }
-/* chorus_collective_name, "process set change", "send", "receive" or "barrier". */
+/* chorus_collective_name, "process set change" or "barrier". */
 const char *request_collective_name(const struct wire_request *request);
-/* The same for a collective's number (chorus_collective or one of the internal kinds above). */
-const char *request_kind_name(int collective);
+/* The same for a collective's number (chorus_collective or one of the internal ones above). */
+const char *request_collective_number_name(int collective);
+
+/* What a submitted request asks for. A collective's description says which collective it is
+ * and is negotiated (unless the request is ordered: then its members check it as they run it).
+ * A transfer is no collective: its ends are its own (struct transfer_args), it is never
+ * negotiated nor on the wire, and its description only names and shapes its tensor. */
+enum request_kind {
+    REQUEST_COLLECTIVE = 0, /* what a zeroed request is */
+    REQUEST_TRANSFER,       /* chorus_send_async, chorus_recv_async */
+};
+
+enum transfer_direction { TRANSFER_SEND, TRANSFER_RECEIVE };
+/* "send" or "receive", as messages name a transfer. */
+const char *transfer_direction_name(enum transfer_direction direction);
+/* What messages call an operation of kind `kind`, as its request or its handle knows it: the
+ * name of collective `collective`, or a transfer's direction. */
+const char *request_kind_name(enum request_kind kind, int collective,
+                              enum transfer_direction direction);
+
+/* A point-to-point transfer, which the background thread posts in submission order with the
+ * ordered operations (lib/coordinator/transfers.h). */
+struct transfer_args {
+    enum transfer_direction direction;
+    int peer; /* the job rank at the other end; a receive's may be CHORUS_ANY_SOURCE */
+    int tag;
+};
 
 enum response_type {
     RESPONSE_EXECUTE = 1,   /* run the collective */
@@ -107,7 +128,10 @@ bool ordered_agreement_response(struct wire_response *response, const struct wir
 
 /* One submitted tensor, from submit until its handle member completes. */
 struct request {
-    struct wire_request desc; /* what is negotiated */
+    enum request_kind kind;
+    /* A collective's: what is negotiated. A transfer's: its name (for messages), dtype, shape,
+     * device and process set; the rest is zero, its `collective` no collective of its own. */
+    struct wire_request desc;
     void *input;
     void *output; /* == input when in place; unused for allgather */
     int64_t *splits; /* alltoall: rows for each rank (one entry per rank); else NULL */
@@ -120,7 +144,7 @@ struct request {
     bool ordered;    /* CHORUS_OP_ORDERED, or a transfer: run in call order, not negotiated */
     double timeout_seconds; /* ordered: the caller's bound on waiting for the members (0: none) */
     struct ordered_agreement *agreed; /* ordered, checked by its lane; else NULL */
-    int tag;         /* a transfer's */
+    struct transfer_args transfer; /* REQUEST_TRANSFER's */
     double submitted_at;
     struct request *next;
     bool strings_inline; /* desc.name and desc.group lie in `strings`, not on their own */
@@ -128,6 +152,8 @@ struct request {
 };
 
 void request_free(struct request *request);
+/* request_kind_name of a submitted request. */
+const char *request_operation_name(const struct request *request);
 
 void wire_request_free(struct wire_request *request);
 /* Deep copy; false when out of memory. */
