@@ -161,6 +161,18 @@ static void to_itself(uint64_t seed)
     fill((uint8_t *)out, sizeof out, seed, test_rank, 77);
     chorus_handle *received = receive_from(in, CHORUS_FLOAT32, 9, test_rank, 77, 0);
     chorus_handle *sent = send_to(out, CHORUS_FLOAT32, 9, test_rank, 77, 0);
+    EXPECT_STATUS(chorus_wait(sent), CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(received), CHORUS_OK);
+    EXPECT(chorus_handle_source(received) == test_rank, "source %d",
+           chorus_handle_source(received));
+    /* Each handle names its transfer: a send has no source, a receive no output. */
+    EXPECT_STATUS(chorus_handle_source(sent), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "the handle is a send, not a receive") != NULL, "%s",
+           chorus_last_error());
+    chorus_tensor output;
+    EXPECT_STATUS(chorus_handle_output(received, &output), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "the handle is a receive, not an allgather") != NULL, "%s",
+           chorus_last_error());
     finish_ok(sent);
     finish_ok(received);
     EXPECT(wrong_bytes((uint8_t *)in, sizeof in, seed, test_rank, 77) == 0, "wrong bytes");
@@ -287,6 +299,8 @@ static void refusals(void)
     EXPECT_STATUS(chorus_submit(&args, &handle), CHORUS_OK);
     EXPECT_STATUS(chorus_wait(handle), CHORUS_OK);
     EXPECT_STATUS(chorus_handle_source(handle), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "allreduce, not a receive") != NULL, "%s",
+           chorus_last_error());
     chorus_handle_free(handle);
     /* A negotiated operation takes no timeout of its own. */
     args.flags = 0;
