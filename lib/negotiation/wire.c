@@ -3,7 +3,8 @@
  * written byte by byte, so the format does not depend on the host; floats travel as their
  * IEEE 754 bit patterns.
  *
- * Message:
+ * Message (the header, up to count, starts every message between ranks: those of
+ * wire_agreement.c too, with their own kinds):
  *   +--------+---------+------+-------+-------+------------------------+
  *   | magic  | version | kind | flags | count | count x (request|resp.)|
  *   | u32    | u16     | u16  | u32   | u32   |                        |
@@ -46,7 +47,7 @@
  *   | u32    | u64      | u16         |                          |
  *   +--------+----------+-------------+-------+
  */
-#include "wire.h"
+#include "wire_internal.h"
 
 #include "negotiated_fields.h"
 
@@ -57,15 +58,7 @@
 #define MAX_MESSAGE_LENGTH (1u << 20)
 #define MAX_FIRST_DIMS (1u << 24)
 
-struct writer {
-    uint8_t *data;
-    size_t length;
-    size_t capacity;
-    bool fixed; /* data is the caller's, of `capacity` bytes: never grown */
-    bool failed;
-};
-
-static void put_bytes(struct writer *writer, const void *bytes, size_t count)
+void wire_put_bytes(struct wire_writer *writer, const void *bytes, size_t count)
 {
     if (writer->failed)
         return;
@@ -90,31 +83,31 @@ static void put_bytes(struct writer *writer, const void *bytes, size_t count)
     writer->length += count;
 }
 
-static void put_unsigned(struct writer *writer, uint64_t value, size_t width)
+void wire_put_unsigned(struct wire_writer *writer, uint64_t value, size_t width)
 {
     uint8_t bytes[8];
     for (size_t i = 0; i < width; i++)
         bytes[i] = (uint8_t)(value >> (8 * i));
-    put_bytes(writer, bytes, width);
+    wire_put_bytes(writer, bytes, width);
 }
 
-static void put_double(struct writer *writer, double value)
+void wire_put_double(struct wire_writer *writer, double value)
 {
     uint64_t bits;
     memcpy(&bits, &value, sizeof bits);
-    put_unsigned(writer, bits, 8);
+    wire_put_unsigned(writer, bits, 8);
 }
 
-static void put_text(struct writer *writer, const char *text, size_t width)
+void wire_put_text(struct wire_writer *writer, const char *text, size_t width)
 {
     size_t length = text ? strlen(text) : 0;
-    put_unsigned(writer, length, width);
-    put_bytes(writer, text, length);
+    wire_put_unsigned(writer, length, width);
+    wire_put_bytes(writer, text, length);
 }
 
 #define FIELD_AT(type, request, field) ((type *)((char *)(request) + (field)->offset))
 
-static void put_field(struct writer *writer, const struct wire_request *request,
+static void put_field(struct wire_writer *writer, const struct wire_request *request,
                       const struct negotiated_field *field)
 {
     struct wire_request *r = (struct wire_request *)request; /* read only */
@@ -122,111 +115,112 @@ static void put_field(struct writer *writer, const struct wire_request *request,
     case FIELD_VIRTUAL:
         return;
     case FIELD_U8:
-        put_unsigned(writer, *FIELD_AT(uint8_t, r, field), 1);
+        wire_put_unsigned(writer, *FIELD_AT(uint8_t, r, field), 1);
         return;
     case FIELD_I32:
-        put_unsigned(writer, (uint32_t)*FIELD_AT(int32_t, r, field), 4);
+        wire_put_unsigned(writer, (uint32_t)*FIELD_AT(int32_t, r, field), 4);
         return;
     case FIELD_U32:
-        put_unsigned(writer, *FIELD_AT(uint32_t, r, field), 4);
+        wire_put_unsigned(writer, *FIELD_AT(uint32_t, r, field), 4);
         return;
     case FIELD_F64:
-        put_double(writer, *FIELD_AT(double, r, field));
+        wire_put_double(writer, *FIELD_AT(double, r, field));
         return;
     case FIELD_TEXT:
-        put_text(writer, *FIELD_AT(char *, r, field), 2);
+        wire_put_text(writer, *FIELD_AT(char *, r, field), 2);
         return;
     case FIELD_SHAPE:
-        put_unsigned(writer, r->ndims, 1);
+        wire_put_unsigned(writer, r->ndims, 1);
         for (size_t i = 0; i < r->ndims; i++)
-            put_unsigned(writer, (uint64_t)r->shape[i], 8);
+            wire_put_unsigned(writer, (uint64_t)r->shape[i], 8);
         return;
     case FIELD_MEMBERS:
-        put_unsigned(writer, r->member_count, 4);
+        wire_put_unsigned(writer, r->member_count, 4);
         for (size_t i = 0; i < r->member_count; i++)
-            put_unsigned(writer, (uint32_t)r->members[i], 4);
+            wire_put_unsigned(writer, (uint32_t)r->members[i], 4);
         return;
     }
 }
 
-static void put_request(struct writer *writer, const struct wire_request *request)
+static void put_request(struct wire_writer *writer, const struct wire_request *request)
 {
-    put_unsigned(writer, request->cached ? 1 : 0, 1);
+    wire_put_unsigned(writer, request->cached ? 1 : 0, 1);
     if (request->cached) {
-        put_unsigned(writer, request->cache_slot, 4);
+        wire_put_unsigned(writer, request->cache_slot, 4);
         return;
     }
     for (size_t i = 0; i < negotiated_field_count; i++)
         put_field(writer, request, &negotiated_fields[i]);
 }
 
-static void put_response(struct writer *writer, const struct wire_response *response)
+static void put_response(struct wire_writer *writer, const struct wire_response *response)
 {
-    put_unsigned(writer, response->type, 1);
+    wire_put_unsigned(writer, response->type, 1);
     if (response->type == RESPONSE_CACHED) {
-        put_unsigned(writer, response->request.cache_slot, 4);
+        wire_put_unsigned(writer, response->request.cache_slot, 4);
         return;
     }
-    put_unsigned(writer, (uint32_t)response->status, 4);
-    put_unsigned(writer, response->contributors, 4);
-    put_text(writer, response->message, 4);
+    wire_put_unsigned(writer, (uint32_t)response->status, 4);
+    wire_put_unsigned(writer, response->contributors, 4);
+    wire_put_text(writer, response->message, 4);
     put_request(writer, &response->request);
-    put_unsigned(writer, response->first_dim_count, 4);
+    wire_put_unsigned(writer, response->first_dim_count, 4);
     for (size_t i = 0; i < response->first_dim_count; i++)
-        put_unsigned(writer, (uint64_t)response->first_dims[i], 8);
-    put_unsigned(writer, response->rank_mask_count, 4);
-    put_bytes(writer, response->rank_mask, response->rank_mask_count);
-    put_unsigned(writer, (uint32_t)response->last_joined_rank, 4);
+        wire_put_unsigned(writer, (uint64_t)response->first_dims[i], 8);
+    wire_put_unsigned(writer, response->rank_mask_count, 4);
+    wire_put_bytes(writer, response->rank_mask, response->rank_mask_count);
+    wire_put_unsigned(writer, (uint32_t)response->last_joined_rank, 4);
+}
+
+void wire_put_header(struct wire_writer *writer, uint16_t kind, uint32_t flags, uint32_t count)
+{
+    wire_put_unsigned(writer, WIRE_MAGIC, 4);
+    wire_put_unsigned(writer, WIRE_VERSION, 2);
+    wire_put_unsigned(writer, kind, 2);
+    wire_put_unsigned(writer, flags, 4);
+    wire_put_unsigned(writer, count, 4);
+}
+
+size_t wire_writer_finish(struct wire_writer *writer, uint8_t **bytes)
+{
+    if (writer->failed) {
+        free(writer->data);
+        *bytes = NULL;
+        return 0;
+    }
+    *bytes = writer->data;
+    return writer->length;
 }
 
 size_t wire_encode(const struct wire_message *message, uint8_t **bytes)
 {
-    struct writer writer = {0};
-    put_unsigned(&writer, WIRE_MAGIC, 4);
-    put_unsigned(&writer, WIRE_VERSION, 2);
-    put_unsigned(&writer, message->kind, 2);
-    put_unsigned(&writer, message->flags, 4);
-    put_unsigned(&writer, message->count, 4);
+    struct wire_writer writer = {0};
+    wire_put_header(&writer, message->kind, message->flags, message->count);
     for (size_t i = 0; i < message->count; i++) {
         if (message->kind == WIRE_REQUESTS)
             put_request(&writer, &message->requests[i]);
         else
             put_response(&writer, &message->responses[i]);
     }
-    if (writer.failed) {
-        free(writer.data);
-        *bytes = NULL;
-        return 0;
-    }
-    *bytes = writer.data;
-    return writer.length;
+    return wire_writer_finish(&writer, bytes);
 }
 
-struct reader {
-    const uint8_t *data;
-    size_t length;
-    size_t offset;
-    char *error;
-    size_t error_size;
-    bool failed;
-};
-
-static bool fail(struct reader *reader, const char *what)
+bool wire_fail(struct wire_reader *reader, const char *what)
 {
     if (!reader->failed)
-        snprintf(reader->error, reader->error_size,
-                 "malformed negotiation message at byte %zu of %zu: %s", reader->offset,
+        snprintf(reader->error, reader->error_size, "malformed %s message at byte %zu of %zu: %s",
+                 reader->label != NULL ? reader->label : "negotiation", reader->offset,
                  reader->length, what);
     reader->failed = true;
     return false;
 }
 
-static uint64_t get_unsigned(struct reader *reader, size_t width)
+uint64_t wire_get_unsigned(struct wire_reader *reader, size_t width)
 {
     if (reader->failed)
         return 0;
     if (reader->length - reader->offset < width) {
-        fail(reader, "truncated");
+        wire_fail(reader, "truncated");
         return 0;
     }
     uint64_t value = 0;
@@ -236,34 +230,34 @@ static uint64_t get_unsigned(struct reader *reader, size_t width)
     return value;
 }
 
-static double get_double(struct reader *reader)
+double wire_get_double(struct wire_reader *reader)
 {
-    uint64_t bits = get_unsigned(reader, 8);
+    uint64_t bits = wire_get_unsigned(reader, 8);
     double value;
     memcpy(&value, &bits, sizeof value);
     return value;
 }
 
-static char *get_text(struct reader *reader, size_t width, size_t max_length)
+char *wire_get_text(struct wire_reader *reader, size_t width, size_t max_length)
 {
-    size_t length = (size_t)get_unsigned(reader, width);
+    size_t length = (size_t)wire_get_unsigned(reader, width);
     if (reader->failed)
         return NULL;
     if (length > max_length) {
-        fail(reader, "text too long");
+        wire_fail(reader, "text too long");
         return NULL;
     }
     if (reader->length - reader->offset < length) {
-        fail(reader, "truncated text");
+        wire_fail(reader, "truncated text");
         return NULL;
     }
     if (memchr(reader->data + reader->offset, '\0', length) != NULL) {
-        fail(reader, "text contains a zero byte");
+        wire_fail(reader, "text contains a zero byte");
         return NULL;
     }
     char *text = malloc(length + 1);
     if (text == NULL) {
-        fail(reader, "out of memory");
+        wire_fail(reader, "out of memory");
         return NULL;
     }
     memcpy(text, reader->data + reader->offset, length);
@@ -272,70 +266,99 @@ static char *get_text(struct reader *reader, size_t width, size_t max_length)
     return text;
 }
 
-static bool fail(struct reader *reader, const char *what);
+bool wire_get_header(struct wire_reader *reader, uint16_t *kind, uint32_t *flags, uint32_t *count)
+{
+    uint32_t magic = (uint32_t)wire_get_unsigned(reader, 4);
+    uint16_t version = (uint16_t)wire_get_unsigned(reader, 2);
+    *kind = (uint16_t)wire_get_unsigned(reader, 2);
+    *flags = (uint32_t)wire_get_unsigned(reader, 4);
+    *count = (uint32_t)wire_get_unsigned(reader, 4);
+    if (reader->failed)
+        return false;
+    if (magic != WIRE_MAGIC)
+        return wire_fail(reader, "bad magic number");
+    if (version != WIRE_VERSION) {
+        char why[96];
+        snprintf(why, sizeof why, "version %u, expected %u (the ranks run different builds)",
+                 version, WIRE_VERSION);
+        return wire_fail(reader, why);
+    }
+    return true;
+}
 
-static bool get_field(struct reader *reader, struct wire_request *r,
+const char *wire_kind_name(unsigned kind)
+{
+    static const char *const names[] = {
+        [WIRE_REQUESTS] = "requests",          [WIRE_RESPONSES] = "responses",
+        [WIRE_PARAMETERS] = "parameters",      [WIRE_VERDICT] = "start-up verdict",
+        [WIRE_TUNING_FILE] = "tuning file",    [WIRE_DIGEST] = "tuning file digest",
+        [WIRE_AUTOTUNE] = "autotune settings",
+    };
+    return kind < ARRAY_LENGTH(names) && names[kind] != NULL ? names[kind] : "unknown";
+}
+
+static bool get_field(struct wire_reader *reader, struct wire_request *r,
                       const struct negotiated_field *field)
 {
     switch (field->encoding) {
     case FIELD_VIRTUAL:
         break;
     case FIELD_U8:
-        *FIELD_AT(uint8_t, r, field) = (uint8_t)get_unsigned(reader, 1);
+        *FIELD_AT(uint8_t, r, field) = (uint8_t)wire_get_unsigned(reader, 1);
         break;
     case FIELD_I32:
-        *FIELD_AT(int32_t, r, field) = (int32_t)(uint32_t)get_unsigned(reader, 4);
+        *FIELD_AT(int32_t, r, field) = (int32_t)(uint32_t)wire_get_unsigned(reader, 4);
         break;
     case FIELD_U32:
-        *FIELD_AT(uint32_t, r, field) = (uint32_t)get_unsigned(reader, 4);
+        *FIELD_AT(uint32_t, r, field) = (uint32_t)wire_get_unsigned(reader, 4);
         break;
     case FIELD_F64:
-        *FIELD_AT(double, r, field) = get_double(reader);
+        *FIELD_AT(double, r, field) = wire_get_double(reader);
         break;
     case FIELD_TEXT:
-        *FIELD_AT(char *, r, field) = get_text(reader, 2, CHORUS_MAX_NAME_LENGTH);
+        *FIELD_AT(char *, r, field) = wire_get_text(reader, 2, CHORUS_MAX_NAME_LENGTH);
         break;
     case FIELD_SHAPE:
-        r->ndims = (uint8_t)get_unsigned(reader, 1);
+        r->ndims = (uint8_t)wire_get_unsigned(reader, 1);
         if (!reader->failed && r->ndims > CHORUS_MAX_DIMS)
-            return fail(reader, "too many dimensions");
+            return wire_fail(reader, "too many dimensions");
         for (size_t i = 0; i < r->ndims; i++) {
-            r->shape[i] = (int64_t)get_unsigned(reader, 8);
+            r->shape[i] = (int64_t)wire_get_unsigned(reader, 8);
             if (!reader->failed && r->shape[i] < 0)
-                return fail(reader, "negative dimension");
+                return wire_fail(reader, "negative dimension");
         }
         break;
     case FIELD_MEMBERS:
-        r->member_count = (uint32_t)get_unsigned(reader, 4);
+        r->member_count = (uint32_t)wire_get_unsigned(reader, 4);
         if (reader->failed)
             return false;
         if (r->member_count > MAX_FIRST_DIMS ||
             (reader->length - reader->offset) / 4 < r->member_count)
-            return fail(reader, "member list longer than the message");
+            return wire_fail(reader, "member list longer than the message");
         if (r->member_count > 0) {
             r->members = malloc(r->member_count * sizeof *r->members);
             if (r->members == NULL)
-                return fail(reader, "out of memory");
+                return wire_fail(reader, "out of memory");
             for (size_t i = 0; i < r->member_count; i++)
-                r->members[i] = (int32_t)(uint32_t)get_unsigned(reader, 4);
+                r->members[i] = (int32_t)(uint32_t)wire_get_unsigned(reader, 4);
         }
         break;
     }
     if (reader->failed)
         return false;
     const char *wrong = field->check != NULL ? field->check(r) : NULL;
-    return wrong == NULL || fail(reader, wrong);
+    return wrong == NULL || wire_fail(reader, wrong);
 }
 
-static bool get_request(struct reader *reader, struct wire_request *request)
+static bool get_request(struct wire_reader *reader, struct wire_request *request)
 {
     memset(request, 0, sizeof *request);
-    uint8_t form = (uint8_t)get_unsigned(reader, 1);
+    uint8_t form = (uint8_t)wire_get_unsigned(reader, 1);
     if (!reader->failed && form > 1)
-        return fail(reader, "unknown request form");
+        return wire_fail(reader, "unknown request form");
     if (form == 1) {
         request->cached = true;
-        request->cache_slot = (uint32_t)get_unsigned(reader, 4);
+        request->cache_slot = (uint32_t)wire_get_unsigned(reader, 4);
         return !reader->failed;
     }
     for (size_t i = 0; i < negotiated_field_count && !reader->failed; i++)
@@ -343,87 +366,76 @@ static bool get_request(struct reader *reader, struct wire_request *request)
     return !reader->failed;
 }
 
-static bool get_response(struct reader *reader, struct wire_response *response)
+static bool get_response(struct wire_reader *reader, struct wire_response *response)
 {
     memset(response, 0, sizeof *response);
-    response->type = (uint8_t)get_unsigned(reader, 1);
+    response->type = (uint8_t)wire_get_unsigned(reader, 1);
     if (response->type == RESPONSE_CACHED) {
         response->request.cached = true;
-        response->request.cache_slot = (uint32_t)get_unsigned(reader, 4);
+        response->request.cache_slot = (uint32_t)wire_get_unsigned(reader, 4);
         return !reader->failed;
     }
-    response->status = (int32_t)(uint32_t)get_unsigned(reader, 4);
-    response->contributors = (uint32_t)get_unsigned(reader, 4);
+    response->status = (int32_t)(uint32_t)wire_get_unsigned(reader, 4);
+    response->contributors = (uint32_t)wire_get_unsigned(reader, 4);
     if (!reader->failed && (response->type < RESPONSE_EXECUTE ||
                             response->type > RESPONSE_CACHED))
-        return fail(reader, "unknown response type");
-    response->message = get_text(reader, 4, MAX_MESSAGE_LENGTH);
+        return wire_fail(reader, "unknown response type");
+    response->message = wire_get_text(reader, 4, MAX_MESSAGE_LENGTH);
     if (!get_request(reader, &response->request))
         return false;
-    response->first_dim_count = (uint32_t)get_unsigned(reader, 4);
+    response->first_dim_count = (uint32_t)wire_get_unsigned(reader, 4);
     if (reader->failed)
         return false;
     if (response->first_dim_count > MAX_FIRST_DIMS ||
         (reader->length - reader->offset) / 8 < response->first_dim_count)
-        return fail(reader, "first-dimension list longer than the message");
+        return wire_fail(reader, "first-dimension list longer than the message");
     if (response->first_dim_count != 0) {
         response->first_dims = malloc(response->first_dim_count * sizeof(int64_t));
         if (response->first_dims == NULL)
-            return fail(reader, "out of memory");
+            return wire_fail(reader, "out of memory");
         for (size_t i = 0; i < response->first_dim_count; i++) {
-            response->first_dims[i] = (int64_t)get_unsigned(reader, 8);
+            response->first_dims[i] = (int64_t)wire_get_unsigned(reader, 8);
             if (response->first_dims[i] < 0)
-                return fail(reader, "negative first dimension");
+                return wire_fail(reader, "negative first dimension");
         }
     }
-    response->rank_mask_count = (uint32_t)get_unsigned(reader, 4);
+    response->rank_mask_count = (uint32_t)wire_get_unsigned(reader, 4);
     if (reader->failed)
         return false;
     if (response->rank_mask_count > MAX_FIRST_DIMS ||
         reader->length - reader->offset < response->rank_mask_count)
-        return fail(reader, "rank mask longer than the message");
+        return wire_fail(reader, "rank mask longer than the message");
     if (response->rank_mask_count != 0) {
         response->rank_mask = malloc(response->rank_mask_count);
         if (response->rank_mask == NULL)
-            return fail(reader, "out of memory");
+            return wire_fail(reader, "out of memory");
         memcpy(response->rank_mask, reader->data + reader->offset, response->rank_mask_count);
         reader->offset += response->rank_mask_count;
     }
-    response->last_joined_rank = (int32_t)(uint32_t)get_unsigned(reader, 4);
+    response->last_joined_rank = (int32_t)(uint32_t)wire_get_unsigned(reader, 4);
     return !reader->failed;
 }
 
 chorus_status wire_decode(const uint8_t *bytes, size_t length, struct wire_message *message,
                           char *error, size_t error_size)
 {
-    struct reader reader = {.data = bytes, .length = length, .error = error,
-                            .error_size = error_size};
+    struct wire_reader reader = {
+        .data = bytes, .length = length, .error = error, .error_size = error_size};
     memset(message, 0, sizeof *message);
-    uint32_t magic = (uint32_t)get_unsigned(&reader, 4);
-    uint16_t version = (uint16_t)get_unsigned(&reader, 2);
-    message->kind = (uint16_t)get_unsigned(&reader, 2);
-    message->flags = (uint32_t)get_unsigned(&reader, 4);
-    uint32_t count = (uint32_t)get_unsigned(&reader, 4);
-    if (reader.failed)
+    uint32_t count = 0;
+    if (!wire_get_header(&reader, &message->kind, &message->flags, &count))
         return CHORUS_ERR_PROTOCOL;
-    if (magic != WIRE_MAGIC) {
-        fail(&reader, "bad magic number");
-        return CHORUS_ERR_PROTOCOL;
-    }
-    if (version != WIRE_VERSION) {
-        char why[64];
-        snprintf(why, sizeof why, "version %u, expected %u", version, WIRE_VERSION);
-        fail(&reader, why);
-        return CHORUS_ERR_PROTOCOL;
-    }
     if (message->kind != WIRE_REQUESTS && message->kind != WIRE_RESPONSES) {
-        fail(&reader, "unknown message kind");
+        char why[96];
+        snprintf(why, sizeof why, "message kind %u (%s), not negotiation's", message->kind,
+                 wire_kind_name(message->kind));
+        wire_fail(&reader, why);
         return CHORUS_ERR_PROTOCOL;
     }
     /* Every entry takes at least 5 bytes (a cached one): reject counts the message cannot hold
      * before allocating for them. */
     if (count > (length - reader.offset) / 5) {
-        fail(&reader, "entry count larger than the message");
+        wire_fail(&reader, "entry count larger than the message");
         return CHORUS_ERR_PROTOCOL;
     }
     if (message->kind == WIRE_REQUESTS)
@@ -431,7 +443,7 @@ chorus_status wire_decode(const uint8_t *bytes, size_t length, struct wire_messa
     else
         message->responses = calloc(count ? count : 1, sizeof *message->responses);
     if (message->requests == NULL && message->responses == NULL) {
-        fail(&reader, "out of memory");
+        wire_fail(&reader, "out of memory");
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
     for (uint32_t i = 0; i < count; i++) {
@@ -445,7 +457,7 @@ chorus_status wire_decode(const uint8_t *bytes, size_t length, struct wire_messa
     }
     message->count = count;
     if (reader.offset != length) {
-        fail(&reader, "trailing bytes");
+        wire_fail(&reader, "trailing bytes");
         wire_message_free(message);
         return CHORUS_ERR_PROTOCOL;
     }
@@ -477,17 +489,17 @@ bool wire_encode_ordered_record(uint64_t position, const struct wire_request *re
     bare.member_count = 0;
     bare.cached = false;
     memset(record, 0, WIRE_ORDERED_RECORD_BYTES);
-    struct writer writer = {.data = record + ORDERED_RECORD_HEAD,
-                            .capacity = WIRE_ORDERED_RECORD_BYTES - ORDERED_RECORD_HEAD,
-                            .fixed = true};
+    struct wire_writer writer = {.data = record + ORDERED_RECORD_HEAD,
+                                 .capacity = WIRE_ORDERED_RECORD_BYTES - ORDERED_RECORD_HEAD,
+                                 .fixed = true};
     put_request(&writer, &bare);
     if (writer.failed)
         return false;
     size_t request_length = writer.length;
-    writer = (struct writer){.data = record, .capacity = ORDERED_RECORD_HEAD, .fixed = true};
-    put_unsigned(&writer, ORDERED_RECORD_MAGIC, 4);
-    put_unsigned(&writer, position, 8);
-    put_unsigned(&writer, request_length, 2);
+    writer = (struct wire_writer){.data = record, .capacity = ORDERED_RECORD_HEAD, .fixed = true};
+    wire_put_unsigned(&writer, ORDERED_RECORD_MAGIC, 4);
+    wire_put_unsigned(&writer, position, 8);
+    wire_put_unsigned(&writer, request_length, 2);
     return !writer.failed;
 }
 
@@ -495,21 +507,21 @@ chorus_status wire_decode_ordered_record(const uint8_t record[WIRE_ORDERED_RECOR
                                          uint64_t *position, struct wire_request *request,
                                          char *error, size_t error_size)
 {
-    struct reader reader = {.data = record, .length = ORDERED_RECORD_HEAD, .error = error,
-                            .error_size = error_size};
+    struct wire_reader reader = {
+        .data = record, .length = ORDERED_RECORD_HEAD, .error = error, .error_size = error_size};
     memset(request, 0, sizeof *request);
-    uint32_t magic = (uint32_t)get_unsigned(&reader, 4);
-    *position = get_unsigned(&reader, 8);
-    size_t request_length = (size_t)get_unsigned(&reader, 2);
+    uint32_t magic = (uint32_t)wire_get_unsigned(&reader, 4);
+    *position = wire_get_unsigned(&reader, 8);
+    size_t request_length = (size_t)wire_get_unsigned(&reader, 2);
     if (!reader.failed && magic != ORDERED_RECORD_MAGIC)
-        fail(&reader, "not an ordered record");
+        wire_fail(&reader, "not an ordered record");
     if (!reader.failed && request_length > WIRE_ORDERED_RECORD_BYTES - ORDERED_RECORD_HEAD)
-        fail(&reader, "ordered record longer than its slot");
+        wire_fail(&reader, "ordered record longer than its slot");
     if (reader.failed)
         return CHORUS_ERR_PROTOCOL;
     reader.length = ORDERED_RECORD_HEAD + request_length;
     if (!get_request(&reader, request) || reader.offset != reader.length) {
-        fail(&reader, "trailing bytes");
+        wire_fail(&reader, "trailing bytes");
         wire_request_free(request);
         return CHORUS_ERR_PROTOCOL;
     }
