@@ -1,7 +1,8 @@
 /*
- * channel.h — how the background threads of the ranks talk while they negotiate: messages of
- * bytes to one rank or many (requests to rank 0, responses from it), the bitwise-AND
- * allreduce of a ready round, and the notice a rank sends when it stops after a fatal error.
+ * channel.h — how the background threads of the ranks talk: messages of bytes to one rank or
+ * many (at start-up, the agreement's: agreement.h; then negotiation's requests to rank 0 and
+ * responses from it), the bitwise-AND allreduce of a ready round, and the notice a rank sends
+ * when it stops after a fatal error.
  *
  * The coordinator sees only these operations. channel_mpi.c implements them on the control
  * communicator; the unit tests implement them between threads (test/common/channel_threads.c)
@@ -12,23 +13,32 @@
 
 #include "../core/common.h"
 
-/* The message tags: negotiation's, autotune's settings (autotune.h), and each rank's part of a
- * negotiation round across hosts (rounds.h). Tag 3 is the abort notice's, which travels on its
- * own (abort.h). */
-enum { CHANNEL_REQUESTS = 1, CHANNEL_RESPONSES = 2, CHANNEL_AUTOTUNE = 4, CHANNEL_ROUNDS = 5 };
+/* The message tags: negotiation's, autotune's settings (autotune.h), the start-up agreement's
+ * (agreement.h) and each rank's part of a negotiation round across hosts (rounds.h). Tag 3 is
+ * the abort notice's, which travels on its own (abort.h). */
+enum {
+    CHANNEL_REQUESTS = 1,
+    CHANNEL_RESPONSES = 2,
+    CHANNEL_AUTOTUNE = 4,
+    CHANNEL_AGREEMENT = 5,
+    CHANNEL_ROUNDS = 6,
+};
 
 struct channel {
     void *state;
-    /* Sends `length` bytes to each of `destinations` with `tag`, taking `bytes` (malloc'd; the
-     * channel frees them once every send completed). CHORUS_OK, or CHORUS_ERR_MPI. */
+    /* Sends `length` bytes to each of `destinations` with `tag`, taking `bytes` (malloc'd, or
+     * NULL for an empty message; the channel frees them once every send completed). CHORUS_OK,
+     * or CHORUS_ERR_MPI. */
     chorus_status (*post)(void *state, uint8_t *bytes, size_t length, const int *destinations,
                           int destination_count, int tag);
     /* Completes sends. With `wait`, until all have; after a fatal error (`failed`) only for a
      * while, then the rest are given up (their buffers kept until MPI is finalized). */
     void (*progress)(void *state, bool wait, bool failed);
     /* Takes one waiting message of `tag` from `source` (-1: any rank) if there is one: *bytes
-     * (malloc'd, the caller frees), *length and *sender set. CHORUS_OK also when there was
-     * none (*bytes NULL); CHORUS_ERR_MPI or CHORUS_ERR_OUT_OF_MEMORY when it failed. */
+     * (malloc'd, also for an empty message; the caller frees), *length and *sender set.
+     * CHORUS_OK also when there was none (*bytes NULL); CHORUS_ERR_MPI or
+     * CHORUS_ERR_OUT_OF_MEMORY when it failed. Messages from one rank with one tag arrive in
+     * the order they were posted. */
     chorus_status (*receive)(void *state, int source, int tag, uint8_t **bytes, size_t *length,
                              int *sender);
     /* Starts the bitwise AND of every rank's `words` words `mine` into `result` (both stay put

@@ -101,7 +101,8 @@ static chorus_status post(void *state, uint8_t *bytes, size_t length, const int 
         message->tag = tag;
         message->length = length;
         message->bytes = malloc(length ? length : 1);
-        memcpy(message->bytes, bytes, length);
+        if (length != 0)
+            memcpy(message->bytes, bytes, length);
         struct message **link = &world->inbox[destinations[i]];
         while (*link != NULL)
             link = &(*link)->next;
