@@ -5,6 +5,7 @@
 
 #include "../core/log.h"
 #include "../core/name_table.h"
+#include "../negotiation/wire.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -13,19 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AUTOTUNE_MAGIC 0x4e555441u /* "ATUN" */
-
 static_assert(AUTOTUNE_CANDIDATES == PARAM_AUTOTUNE_CANDIDATES,
               "the search tries as many values as the parameter table lists");
-
-/* Rank 0 -> every rank at the end of a trial: what runs from the next list on. */
-struct autotune_message {
-    uint32_t magic;
-    uint32_t trial;   /* the trial that ended */
-    uint32_t settled; /* 1: `settings` stay for the rest of the run */
-    uint32_t unused;
-    double settings[AUTOTUNE_SETTINGS_MAX];
-};
+/* Rank 0 -> every rank at the end of a trial, what runs from the next list on: a WIRE_AUTOTUNE
+ * message of the codec. */
+static_assert(AUTOTUNE_SETTINGS_MAX <= WIRE_AUTOTUNE_SETTINGS_MAX,
+              "every setting autotune tries fits in its message");
 
 int autotune_settings(size_t *settings, int capacity)
 {
@@ -172,7 +166,7 @@ static void write_settings(struct autotune *autotune, const double *settings)
 }
 
 /* Rank 0: scores the trial that ended, logs it and picks the next settings into `message`. */
-static void decide(struct autotune *autotune, double seconds, struct autotune_message *message)
+static void decide(struct autotune *autotune, double seconds, struct wire_agreement *message)
 {
     struct autotune_search *search = &autotune->search;
     double score = seconds > 0 ? autotune->window_bytes / seconds : 0;
@@ -183,10 +177,11 @@ static void decide(struct autotune *autotune, double seconds, struct autotune_me
                 autotune->window_bytes, score, seconds * 1e3 / autotune->steps_per_trial);
     }
     bool more = autotune_search_record(search, score);
-    *message = (struct autotune_message){.magic = AUTOTUNE_MAGIC,
-                                         .trial = autotune->trial,
-                                         .settled = more ? 0 : 1};
-    memcpy(message->settings, search->trial, sizeof message->settings);
+    *message = (struct wire_agreement){.kind = WIRE_AUTOTUNE,
+                                       .trial = autotune->trial,
+                                       .settled = !more,
+                                       .setting_count = (size_t)autotune->setting_count};
+    memcpy(message->settings, search->trial, message->setting_count * sizeof *search->trial);
     if (!more && autotune->log != NULL) {
         fprintf(autotune->log, ",settled");
         write_settings(autotune, search->trial);
@@ -208,7 +203,7 @@ fail(char *error, size_t error_size, chorus_status status, const char *format, .
 
 /* The other ranks: waits for rank 0's message on the trial that ended here, within the bound
  * on waits, and while a peer has not failed. */
-static chorus_status receive_decision(struct autotune *autotune, struct autotune_message *message,
+static chorus_status receive_decision(struct autotune *autotune, struct wire_agreement *message,
                                       char *error, size_t error_size)
 {
     double began = clock_seconds();
@@ -224,13 +219,17 @@ static chorus_status receive_decision(struct autotune *autotune, struct autotune
             return fail(error, error_size, status,
                         "autotune: receiving rank 0's settings failed");
         if (bytes != NULL) {
-            bool whole = length == sizeof *message;
-            if (whole)
-                memcpy(message, bytes, sizeof *message);
+            char why[256];
+            status = wire_agreement_decode(bytes, length, WIRE_AUTOTUNE, message, why, sizeof why);
             free(bytes);
-            if (!whole || message->magic != AUTOTUNE_MAGIC || message->trial != autotune->trial)
+            if (status != CHORUS_OK)
+                return fail(error, error_size, status, "autotune: rank 0's settings: %s", why);
+            if (message->trial != autotune->trial ||
+                message->setting_count != (size_t)autotune->setting_count)
                 return fail(error, error_size, CHORUS_ERR_PROTOCOL,
-                            "autotune: rank 0's settings are not for trial %u, which ended here",
+                            "autotune: rank 0's settings (%zu for trial %u) are not the %d for "
+                            "trial %u, which ended here",
+                            message->setting_count, message->trial, autotune->setting_count,
                             autotune->trial);
             return CHORUS_OK;
         }
@@ -251,17 +250,16 @@ static chorus_status receive_decision(struct autotune *autotune, struct autotune
 static chorus_status end_trial(struct autotune *autotune, double seconds, char *error,
                                size_t error_size)
 {
-    struct autotune_message message;
+    struct wire_agreement message;
     if (autotune->rank == 0) {
         decide(autotune, seconds, &message);
-        uint8_t *bytes = malloc(sizeof message);
+        uint8_t *bytes = NULL;
+        size_t length = wire_agreement_encode(&message, &bytes);
         if (bytes == NULL)
             return fail(error, error_size, CHORUS_ERR_OUT_OF_MEMORY, "autotune: out of memory");
-        memcpy(bytes, &message, sizeof message);
         if (autotune->size > 1 &&
-            autotune->channel->post(autotune->channel->state, bytes, sizeof message,
-                                    autotune->other_ranks, autotune->size - 1,
-                                    CHANNEL_AUTOTUNE) != CHORUS_OK)
+            autotune->channel->post(autotune->channel->state, bytes, length, autotune->other_ranks,
+                                    autotune->size - 1, CHANNEL_AUTOTUNE) != CHORUS_OK)
             return fail(error, error_size, CHORUS_ERR_MPI,
                         "autotune: sending the next settings failed");
         if (autotune->size == 1)
