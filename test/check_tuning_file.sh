@@ -8,7 +8,9 @@
 #   - rank 0's file missing: init fails on every rank, naming it;
 #   - rank 0's file's settings: every rank's segment takes the file's staging areas, their size
 #     and their stores, and a
-#     setting rank 0's user set (CHORUS_FUSION_THRESHOLD in its environment) stays.
+#     setting rank 0's user set (CHORUS_FUSION_THRESHOLD in its environment) stays;
+#   - without a file, CHORUS_FUSION_THRESHOLD set on rank 2 alone: every rank runs with rank 0's
+#     value, and rank 2 says so in one line naming the setting and both values.
 # (Open MPI's mpirun is told to let the other ranks finish when one exits with an error, so that
 # every rank's message arrives. Hydra's mpiexec ends them all and their last output may be lost:
 # there only the failure is required, and no rank may report success.)
@@ -87,6 +89,26 @@ if [ $status -eq 0 ] && [ "$segments" -eq 3 ] && [ "$kept" -eq 1 ] && [ "$fusion
     "its user's fusion threshold kept"
 else
   bad "settings (exit $status, segments $segments, kept $kept, fusion $fusion): $(printf '%s\n' "$out" | grep -v INFO | tail -5)"
+fi
+
+if [ $hydra = 1 ]; then
+  # shellcheck disable=SC2086
+  out=$(CHORUS_LOG_LEVEL=info timeout 120 $launch -n 2 "$program" : \
+    -n 1 -env CHORUS_FUSION_THRESHOLD 32M "$program" 2>&1)
+else
+  # shellcheck disable=SC2086
+  out=$(CHORUS_LOG_LEVEL=info timeout 120 $launch -np 2 "$program" : \
+    -np 1 -x CHORUS_FUSION_THRESHOLD=32M "$program" 2>&1)
+fi
+status=$?
+said=$(printf '%s\n' "$out" | grep -c "params: CHORUS_FUSION_THRESHOLD is")
+by_rank_2=$(printf '%s\n' "$out" | grep -c "chorus\[rank 2 .*params: CHORUS_FUSION_THRESHOLD is 33554432 here but 134217728 on rank 0; using rank 0's value")
+fusion=$(printf '%s\n' "$out" | grep -c "fusion up to 134217728 bytes")
+if [ $status -eq 0 ] && [ "$said" -eq 1 ] && [ "$by_rank_2" -eq 1 ] && [ "$fusion" -eq 1 ] &&
+   printf '%s\n' "$out" | grep -q 'np=3: [0-9]* passed, 0 failed'; then
+  ok "rank 2's own CHORUS_FUSION_THRESHOLD gives way to rank 0's, said once by rank 2"
+else
+  bad "a threshold on rank 2 alone (exit $status, said $said, by rank 2 $by_rank_2, fusion $fusion): $(printf '%s\n' "$out" | grep -v INFO | tail -5)"
 fi
 echo "tuning file: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -22,6 +22,7 @@
 #include "rounds.h"
 #include "transfers.h"
 
+#include "../negotiation/agreement.h"
 #include "../tuning/tuning_file.h"
 
 struct background {
@@ -50,6 +51,13 @@ struct background {
  * executor's transport is ready (over MPI, or threads in tests). CHORUS_OK, or why not in
  * `error`. */
 chorus_status coord_setup(struct background *background, char *error, size_t error_size);
+/* At init, over `agreement` (the channel's steps): whether any rank's parameters failed to
+ * parse, and why (CHORUS_ERR_BAD_PARAMETER, naming the first such rank on the others); then
+ * every rank takes rank 0's values of the parameters that shape the wire and says in its log,
+ * once for each, which of its own it gives up (params_adopt_rank0). startup.c. */
+chorus_status coord_agree_on_parameters(struct chorus_context *context,
+                                        const struct agreement *agreement, char *error,
+                                        size_t error_size);
 /* Rank 0: records from now on into `timeline` (NULL: none), negotiation spans included
  * (background.c). */
 void coord_adopt_timeline(struct background *background, struct timeline *timeline);

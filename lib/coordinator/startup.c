@@ -9,9 +9,9 @@
 
 #include "../core/log.h"
 #include "../core/timeline.h"
+#include "../negotiation/wire.h"
 #include "../transport/point_to_point.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,69 +58,44 @@ static void executor_ran(void *owner)
 
 /* ----- start-up --------------------------------------------------------------------------- */
 
-/* Every rank learns whether some rank `failed` (here: with `message`), and the first such
- * rank's message: then `failure`, the message in `error` naming that rank. */
-static chorus_status agree_on_failure(MPI_Comm comm, int rank, bool failed, const char *message,
-                                      chorus_status failure, char *error, size_t error_size)
+chorus_status coord_agree_on_parameters(struct chorus_context *context,
+                                        const struct agreement *agreement, char *error,
+                                        size_t error_size)
 {
-    int mine = failed ? rank : INT_MAX, first_bad = INT_MAX;
-    if (MPI_Allreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Allreduce failed during init");
-        return CHORUS_ERR_MPI;
-    }
-    if (first_bad == INT_MAX)
-        return CHORUS_OK;
-    char text[1024];
-    snprintf(text, sizeof text, "%s", failed ? message : "");
-    if (MPI_Bcast(text, (int)sizeof text, MPI_CHAR, first_bad, comm) != MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Bcast failed during init");
-        return CHORUS_ERR_MPI;
-    }
-    text[sizeof text - 1] = '\0';
-    if (first_bad == rank)
-        snprintf(error, error_size, "%s", text);
-    else
-        snprintf(error, error_size, "rank %d: %.990s", first_bad, text);
-    return failure;
-}
-
-/* Every rank learns whether any rank's parameters failed to parse, and why; then every rank
- * takes rank 0's values of the parameters that shape the wire, sent in their text form
- * (params_encode_wire), and logs any of its own it gives up. */
-static chorus_status agree_on_parameters(struct background *background, char *error,
-                                         size_t error_size)
-{
-    struct chorus_context *context = background->context;
-    MPI_Comm comm = context->control_comm;
-    int rank = background->rank;
-    chorus_status status =
-        agree_on_failure(comm, rank, context->params_status != CHORUS_OK,
-                         context->params_message, CHORUS_ERR_BAD_PARAMETER, error, error_size);
+    chorus_status status = agreement_first_failure(agreement, context->params_status,
+                                                   context->params_message, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    unsigned long long length =
-        rank == 0 ? params_encode_wire(&context->params.values, NULL, 0) : 0;
-    if (MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, 0, comm) != MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Bcast failed during init");
-        return CHORUS_ERR_MPI;
+    uint8_t *bytes = NULL;
+    size_t length = 0;
+    if (agreement->rank == 0) {
+        const struct chorus_params *values = &context->params.values;
+        struct wire_agreement form = {.kind = WIRE_PARAMETERS,
+                                      .length = params_encode_wire(values, NULL, 0)};
+        form.text = malloc(form.length ? form.length : 1);
+        if (form.text != NULL) {
+            params_encode_wire(values, form.text, form.length);
+            length = wire_agreement_encode(&form, &bytes);
+        }
+        free(form.text);
     }
-    char *wire = length <= INT_MAX ? malloc(length ? length : 1) : NULL;
-    status = agree_on_failure(comm, rank, wire == NULL, "out of memory reading the parameters",
-                              CHORUS_ERR_OUT_OF_MEMORY, error, error_size);
-    if (status == CHORUS_OK && rank == 0)
-        params_encode_wire(&context->params.values, wire, length);
-    if (status == CHORUS_OK &&
-        MPI_Bcast(wire, (int)length, MPI_CHAR, 0, comm) != MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Bcast failed during init");
-        status = CHORUS_ERR_MPI;
-    }
+    status = agreement_broadcast(agreement, &bytes, &length, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    struct wire_agreement form;
     struct chorus_params rank0 = context->params.values;
     char why[512] = "";
-    bool read = status == CHORUS_OK && params_decode_wire(wire, length, &rank0, why, sizeof why);
-    free(wire);
-    if (status == CHORUS_OK)
-        status = agree_on_failure(comm, rank, !read, why, CHORUS_ERR_BAD_PARAMETER, error,
-                                  error_size);
+    chorus_status mine =
+        wire_agreement_decode(bytes, length, WIRE_PARAMETERS, &form, why, sizeof why);
+    if (agreement->rank == 0 && bytes == NULL) {
+        mine = CHORUS_ERR_OUT_OF_MEMORY;
+        snprintf(why, sizeof why, "out of memory sending the parameters");
+    }
+    free(bytes);
+    if (mine == CHORUS_OK && !params_decode_wire(form.text, form.length, &rank0, why, sizeof why))
+        mine = CHORUS_ERR_BAD_PARAMETER;
+    wire_agreement_free(&form);
+    status = agreement_first_failure(agreement, mine, why, error, error_size);
     if (status == CHORUS_OK)
         params_adopt_rank0(&context->params, &rank0);
     return status;
@@ -271,46 +246,65 @@ chorus_status coord_setup(struct background *background, char *error, size_t err
     return CHORUS_OK;
 }
 
-/* Over MPI: the communicators, the parameters and topology every rank agrees on, then the
- * parts, the abort notices and the host's segment. */
+/* The instance's communicators: three duplicates of the user's, whose errors return rather
+ * than abort; this rank's place in them, and the largest tag of the transfers'. */
+static chorus_status open_communicators(struct chorus_context *context, char *error,
+                                        size_t error_size)
+{
+    MPI_Comm *duplicates[] = {&context->control_comm, &context->data_comm, &context->transfer_comm};
+    for (size_t i = 0; i < ARRAY_LENGTH(duplicates); i++) {
+        if (MPI_Comm_dup(context->user_comm, duplicates[i]) != MPI_SUCCESS) {
+            snprintf(error, error_size, "MPI_Comm_dup failed");
+            return CHORUS_ERR_MPI;
+        }
+        if (MPI_Comm_set_errhandler(*duplicates[i], MPI_ERRORS_RETURN) != MPI_SUCCESS) {
+            snprintf(error, error_size, "MPI_Comm_set_errhandler failed");
+            return CHORUS_ERR_MPI;
+        }
+    }
+    int *tag_upper_bound = NULL, found = 0;
+    if (MPI_Comm_get_attr(context->transfer_comm, MPI_TAG_UB, &tag_upper_bound, &found) !=
+            MPI_SUCCESS ||
+        MPI_Comm_rank(context->control_comm, &context->rank) != MPI_SUCCESS ||
+        MPI_Comm_size(context->control_comm, &context->size) != MPI_SUCCESS) {
+        snprintf(error, error_size, "MPI_Comm_get_attr, MPI_Comm_rank or MPI_Comm_size failed");
+        return CHORUS_ERR_MPI;
+    }
+    context->tag_upper_bound = found && tag_upper_bound != NULL ? *tag_upper_bound : 32767;
+    return CHORUS_OK;
+}
+
+/* The communicators, then over the channel the parameters and tuning every rank agrees on,
+ * over MPI the topology, then the parts, the abort notices and the host's segment. */
 static chorus_status start(struct background *background, char *error, size_t error_size)
 {
     struct chorus_context *context = background->context;
-    if (MPI_Comm_dup(context->user_comm, &context->control_comm) != MPI_SUCCESS ||
-        MPI_Comm_dup(context->user_comm, &context->data_comm) != MPI_SUCCESS ||
-        MPI_Comm_dup(context->user_comm, &context->transfer_comm) != MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Comm_dup failed");
-        return CHORUS_ERR_MPI;
-    }
-    MPI_Comm_set_errhandler(context->control_comm, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(context->data_comm, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(context->transfer_comm, MPI_ERRORS_RETURN);
-    int *tag_upper_bound = NULL, found = 0;
-    MPI_Comm_get_attr(context->transfer_comm, MPI_TAG_UB, &tag_upper_bound, &found);
-    context->tag_upper_bound = found && tag_upper_bound != NULL ? *tag_upper_bound : 32767;
-    MPI_Comm_rank(context->control_comm, &context->rank);
-    MPI_Comm_size(context->control_comm, &context->size);
+    chorus_status status = open_communicators(context, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
     background->rank = context->rank;
     background->size = context->size;
     log_set_rank(context->rank);
-    chorus_status status = check_not_alone(context, error, error_size);
-    if (status != CHORUS_OK)
-        return status;
-    status = agree_on_parameters(background, error, error_size);
-    if (status != CHORUS_OK)
-        return status;
-    log_set_level((enum log_level)context->params.values.log_level);
-    status = tuning_agree_on_file(context, background->rank, background->size,
-                                  &background->tuning, error, error_size);
-    if (status != CHORUS_OK)
-        return status;
-    status = topology_discover(context, error, error_size);
+    status = check_not_alone(context, error, error_size);
     if (status != CHORUS_OK)
         return status;
     if (!channel_mpi_init(&background->channel, &context->control_comm)) {
         snprintf(error, error_size, "out of memory");
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
+    const struct agreement agreement = {
+        .channel = &background->channel, .rank = background->rank, .size = background->size};
+    status = coord_agree_on_parameters(context, &agreement, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    log_set_level((enum log_level)context->params.values.log_level);
+    status =
+        tuning_agree_on_file(&agreement, &context->params, &background->tuning, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
+    status = topology_discover(context, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
     struct executor *executor = &background->runner.executor;
     executor->data_comm = context->data_comm;
     transport_mpi_init(&executor->transport, &context->data_comm);
@@ -331,10 +325,11 @@ static chorus_status start(struct background *background, char *error, size_t er
     /* Every rank on this host: negotiation rounds through the host's slots (rounds.h). Whether
      * is agreed first, as the slots' making is collective. Across hosts, rounds by copies of
      * the slots up to NEGOTIATION_ROUND_COPIES_UP_TO ranks. */
-    int one_host = executor->node_ready && executor->node.cross == NULL;
-    if (MPI_Allreduce(MPI_IN_PLACE, &one_host, 1, MPI_INT, MPI_MIN, context->data_comm) !=
-        MPI_SUCCESS)
-        one_host = 0;
+    bool one_host = false;
+    status = agreement_all(&agreement, executor->node_ready && executor->node.cross == NULL,
+                           &one_host, error, error_size);
+    if (status != CHORUS_OK)
+        return status;
     if (one_host) {
         if (!rounds_open_slots(&background->rounds, &context->params.values, background->size,
                                &executor->node_comm, background->settings.oversubscribed, error,
@@ -369,12 +364,10 @@ static void report_start(struct chorus_context *context, chorus_status status, c
 
 static void release_communicators(struct chorus_context *context)
 {
-    if (context->control_comm != MPI_COMM_NULL)
-        MPI_Comm_free(&context->control_comm);
-    if (context->data_comm != MPI_COMM_NULL)
-        MPI_Comm_free(&context->data_comm);
-    if (context->transfer_comm != MPI_COMM_NULL)
-        MPI_Comm_free(&context->transfer_comm);
+    MPI_Comm *duplicates[] = {&context->control_comm, &context->data_comm, &context->transfer_comm};
+    for (size_t i = 0; i < ARRAY_LENGTH(duplicates); i++)
+        if (*duplicates[i] != MPI_COMM_NULL && MPI_Comm_free(duplicates[i]) != MPI_SUCCESS)
+            LOG(LOG_WARNING, "shutdown", "MPI_Comm_free failed; the communicator is left to MPI");
 }
 
 void *coord_thread_main(void *argument)

@@ -5,15 +5,16 @@
 #ifndef CHORUS_TUNING_AGREEMENT_H
 #define CHORUS_TUNING_AGREEMENT_H
 
+#include "../negotiation/agreement.h"
 #include "tuning_file.h"
-#include "../core/context.h"
 
-/* Collective over the control communicator, after the parameters are agreed: rank 0 reads the
- * file named by its CHORUS_TUNING_FILE and sends its text to every rank, which parses it into
- * `table` (so every rank selects alike, and a malformed file fails init on every rank, naming
- * the line) and uses its settings; the caller gives its rows to the executors. Ranks that hold a different copy at the same path
- * are named in a warning: rank 0's is used. Nothing happens without a file. */
-chorus_status tuning_agree_on_file(struct chorus_context *context, int rank, int size,
-                                  struct tuning_table *table, char *error, size_t error_size);
+/* Every rank at init, over `agreement`'s channel, after the parameters are agreed (`params`,
+ * whose CHORUS_TUNING_FILE is rank 0's): rank 0 reads the file and sends its text to every
+ * rank, which parses it into `table` (so every rank selects alike, and a malformed file fails
+ * init on every rank, naming the line) and uses its settings; the caller gives its rows to the
+ * executors. Ranks that hold a different copy at the same path are named in a warning: rank
+ * 0's is used. Nothing happens without a file. */
+chorus_status tuning_agree_on_file(const struct agreement *agreement, struct param_set *params,
+                                   struct tuning_table *table, char *error, size_t error_size);
 
 #endif
