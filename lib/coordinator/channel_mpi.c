@@ -126,7 +126,8 @@ static chorus_status receive(void *state, int source, int tag, uint8_t **bytes, 
     if (!flag)
         return CHORUS_OK;
     int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
+    if (MPI_Get_count(&status, MPI_BYTE, &count) != MPI_SUCCESS || count == MPI_UNDEFINED)
+        return CHORUS_ERR_MPI; /* a fatal error: the matched message is left to MPI */
     uint8_t *received = malloc(count > 0 ? (size_t)count : 1);
     if (received == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;

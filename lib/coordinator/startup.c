@@ -80,8 +80,10 @@ chorus_status coord_agree_on_parameters(struct chorus_context *context,
         free(form.text);
     }
     status = agreement_broadcast(agreement, &bytes, &length, error, error_size);
-    if (status != CHORUS_OK)
+    if (status != CHORUS_OK) {
+        free(bytes); /* rank 0's own */
         return status;
+    }
     struct wire_agreement form;
     struct chorus_params rank0 = context->params.values;
     char why[512] = "";
