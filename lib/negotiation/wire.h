@@ -82,7 +82,7 @@ chorus_status wire_decode_ordered_record(const uint8_t record[WIRE_ORDERED_RECOR
 /* One message of the kinds WIRE_PARAMETERS .. WIRE_AUTOTUNE: `kind` says which fields travel. */
 struct wire_agreement {
     uint16_t kind;
-    /* WIRE_VERDICT: the rank whose outcome it is (-1: none failed). */
+    /* WIRE_VERDICT: the rank whose outcome it is. */
     int32_t rank;
     /* WIRE_VERDICT: CHORUS_OK or that rank's failure; WIRE_TUNING_FILE: rank 0's reading of
      * the file. With its text, NULL or "" when there is none. */
@@ -112,7 +112,8 @@ size_t wire_agreement_encode(const struct wire_agreement *message, uint8_t **byt
 /* Decodes `length` bytes, which must be a message of `kind`. Rejects (CHORUS_ERR_PROTOCOL,
  * reason in `error`, nothing to free) a wrong magic or version, another kind (a foreign
  * message), truncated or trailing bytes, counts and lengths past their bounds, statuses that
- * are not errors, sources that are none. CHORUS_OK: free it with wire_agreement_free. */
+ * are neither CHORUS_OK nor an error, sources that are none. CHORUS_OK: free it with
+ * wire_agreement_free. */
 chorus_status wire_agreement_decode(const uint8_t *bytes, size_t length, uint16_t kind,
                                     struct wire_agreement *message, char *error, size_t error_size);
 
