@@ -100,7 +100,7 @@ bool rounds_open_copies(struct rounds *rounds, const struct chorus_params *param
     size_t payload = params->small_limit < ROUND_COPY_PAYLOAD_LIMIT ? params->small_limit
                                                                     : ROUND_COPY_PAYLOAD_LIMIT;
     size_t bytes = lay_out_slots(rounds, params, payload);
-    rounds->peers = malloc((size_t)(size - 1) * sizeof *rounds->peers);
+    rounds->peers = channel_ranks_but(rank, size);
     if (rounds->peers == NULL || !small_segment_create_copies(&rounds->slots, rank, size, bytes) ||
         (!rounds->on && !rounds_start(rounds, params))) {
         snprintf(error, error_size, "out of memory");
@@ -110,9 +110,6 @@ bool rounds_open_copies(struct rounds *rounds, const struct chorus_params *param
         rounds->on = false;
         return false;
     }
-    for (int r = 0, i = 0; r < size; r++)
-        if (r != rank)
-            rounds->peers[i++] = r;
     rounds->slots_ready = true;
     rounds->copies = true;
     return true;

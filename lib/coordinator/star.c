@@ -31,11 +31,9 @@ bool star_init(struct star *star, struct chorus_context *context, int rank, int 
     if (!liveness_init(&star->liveness, rank, size, star->params->timeout_seconds, now))
         return false;
     liveness_batch_done(&star->liveness, now);
-    star->other_ranks = malloc((size_t)size * sizeof *star->other_ranks);
+    star->other_ranks = channel_ranks_but(0, size);
     if (star->other_ranks == NULL)
         return false;
-    for (int r = 1; r < size; r++)
-        star->other_ranks[r - 1] = r;
     if (rank != 0)
         return true;
     if (!negotiator_init(&star->negotiator, size))

@@ -48,7 +48,7 @@ chorus_status agreement_broadcast(const struct agreement *agreement, uint8_t **b
         return agreement_receive(agreement, 0, bytes, length, error, error_size);
     if (agreement->size == 1)
         return CHORUS_OK;
-    int *others = malloc((size_t)(agreement->size - 1) * sizeof *others);
+    int *others = channel_ranks_but(0, agreement->size);
     uint8_t *copy = *bytes != NULL ? malloc(*length ? *length : 1) : NULL;
     if (others == NULL || (*bytes != NULL && copy == NULL)) {
         free(others);
@@ -56,8 +56,6 @@ chorus_status agreement_broadcast(const struct agreement *agreement, uint8_t **b
         snprintf(error, error_size, "out of memory sending to every rank during init");
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
-    for (int r = 1; r < agreement->size; r++)
-        others[r - 1] = r;
     if (copy != NULL && *length != 0)
         memcpy(copy, *bytes, *length);
     chorus_status status = channel->post(channel->state, copy, copy != NULL ? *length : 0, others,

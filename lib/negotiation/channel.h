@@ -13,6 +13,8 @@
 
 #include "../core/common.h"
 
+#include <stdlib.h>
+
 /* The message tags: negotiation's, autotune's settings (autotune.h), the start-up agreement's
  * (agreement.h) and each rank's part of a negotiation round across hosts (rounds.h). Tag 3 is
  * the abort notice's, which travels on its own (abort.h). */
@@ -49,6 +51,17 @@ struct channel {
     /* Frees the channel. A round still posted after a fatal error is left to MPI. */
     void (*release)(void *state, bool failed);
 };
+
+/* Every rank of `size` but `rank`, in order: the destinations of a message to all the others
+ * (malloc'd; NULL when out of memory). */
+static inline int *channel_ranks_but(int rank, int size)
+{
+    int *ranks = malloc((size_t)(size > 1 ? size - 1 : 1) * sizeof *ranks);
+    for (int r = 0, i = 0; ranks != NULL && r < size; r++)
+        if (r != rank)
+            ranks[i++] = r;
+    return ranks;
+}
 
 /* The channel over `comm` (an MPI_Comm passed by pointer; it must stay put). False when out of
  * memory. */
