@@ -1,11 +1,11 @@
 /*
- * ordered.c — see ordered.h. The check is one allgather of a fixed block per member: the wire
- * codec's ordered record (wire.h), and beside it, for a small allreduce of host memory, the
- * member's contribution, so that the check is the whole collective (each member reduces every
- * member's contribution in member order, as the host's slots do: all get the same bits). On
- * MPI the allgather is MPI's own (executor_exchange_records): 1-5 us at 2 ranks on one host.
- * Across hosts this halves a small allreduce's exchanges (the check, then the algorithm).
- */
+ * ordered.c — see ordered.h. The check is one allgather of a block per member: the wire codec's
+ * ordered record (wire.h), and behind it, for a small allreduce of host memory, the member's
+ * contribution, so that the check is the whole collective (each member reduces every member's
+ * contribution in member order, as the host's slots do: all get the same bits). Among few
+ * members the blocks go point to point, each as long as what it holds; among more, MPI's own
+ * allgather of fixed blocks. Across hosts this halves a small allreduce's exchanges (the check,
+ * then the algorithm). */
 #include "ordered.h"
 
 #include "../collectives/reduce.h"
@@ -140,46 +140,50 @@ static void run_agreed(struct ordered *ordered, struct request *request,
     ordered->run_count++;
 }
 
-/* A member's block of the check's allgather: its record, then its contribution where the
- * operation rides along (rides_along). Every ordered operation's block has this size, so that
- * members that disagree on the operation still agree on the allgather. 256 bytes hold the
- * scalars and short vectors that small allreduces carry (losses, metrics, norms). */
-#define INLINE_BYTES 256
-#define BLOCK_BYTES (WIRE_ORDERED_RECORD_BYTES + INLINE_BYTES)
+/* A member's block of the check: its record, then its contribution where the operation's data
+ * rides along (rides_along). Among few members (executor_records_may_vary) a block is as long
+ * as what it holds, up to 4 KiB of data (as the negotiated path's rounds and the host's slots
+ * carry). Among more, the check is MPI's allgather, for which every ordered operation's block
+ * has one size, so that members that disagree on the operation still agree on the allgather:
+ * 256 bytes of data hold the scalars and short vectors that small allreduces carry (losses,
+ * metrics, norms). */
+#define FEW_MEMBERS_DATA_BYTES 4096
+#define MANY_MEMBERS_DATA_BYTES 256
 
 /* Whether the operation's data rides in the check's blocks: an allreduce of host memory that
  * fits, uncompressed and not Adasum (what the host's slots take too). A function of the
- * description alone, so that members that agree on it decide alike. */
-static bool rides_along(const struct request *request)
+ * description and the members alone, so that members that agree on it decide alike. */
+static bool rides_along(const struct request *request, size_t data_capacity)
 {
     const struct wire_request *desc = &request->desc;
     return desc->collective == CHORUS_ALLREDUCE && desc->device == DEVICE_HOST &&
            desc->compression == CHORUS_COMPRESSION_NONE && desc->op != CHORUS_ADASUM &&
-           request->count * chorus_dtype_size((chorus_dtype)desc->dtype) <= INLINE_BYTES;
+           request->count * chorus_dtype_size((chorus_dtype)desc->dtype) <= data_capacity;
 }
 
-/* The allreduce from the members' blocks: each member's contribution (its prescale applied
- * before it was sent), reduced in member order into the output, times the factor (postscale,
- * an average's division). */
-static void reduce_blocks(struct request *request, const uint8_t *blocks, int members)
+/* The allreduce from the members' blocks, `stride` bytes apart: each member's contribution
+ * (its prescale applied before it was sent), reduced in member order into the output, times
+ * the factor (postscale, an average's division). */
+static void reduce_blocks(struct request *request, const uint8_t *blocks, size_t stride,
+                          int members)
 {
     const struct wire_request *desc = &request->desc;
-    reduce_strided_scaled(request->output, blocks + WIRE_ORDERED_RECORD_BYTES, BLOCK_BYTES,
-                          members, request->count, (chorus_dtype)desc->dtype,
+    reduce_strided_scaled(request->output, blocks + WIRE_ORDERED_RECORD_BYTES, stride, members,
+                          request->count, (chorus_dtype)desc->dtype,
                           desc->op == CHORUS_AVERAGE ? CHORUS_SUM : (chorus_op)desc->op,
                           request_output_factor(desc, (uint32_t)members));
 }
 
 /* The members' records from their blocks into `records`; a record that does not decode is a
  * fatal error (`error`). */
-static chorus_status decode_records(const uint8_t *blocks, int members,
+static chorus_status decode_records(const uint8_t *blocks, size_t stride, int members,
                                     struct ordered_record *records, char *error,
                                     size_t error_size)
 {
     for (int m = 0; m < members; m++) {
         chorus_status status = wire_decode_ordered_record(
-            blocks + (size_t)m * BLOCK_BYTES, &records[m].position, &records[m].desc,
-            error, error_size);
+            blocks + (size_t)m * stride, &records[m].position, &records[m].desc, error,
+            error_size);
         if (status != CHORUS_OK)
             return status;
     }
@@ -219,8 +223,13 @@ void ordered_run(struct ordered *ordered, struct request *request, struct coord_
     }
     uint64_t position = 0;
     int members = executor->nranks;
-    uint8_t mine[BLOCK_BYTES] = {0};
-    uint8_t *all = malloc((size_t)members * BLOCK_BYTES);
+    bool few = executor_records_may_vary(executor);
+    size_t data_capacity = few ? FEW_MEMBERS_DATA_BYTES : MANY_MEMBERS_DATA_BYTES;
+    size_t stride = WIRE_ORDERED_RECORD_BYTES + data_capacity;
+    bool inline_data = rides_along(request, data_capacity);
+    size_t data_bytes = request->count * chorus_dtype_size((chorus_dtype)desc->dtype);
+    uint8_t mine[WIRE_ORDERED_RECORD_BYTES + FEW_MEMBERS_DATA_BYTES] = {0};
+    uint8_t *all = malloc((size_t)members * stride);
     struct ordered_record *records = calloc((size_t)members, sizeof *records);
     struct ordered_agreement agreed = {0};
     if (all == NULL || records == NULL || !next_position(ordered, desc->process_set, &position)) {
@@ -235,18 +244,19 @@ void ordered_run(struct ordered *ordered, struct request *request, struct coord_
                    "the operation's description does not fit an ordered record");
         goto out;
     }
-    bool inline_data = rides_along(request);
     if (inline_data && request->count != 0) {
-        memcpy(mine + WIRE_ORDERED_RECORD_BYTES, request->input,
-               request->count * chorus_dtype_size((chorus_dtype)desc->dtype));
+        memcpy(mine + WIRE_ORDERED_RECORD_BYTES, request->input, data_bytes);
         reduce_scale_buffer(mine + WIRE_ORDERED_RECORD_BYTES, request->count,
                             (chorus_dtype)desc->dtype, desc->prescale);
     }
     char error[1024] = "";
-    chorus_status status = executor_exchange_records(executor, mine, sizeof mine, all, error,
-                                                     sizeof error);
+    size_t sent = WIRE_ORDERED_RECORD_BYTES + (inline_data ? data_bytes : 0);
+    chorus_status status =
+        few ? executor_exchange_varying_records(executor, mine, sent, stride, all, error,
+                                                sizeof error)
+            : executor_exchange_records(executor, mine, stride, all, error, sizeof error);
     if (status == CHORUS_OK)
-        status = decode_records(all, members, records, error, sizeof error);
+        status = decode_records(all, stride, members, records, error, sizeof error);
     if (status != CHORUS_OK) {
         report_fail(report, status, "%s \"%s\": the ranks' check before it failed: %s", kind,
                     label, error);
@@ -259,7 +269,7 @@ void ordered_run(struct ordered *ordered, struct request *request, struct coord_
         finish_now(ordered, request, CHORUS_ERR_MISMATCH, disagreement);
     } else if (inline_data) { /* the check was the collective */
         if (request->count != 0)
-            reduce_blocks(request, all, members);
+            reduce_blocks(request, all, stride, members);
         ordered->run_count++;
         finish_now(ordered, request, CHORUS_OK, NULL);
     } else if (!agreement_of_records(&agreed, position, request, records, members)) {

@@ -384,29 +384,10 @@ static chorus_status exchange_records_over_mpi(struct executor *executor, MPI_Co
     }
 }
 
-/* Two members: one exchange of point-to-point messages, which MPI's non-blocking allgather
- * takes 2-3 us longer for (a schedule of its own) across hosts. */
-static chorus_status exchange_records_with_peer(struct executor *executor, const void *mine,
-                                                size_t bytes, void *all, char *error,
-                                                size_t error_size)
-{
-    struct transport *transport = &executor->transport;
-    int peer = 1 - transport->rank;
-    memcpy((char *)all + (size_t)transport->rank * bytes, mine, bytes);
-    chorus_status status = transport_sendrecv(transport, mine, bytes, peer,
-                                              (char *)all + (size_t)peer * bytes, bytes, peer,
-                                              TAG_ORDERED_RECORDS);
-    if (status != CHORUS_OK)
-        snprintf(error, error_size, "%s", transport->error);
-    return status;
-}
-
 chorus_status executor_exchange_records(struct executor *executor, const void *mine, size_t bytes,
                                         void *all, char *error, size_t error_size)
 {
     executor->batch_started = clock_seconds();
-    if (executor->transport.nranks == 2)
-        return exchange_records_with_peer(executor, mine, bytes, all, error, error_size);
     MPI_Comm comm;
     if (transport_mpi_comm(&executor->transport, &comm))
         return exchange_records_over_mpi(executor, comm, mine, bytes, all, error, error_size);
@@ -424,6 +405,42 @@ chorus_status executor_exchange_records(struct executor *executor, const void *m
     chorus_status status = executor_run_host_allgather(executor, mine, all, block_bytes, offsets,
                                                        (size_t)p * bytes, error, error_size);
     free(layout);
+    return status;
+}
+
+bool executor_records_may_vary(const struct executor *executor)
+{
+    return executor->transport.nranks <= EXECUTOR_VARYING_RECORDS_UP_TO;
+}
+
+/* One message from every member to every other, each received whatever its length: among few
+ * members as quick as MPI's allgather (which takes log2 steps, and one length for all). */
+chorus_status executor_exchange_varying_records(struct executor *executor, const void *mine,
+                                                size_t bytes, size_t capacity, void *all,
+                                                char *error, size_t error_size)
+{
+    struct transport *transport = &executor->transport;
+    int members = transport->nranks, me = transport->rank;
+    struct transport_request requests[2 * (EXECUTOR_VARYING_RECORDS_UP_TO - 1)];
+    size_t receives = 0, sends = 0;
+    executor->batch_started = clock_seconds();
+    memcpy((char *)all + (size_t)me * capacity, mine, bytes);
+    chorus_status status = CHORUS_OK;
+    for (int r = 0; r < members && status == CHORUS_OK; r++)
+        if (r != me && (status = transport_irecv_up_to(transport, (char *)all + (size_t)r * capacity,
+                                                       capacity, r, TAG_ORDERED_RECORDS,
+                                                       &requests[receives])) == CHORUS_OK)
+            receives++;
+    for (int r = 0; r < members && status == CHORUS_OK; r++)
+        if (r != me && (status = transport_isend(transport, mine, bytes, r, TAG_ORDERED_RECORDS,
+                                                 &requests[receives + sends])) == CHORUS_OK)
+            sends++;
+    if (status == CHORUS_OK)
+        status = transport_waitall(transport, receives + sends, requests);
+    else
+        transport_cancel(transport, receives + sends, requests);
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "%s", transport->error);
     return status;
 }
 

@@ -118,6 +118,20 @@ void executor_bound_waits(struct executor *executor, double seconds);
 chorus_status executor_exchange_records(struct executor *executor, const void *mine, size_t bytes,
                                         void *all, char *error, size_t error_size);
 
+/* Up to this many members, the blocks of the check may differ in length
+ * (executor_exchange_varying_records). */
+#define EXECUTOR_VARYING_RECORDS_UP_TO 8
+
+/* Whether the executor's members are few enough for executor_exchange_varying_records. */
+bool executor_records_may_vary(const struct executor *executor);
+
+/* executor_exchange_records, where this member's block is `bytes` long and the others' may be
+ * of any length up to `capacity` (the check may carry an operation's data, whose size only its
+ * sender knows for sure): the blocks lie `capacity` bytes apart in `all`. */
+chorus_status executor_exchange_varying_records(struct executor *executor, const void *mine,
+                                                size_t bytes, size_t capacity, void *all,
+                                                char *error, size_t error_size);
+
 void executor_release(struct executor *executor);
 
 /* Makes `executor` run the collectives of a process set over `comm` (an MPI_Comm passed by

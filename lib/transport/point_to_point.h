@@ -22,6 +22,10 @@ struct transport_ops {
                            int peer, int tag, struct transport_request *request);
     chorus_status (*irecv)(struct transport *transport, void *buffer, size_t bytes, int peer,
                            int tag, struct transport_request *request);
+    /* irecv, where the message may be shorter than `bytes` (below 2 GiB): for a member's block
+     * whose length only its sender knows. */
+    chorus_status (*irecv_up_to)(struct transport *transport, void *buffer, size_t bytes,
+                                 int peer, int tag, struct transport_request *request);
     /* Completes every request in `requests`. */
     chorus_status (*waitall)(struct transport *transport, size_t count,
                              struct transport_request *requests);
@@ -56,6 +60,13 @@ static inline chorus_status transport_irecv(struct transport *transport, void *b
                                             struct transport_request *request)
 {
     return transport->ops->irecv(transport, buffer, bytes, peer, tag, request);
+}
+
+static inline chorus_status transport_irecv_up_to(struct transport *transport, void *buffer,
+                                                  size_t bytes, int peer, int tag,
+                                                  struct transport_request *request)
+{
+    return transport->ops->irecv_up_to(transport, buffer, bytes, peer, tag, request);
 }
 
 static inline chorus_status transport_waitall(struct transport *transport, size_t count,

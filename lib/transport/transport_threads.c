@@ -36,6 +36,7 @@ struct pending_receive {
     size_t bytes;
     int peer;
     int tag;
+    bool up_to; /* a shorter message is taken too */
 };
 
 struct thread_fabric *thread_fabric_create(int nranks)
@@ -99,17 +100,30 @@ static chorus_status threads_isend(struct transport *transport, const void *buff
     return CHORUS_OK;
 }
 
-static chorus_status threads_irecv(struct transport *transport, void *buffer, size_t bytes,
-                                   int peer, int tag, struct transport_request *request)
+static chorus_status post_receive(void *buffer, size_t bytes, int peer, int tag, bool up_to,
+                                  struct transport_request *request)
 {
     struct pending_receive *receive = malloc(sizeof *receive);
     if (receive == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;
-    *receive = (struct pending_receive){buffer, bytes, peer, tag};
+    *receive = (struct pending_receive){buffer, bytes, peer, tag, up_to};
     memset(request, 0, sizeof *request);
     request->slots[0] = receive;
-    (void)transport;
     return CHORUS_OK;
+}
+
+static chorus_status threads_irecv(struct transport *transport, void *buffer, size_t bytes,
+                                   int peer, int tag, struct transport_request *request)
+{
+    (void)transport;
+    return post_receive(buffer, bytes, peer, tag, false, request);
+}
+
+static chorus_status threads_irecv_up_to(struct transport *transport, void *buffer, size_t bytes,
+                                         int peer, int tag, struct transport_request *request)
+{
+    (void)transport;
+    return post_receive(buffer, bytes, peer, tag, true, request);
 }
 
 /* Waits for the receive's message, or until the transport's `interrupted` hook says to stop
@@ -136,7 +150,8 @@ static chorus_status complete_receive(struct transport *transport,
                 mailbox->head = message->next;
             if (mailbox->tail == message)
                 mailbox->tail = previous;
-            if (message->bytes != receive->bytes) {
+            if (message->bytes != receive->bytes &&
+                !(receive->up_to && message->bytes < receive->bytes)) {
                 snprintf(transport->error, sizeof transport->error,
                          "rank %d expected %zu bytes from rank %d (tag %d) but got %zu",
                          transport->rank, receive->bytes, receive->peer, receive->tag,
@@ -202,6 +217,7 @@ static void threads_cancel(struct transport *transport, size_t count,
 static const struct transport_ops thread_ops = {
     .isend = threads_isend,
     .irecv = threads_irecv,
+    .irecv_up_to = threads_irecv_up_to,
     .waitall = threads_waitall,
     .cancel = threads_cancel,
 };

@@ -250,7 +250,7 @@ static void test_mismatch(const char *what, const char *expected)
 {
     test_step = what;
     int odd = test_size > 1 ? 1 : -1;
-    float data[6] = {1, 2, 3, 4, 5, 6};
+    float data[600] = {1, 2, 3, 4, 5, 6};
     chorus_op_args args = CHORUS_OP_ARGS_INIT;
     args.flags = CHORUS_OP_ORDERED;
     args.name = what;
@@ -258,6 +258,8 @@ static void test_mismatch(const char *what, const char *expected)
     if (test_rank == odd) {
         if (strcmp(what, "shape") == 0)
             args.input.shape[0] = 5;
+        else if (strcmp(what, "long shape") == 0) /* its data rides apart from the others' */
+            args.input.shape[0] = 600;
         else if (strcmp(what, "dtype") == 0)
             args.input.dtype = CHORUS_INT32;
         else if (strcmp(what, "collective") == 0)
@@ -577,6 +579,7 @@ int main(int argc, char **argv)
     EXPECT(value == (float)test_size, "negotiated allreduce: %g", value);
     test_sequence(0, 9000);
     test_mismatch("shape", "shape mismatch");
+    test_mismatch("long shape", "shape mismatch");
     test_mismatch("dtype", "dtype mismatch");
     test_mismatch("collective", "collective mismatch");
     test_mismatch("op", "op mismatch");
