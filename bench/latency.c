@@ -102,22 +102,16 @@ static double measure(enum latency_path path, float *buffer, size_t count, int i
     return slowest;
 }
 
-static double median(double *values, int count)
-{
-    qsort(values, (size_t)count, sizeof *values, measure_compare_doubles);
-    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
-}
-
 /* Prints one row: the three paths' medians, with chorus's against MPI's time. */
 static void print_row(size_t bytes, size_t count, double *times[PATH_COUNT], int rounds,
                       long wrong)
 {
     double bus = bench_size > 1 ? 2.0 * (bench_size - 1) / bench_size : 1;
-    double mpi = median(times[PATH_MPI], rounds);
+    double mpi = measure_median(times[PATH_MPI], rounds);
     printf("%12zu %12zu %8s %6s", bytes, count, count ? "float32" : "none",
            count ? "sum" : "none");
     for (int p = 0; p < PATH_COUNT; p++) {
-        double t = median(times[p], rounds);
+        double t = measure_median(times[p], rounds);
         double algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
         printf("  %10.2f %8.2f %8.2f", t * 1e6, algbw, algbw * bus);
         if (p != PATH_MPI)
@@ -200,9 +194,9 @@ int latency_benchmark(const struct options *o)
             first[p] = &CELL(0, p, 0);
         printf("summary: latency np=%d ordered_%zuB_us=%.2f negotiated_%zuB_us=%.2f "
                "mpi_%zuB_us=%.2f wrong=%ld\n",
-               bench_size, sizes[0], median(first[PATH_ORDERED], rounds) * 1e6, sizes[0],
-               median(first[PATH_NEGOTIATED], rounds) * 1e6, sizes[0],
-               median(first[PATH_MPI], rounds) * 1e6, total_wrong);
+               bench_size, sizes[0], measure_median(first[PATH_ORDERED], rounds) * 1e6, sizes[0],
+               measure_median(first[PATH_NEGOTIATED], rounds) * 1e6, sizes[0],
+               measure_median(first[PATH_MPI], rounds) * 1e6, total_wrong);
     }
 #undef CELL
     long any_wrong = 0;

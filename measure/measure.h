@@ -102,8 +102,12 @@ extern bool measure_shared_heap;
 void *measure_host_alloc(size_t bytes, bool shared);
 void measure_host_free(void *buffer);
 
+/* The program's name for the library's messages: "chorus-bench" unless its main sets another. */
+extern const char *measure_program;
+
 double measure_now(void); /* CLOCK_MONOTONIC seconds, the clock chorus_timeline_mark takes */
 int measure_compare_doubles(const void *a, const void *b); /* for qsort */
-double measure_median(double *values, int count);          /* sorts `values` */
+/* Sorts `values`; with an even count, the mean of the middle two. */
+double measure_median(double *values, int count);
 
 #endif

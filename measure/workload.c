@@ -13,12 +13,14 @@
 
 bool measure_shared_heap;
 
+const char *measure_program = "chorus-bench";
+
 void *measure_host_alloc(size_t bytes, bool shared)
 {
     void *buffer = NULL;
     if (shared) {
         if (chorus_mem_alloc(bytes, &buffer) != CHORUS_OK) {
-            fprintf(stderr, "chorus-bench: %s\n", chorus_last_error());
+            fprintf(stderr, "%s: %s\n", measure_program, chorus_last_error());
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         return buffer;
@@ -80,7 +82,7 @@ int measure_compare_doubles(const void *a, const void *b)
 double measure_median(double *values, int count)
 {
     qsort(values, (size_t)count, sizeof *values, measure_compare_doubles);
-    return values[count / 2];
+    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
 }
 
 void measure_restart_chorus(const char *parameters)
@@ -101,7 +103,8 @@ struct measure_gradient *measure_load_gradients(const char *workload, int rank, 
     FILE *file = measure_gradient_list_open(workload, path, sizeof path);
     if (file == NULL) {
         if (rank == 0)
-            fprintf(stderr, "chorus-bench: cannot find the gradient list of \"%s\"\n", workload);
+            fprintf(stderr, "%s: cannot find the gradient list of \"%s\"\n", measure_program,
+                    workload);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     size_t capacity = 256;

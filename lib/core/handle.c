@@ -127,6 +127,12 @@ static const char *handle_operation_name(const struct chorus_handle *handle)
     return request_kind_name(handle->kind, handle->collective, handle->direction);
 }
 
+/* "a" or "an", as the handle's operation's name needs. */
+static const char *handle_article(const struct chorus_handle *handle)
+{
+    return strchr("aeiou", handle_operation_name(handle)[0]) != NULL ? "an" : "a";
+}
+
 /* Whether the handle is one of collective `collective`. */
 static bool handle_is_collective(const struct chorus_handle *handle, int collective)
 {
@@ -272,9 +278,9 @@ chorus_status chorus_handle_output_at(const chorus_handle *handle, size_t member
         !handle_is_collective(handle, CHORUS_REDUCESCATTER) &&
         !handle_is_collective(handle, CHORUS_ALLTOALL))
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
-                              "chorus_handle_output: the handle is a %s, not an allgather, a "
+                              "chorus_handle_output: the handle is %s %s, not an allgather, a "
                               "reducescatter or an alltoall",
-                              handle_operation_name(handle));
+                              handle_article(handle), handle_operation_name(handle));
     if (member >= handle->output_count)
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_output: member %zu of a handle of %zu", member,
@@ -312,8 +318,8 @@ int chorus_handle_source(const chorus_handle *handle)
         return status;
     if (handle->kind != REQUEST_TRANSFER || handle->direction != TRANSFER_RECEIVE)
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
-                                     "chorus_handle_source: the handle is a %s, not a receive",
-                                     handle_operation_name(handle));
+                                     "chorus_handle_source: the handle is %s %s, not a receive",
+                                     handle_article(handle), handle_operation_name(handle));
     return handle->source;
 }
 
@@ -328,8 +334,8 @@ chorus_status chorus_handle_received_splits(const chorus_handle *handle, int64_t
         return status;
     if (!handle_is_collective(handle, CHORUS_ALLTOALL))
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
-                              "chorus_handle_received_splits: the handle is a %s, not an alltoall",
-                              handle_operation_name(handle));
+                              "chorus_handle_received_splits: the handle is %s %s, not an alltoall",
+                              handle_article(handle), handle_operation_name(handle));
     if (capacity < handle->received_count)
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
                               "chorus_handle_received_splits: room for %zu entries; there are %zu "

@@ -113,15 +113,16 @@ chorus_status topology_discover(struct chorus_context *context, char *error, siz
     if (MPI_Comm_split_type(context->control_comm, MPI_COMM_TYPE_SHARED, context->rank,
                             MPI_INFO_NULL, &local) != MPI_SUCCESS)
         goto out;
-    MPI_Comm_rank(local, &topology->local_rank);
-    MPI_Comm_size(local, &topology->local_size);
+    if (MPI_Comm_rank(local, &topology->local_rank) != MPI_SUCCESS ||
+        MPI_Comm_size(local, &topology->local_size) != MPI_SUCCESS)
+        goto out;
     /* The local leaders (local rank 0) number the hosts in the order of their ranks. */
     if (MPI_Comm_split(context->control_comm, topology->local_rank, context->rank, &cross) !=
         MPI_SUCCESS)
         goto out;
     int host_index = 0;
-    if (topology->local_rank == 0)
-        MPI_Comm_rank(cross, &host_index);
+    if (topology->local_rank == 0 && MPI_Comm_rank(cross, &host_index) != MPI_SUCCESS)
+        goto out;
     if (MPI_Bcast(&host_index, 1, MPI_INT, 0, local) != MPI_SUCCESS)
         goto out;
     topology->cross_rank = host_index;

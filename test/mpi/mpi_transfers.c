@@ -176,6 +176,17 @@ static void to_itself(uint64_t seed)
     finish_ok(sent);
     finish_ok(received);
     EXPECT(wrong_bytes((uint8_t *)in, sizeof in, seed, test_rank, 77) == 0, "wrong bytes");
+    /* A collective's handle is named with its article too. */
+    float one = 1;
+    chorus_tensor tensor = {.data = &one, .dtype = CHORUS_FLOAT32, .ndims = 0};
+    chorus_handle *reduced = NULL;
+    EXPECT_STATUS(chorus_allreduce_async("self.article", &tensor, NULL, CHORUS_SUM, &reduced),
+                  CHORUS_OK);
+    EXPECT_STATUS(chorus_wait(reduced), CHORUS_OK);
+    EXPECT_STATUS(chorus_handle_source(reduced), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), "the handle is an allreduce, not a receive") != NULL, "%s",
+           chorus_last_error());
+    chorus_handle_free(reduced);
 }
 
 /* A send posted before an ordered allreduce and received after it: the collective does not

@@ -241,9 +241,7 @@ static struct spread spread_of(const double *seconds, int rounds)
 {
     double sorted[16];
     memcpy(sorted, seconds, (size_t)rounds * sizeof *sorted);
-    qsort(sorted, (size_t)rounds, sizeof *sorted, measure_compare_doubles);
-    double median = rounds % 2 ? sorted[rounds / 2]
-                               : (sorted[rounds / 2 - 1] + sorted[rounds / 2]) / 2;
+    double median = measure_median(sorted, rounds);
     return (struct spread){median, sorted[0], sorted[rounds - 1]};
 }
 
@@ -404,6 +402,7 @@ static bool tune_collective(const struct tune_options *t, chorus_collective coll
 int main(int argc, char **argv)
 {
     int provided = 0;
+    measure_program = "chorus-tune";
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &tune_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &tune_size);

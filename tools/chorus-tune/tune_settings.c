@@ -128,10 +128,10 @@ static double median_of(const double *values, int count, double *low, double *hi
 {
     double sorted[ROUNDS_MAX];
     memcpy(sorted, values, (size_t)count * sizeof *sorted);
-    qsort(sorted, (size_t)count, sizeof *sorted, measure_compare_doubles);
+    double median = measure_median(sorted, count);
     *low = sorted[0];
     *high = sorted[count - 1];
-    return count % 2 ? sorted[count / 2] : (sorted[count / 2 - 1] + sorted[count / 2]) / 2;
+    return median;
 }
 
 static void describe(char *text, size_t size, const struct workload *workload)
