@@ -53,11 +53,32 @@ bool response_cacheable(const struct wire_response *response, int nranks)
            response->contributors == (uint32_t)nranks;
 }
 
+/* A name already cached whose description changed (a tensor that changed shape): the new
+ * description takes the old one's slot. No rank still waits on the old one: a name is in flight
+ * once per rank, and this description ran with every rank's submission of it. */
+static bool replace(struct response_cache *cache, long slot, const struct wire_request *request)
+{
+    struct wire_request *entry = &cache->entries[slot];
+    if (wire_request_equal(entry, request))
+        return false;
+    struct wire_request replacement;
+    if (!wire_request_copy(&replacement, request))
+        return false;
+    replacement.cached = false;
+    wire_request_free(entry);
+    *entry = replacement;
+    return true;
+}
+
 bool response_cache_record(struct response_cache *cache, const struct wire_response *response,
                            int nranks)
 {
-    if (!response_cacheable(response, nranks) || cache->count >= cache->capacity ||
-        response_cache_slot_of(cache, &response->request) >= 0)
+    if (!response_cacheable(response, nranks))
+        return false;
+    long slot = response_cache_slot_of(cache, &response->request);
+    if (slot >= 0)
+        return replace(cache, slot, &response->request);
+    if (cache->count >= cache->capacity)
         return false;
     if (cache->entries == NULL) {
         cache->entries = calloc(cache->capacity, sizeof *cache->entries);

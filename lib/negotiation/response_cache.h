@@ -4,9 +4,11 @@
  * instead of its full description, in both directions.
  *
  * Every rank inserts into the cache in the same order: the order of the full EXECUTE responses
- * rank 0 sends (rank 0 when it sends them, the others when they receive them). Entries are never
- * replaced or evicted; a full cache stops caching new names. So a slot a rank refers to means
- * the same description on rank 0, which is always at least as far along in the response stream.
+ * rank 0 sends (rank 0 when it sends them, the others when they receive them). A name keeps its
+ * slot: when it runs with a new description (a tensor that changed shape), that description
+ * replaces the old one there. Nothing is evicted; a full cache stops caching new names. So a
+ * slot a rank refers to means the same description on rank 0, which is always at least as far
+ * along in the response stream.
  */
 #ifndef CHORUS_RESPONSE_CACHE_H
 #define CHORUS_RESPONSE_CACHE_H
@@ -33,8 +35,9 @@ long response_cache_slot_of(const struct response_cache *cache, const struct wir
 /* The entry of `slot`, or NULL when the slot is empty. */
 const struct wire_request *response_cache_get(const struct response_cache *cache, uint32_t slot);
 
-/* Records the description of a full EXECUTE response, if it may be cached and its name is new
- * and there is room. Returns true if it was added. */
+/* Records the description of a full EXECUTE response, if it may be cached: in its name's slot
+ * when the name is known (its description replaced), else in a new one if there is room.
+ * Returns true if the cache changed. */
 bool response_cache_record(struct response_cache *cache, const struct wire_response *response,
                            int nranks);
 

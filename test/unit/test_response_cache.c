@@ -1,6 +1,7 @@
 /*
  * test_response_cache.c — the response cache: what is recorded, in which slots, what is found,
- * and that two caches fed the same responses agree slot for slot.
+ * a changed description taking its name's slot, and that two caches fed the same responses
+ * agree slot for slot.
  */
 #include "../../lib/negotiation/response_cache.h"
 #include "../../lib/negotiation/negotiated_fields.h"
@@ -39,6 +40,13 @@ START_TEST(records_in_order_and_finds_exact_descriptions)
     struct wire_response resized = execute("a", 11, 4);
     ck_assert_int_eq(response_cache_find(&cache, &resized.request), -1);
     ck_assert_str_eq(response_cache_get(&cache, 1)->name, "b");
+    ck_assert_ptr_null(response_cache_get(&cache, 2));
+    /* Run with its new shape, "a" keeps its slot with the new description. */
+    ck_assert(response_cache_record(&cache, &resized, 4));
+    ck_assert_int_eq(response_cache_find(&cache, &resized.request), 0);
+    ck_assert_int_eq(response_cache_find(&cache, &a.request), -1);
+    ck_assert_int_eq(response_cache_get(&cache, 0)->shape[0], 11);
+    ck_assert(!response_cache_get(&cache, 0)->cached);
     ck_assert_ptr_null(response_cache_get(&cache, 2));
     response_cache_destroy(&cache);
 }
