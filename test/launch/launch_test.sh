@@ -73,21 +73,44 @@ slurm)
     # slurm-up.sh takes its controller address from the bridge netns-up.sh makes.
     { "$infra/netns-up.sh" 1 && "$infra/slurm-up.sh" 4; } > "$work/up.log" 2>&1 ||
         { tail -20 "$work/up.log"; skip "slurm-up.sh failed"; }
+    # sbatch_wait OUTPUT SCRIPT ARGS...: a 4-task job, waited for until it has ended (300 s at
+    # most). Not sbatch -W: it asks the controller 2 s after submitting, then 8 s later, then
+    # 32 s later, so jobs of 4, 14 and 20 s held the test for 10, 42 and 42 s. Asked every
+    # 0.5 s instead (each question costs the jobs' 2 cores some CPU).
+    sbatch_wait() {
+        local output=$1 id job state start=$SECONDS
+        shift
+        id=$(sbatch --parsable -n 4 -o "$output" "$@") || return 1
+        echo "Submitted batch job $id"
+        for _ in $(seq 600); do
+            job=$(scontrol -o show job "$id" 2>/dev/null)
+            state=$(printf '%s\n' "$job" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+            case $state in
+            PENDING | CONFIGURING | RUNNING | COMPLETING | SUSPENDED | REQUEUED | RESIZING) sleep 0.5 ;;
+            *) echo "job $id ended: ${state:-gone}, waited $((SECONDS - start)) s," \
+                   "$(printf '%s\n' "$job" | grep -o 'RunTime=[^ ]*')"
+               return 0 ;;
+            esac
+        done
+        echo "job $id still $state after 300 s: cancelled"
+        scancel "$id"
+        return 1
+    }
     # sbatch passes the submitter's environment to the job.
-    (cd "$source" && CHORUS_BUILD=$build timeout 300 sbatch -W -n 4 -o "$work/job.out" \
+    (cd "$source" && CHORUS_BUILD=$build sbatch_wait "$work/job.out" \
         examples/slurm/train_mlp.sbatch --epochs 2) > "$work/sbatch.log" 2>&1
     cat "$work/sbatch.log" "$work/job.out" 2>/dev/null
     expect "chorusrun saw the allocation" "inside Slurm job" "$work/job.out"
     expect "chorusrun used the build's launcher" "launcher $CHORUS_MPIRUN ($launcher_name" "$work/job.out"
     expect "4-rank training under Slurm" "final weights identical on all 4 ranks" "$work/job.out"
     if [ -n "$torch_backend" ]; then
-        (cd "$source" && CHORUS_BUILD=$build timeout 300 sbatch -W -n 4 -o "$work/ddp.out" \
+        (cd "$source" && CHORUS_BUILD=$build sbatch_wait "$work/ddp.out" \
             examples/slurm/pytorch_ddp.sbatch --epochs 2) > "$work/sbatch.log" 2>&1
         cat "$work/sbatch.log" "$work/ddp.out" 2>/dev/null
         expect "4-rank DDP on the chorus backend under Slurm" \
             "backend chorus: final weights identical on all 4 ranks" "$work/ddp.out"
     fi
-    (cd "$source" && CHORUS_BUILD=$build timeout 300 sbatch -W -n 4 -o "$work/elastic.out" \
+    (cd "$source" && CHORUS_BUILD=$build sbatch_wait "$work/elastic.out" \
         examples/slurm/pytorch_elastic.sbatch --epochs 2) > "$work/sbatch.log" 2>&1
     cat "$work/sbatch.log" "$work/elastic.out" 2>/dev/null
     expect "elastic job: nodes from the allocation" "generation 0: 4 ranks on" "$work/elastic.out"
