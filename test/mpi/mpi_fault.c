@@ -20,7 +20,7 @@
  *     at once with its own verdict (0 or 1). Under a launcher that ends the job when a process
  *     dies (mpirun's default) the survivors may be killed before they notice; under one that
  *     does not (mpirun --mca orte_enable_recovery 1) chorus alone must notice.
- * CHORUS_TIMEOUT_SECONDS comes from the environment (the script sets 3).
+ * CHORUS_TIMEOUT_SECONDS comes from the environment (the script sets 2).
  */
 #include "mpi_test.h"
 
