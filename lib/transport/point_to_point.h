@@ -81,6 +81,10 @@ static inline void transport_cancel(struct transport *transport, size_t count,
     transport->ops->cancel(transport, count, requests);
 }
 
+/* For the transports' wait loops: asks the `interrupted` hook (CHORUS_OK where there is none),
+ * and on a stop adds to `error` whom this rank was waiting for. */
+chorus_status transport_ask_interrupted(struct transport *transport, bool receive, int peer);
+
 /* Sends `send_bytes` to `destination` while receiving `recv_bytes` from `source`. */
 chorus_status transport_sendrecv(struct transport *transport, const void *send_buffer,
                                  size_t send_bytes, int destination, void *recv_buffer,

@@ -165,16 +165,10 @@ static chorus_status mpi_waitall(struct transport *transport, size_t count,
                 if (++polls <= 64)
                     continue;
                 sched_yield();
-                if (transport->interrupted == NULL)
-                    continue;
-                chorus_status interrupted = transport->interrupted(
-                    transport->interrupt_context, transport->error, sizeof transport->error);
+                chorus_status interrupted = transport_ask_interrupted(
+                    transport, requests[i].slots[2] == &receive_mark,
+                    (int)(intptr_t)requests[i].slots[3]);
                 if (interrupted != CHORUS_OK) {
-                    size_t length = strlen(transport->error);
-                    snprintf(transport->error + length, sizeof transport->error - length,
-                             " (this rank was waiting to %s rank %d)",
-                             requests[i].slots[2] == &receive_mark ? "receive from" : "send to",
-                             (int)(intptr_t)requests[i].slots[3]);
                     request_set(&requests[i], slot, request);
                     abandon(requests + i, count - i);
                     return interrupted;
