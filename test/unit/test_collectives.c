@@ -2,12 +2,17 @@
  * test_collectives.c — every host algorithm over the thread transport, for 1 to 5 ranks, odd
  * counts (0, 1, ranks - 1, 7, 13, 1021, 65537), every dtype and every reduction, against the
  * reference each rank computes from all ranks' deterministic inputs.
+ *
+ * Linked with the UCX transport instead (test_collectives_ucx, common/rank_fabric.h), it runs
+ * the algorithms that use point to point alone over UCX, one worker per rank thread: there the
+ * transport is under test, not the reductions or the host's segment, so fewer dtypes and ops.
  */
 #include "../../lib/collectives/algorithms.h"
 #include "../../lib/transport/node_segment.h"
 #include "../../lib/transport/small_segment.h"
 #include "../../lib/transport/shared_heap.h"
 #include "../../lib/collectives/pieces.h"
+#include "../common/rank_fabric.h"
 #include "../common/reference.h"
 
 #include "../common/check_runner.h"
@@ -22,7 +27,7 @@
 struct rank_job {
     int rank;
     int nranks;
-    struct thread_fabric *fabric;
+    struct rank_fabric *fabric;
     chorus_collective collective;
     int algorithm;
     chorus_dtype dtype;
@@ -140,7 +145,7 @@ static void *run_rank(void *argument)
     struct rank_job *job = argument;
     struct transport transport;
     struct scratch scratch = {0};
-    transport_threads_init(&transport, job->fabric, job->rank);
+    rank_fabric_transport(job->fabric, job->rank, &transport);
     chorus_status status = CHORUS_OK;
     /* Every rank makes every call, also after a wrong result: the others wait for it. */
     for (int call = 0; job->collective == CHORUS_ALLREDUCE && call < (job->calls ? job->calls : 1) &&
@@ -283,7 +288,7 @@ static int host_count(int nranks)
 /* Runs one collective on `nranks` threads; returns the first rank's failure or "". */
 static void run_case(struct rank_job prototype, int nranks, char *failure, size_t failure_size)
 {
-    struct thread_fabric *fabric = thread_fabric_create(nranks);
+    struct rank_fabric *fabric = rank_fabric_create(nranks);
     struct rank_job jobs[5];
     pthread_t threads[5];
     size_t table_size = 0;
@@ -346,7 +351,7 @@ static void run_case(struct rank_job prototype, int nranks, char *failure, size_
     small_segments_destroy_local(small);
     for (int l = 0; l < 5; l++)
         thread_fabric_destroy(cross_fabrics[l]);
-    thread_fabric_destroy(fabric);
+    rank_fabric_release(fabric, failure[0] == '\0');
 }
 
 static void assert_case_passes(struct rank_job job, int nranks)
@@ -358,6 +363,23 @@ static void assert_case_passes(struct rank_job job, int nranks)
 
 static const chorus_op reduce_ops[] = {CHORUS_SUM, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
 
+static bool over_ucx(void)
+{
+    return strcmp(rank_fabric_kind(), "ucx") == 0;
+}
+
+/* Whether a case runs over this build's transport: over UCX, the algorithms that use point to
+ * point alone (variant: past the table, the streaming-stores runs of the segment's), and of the
+ * allreduce's dtypes and ops (-1: any) a float summed and an integer type maximized. */
+static bool runs_here(chorus_collective collective, size_t variant, int dtype, int op)
+{
+    size_t table_size = 0;
+    const struct algorithm *table = algorithm_table(collective, &table_size);
+    return !over_ucx() || (variant < table_size && table[variant].needs == PLACEMENT_ANY &&
+                           (dtype < 0 || (dtype == CHORUS_FLOAT32 && op == CHORUS_SUM) ||
+                            (dtype == CHORUS_INT16 && op == CHORUS_MAX)));
+}
+
 START_TEST(allreduce_every_algorithm_dtype_op_and_count)
 {
     int nranks = _i;
@@ -367,6 +389,8 @@ START_TEST(allreduce_every_algorithm_dtype_op_and_count)
         for (int dtype = 0; dtype < CHORUS_DTYPE_COUNT; dtype++)
             for (size_t o = 0; o < sizeof reduce_ops / sizeof reduce_ops[0]; o++)
                 for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                    if (!runs_here(CHORUS_ALLREDUCE, variant, dtype, reduce_ops[o]))
+                        continue;
                     /* Every algorithm, then the hierarchical one with streaming stores. */
                     size_t a = variant < algorithms ? variant : ALLREDUCE_HIERARCHICAL;
                     struct rank_job job = {.collective = CHORUS_ALLREDUCE,
@@ -402,6 +426,10 @@ START_TEST(allreduce_large_buffers_are_pipelined_correctly)
     const chorus_dtype dtypes[] = {CHORUS_FLOAT32, CHORUS_BFLOAT16, CHORUS_INT64};
     for (size_t variant = 0; variant < algorithms + 1; variant++)
         for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+            /* Over UCX the ring alone, the algorithm for large buffers. */
+            if (!runs_here(CHORUS_ALLREDUCE, variant, (int)dtypes[d], CHORUS_SUM) ||
+                (over_ucx() && variant != ALLREDUCE_RING))
+                continue;
             /* Every algorithm, then the hierarchical one with streaming stores. */
             size_t a = variant < algorithms ? variant : ALLREDUCE_HIERARCHICAL;
             struct rank_job job = {.collective = CHORUS_ALLREDUCE,
@@ -560,7 +588,7 @@ static void equal_blocks(size_t *blocks, size_t *offsets, int nranks, size_t byt
  * it failed, and copy nothing to or from it. */
 struct beside_poisoned {
     struct node_segment *node;
-    struct thread_fabric *fabric;
+    struct rank_fabric *fabric;
     int rank, nranks, victim;
     int poisoned;       /* what node_segment_poisoned() said after the calls */
     bool copy_refused;  /* node_copy_from_peer(victim) failed */
@@ -576,7 +604,7 @@ static void *run_beside_poisoned_rank(void *argument)
     enum { COUNT = 70001 };
     struct transport transport;
     struct scratch scratch = {0};
-    transport_threads_init(&transport, job->fabric, job->rank);
+    rank_fabric_transport(job->fabric, job->rank, &transport);
     float *data = calloc((size_t)COUNT * (size_t)job->nranks, sizeof *data);
     struct allreduce_args reduce = {.transport = &transport, .scratch = &scratch,
                                     .node = job->node, .buffer = data, .count = COUNT,
@@ -614,7 +642,7 @@ START_TEST(a_poisoned_rank_is_not_waited_for)
 {
     int nranks = _i;
     for (int victim = 0; victim < nranks; victim++) {
-        struct thread_fabric *fabric = thread_fabric_create(nranks);
+        struct rank_fabric *fabric = rank_fabric_create(nranks);
         struct node_segment *segments =
             node_segments_create_local(nranks, TEST_CHUNK_BYTES, 0, STAGING_STORES_AUTO);
         struct beside_poisoned jobs[5];
@@ -634,7 +662,7 @@ START_TEST(a_poisoned_rank_is_not_waited_for)
                           nranks, r);
         }
         node_segments_destroy_local(segments);
-        thread_fabric_destroy(fabric);
+        rank_fabric_release(fabric, false);
     }
 }
 END_TEST
@@ -643,7 +671,7 @@ END_TEST
  * transport must return once their waits are interrupted (abort.h), with the reason, instead of
  * waiting for it forever. A rank whose part needs nothing from it may still finish correctly. */
 struct beside_stopped {
-    struct thread_fabric *fabric;
+    struct rank_fabric *fabric;
     chorus_collective collective;
     int algorithm, rank, nranks, victim;
     _Atomic bool *stopped;
@@ -669,7 +697,7 @@ static void *run_beside_stopped_rank(void *argument)
     enum { COUNT = 65537 };
     struct transport transport;
     struct scratch scratch = {0};
-    transport_threads_init(&transport, job->fabric, job->rank);
+    rank_fabric_transport(job->fabric, job->rank, &transport);
     transport.interrupted = victim_stopped;
     transport.interrupt_context = job->stopped;
     float *data = calloc((size_t)COUNT * (size_t)job->nranks, sizeof *data);
@@ -711,8 +739,9 @@ START_TEST(waits_for_a_stopped_rank_are_interrupted)
         for (size_t a = 0; a < table_size; a++) {
             if (table[a].needs != PLACEMENT_ANY)
                 continue;
-            for (int victim = 0; victim < nranks; victim++) {
-                struct thread_fabric *fabric = thread_fabric_create(nranks);
+            /* Over UCX, the last rank alone: every other's wait goes through the same loop. */
+            for (int victim = over_ucx() ? nranks - 1 : 0; victim < nranks; victim++) {
+                struct rank_fabric *fabric = rank_fabric_create(nranks);
                 _Atomic bool stopped = false;
                 struct beside_stopped jobs[5];
                 pthread_t threads[5];
@@ -736,7 +765,7 @@ START_TEST(waits_for_a_stopped_rank_are_interrupted)
                 ck_assert_msg(interrupted > 0, "%s %s, %d ranks, victim %d: nobody noticed",
                               chorus_collective_name(collectives[c]), algorithm_name(collectives[c], (int)a), nranks,
                               victim);
-                thread_fabric_destroy(fabric);
+                rank_fabric_release(fabric, false); /* the victim's messages stay */
             }
         }
     }
@@ -751,6 +780,8 @@ START_TEST(broadcast_every_algorithm_root_and_size)
     for (size_t variant = 0; variant < algorithms + 1; variant++)
         for (int root = 0; root < nranks; root++)
             for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+                if (!runs_here(CHORUS_BROADCAST, variant, -1, -1))
+                    continue;
                 /* Every algorithm, then the shared segment's with streaming stores. */
                 size_t a = variant < algorithms ? variant : BROADCAST_SHARED_MEMORY;
                 struct rank_job job = {.collective = CHORUS_BROADCAST,
@@ -777,6 +808,8 @@ START_TEST(allgather_every_algorithm_with_uneven_blocks)
     size_t algorithms = algorithm_count(CHORUS_ALLGATHER);
     for (size_t variant = 0; variant < algorithms + 1; variant++)
         for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
+            if (!runs_here(CHORUS_ALLGATHER, variant, -1, -1))
+                continue;
             /* Every algorithm, then the shared segment's with streaming stores. */
             size_t a = variant < algorithms ? variant : ALLGATHER_SHARED_MEMORY;
             struct rank_job job = {.collective = CHORUS_ALLGATHER,
@@ -798,7 +831,7 @@ END_TEST
 /* A reducescatter rank: its input is element i = (rank + 1) * (i % 7) - 3 (exact in float64),
  * with the whole's split into uneven blocks; it checks its block of the sum times a factor. */
 struct scatter_job {
-    struct thread_fabric *fabric;
+    struct rank_fabric *fabric;
     int rank, nranks, algorithm;
     size_t count;
     bool skewed; /* blocks by weights 0, 1, 2, 0, 1, 2, ... instead of Horovod's split */
@@ -836,7 +869,7 @@ static void *run_scatter_rank(void *argument)
     struct scatter_job *job = argument;
     struct transport transport;
     struct scratch scratch = {0};
-    transport_threads_init(&transport, job->fabric, job->rank);
+    rank_fabric_transport(job->fabric, job->rank, &transport);
     size_t p = (size_t)job->nranks;
     size_t blocks[SCATTER_RANKS], offsets[SCATTER_RANKS];
     for (size_t r = 0; r < p; r++) {
@@ -880,7 +913,10 @@ START_TEST(reducescatter_with_uneven_blocks)
     for (size_t a = 0; a < sizeof algorithms / sizeof algorithms[0]; a++)
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
             for (int variant = 0; variant < 4; variant++) {
-                struct thread_fabric *fabric = thread_fabric_create(nranks);
+                /* Over UCX, even blocks summed and skewed ones maximized. */
+                if (over_ucx() && (variant == 1 || variant == 2))
+                    continue;
+                struct rank_fabric *fabric = rank_fabric_create(nranks);
                 struct scatter_job jobs[SCATTER_RANKS];
                 pthread_t threads[SCATTER_RANKS];
                 bool max = variant % 2 != 0, skewed = variant >= 2;
@@ -906,7 +942,7 @@ START_TEST(reducescatter_with_uneven_blocks)
                                   max ? "max" : "sum x 0.25", r,
                                   chorus_status_name(jobs[r].status), jobs[r].wrong);
                 }
-                thread_fabric_destroy(fabric);
+                rank_fabric_release(fabric, true);
             }
 }
 END_TEST
@@ -916,7 +952,7 @@ END_TEST
  * (!same_blocks), a size that depends on the pair: 0, 1 or 2 times `block`, 4 times that from rank
  * 0 (so that the ranks' largest blocks differ). */
 struct exchange_job {
-    struct thread_fabric *fabric;
+    struct rank_fabric *fabric;
     struct node_segment *node; /* the host's segment, for the shared-memory algorithm */
     int rank, nranks, algorithm;
     size_t block;
@@ -943,7 +979,7 @@ static void *run_exchange_rank(void *argument)
     struct exchange_job *job = argument;
     struct transport transport;
     struct scratch scratch = {0};
-    transport_threads_init(&transport, job->fabric, job->rank);
+    rank_fabric_transport(job->fabric, job->rank, &transport);
     int p = job->nranks, me = job->rank;
     size_t send_bytes[EXCHANGE_RANKS], send_offsets[EXCHANGE_RANKS];
     size_t recv_bytes[EXCHANGE_RANKS], recv_offsets[EXCHANGE_RANKS];
@@ -992,7 +1028,9 @@ START_TEST(alltoall_moves_every_block)
     for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++)
         for (size_t a = 0; a < algorithm_total; a++)
             for (int same = 0; same < 2; same++) {
-                struct thread_fabric *fabric = thread_fabric_create(nranks);
+                if (!runs_here(CHORUS_ALLTOALL, (size_t)algorithms[a], -1, -1))
+                    continue;
+                struct rank_fabric *fabric = rank_fabric_create(nranks);
                 struct node_segment *segments = node_segments_create_local(
                     nranks, TEST_CHUNK_BYTES, 0, STAGING_STORES_AUTO);
                 struct exchange_job jobs[EXCHANGE_RANKS];
@@ -1016,7 +1054,7 @@ START_TEST(alltoall_moves_every_block)
                                   chorus_status_name(jobs[r].status), jobs[r].wrong);
                 }
                 node_segments_destroy_local(segments);
-                thread_fabric_destroy(fabric);
+                rank_fabric_release(fabric, true);
             }
 }
 END_TEST
@@ -1152,23 +1190,29 @@ int main(void)
     tcase_set_timeout(allreduce, 600);
     tcase_add_loop_test(allreduce, allreduce_every_algorithm_dtype_op_and_count, 1, 6);
     tcase_add_loop_test(allreduce, allreduce_large_buffers_are_pipelined_correctly, 1, 6);
-    tcase_add_loop_test(allreduce, hierarchical_back_to_back_calls_share_the_segment_safely, 1, 6);
-    tcase_add_loop_test(allreduce, shared_memory_algorithms_back_to_back_share_the_segment_safely,
-                        1, 6);
-    tcase_add_loop_test(allreduce, hierarchical_reduces_a_list_of_pieces, 1, 6);
-    tcase_add_loop_test(allreduce, shared_heap_reduces_in_place_or_declines_per_host, 1, 6);
-    suite_add_tcase(suite, allreduce);
     TCase *others = tcase_create("broadcast_allgather");
     tcase_set_timeout(others, 300);
     tcase_add_loop_test(others, broadcast_every_algorithm_root_and_size, 1, 6);
     tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
-    tcase_add_loop_test(others, reducescatter_with_uneven_blocks, 1, SCATTER_RANKS + 1);
-    tcase_add_loop_test(others, alltoall_moves_every_block, 1,
-                        EXCHANGE_RANKS + 1);
-    tcase_add_loop_test(others, single_copy_falls_back_or_fails_on_every_rank, 1, 6);
-    tcase_add_loop_test(others, a_poisoned_rank_is_not_waited_for, 1, 6);
     tcase_add_loop_test(others, waits_for_a_stopped_rank_are_interrupted, 2, 6);
-    tcase_add_test(others, selection_is_deterministic_and_covers_every_size);
+    if (over_ucx()) {
+        /* 1-5 ranks; the host's segment is not for this transport. */
+        tcase_add_loop_test(others, reducescatter_with_uneven_blocks, 1, 6);
+        tcase_add_loop_test(others, alltoall_moves_every_block, 1, 6);
+    } else {
+        tcase_add_loop_test(allreduce, hierarchical_back_to_back_calls_share_the_segment_safely,
+                            1, 6);
+        tcase_add_loop_test(allreduce,
+                            shared_memory_algorithms_back_to_back_share_the_segment_safely, 1, 6);
+        tcase_add_loop_test(allreduce, hierarchical_reduces_a_list_of_pieces, 1, 6);
+        tcase_add_loop_test(allreduce, shared_heap_reduces_in_place_or_declines_per_host, 1, 6);
+        tcase_add_loop_test(others, reducescatter_with_uneven_blocks, 1, SCATTER_RANKS + 1);
+        tcase_add_loop_test(others, alltoall_moves_every_block, 1, EXCHANGE_RANKS + 1);
+        tcase_add_loop_test(others, single_copy_falls_back_or_fails_on_every_rank, 1, 6);
+        tcase_add_loop_test(others, a_poisoned_rank_is_not_waited_for, 1, 6);
+        tcase_add_test(others, selection_is_deterministic_and_covers_every_size);
+    }
+    suite_add_tcase(suite, allreduce);
     suite_add_tcase(suite, others);
     return run_suite(suite);
 }

@@ -1,0 +1,442 @@
+/*
+ * transport_ucx.c — the transport over UCX's tag matching (UCP), for worlds that lose ranks and
+ * go on: no launcher's daemons hold it together, so a lost host is only lost peers, and UCX
+ * carries RDMA where a cluster has it. Every connection is made with UCX's peer error handling:
+ * when a peer's process ends, the connection to it fails within tens of milliseconds, and from
+ * then on every wait on the fabric fails with CHORUS_ERR_TIMEOUT naming that rank, also waits on
+ * ranks that are alive, since they may be waiting for the lost one and will never send.
+ *
+ * Waiting progresses the worker, spins briefly for latency, then yields the processor between
+ * polls: training jobs often run more ranks than cores, and a spinning waiter would steal the
+ * core its peer needs (as transport_mpi.c).
+ */
+#include "transport_ucx.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucp/api/ucp.h>
+
+struct ucx_context {
+    ucp_context_h context;
+};
+
+/* A connection, and what its error callback needs to say whose it was. */
+struct ucx_peer {
+    struct ucx_fabric *fabric;
+    ucp_ep_h endpoint;
+    int rank;
+};
+
+struct ucx_fabric {
+    ucp_worker_h worker;
+    ucp_address_t *address;
+    size_t address_bytes;
+    uint16_t epoch;
+    int rank, nranks;
+    struct ucx_peer *peers;
+    /* Set by the first failed connection. UCX calls the error callback from
+     * ucp_worker_progress, on the thread that waits, so no lock is needed. */
+    int lost_rank;
+    ucs_status_t lost_status;
+};
+
+/* Polls without progress before a waiter starts yielding the processor between polls. */
+#define SPIN_POLLS 64
+
+/* How long an abandoned operation's matched receives may still take to finish (see abandon). */
+#define ABANDON_DRAIN_SECONDS 1.0
+
+/* A message's UCX tag: | epoch: 16 bits | source rank: 16 bits | chorus tag: 32 bits |.
+ * Receives match all 64 bits, so a message of another epoch never matches, and messages of one
+ * source and tag match in the order they were sent (UCX's tag matching keeps a sender's order,
+ * as MPI's does). */
+static ucp_tag_t message_tag(uint16_t epoch, int source, int tag)
+{
+    return (uint64_t)epoch << 48 | (uint64_t)(uint16_t)source << 32 | (uint32_t)tag;
+}
+
+chorus_status ucx_context_create(struct ucx_context **context, char *error, size_t error_size)
+{
+    *context = calloc(1, sizeof **context);
+    if (*context == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    ucp_config_t *config = NULL;
+    ucs_status_t status = ucp_config_read(NULL, NULL, &config);
+    /* Copies, never zero-copy sends: UCX 1.13's tcp transport fails an assertion and aborts the
+     * process (uct_iface.h: comp->count > 0) when a peer dies during a zero-copy send, in 1 of 6
+     * runs of test_transport_ucx at 2 ranks; 0 of 11 with copies. */
+    if (status == UCS_OK)
+        status = ucp_config_modify(config, "ZCOPY_THRESH", "inf");
+    if (status == UCS_OK) {
+        /* Workers of one context may run on different threads (unit tests run ranks as threads). */
+        ucp_params_t params = {
+            .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+            .features = UCP_FEATURE_TAG,
+            .mt_workers_shared = 1};
+        status = ucp_init(&params, config, &(*context)->context);
+        ucp_config_release(config);
+    }
+    if (status != UCS_OK) {
+        snprintf(error, error_size, "UCX could not start: %s", ucs_status_string(status));
+        free(*context);
+        *context = NULL;
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    return CHORUS_OK;
+}
+
+void ucx_context_destroy(struct ucx_context *context)
+{
+    if (context == NULL)
+        return;
+    ucp_cleanup(context->context);
+    free(context);
+}
+
+chorus_status ucx_fabric_create(struct ucx_context *context, uint16_t epoch,
+                                struct ucx_fabric **fabric, char *error, size_t error_size)
+{
+    *fabric = calloc(1, sizeof **fabric);
+    if (*fabric == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    (*fabric)->epoch = epoch;
+    (*fabric)->lost_rank = -1;
+    ucp_worker_params_t params = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                  .thread_mode = UCS_THREAD_MODE_SERIALIZED};
+    ucs_status_t status = ucp_worker_create(context->context, &params, &(*fabric)->worker);
+    if (status == UCS_OK) {
+        status = ucp_worker_get_address((*fabric)->worker, &(*fabric)->address,
+                                        &(*fabric)->address_bytes);
+        if (status != UCS_OK)
+            ucp_worker_destroy((*fabric)->worker);
+    }
+    if (status != UCS_OK) {
+        snprintf(error, error_size, "UCX could not make a worker: %s", ucs_status_string(status));
+        free(*fabric);
+        *fabric = NULL;
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
+    return CHORUS_OK;
+}
+
+const void *ucx_fabric_address(const struct ucx_fabric *fabric, size_t *bytes)
+{
+    *bytes = fabric->address_bytes;
+    return fabric->address;
+}
+
+static void endpoint_failed(void *argument, ucp_ep_h endpoint, ucs_status_t status)
+{
+    (void)endpoint;
+    struct ucx_peer *peer = argument;
+    if (peer->fabric->lost_rank < 0) {
+        peer->fabric->lost_rank = peer->rank;
+        peer->fabric->lost_status = status;
+    }
+}
+
+chorus_status ucx_fabric_connect(struct ucx_fabric *fabric, int rank, int nranks,
+                                 const void *const *addresses, char *error, size_t error_size)
+{
+    /* The tag has 16 bits for the source rank. */
+    if (nranks < 1 || nranks > 65536 || rank < 0 || rank >= nranks || fabric->peers != NULL) {
+        snprintf(error, error_size, "UCX fabric: rank %d of %d ranks cannot be connected", rank,
+                 nranks);
+        return CHORUS_ERR_INVALID_ARGUMENT;
+    }
+    fabric->peers = calloc((size_t)nranks, sizeof *fabric->peers);
+    if (fabric->peers == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    fabric->rank = rank;
+    fabric->nranks = nranks;
+    for (int r = 0; r < nranks; r++) {
+        fabric->peers[r] = (struct ucx_peer){.fabric = fabric, .rank = r};
+        ucp_ep_params_t params = {
+            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+            .address = addresses[r],
+            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+            .err_handler = {.cb = endpoint_failed, .arg = &fabric->peers[r]}};
+        ucs_status_t status = ucp_ep_create(fabric->worker, &params, &fabric->peers[r].endpoint);
+        if (status != UCS_OK) {
+            snprintf(error, error_size, "UCX fabric: rank %d cannot reach rank %d: %s", rank, r,
+                     ucs_status_string(status));
+            return CHORUS_ERR_TIMEOUT;
+        }
+    }
+    return CHORUS_OK;
+}
+
+int ucx_fabric_lost_rank(const struct ucx_fabric *fabric)
+{
+    return fabric->lost_rank;
+}
+
+/* Waits for a request UCX returned, progressing the worker. */
+static void finish_request(ucp_worker_h worker, ucs_status_ptr_t request)
+{
+    if (request == NULL || UCS_PTR_IS_ERR(request))
+        return;
+    while (ucp_request_check_status(request) == UCS_INPROGRESS)
+        ucp_worker_progress(worker);
+    ucp_request_free(request);
+}
+
+void ucx_fabric_destroy(struct ucx_fabric *fabric)
+{
+    if (fabric == NULL)
+        return;
+    /* Forced: a graceful close would wait for lost peers. The ranks still waiting on their own
+     * fabric of this epoch see this rank lost. */
+    ucp_request_param_t close = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    for (int r = 0; fabric->peers != NULL && r < fabric->nranks; r++)
+        if (fabric->peers[r].endpoint != NULL)
+            finish_request(fabric->worker, ucp_ep_close_nbx(fabric->peers[r].endpoint, &close));
+    ucp_worker_release_address(fabric->worker, fabric->address);
+    ucp_worker_destroy(fabric->worker);
+    free(fabric->peers);
+    free(fabric);
+}
+
+void ucx_fabric_describe(struct ucx_fabric *fabric, int peer, FILE *out)
+{
+    if (fabric->peers != NULL && peer >= 0 && peer < fabric->nranks)
+        ucp_ep_print_info(fabric->peers[peer].endpoint, out);
+}
+
+/* A request's slots: the UCX request (NULL once finished), the peer with the direction, the
+ * tag, and a receive's expected length. */
+enum { SLOT_UCX, SLOT_PEER, SLOT_TAG, SLOT_BYTES };
+
+static void request_set(struct transport_request *request, void *ucx, int peer, bool receive,
+                        int tag, size_t bytes)
+{
+    request->slots[SLOT_UCX] = ucx;
+    request->slots[SLOT_PEER] = (void *)((intptr_t)peer * 2 + receive);
+    request->slots[SLOT_TAG] = (void *)(intptr_t)tag;
+    request->slots[SLOT_BYTES] = (void *)(uintptr_t)bytes;
+}
+
+static int request_peer(const struct transport_request *request)
+{
+    return (int)((intptr_t)request->slots[SLOT_PEER] / 2);
+}
+
+static bool request_is_receive(const struct transport_request *request)
+{
+    return (intptr_t)request->slots[SLOT_PEER] % 2 != 0;
+}
+
+/* Whether a UCX status means the connection to the peer failed. */
+static bool connection_failed(ucs_status_t status)
+{
+    return status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_CONNECTION_RESET ||
+           status == UCS_ERR_UNREACHABLE || status == UCS_ERR_REJECTED ||
+           status == UCS_ERR_IO_ERROR || status == UCS_ERR_CANCELED;
+}
+
+/* The message of a wait that ended because the world lost a rank. */
+static chorus_status lost_rank_failure(struct transport *transport, bool receive, int peer)
+{
+    struct ucx_fabric *fabric = transport->context;
+    snprintf(transport->error, sizeof transport->error,
+             "rank %d lost: its connection failed (UCX: %s) while rank %d waited to %s rank %d",
+             fabric->lost_rank, ucs_status_string(fabric->lost_status), fabric->rank,
+             receive ? "receive from" : "send to", peer);
+    return CHORUS_ERR_TIMEOUT;
+}
+
+/* What a finished request's UCX status and received length mean. */
+static chorus_status request_outcome(struct transport *transport,
+                                     const struct transport_request *request, ucs_status_t status,
+                                     size_t received)
+{
+    struct ucx_fabric *fabric = transport->context;
+    bool receive = request_is_receive(request);
+    int peer = request_peer(request), tag = (int)(intptr_t)request->slots[SLOT_TAG];
+    size_t expected = (size_t)(uintptr_t)request->slots[SLOT_BYTES];
+    if (status == UCS_OK && (!receive || received == expected))
+        return CHORUS_OK;
+    if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) {
+        snprintf(transport->error, sizeof transport->error,
+                 "rank %d expected %zu bytes from rank %d (tag %d) but got %s", fabric->rank,
+                 expected, peer, tag, status == UCS_OK ? "fewer" : "more");
+        return CHORUS_ERR_INTERNAL;
+    }
+    if (connection_failed(status) && fabric->lost_rank < 0) {
+        fabric->lost_rank = peer;
+        fabric->lost_status = status;
+    }
+    if (fabric->lost_rank >= 0)
+        return lost_rank_failure(transport, receive, peer);
+    snprintf(transport->error, sizeof transport->error, "UCX: %s with rank %d failed: %s",
+             receive ? "receive" : "send", peer, ucs_status_string(status));
+    return CHORUS_ERR_INTERNAL;
+}
+
+/* Readies `request` for a transfer with `peer`; an error where it cannot be posted. */
+static chorus_status start_request(struct transport *transport, struct transport_request *request,
+                                   int peer, bool receive, int tag, size_t bytes)
+{
+    struct ucx_fabric *fabric = transport->context;
+    request_set(request, NULL, peer, receive, tag, bytes);
+    if (peer < 0 || peer >= fabric->nranks) {
+        snprintf(transport->error, sizeof transport->error, "%s invalid rank %d",
+                 receive ? "receive from" : "send to", peer);
+        return CHORUS_ERR_INTERNAL;
+    }
+    if (fabric->lost_rank >= 0)
+        return lost_rank_failure(transport, receive, peer);
+    return CHORUS_OK;
+}
+
+static chorus_status ucx_isend(struct transport *transport, const void *buffer, size_t bytes,
+                               int peer, int tag, struct transport_request *request)
+{
+    struct ucx_fabric *fabric = transport->context;
+    chorus_status status = start_request(transport, request, peer, false, tag, bytes);
+    if (status != CHORUS_OK)
+        return status;
+    ucp_request_param_t param = {0};
+    ucs_status_ptr_t posted =
+        ucp_tag_send_nbx(fabric->peers[peer].endpoint, buffer, bytes,
+                         message_tag(fabric->epoch, fabric->rank, tag), &param);
+    if (UCS_PTR_IS_ERR(posted))
+        return request_outcome(transport, request, UCS_PTR_STATUS(posted), 0);
+    request->slots[SLOT_UCX] = posted;
+    return CHORUS_OK;
+}
+
+static chorus_status ucx_irecv(struct transport *transport, void *buffer, size_t bytes, int peer,
+                               int tag, struct transport_request *request)
+{
+    struct ucx_fabric *fabric = transport->context;
+    chorus_status status = start_request(transport, request, peer, true, tag, bytes);
+    if (status != CHORUS_OK)
+        return status;
+    /* Always a request, even for a message already here: its length is checked in the wait
+     * (UCX 1.13's recv_info gave wrong lengths for messages matched at once). */
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL};
+    ucs_status_ptr_t posted =
+        ucp_tag_recv_nbx(fabric->worker, buffer, bytes, message_tag(fabric->epoch, peer, tag),
+                         UINT64_MAX, &param);
+    if (UCS_PTR_IS_ERR(posted))
+        return request_outcome(transport, request, UCS_PTR_STATUS(posted), 0);
+    request->slots[SLOT_UCX] = posted;
+    return CHORUS_OK;
+}
+
+/* The request's UCX status (UCS_INPROGRESS while it runs); a finished one is freed, and a
+ * receive's length written to `received`. */
+static ucs_status_t request_test(struct transport_request *request, size_t *received)
+{
+    void *ucx = request->slots[SLOT_UCX];
+    ucs_status_t status = UCS_OK;
+    *received = (size_t)(uintptr_t)request->slots[SLOT_BYTES];
+    if (ucx == NULL)
+        return UCS_OK;
+    if (request_is_receive(request)) {
+        ucp_tag_recv_info_t info = {0};
+        status = ucp_tag_recv_request_test(ucx, &info);
+        *received = info.length;
+    } else {
+        status = ucp_request_check_status(ucx);
+    }
+    if (status != UCS_INPROGRESS) {
+        ucp_request_free(ucx);
+        request->slots[SLOT_UCX] = NULL;
+    }
+    return status;
+}
+
+/* Gives up requests (a lost rank, an interrupted wait, an algorithm that stops): receives not
+ * yet matched are cancelled, and those matched get a moment to finish, so that nothing lands in
+ * their buffers afterwards (RDMA may write them without this worker's progress). Sends are
+ * released at once: UCX reads their buffers only while this worker is progressed, and a world
+ * that gave up an operation is destroyed, not used again; waiting for them would wait the whole
+ * moment for receives their peers have given up. UCX frees what is still going when it ends, or
+ * when the fabric is destroyed. */
+static void abandon(struct ucx_fabric *fabric, struct transport_request *requests, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (requests[i].slots[SLOT_UCX] != NULL && request_is_receive(&requests[i]))
+            ucp_request_cancel(fabric->worker, requests[i].slots[SLOT_UCX]);
+    double give_up = clock_seconds() + ABANDON_DRAIN_SECONDS;
+    for (size_t i = 0; i < count; i++) {
+        size_t received;
+        while (requests[i].slots[SLOT_UCX] != NULL && request_is_receive(&requests[i]) &&
+               request_test(&requests[i], &received) == UCS_INPROGRESS &&
+               clock_seconds() < give_up)
+            if (ucp_worker_progress(fabric->worker) == 0)
+                sched_yield();
+        if (requests[i].slots[SLOT_UCX] != NULL)
+            ucp_request_free(requests[i].slots[SLOT_UCX]);
+        requests[i].slots[SLOT_UCX] = NULL;
+    }
+}
+
+/* Waits for one request; on failure it is left to the caller to abandon. */
+static chorus_status wait_one(struct transport *transport, struct transport_request *request)
+{
+    struct ucx_fabric *fabric = transport->context;
+    unsigned idle_polls = 0;
+    for (;;) {
+        size_t received = 0;
+        ucs_status_t status = request_test(request, &received);
+        if (status != UCS_INPROGRESS)
+            return request_outcome(transport, request, status, received);
+        /* A lost rank ends every wait: a live peer may be waiting for it and never send. */
+        if (fabric->lost_rank >= 0)
+            return lost_rank_failure(transport, request_is_receive(request),
+                                     request_peer(request));
+        if (ucp_worker_progress(fabric->worker) != 0) {
+            idle_polls = 0;
+            continue;
+        }
+        /* Spin briefly for latency, then give the core away between polls. */
+        if (++idle_polls <= SPIN_POLLS)
+            continue;
+        sched_yield();
+        chorus_status interrupted = transport_ask_interrupted(
+            transport, request_is_receive(request), request_peer(request));
+        if (interrupted != CHORUS_OK)
+            return interrupted;
+    }
+}
+
+static chorus_status ucx_waitall(struct transport *transport, size_t count,
+                                 struct transport_request *requests)
+{
+    for (size_t i = 0; i < count; i++) {
+        chorus_status status = wait_one(transport, &requests[i]);
+        if (status != CHORUS_OK) {
+            abandon(transport->context, requests + i, count - i);
+            return status;
+        }
+    }
+    return CHORUS_OK;
+}
+
+static void ucx_cancel(struct transport *transport, size_t count,
+                       struct transport_request *requests)
+{
+    abandon(transport->context, requests, count);
+}
+
+static const struct transport_ops ucx_ops = {
+    .isend = ucx_isend,
+    .irecv = ucx_irecv,
+    .waitall = ucx_waitall,
+    .cancel = ucx_cancel,
+};
+
+void transport_ucx_init(struct transport *transport, struct ucx_fabric *fabric)
+{
+    memset(transport, 0, sizeof *transport);
+    transport->ops = &ucx_ops;
+    transport->rank = fabric->rank;
+    transport->nranks = fabric->nranks;
+    transport->context = fabric;
+}
