@@ -206,27 +206,33 @@ void ucx_fabric_describe(struct ucx_fabric *fabric, int peer, FILE *out)
         ucp_ep_print_info(fabric->peers[peer].endpoint, out);
 }
 
-/* A request's slots: the UCX request (NULL once finished), the peer with the direction, the
- * tag, and a receive's expected length. */
+/* A request's slots: the UCX request (NULL once finished), the peer with the direction and
+ * whether a receive takes a shorter message, the tag, and a receive's expected length. */
 enum { SLOT_UCX, SLOT_PEER, SLOT_TAG, SLOT_BYTES };
+enum { RECEIVE = 1, SHORTER_TAKEN = 2, PEER_SHIFT = 4 };
 
-static void request_set(struct transport_request *request, void *ucx, int peer, bool receive,
+static void request_set(struct transport_request *request, void *ucx, int peer, unsigned kind,
                         int tag, size_t bytes)
 {
     request->slots[SLOT_UCX] = ucx;
-    request->slots[SLOT_PEER] = (void *)((intptr_t)peer * 2 + receive);
+    request->slots[SLOT_PEER] = (void *)((intptr_t)peer * PEER_SHIFT + kind);
     request->slots[SLOT_TAG] = (void *)(intptr_t)tag;
     request->slots[SLOT_BYTES] = (void *)(uintptr_t)bytes;
 }
 
 static int request_peer(const struct transport_request *request)
 {
-    return (int)((intptr_t)request->slots[SLOT_PEER] / 2);
+    return (int)((intptr_t)request->slots[SLOT_PEER] / PEER_SHIFT);
 }
 
 static bool request_is_receive(const struct transport_request *request)
 {
-    return (intptr_t)request->slots[SLOT_PEER] % 2 != 0;
+    return ((intptr_t)request->slots[SLOT_PEER] & RECEIVE) != 0;
+}
+
+static bool request_takes_shorter(const struct transport_request *request)
+{
+    return ((intptr_t)request->slots[SLOT_PEER] & SHORTER_TAKEN) != 0;
 }
 
 /* Whether a UCX status means the connection to the peer failed. */
@@ -257,7 +263,9 @@ static chorus_status request_outcome(struct transport *transport,
     bool receive = request_is_receive(request);
     int peer = request_peer(request), tag = (int)(intptr_t)request->slots[SLOT_TAG];
     size_t expected = (size_t)(uintptr_t)request->slots[SLOT_BYTES];
-    if (status == UCS_OK && (!receive || received == expected))
+    if (status == UCS_OK &&
+        (!receive || received == expected ||
+         (request_takes_shorter(request) && received < expected)))
         return CHORUS_OK;
     if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) {
         snprintf(transport->error, sizeof transport->error,
@@ -278,10 +286,11 @@ static chorus_status request_outcome(struct transport *transport,
 
 /* Readies `request` for a transfer with `peer`; an error where it cannot be posted. */
 static chorus_status start_request(struct transport *transport, struct transport_request *request,
-                                   int peer, bool receive, int tag, size_t bytes)
+                                   int peer, unsigned kind, int tag, size_t bytes)
 {
     struct ucx_fabric *fabric = transport->context;
-    request_set(request, NULL, peer, receive, tag, bytes);
+    bool receive = (kind & RECEIVE) != 0;
+    request_set(request, NULL, peer, kind, tag, bytes);
     if (peer < 0 || peer >= fabric->nranks) {
         snprintf(transport->error, sizeof transport->error, "%s invalid rank %d",
                  receive ? "receive from" : "send to", peer);
@@ -296,7 +305,7 @@ static chorus_status ucx_isend(struct transport *transport, const void *buffer, 
                                int peer, int tag, struct transport_request *request)
 {
     struct ucx_fabric *fabric = transport->context;
-    chorus_status status = start_request(transport, request, peer, false, tag, bytes);
+    chorus_status status = start_request(transport, request, peer, 0, tag, bytes);
     if (status != CHORUS_OK)
         return status;
     ucp_request_param_t param = {0};
@@ -309,11 +318,12 @@ static chorus_status ucx_isend(struct transport *transport, const void *buffer, 
     return CHORUS_OK;
 }
 
-static chorus_status ucx_irecv(struct transport *transport, void *buffer, size_t bytes, int peer,
-                               int tag, struct transport_request *request)
+static chorus_status post_receive(struct transport *transport, void *buffer, size_t bytes,
+                                  int peer, int tag, unsigned kind,
+                                  struct transport_request *request)
 {
     struct ucx_fabric *fabric = transport->context;
-    chorus_status status = start_request(transport, request, peer, true, tag, bytes);
+    chorus_status status = start_request(transport, request, peer, kind, tag, bytes);
     if (status != CHORUS_OK)
         return status;
     /* Always a request, even for a message already here: its length is checked in the wait
@@ -326,6 +336,18 @@ static chorus_status ucx_irecv(struct transport *transport, void *buffer, size_t
         return request_outcome(transport, request, UCS_PTR_STATUS(posted), 0);
     request->slots[SLOT_UCX] = posted;
     return CHORUS_OK;
+}
+
+static chorus_status ucx_irecv(struct transport *transport, void *buffer, size_t bytes, int peer,
+                               int tag, struct transport_request *request)
+{
+    return post_receive(transport, buffer, bytes, peer, tag, RECEIVE, request);
+}
+
+static chorus_status ucx_irecv_up_to(struct transport *transport, void *buffer, size_t bytes,
+                                     int peer, int tag, struct transport_request *request)
+{
+    return post_receive(transport, buffer, bytes, peer, tag, RECEIVE | SHORTER_TAKEN, request);
 }
 
 /* The request's UCX status (UCS_INPROGRESS while it runs); a finished one is freed, and a
@@ -428,6 +450,7 @@ static void ucx_cancel(struct transport *transport, size_t count,
 static const struct transport_ops ucx_ops = {
     .isend = ucx_isend,
     .irecv = ucx_irecv,
+    .irecv_up_to = ucx_irecv_up_to,
     .waitall = ucx_waitall,
     .cancel = ucx_cancel,
 };
