@@ -772,6 +772,70 @@ START_TEST(waits_for_a_stopped_rank_are_interrupted)
 }
 END_TEST
 
+/* irecv_up_to takes a message shorter than its buffer, in send order; a plain receive still
+ * refuses one of another length. Rank 0 sends, rank 1 receives. */
+struct shorter_job {
+    struct rank_fabric *fabric;
+    int rank;
+    chorus_status plain; /* rank 1: the plain receive's status */
+    char failure[640];
+};
+
+static void *run_shorter_messages(void *argument)
+{
+    struct shorter_job *job = argument;
+    struct transport transport;
+    rank_fabric_transport(job->fabric, job->rank, &transport);
+    unsigned char sent[2][300], received[2][512];
+    for (int m = 0; m < 2; m++)
+        for (int i = 0; i < 300; i++)
+            sent[m][i] = (unsigned char)(m * 101 + i * 7);
+    size_t lengths[2] = {5, 300};
+    struct transport_request requests[2];
+    if (job->rank == 0) {
+        for (int m = 0; m < 2; m++)
+            transport_isend(&transport, sent[m], lengths[m], 1, 7, &requests[m]);
+        chorus_status status = transport_waitall(&transport, 2, requests);
+        if (status != CHORUS_OK)
+            snprintf(job->failure, sizeof job->failure, "sends: %s", transport.error);
+        uint32_t odd = 1;
+        transport_isend(&transport, &odd, sizeof odd, 1, 8, &requests[0]);
+        transport_waitall(&transport, 1, requests);
+        return NULL;
+    }
+    memset(received, 0xee, sizeof received);
+    for (int m = 0; m < 2; m++)
+        transport_irecv_up_to(&transport, received[m], sizeof received[m], 0, 7, &requests[m]);
+    chorus_status status = transport_waitall(&transport, 2, requests);
+    if (status != CHORUS_OK)
+        snprintf(job->failure, sizeof job->failure, "receives up to: %s", transport.error);
+    for (int m = 0; m < 2 && job->failure[0] == '\0'; m++)
+        if (memcmp(received[m], sent[m], lengths[m]) != 0 || received[m][lengths[m]] != 0xee)
+            snprintf(job->failure, sizeof job->failure, "message %d arrived wrong", m);
+    uint64_t wider = 0;
+    transport_irecv(&transport, &wider, sizeof wider, 0, 8, &requests[0]);
+    job->plain = transport_waitall(&transport, 1, requests);
+    return NULL;
+}
+
+START_TEST(a_receive_up_to_a_length_takes_a_shorter_message)
+{
+    struct rank_fabric *fabric = rank_fabric_create(2);
+    struct shorter_job jobs[2] = {{.fabric = fabric, .rank = 0}, {.fabric = fabric, .rank = 1}};
+    pthread_t threads[2];
+    for (int r = 0; r < 2; r++)
+        pthread_create(&threads[r], NULL, run_shorter_messages, &jobs[r]);
+    for (int r = 0; r < 2; r++)
+        pthread_join(threads[r], NULL);
+    for (int r = 0; r < 2; r++)
+        ck_assert_msg(jobs[r].failure[0] == '\0', "%s, rank %d: %s", rank_fabric_kind(), r,
+                      jobs[r].failure);
+    ck_assert_msg(jobs[1].plain != CHORUS_OK, "%s: a plain receive took a shorter message",
+                  rank_fabric_kind());
+    rank_fabric_release(fabric, false);
+}
+END_TEST
+
 START_TEST(broadcast_every_algorithm_root_and_size)
 {
     int nranks = _i;
@@ -1195,6 +1259,7 @@ int main(void)
     tcase_add_loop_test(others, broadcast_every_algorithm_root_and_size, 1, 6);
     tcase_add_loop_test(others, allgather_every_algorithm_with_uneven_blocks, 1, 6);
     tcase_add_loop_test(others, waits_for_a_stopped_rank_are_interrupted, 2, 6);
+    tcase_add_test(others, a_receive_up_to_a_length_takes_a_shorter_message);
     if (over_ucx()) {
         /* 1-5 ranks; the host's segment is not for this transport. */
         tcase_add_loop_test(others, reducescatter_with_uneven_blocks, 1, 6);
