@@ -1,9 +1,10 @@
 /*
  * point_to_point.h — the point-to-point interface that every collective algorithm is written
- * against: nonblocking send and receive of bytes between ranks, and waiting for them. Two
- * implementations exist: over chorus's MPI communicator (transport_mpi.c) and over threads of
- * one process (transport_threads.c), which lets unit tests run every algorithm for 1-5 ranks
- * without mpirun.
+ * against: nonblocking send and receive of bytes between ranks, and waiting for them. Three
+ * implementations exist: over chorus's MPI communicator (transport_mpi.c), over threads of one
+ * process (transport_threads.c), which lets unit tests run every algorithm for 1-5 ranks
+ * without mpirun, and over UCX (transport_ucx.h), whose worlds outlive a lost rank (not yet
+ * used by chorus_init).
  */
 #ifndef CHORUS_POINT_TO_POINT_H
 #define CHORUS_POINT_TO_POINT_H
