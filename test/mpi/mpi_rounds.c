@@ -175,6 +175,15 @@ static void stall_in_the_steady_state(void)
         chorus_handle_free(handle);
     }
     MPI_Barrier(MPI_COMM_WORLD);
+    /* Rank 0 sent its verdict on grad.7 to the last rank too, which had not submitted it; had
+     * that rank not taken it in yet, it would take it as the verdict on its next grad.7 (step 5):
+     * a collective after it, whose answer comes after the verdict, lets every rank take it. */
+    float one = 1;
+    EXPECT_STATUS(chorus_allreduce("after the stall",
+                                   &(chorus_tensor){.data = &one, .dtype = CHORUS_FLOAT32}, NULL,
+                                   CHORUS_SUM),
+                  CHORUS_OK);
+    EXPECT(one == (float)test_size, "after the stall: %g", one);
 }
 
 int main(int argc, char **argv)
