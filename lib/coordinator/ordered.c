@@ -5,7 +5,8 @@
  * contribution in member order, as the host's slots do: all get the same bits). Among few
  * members the blocks go point to point, each as long as what it holds; among more, MPI's own
  * allgather of fixed blocks. Across hosts this halves a small allreduce's exchanges (the check,
- * then the algorithm). */
+ * then the algorithm).
+ */
 #include "ordered.h"
 
 #include "../collectives/reduce.h"

@@ -426,11 +426,13 @@ chorus_status executor_exchange_varying_records(struct executor *executor, const
     executor->batch_started = clock_seconds();
     memcpy((char *)all + (size_t)me * capacity, mine, bytes);
     chorus_status status = CHORUS_OK;
-    for (int r = 0; r < members && status == CHORUS_OK; r++)
-        if (r != me && (status = transport_irecv_up_to(transport, (char *)all + (size_t)r * capacity,
-                                                       capacity, r, TAG_ORDERED_RECORDS,
+    for (int r = 0; r < members && status == CHORUS_OK; r++) {
+        char *block = (char *)all + (size_t)r * capacity;
+        if (r != me && (status = transport_irecv_up_to(transport, block, capacity, r,
+                                                       TAG_ORDERED_RECORDS,
                                                        &requests[receives])) == CHORUS_OK)
             receives++;
+    }
     for (int r = 0; r < members && status == CHORUS_OK; r++)
         if (r != me && (status = transport_isend(transport, mine, bytes, r, TAG_ORDERED_RECORDS,
                                                  &requests[receives + sends])) == CHORUS_OK)
