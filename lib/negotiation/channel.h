@@ -5,8 +5,9 @@
  * when it stops after a fatal error.
  *
  * The coordinator sees only these operations. channel_mpi.c implements them on the control
- * communicator; the unit tests implement them between threads (test/common/channel_threads.c)
- * and drive the whole coordinator loop, ranks as threads, without MPI.
+ * communicator, channel_ucx.c on a UCX fabric (worlds that outlive a lost rank); the unit tests
+ * implement them between threads (test/common/channel_threads.c) and drive the whole coordinator
+ * loop, ranks as threads, without MPI (and over UCX: test/common/rank_links.h).
  */
 #ifndef CHORUS_CHANNEL_H
 #define CHORUS_CHANNEL_H
@@ -66,5 +67,10 @@ static inline int *channel_ranks_but(int rank, int size)
 /* The channel over `comm` (an MPI_Comm passed by pointer; it must stay put). False when out of
  * memory. */
 bool channel_mpi_init(struct channel *channel, const void *comm);
+
+/* The channel over a connected UCX fabric (channel_ucx.c, part of the UCX library with
+ * transport_ucx.h). The fabric must outlive the channel. False when out of memory. */
+struct ucx_fabric;
+bool channel_ucx_init(struct channel *channel, struct ucx_fabric *fabric);
 
 #endif

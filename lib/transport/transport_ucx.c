@@ -463,3 +463,108 @@ void transport_ucx_init(struct transport *transport, struct ucx_fabric *fabric)
     transport->nranks = fabric->nranks;
     transport->context = fabric;
 }
+
+/* ----- whole messages, for the negotiation channel ----------------------------------------- */
+
+/* The bit that keeps messages apart from the transport's (whose tags are below 2^31). */
+#define MESSAGE_TAG_BIT 0x80000000u
+/* Matches every bit but the source's. */
+#define ANY_SOURCE_MASK (~((uint64_t)0xffff << 32))
+
+static chorus_status message_lost(struct ucx_fabric *fabric, char *error, size_t error_size)
+{
+    snprintf(error, error_size, "rank %d lost: its connection failed (UCX: %s)",
+             fabric->lost_rank, ucs_status_string(fabric->lost_status));
+    return CHORUS_ERR_TIMEOUT;
+}
+
+/* The outcome of a message operation that failed with `status`, with `peer`. */
+static chorus_status message_failed(struct ucx_fabric *fabric, int peer, ucs_status_t status,
+                                    char *error, size_t error_size)
+{
+    if (connection_failed(status) && fabric->lost_rank < 0 && peer >= 0) {
+        fabric->lost_rank = peer;
+        fabric->lost_status = status;
+    }
+    if (fabric->lost_rank >= 0)
+        return message_lost(fabric, error, error_size);
+    snprintf(error, error_size, "UCX: a negotiation message with rank %d failed: %s", peer,
+             ucs_status_string(status));
+    return CHORUS_ERR_INTERNAL;
+}
+
+chorus_status ucx_message_send(struct ucx_fabric *fabric, int peer, int tag, const void *bytes,
+                               size_t length, void **pending, char *error, size_t error_size)
+{
+    *pending = NULL;
+    if (peer < 0 || peer >= fabric->nranks || tag < 0) {
+        snprintf(error, error_size, "UCX: no rank %d to send a message to", peer);
+        return CHORUS_ERR_INTERNAL;
+    }
+    if (fabric->lost_rank >= 0)
+        return message_lost(fabric, error, error_size);
+    ucp_request_param_t param = {0};
+    ucs_status_ptr_t posted = ucp_tag_send_nbx(
+        fabric->peers[peer].endpoint, bytes, length,
+        message_tag(fabric->epoch, fabric->rank, (int)((uint32_t)tag | MESSAGE_TAG_BIT)), &param);
+    if (UCS_PTR_IS_ERR(posted))
+        return message_failed(fabric, peer, UCS_PTR_STATUS(posted), error, error_size);
+    *pending = posted;
+    return CHORUS_OK;
+}
+
+bool ucx_message_sent(struct ucx_fabric *fabric, void *pending)
+{
+    if (pending == NULL)
+        return true;
+    ucp_worker_progress(fabric->worker);
+    if (ucp_request_check_status(pending) == UCS_INPROGRESS)
+        return false;
+    ucp_request_free(pending); /* a failed send: the peer's loss is seen by the receives */
+    return true;
+}
+
+void ucx_message_abandon(struct ucx_fabric *fabric, void *pending)
+{
+    (void)fabric;
+    if (pending != NULL)
+        ucp_request_free(pending);
+}
+
+chorus_status ucx_message_take(struct ucx_fabric *fabric, int source, int tag, uint8_t **bytes,
+                               size_t *length, int *sender, char *error, size_t error_size)
+{
+    *bytes = NULL;
+    ucp_worker_progress(fabric->worker);
+    if (fabric->lost_rank >= 0)
+        return message_lost(fabric, error, error_size);
+    ucp_tag_recv_info_t info = {0};
+    ucp_tag_t wanted = message_tag(fabric->epoch, source < 0 ? 0 : source,
+                                   (int)((uint32_t)tag | MESSAGE_TAG_BIT));
+    ucp_tag_message_h message = ucp_tag_probe_nb(
+        fabric->worker, wanted, source < 0 ? ANY_SOURCE_MASK : UINT64_MAX, 1, &info);
+    if (message == NULL)
+        return CHORUS_OK;
+    int from = (int)(uint16_t)(info.sender_tag >> 32);
+    uint8_t *received = malloc(info.length > 0 ? info.length : 1);
+    if (received == NULL)
+        return CHORUS_ERR_OUT_OF_MEMORY; /* the message is lost: the caller fails */
+    ucp_request_param_t param = {0};
+    ucs_status_ptr_t request =
+        ucp_tag_msg_recv_nbx(fabric->worker, received, info.length, message, &param);
+    ucs_status_t status = UCS_PTR_STATUS(request);
+    if (!UCS_PTR_IS_ERR(request) && request != NULL) {
+        /* The message matched: its rest (a large one comes in pieces) follows at once. */
+        while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS)
+            ucp_worker_progress(fabric->worker);
+        ucp_request_free(request);
+    }
+    if (status != UCS_OK) {
+        free(received);
+        return message_failed(fabric, from, status, error, error_size);
+    }
+    *bytes = received;
+    *length = info.length;
+    *sender = from;
+    return CHORUS_OK;
+}

@@ -60,4 +60,22 @@ void ucx_fabric_describe(struct ucx_fabric *fabric, int peer, FILE *out);
 /* The transport over a connected fabric. */
 void transport_ucx_init(struct transport *transport, struct ucx_fabric *fabric);
 
+/* Whole messages of any length, for the negotiation channel over UCX (channel_ucx.c). Their
+ * tags (below 2^31) never match the transport's: a fabric may carry both, on one thread at a
+ * time. Once the fabric lost a rank, every call fails with CHORUS_ERR_TIMEOUT and the reason
+ * in `error` (ucx_fabric_lost_rank names the rank). */
+chorus_status ucx_message_send(struct ucx_fabric *fabric, int peer, int tag, const void *bytes,
+                               size_t length, void **pending, char *error, size_t error_size);
+/* Whether the send left in `pending` (NULL: it finished when posted) is done, failed ones
+ * included; frees it when so. Progresses the worker. */
+bool ucx_message_sent(struct ucx_fabric *fabric, void *pending);
+/* Lets a send go on unwatched (UCX frees it when it ends, or with the fabric): its bytes must
+ * stay until the fabric is destroyed. */
+void ucx_message_abandon(struct ucx_fabric *fabric, void *pending);
+/* Takes one message of `tag` from `source` (-1: any rank) that has arrived, whole: *bytes
+ * (malloc'd, also when empty; the caller frees), *length, *sender. *bytes NULL when none was
+ * there. Messages from one rank with one tag are taken in the order they were sent. */
+chorus_status ucx_message_take(struct ucx_fabric *fabric, int source, int tag, uint8_t **bytes,
+                               size_t *length, int *sender, char *error, size_t error_size);
+
 #endif

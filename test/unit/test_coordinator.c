@@ -1,7 +1,8 @@
 /*
  * test_coordinator.c — the whole background loop (lib/coordinator/background.h) with ranks as
  * threads, without MPI: each rank's loop runs over the thread channel (test/common) and its
- * executor over the thread transport, and the test submits into each rank's context as the
+ * executor over the thread transport, or both over UCX (test/common/rank_links.h: the program
+ * is built once with each), and the test submits into each rank's context as the
  * user threads do. For 1-4 ranks, by the star protocol and by ready rounds: collectives submitted
  * in different orders on different ranks, checked against values computed from every rank's
  * inputs; a shutdown from one rank that fails a tensor some ranks never submitted, on every
@@ -13,6 +14,7 @@
 #include "../../lib/coordinator/background.h"
 #include "../../lib/core/handle.h"
 #include "../common/channel_threads.h"
+#include "../common/rank_links.h"
 #include "../common/check_runner.h"
 
 #include <check.h>
@@ -28,8 +30,7 @@ struct rank_run {
     int nranks;
     struct chorus_context *context;
     struct background background;
-    struct channel_world *world;
-    struct thread_fabric *fabric;
+    struct rank_links *links;
     pthread_t thread;
     char error[256];
 };
@@ -45,8 +46,9 @@ static void *run_loop(void *argument)
     background->context = run->context;
     background->rank = run->rank;
     background->size = run->nranks;
-    channel_threads_init(&background->channel, run->world, run->rank);
-    transport_threads_init(&background->runner.executor.transport, run->fabric, run->rank);
+    void *abort_state = NULL;
+    rank_links_init(run->links, run->rank, &background->channel,
+                    &background->runner.executor.transport, &abort_state);
     chorus_status status = coord_setup(background, run->error, sizeof run->error);
     if (status == CHORUS_OK && across_hosts) {
         ck_assert(rounds_open_copies(&background->rounds, &run->context->params.values, run->rank,
@@ -56,7 +58,7 @@ static void *run_loop(void *argument)
     }
     if (status == CHORUS_OK) {
         executor_watch_aborts_through(&background->runner.executor, channel_threads_poll_abort,
-                                      channel_threads_notify_abort, background->channel.state);
+                                      channel_threads_notify_abort, abort_state);
         coord_loop(background);
     }
     coord_teardown(background);
@@ -71,12 +73,11 @@ static void start(int nranks, const char *overrides)
     across_hosts = overrides == ACROSS_HOSTS;
     if (across_hosts)
         overrides = "";
-    struct channel_world *world = channel_world_create(nranks);
-    struct thread_fabric *fabric = thread_fabric_create(nranks);
+    struct rank_links *links = rank_links_create(nranks);
     char *const no_environment[] = {NULL};
     for (int r = 0; r < nranks; r++) {
         struct rank_run *run = &runs[r];
-        *run = (struct rank_run){.rank = r, .nranks = nranks, .world = world, .fabric = fabric};
+        *run = (struct rank_run){.rank = r, .nranks = nranks, .links = links};
         struct chorus_context *context = context_create(MPI_COMM_NULL);
         run->context = context;
         context->rank = r;
@@ -97,8 +98,7 @@ static void finish(int nranks)
         ck_assert_int_eq(pthread_join(runs[r].thread, NULL), 0);
         ck_assert_msg(runs[r].error[0] == '\0', "rank %d: %s", r, runs[r].error);
     }
-    channel_world_destroy(runs[0].world);
-    thread_fabric_destroy(runs[0].fabric);
+    rank_links_destroy(runs[0].links);
     for (int r = 0; r < nranks; r++)
         context_free(runs[r].context);
 }
@@ -337,7 +337,7 @@ START_TEST(a_fatal_error_on_one_rank_stops_every_rank)
     /* By rounds the first submission of a name still travels to rank 0 and back in full. By
      * copies (across hosts) rank 0's idle round may be the message spoiled, before a rank has
      * submitted: that rank then refuses the submission, having stopped. */
-    channel_world_corrupt_next(runs[0].world, 1);
+    rank_links_corrupt_next(runs[0].links, 1);
     static float data[MAX_RANKS][COUNT];
     chorus_handle *handles[MAX_RANKS];
     for (int r = 0; r < nranks; r++)
