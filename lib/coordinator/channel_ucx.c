@@ -221,12 +221,12 @@ bool channel_ucx_init(struct channel *channel, struct ucx_fabric *fabric)
     struct channel_ucx *state = calloc(1, sizeof *state);
     if (state == NULL)
         return false;
-    struct transport transport;
-    transport_ucx_init(&transport, fabric);
+    int nranks = 1;
+    int rank = ucx_fabric_rank(fabric, &nranks);
     *state = (struct channel_ucx){.fabric = fabric,
-                                  .rank = transport.rank,
-                                  .nranks = transport.nranks,
-                                  .round_heard = calloc((size_t)transport.nranks, sizeof(bool))};
+                                  .rank = rank,
+                                  .nranks = nranks,
+                                  .round_heard = calloc((size_t)nranks, sizeof(bool))};
     if (state->round_heard == NULL) {
         free(state);
         return false;

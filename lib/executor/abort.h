@@ -46,4 +46,9 @@ void abort_watch_stop(struct abort_watch *watch);
  * communicator, without waiting for delivery. Nothing when the watch never started. */
 void abort_notify(struct abort_watch *watch, int rank, chorus_status status, const char *reason);
 
+/* The notices over a UCX fabric (abort_ucx.c, part of the UCX library: transport_ucx.h): the
+ * hooks above, whose context is the fabric (struct ucx_fabric *). Callable from any thread. */
+bool abort_ucx_poll(void *fabric, struct abort_notice *notice);
+void abort_ucx_notify(void *fabric, const struct abort_notice *notice);
+
 #endif

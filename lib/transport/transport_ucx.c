@@ -12,6 +12,7 @@
  */
 #include "transport_ucx.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,9 @@ struct ucx_fabric {
      * ucp_worker_progress, on the thread that waits, so no lock is needed. */
     int lost_rank;
     ucs_status_t lost_status;
+    /* Held by the whole-message calls: a rank's abort notices are polled from whichever thread
+     * waits, beside the background thread's channel on the same fabric. */
+    pthread_mutex_t message_lock;
 };
 
 /* Polls without progress before a waiter starts yielding the processor between polls. */
@@ -102,6 +106,7 @@ chorus_status ucx_fabric_create(struct ucx_context *context, uint16_t epoch,
         return CHORUS_ERR_OUT_OF_MEMORY;
     (*fabric)->epoch = epoch;
     (*fabric)->lost_rank = -1;
+    pthread_mutex_init(&(*fabric)->message_lock, NULL);
     ucp_worker_params_t params = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                                   .thread_mode = UCS_THREAD_MODE_SERIALIZED};
     ucs_status_t status = ucp_worker_create(context->context, &params, &(*fabric)->worker);
@@ -173,6 +178,12 @@ int ucx_fabric_lost_rank(const struct ucx_fabric *fabric)
     return fabric->lost_rank;
 }
 
+int ucx_fabric_rank(const struct ucx_fabric *fabric, int *nranks)
+{
+    *nranks = fabric->nranks;
+    return fabric->rank;
+}
+
 /* Waits for a request UCX returned, progressing the worker. */
 static void finish_request(ucp_worker_h worker, ucs_status_ptr_t request)
 {
@@ -196,6 +207,7 @@ void ucx_fabric_destroy(struct ucx_fabric *fabric)
             finish_request(fabric->worker, ucp_ep_close_nbx(fabric->peers[r].endpoint, &close));
     ucp_worker_release_address(fabric->worker, fabric->address);
     ucp_worker_destroy(fabric->worker);
+    pthread_mutex_destroy(&fabric->message_lock);
     free(fabric->peers);
     free(fabric);
 }
@@ -493,8 +505,8 @@ static chorus_status message_failed(struct ucx_fabric *fabric, int peer, ucs_sta
     return CHORUS_ERR_INTERNAL;
 }
 
-chorus_status ucx_message_send(struct ucx_fabric *fabric, int peer, int tag, const void *bytes,
-                               size_t length, void **pending, char *error, size_t error_size)
+static chorus_status send_message(struct ucx_fabric *fabric, int peer, int tag, const void *bytes,
+                                  size_t length, void **pending, char *error, size_t error_size)
 {
     *pending = NULL;
     if (peer < 0 || peer >= fabric->nranks || tag < 0) {
@@ -513,26 +525,40 @@ chorus_status ucx_message_send(struct ucx_fabric *fabric, int peer, int tag, con
     return CHORUS_OK;
 }
 
+chorus_status ucx_message_send(struct ucx_fabric *fabric, int peer, int tag, const void *bytes,
+                               size_t length, void **pending, char *error, size_t error_size)
+{
+    pthread_mutex_lock(&fabric->message_lock);
+    chorus_status status =
+        send_message(fabric, peer, tag, bytes, length, pending, error, error_size);
+    pthread_mutex_unlock(&fabric->message_lock);
+    return status;
+}
+
 bool ucx_message_sent(struct ucx_fabric *fabric, void *pending)
 {
     if (pending == NULL)
         return true;
+    pthread_mutex_lock(&fabric->message_lock);
     ucp_worker_progress(fabric->worker);
-    if (ucp_request_check_status(pending) == UCS_INPROGRESS)
-        return false;
-    ucp_request_free(pending); /* a failed send: the peer's loss is seen by the receives */
-    return true;
+    bool done = ucp_request_check_status(pending) != UCS_INPROGRESS;
+    if (done)
+        ucp_request_free(pending); /* a failed send: the peer's loss is seen by the receives */
+    pthread_mutex_unlock(&fabric->message_lock);
+    return done;
 }
 
 void ucx_message_abandon(struct ucx_fabric *fabric, void *pending)
 {
-    (void)fabric;
-    if (pending != NULL)
-        ucp_request_free(pending);
+    if (pending == NULL)
+        return;
+    pthread_mutex_lock(&fabric->message_lock);
+    ucp_request_free(pending);
+    pthread_mutex_unlock(&fabric->message_lock);
 }
 
-chorus_status ucx_message_take(struct ucx_fabric *fabric, int source, int tag, uint8_t **bytes,
-                               size_t *length, int *sender, char *error, size_t error_size)
+static chorus_status take_message(struct ucx_fabric *fabric, int source, int tag, uint8_t **bytes,
+                                  size_t *length, int *sender, char *error, size_t error_size)
 {
     *bytes = NULL;
     ucp_worker_progress(fabric->worker);
@@ -567,4 +593,14 @@ chorus_status ucx_message_take(struct ucx_fabric *fabric, int source, int tag, u
     *length = info.length;
     *sender = from;
     return CHORUS_OK;
+}
+
+chorus_status ucx_message_take(struct ucx_fabric *fabric, int source, int tag, uint8_t **bytes,
+                               size_t *length, int *sender, char *error, size_t error_size)
+{
+    pthread_mutex_lock(&fabric->message_lock);
+    chorus_status status =
+        take_message(fabric, source, tag, bytes, length, sender, error, error_size);
+    pthread_mutex_unlock(&fabric->message_lock);
+    return status;
 }

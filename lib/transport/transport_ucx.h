@@ -50,6 +50,8 @@ chorus_status ucx_fabric_connect(struct ucx_fabric *fabric, int rank, int nranks
  * From then on every wait on the fabric fails with CHORUS_ERR_TIMEOUT naming it: the world is
  * broken, and its survivors form the next epoch on new fabrics. */
 int ucx_fabric_lost_rank(const struct ucx_fabric *fabric);
+/* This rank in the connected fabric's world, and the world's size in *nranks. */
+int ucx_fabric_rank(const struct ucx_fabric *fabric, int *nranks);
 /* Closes the connections and the worker: nothing lands in any buffer afterwards, also of
  * transfers never waited for. NULL is ignored. */
 void ucx_fabric_destroy(struct ucx_fabric *fabric);
@@ -60,10 +62,11 @@ void ucx_fabric_describe(struct ucx_fabric *fabric, int peer, FILE *out);
 /* The transport over a connected fabric. */
 void transport_ucx_init(struct transport *transport, struct ucx_fabric *fabric);
 
-/* Whole messages of any length, for the negotiation channel over UCX (channel_ucx.c). Their
- * tags (below 2^31) never match the transport's: a fabric may carry both, on one thread at a
- * time. Once the fabric lost a rank, every call fails with CHORUS_ERR_TIMEOUT and the reason
- * in `error` (ucx_fabric_lost_rank names the rank). */
+/* Whole messages of any length, for the negotiation channel and the abort notices over UCX
+ * (channel_ucx.c, abort_ucx.c). Their tags (below 2^31) never match the transport's. Any thread
+ * may call these at any time (they hold a lock of the fabric's); the transport's calls on the
+ * same fabric must not run beside them. Once the fabric lost a rank, every call fails with
+ * CHORUS_ERR_TIMEOUT and the reason in `error` (ucx_fabric_lost_rank names the rank). */
 chorus_status ucx_message_send(struct ucx_fabric *fabric, int peer, int tag, const void *bytes,
                                size_t length, void **pending, char *error, size_t error_size);
 /* Whether the send left in `pending` (NULL: it finished when posted) is done, failed ones

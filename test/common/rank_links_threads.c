@@ -28,11 +28,12 @@ void rank_links_destroy(struct rank_links *links)
 }
 
 void rank_links_init(struct rank_links *links, int rank, struct channel *channel,
-                     struct transport *transport, void **abort_state)
+                     struct transport *transport, struct rank_abort_hooks *aborts)
 {
     channel_threads_init(channel, links->world, rank);
     transport_threads_init(transport, links->fabric, rank);
-    *abort_state = channel->state;
+    *aborts = (struct rank_abort_hooks){channel_threads_poll_abort, channel_threads_notify_abort,
+                                        channel->state};
 }
 
 void rank_links_corrupt_next(struct rank_links *links, int rank)

@@ -1,13 +1,12 @@
 /*
  * rank_links_ucx.c — rank_links.h over UCX: per rank one fabric for the channel (channel_ucx.c)
- * and one for the transport, as MPI has a control and a data communicator, connected through
- * addresses handed over in memory. The abort notices go between threads (channel_threads.h).
- * A corrupted message is made by a channel around the UCX one that spoils what it receives.
+ * and the abort notices (abort_ucx.c), and one for the transport, as MPI has a control and a
+ * data communicator, connected through addresses handed over in memory. A corrupted message is
+ * made by a channel around the UCX one that spoils what it receives.
  */
 #include "rank_links.h"
 
 #include "../../lib/transport/transport_ucx.h"
-#include "channel_threads.h"
 
 #include <check.h>
 #include <stdatomic.h>
@@ -24,7 +23,6 @@ struct spoiling_channel {
 
 struct rank_links {
     int nranks;
-    struct channel_world *notices;
     struct ucx_fabric *(*fabrics)[FABRICS];
     struct spoiling_channel *channels;
 };
@@ -43,7 +41,6 @@ struct rank_links *rank_links_create(int nranks)
     static uint16_t epoch;
     struct rank_links *links = calloc(1, sizeof *links);
     links->nranks = nranks;
-    links->notices = channel_world_create(nranks);
     links->fabrics = calloc((size_t)nranks, sizeof *links->fabrics);
     links->channels = calloc((size_t)nranks, sizeof *links->channels);
     const void **addresses = calloc((size_t)nranks, sizeof *addresses);
@@ -71,7 +68,6 @@ void rank_links_destroy(struct rank_links *links)
     for (int r = 0; r < links->nranks; r++)
         for (int f = 0; f < FABRICS; f++)
             ucx_fabric_destroy(links->fabrics[r][f]);
-    channel_world_destroy(links->notices);
     free(links->fabrics);
     free(links->channels);
     free(links);
@@ -126,7 +122,7 @@ static void spoiling_release(void *state, bool failed)
 }
 
 void rank_links_init(struct rank_links *links, int rank, struct channel *channel,
-                     struct transport *transport, void **abort_state)
+                     struct transport *transport, struct rank_abort_hooks *aborts)
 {
     struct spoiling_channel *spoiling = &links->channels[rank];
     ck_assert(channel_ucx_init(&spoiling->inner, links->fabrics[rank][CHANNEL_FABRIC]));
@@ -138,9 +134,8 @@ void rank_links_init(struct rank_links *links, int rank, struct channel *channel
                                 .round_test = spoiling_round_test,
                                 .release = spoiling_release};
     transport_ucx_init(transport, links->fabrics[rank][TRANSPORT_FABRIC]);
-    struct channel notices;
-    channel_threads_init(&notices, links->notices, rank);
-    *abort_state = notices.state;
+    *aborts = (struct rank_abort_hooks){abort_ucx_poll, abort_ucx_notify,
+                                        links->fabrics[rank][CHANNEL_FABRIC]};
 }
 
 void rank_links_corrupt_next(struct rank_links *links, int rank)

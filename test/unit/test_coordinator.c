@@ -13,7 +13,6 @@
 #include "../../lib/api/instance.h"
 #include "../../lib/coordinator/background.h"
 #include "../../lib/core/handle.h"
-#include "../common/channel_threads.h"
 #include "../common/rank_links.h"
 #include "../common/check_runner.h"
 
@@ -46,9 +45,9 @@ static void *run_loop(void *argument)
     background->context = run->context;
     background->rank = run->rank;
     background->size = run->nranks;
-    void *abort_state = NULL;
+    struct rank_abort_hooks aborts;
     rank_links_init(run->links, run->rank, &background->channel,
-                    &background->runner.executor.transport, &abort_state);
+                    &background->runner.executor.transport, &aborts);
     chorus_status status = coord_setup(background, run->error, sizeof run->error);
     if (status == CHORUS_OK && across_hosts) {
         ck_assert(rounds_open_copies(&background->rounds, &run->context->params.values, run->rank,
@@ -57,8 +56,8 @@ static void *run_loop(void *argument)
         background->star.rounds_mode = background->rounds.on;
     }
     if (status == CHORUS_OK) {
-        executor_watch_aborts_through(&background->runner.executor, channel_threads_poll_abort,
-                                      channel_threads_notify_abort, abort_state);
+        executor_watch_aborts_through(&background->runner.executor, aborts.poll, aborts.notify,
+                                      aborts.context);
         coord_loop(background);
     }
     coord_teardown(background);
