@@ -119,4 +119,28 @@ const char *context_host_name(const struct chorus_context *context, int rank);
 /* Finds topology with MPI and hwloc (topology.c). Background thread, during start-up. */
 chorus_status topology_discover(struct chorus_context *context, char *error, size_t error_size);
 
+/* Words of the processing units a rank's binding allows, as the host's ranks combine them
+ * (hwloc_bitmap_to_ulongs): 4,096 PUs. */
+#define TOPOLOGY_BINDING_WORDS 64
+
+/* What a rank tells every other about where it runs, in a world without MPI (one UCX). */
+struct topology_record {
+    char host[CHORUS_HOST_NAME_SIZE]; /* ranks with the same name share a host */
+    int32_t cache_domain;             /* topology_cache_domain of its binding, or -1 */
+    uint32_t pus;                     /* the processing units its binding allows */
+    unsigned long binding[TOPOLOGY_BINDING_WORDS]; /* which ones; all zero when unknown */
+};
+
+/* This rank's record, on the host named `host` (NULL: gethostname's), its binding found with
+ * hwloc; context->topology's cores, processing units and NUMA nodes are set from it. */
+void topology_own_record(struct chorus_context *context, const char *host,
+                         struct topology_record *mine);
+/* The topology from every rank's record (records[r] is rank r's), as topology_discover finds
+ * it with MPI: hosts numbered in the order of their first rank, local ranks in rank order, and
+ * what the ranks of this rank's host share; the host names kept for messages. CHORUS_OK, or
+ * CHORUS_ERR_OUT_OF_MEMORY with the reason in `error`. */
+chorus_status topology_from_records(struct chorus_context *context,
+                                    const struct topology_record *records, char *error,
+                                    size_t error_size);
+
 #endif

@@ -3,16 +3,17 @@
  * MPI_COMM_TYPE_SHARED), the host's index among hosts, and, with hwloc, the cores, hardware
  * threads and NUMA nodes this rank's CPU binding allows, whether the ranks of this host all
  * run under one last-level cache, and whether they outnumber the processing units their
- * bindings allow together.
+ * bindings allow together. Over MPI (topology_discover) or from every rank's record, where a
+ * world has no MPI (topology_from_records).
  */
 #include "topology.h"
 
 #include "context.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <stdio.h>
+#include <unistd.h>
 
 int topology_cache_domain(hwloc_topology_t hw, hwloc_const_cpuset_t cpus)
 {
@@ -38,11 +39,7 @@ int topology_cache_domain(hwloc_topology_t hw, hwloc_const_cpuset_t cpus)
     return domain;
 }
 
-/* Words of the processing units a rank's binding allows, as the host's ranks combine them
- * (hwloc_bitmap_to_ulongs): 4,096 PUs. */
-#define BINDING_WORDS 64
-
-/* Counts what the binding allows, writes it as `binding` (BINDING_WORDS words; all zero when
+/* Counts what the binding allows, writes it as `binding` (TOPOLOGY_BINDING_WORDS words; all zero when
  * unknown), and returns its cache domain (topology_cache_domain). */
 static int count_cpus(chorus_topology *topology, unsigned long *binding)
 {
@@ -69,9 +66,9 @@ static int count_cpus(chorus_topology *topology, unsigned long *binding)
                 topology->numa_nodes++;
         }
         domain = topology_cache_domain(hw, allowed);
-        if (hwloc_bitmap_last(allowed) >= BINDING_WORDS * (int)(8 * sizeof *binding) ||
-            hwloc_bitmap_to_ulongs(allowed, BINDING_WORDS, binding) != 0)
-            memset(binding, 0, BINDING_WORDS * sizeof *binding);
+        if (hwloc_bitmap_last(allowed) >= TOPOLOGY_BINDING_WORDS * (int)(8 * sizeof *binding) ||
+            hwloc_bitmap_to_ulongs(allowed, TOPOLOGY_BINDING_WORDS, binding) != 0)
+            memset(binding, 0, TOPOLOGY_BINDING_WORDS * sizeof *binding);
         hwloc_bitmap_free(allowed);
     }
     if (topology->numa_nodes == 0)
@@ -135,7 +132,7 @@ chorus_status topology_discover(struct chorus_context *context, char *error, siz
     topology->homogeneous = reduced[1] == -reduced[2];
     /* The ranks of a host share a last-level cache when every one of them may run only under
      * the same one: all domains equal (max == min) and none spanning several (-1). */
-    unsigned long binding[BINDING_WORDS] = {0};
+    unsigned long binding[TOPOLOGY_BINDING_WORDS] = {0};
     int domain = count_cpus(topology, binding);
     int domains[2] = {domain, -domain};
     if (MPI_Allreduce(MPI_IN_PLACE, domains, 2, MPI_INT, MPI_MAX, local) != MPI_SUCCESS)
@@ -144,11 +141,11 @@ chorus_status topology_discover(struct chorus_context *context, char *error, siz
     /* More ranks than processing units among all that the host's ranks may run on: each rank's
      * own count would say so of ranks bound to a core each (one PU each), which never take
      * turns. */
-    if (MPI_Allreduce(MPI_IN_PLACE, binding, BINDING_WORDS, MPI_UNSIGNED_LONG, MPI_BOR, local) !=
+    if (MPI_Allreduce(MPI_IN_PLACE, binding, TOPOLOGY_BINDING_WORDS, MPI_UNSIGNED_LONG, MPI_BOR, local) !=
         MPI_SUCCESS)
         goto out;
     size_t host_pus = 0;
-    for (int w = 0; w < BINDING_WORDS; w++)
+    for (int w = 0; w < TOPOLOGY_BINDING_WORDS; w++)
         host_pus += (size_t)__builtin_popcountl(binding[w]);
     if (host_pus == 0) /* unknown: each rank's own count, as before */
         host_pus = topology->pus;
@@ -164,4 +161,95 @@ out:
     if (cross != MPI_COMM_NULL)
         MPI_Comm_free(&cross);
     return status;
+}
+
+void topology_own_record(struct chorus_context *context, const char *host,
+                         struct topology_record *mine)
+{
+    memset(mine, 0, sizeof *mine);
+    char name[256] = "?";
+    if (host == NULL && gethostname(name, sizeof name) != 0)
+        snprintf(name, sizeof name, "?");
+    snprintf(mine->host, sizeof mine->host, "%s", host != NULL ? host : name);
+    mine->cache_domain = count_cpus(&context->topology, mine->binding);
+    mine->pus = (uint32_t)context->topology.pus;
+}
+
+/* What the ranks on `host` (host_of[r] == host) share: one last-level cache when every one may
+ * run only under the same one; more ranks than the processing units their bindings allow
+ * together (each rank's own count when no binding is known). */
+static void fold_host(struct chorus_context *context, const struct topology_record *records,
+                      const int *host_of, int host)
+{
+    int first_domain = -2;
+    bool one_domain = true;
+    unsigned long binding[TOPOLOGY_BINDING_WORDS] = {0};
+    for (int r = 0; r < context->size; r++) {
+        if (host_of[r] != host)
+            continue;
+        if (first_domain == -2)
+            first_domain = records[r].cache_domain;
+        one_domain = one_domain && records[r].cache_domain == first_domain;
+        for (int w = 0; w < TOPOLOGY_BINDING_WORDS; w++)
+            binding[w] |= records[r].binding[w];
+    }
+    context->local_ranks_share_cache = one_domain && first_domain >= 0;
+    size_t host_pus = 0;
+    for (int w = 0; w < TOPOLOGY_BINDING_WORDS; w++)
+        host_pus += (size_t)__builtin_popcountl(binding[w]);
+    if (host_pus == 0)
+        host_pus = records[context->rank].pus;
+    context->local_ranks_share_cores =
+        host_pus > 0 && (size_t)context->topology.local_size > host_pus;
+}
+
+chorus_status topology_from_records(struct chorus_context *context,
+                                    const struct topology_record *records, char *error,
+                                    size_t error_size)
+{
+    int size = context->size, rank = context->rank;
+    int *host_of = calloc((size_t)size, sizeof *host_of);
+    int *ranks_on = calloc((size_t)size, sizeof *ranks_on);
+    char(*names)[CHORUS_HOST_NAME_SIZE] = calloc((size_t)size, sizeof *names);
+    if (host_of == NULL || ranks_on == NULL || names == NULL) {
+        free(host_of);
+        free(ranks_on);
+        free(names);
+        snprintf(error, error_size, "out of memory for the topology of %d ranks", size);
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    /* Hosts are numbered by their first rank, as the local leaders number them over MPI. */
+    int hosts = 0;
+    for (int r = 0; r < size; r++) {
+        memcpy(names[r], records[r].host, CHORUS_HOST_NAME_SIZE);
+        names[r][CHORUS_HOST_NAME_SIZE - 1] = '\0';
+        host_of[r] = hosts;
+        for (int q = 0; q < r; q++)
+            if (strcmp(names[q], names[r]) == 0) {
+                host_of[r] = host_of[q];
+                break;
+            }
+        if (host_of[r] == hosts)
+            hosts++;
+        ranks_on[host_of[r]]++;
+    }
+    chorus_topology *topology = &context->topology;
+    topology->struct_size = sizeof *topology;
+    topology->rank = rank;
+    topology->size = size;
+    topology->local_rank = 0;
+    for (int q = 0; q < rank; q++)
+        topology->local_rank += host_of[q] == host_of[rank];
+    topology->local_size = ranks_on[host_of[rank]];
+    topology->cross_rank = host_of[rank];
+    topology->cross_size = hosts;
+    topology->homogeneous = true;
+    for (int h = 0; h < hosts; h++)
+        topology->homogeneous = topology->homogeneous && ranks_on[h] == ranks_on[0];
+    fold_host(context, records, host_of, host_of[rank]);
+    free(context->host_names);
+    context->host_names = names;
+    free(host_of);
+    free(ranks_on);
+    return CHORUS_OK;
 }
