@@ -43,6 +43,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <time.h>
 
@@ -66,10 +67,13 @@ static void coord_enter(struct background *background, enum coord_state state,
         transfers_fail_all(&background->transfers, status, text);
         background->state = COORD_FAILED;
         if (background->context->params.values.abort_on_failure) {
-            LOG(LOG_ERROR, "background",
-                "ending the job with MPI_Abort (CHORUS_ABORT_ON_FAILURE)");
+            bool mpi = background->context->links == NULL;
+            LOG(LOG_ERROR, "background", "ending the %s with %s (CHORUS_ABORT_ON_FAILURE)",
+                mpi ? "job" : "process", mpi ? "MPI_Abort" : "exit status 1");
             /* A moment for the application's threads, woken with the error, to report it. */
             nanosleep(&(struct timespec){.tv_nsec = ABORT_GRACE_NANOSECONDS}, NULL);
+            if (!mpi)
+                _exit(1); /* a world without MPI: its maker sees the process end */
             MPI_Abort(background->context->user_comm, 1);
         }
         return;

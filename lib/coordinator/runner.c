@@ -84,6 +84,12 @@ static chorus_status add_set(struct runner *runner, const struct wire_request *a
     bool member = false;
     for (int i = 0; i < size; i++)
         member |= members[i] == runner->executor.rank;
+    if (context->links != NULL) {
+        snprintf(error, error_size,
+                 "adding process set %d: process sets need MPI, and this world has none",
+                 agreed->process_set);
+        return CHORUS_ERR_NOT_SUPPORTED;
+    }
     MPI_Comm comm = MPI_COMM_NULL;
     if (MPI_Comm_split(context->data_comm, member ? 0 : MPI_UNDEFINED, runner->executor.rank,
                        &comm) != MPI_SUCCESS) {

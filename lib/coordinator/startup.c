@@ -11,6 +11,7 @@
 #include "../core/timeline.h"
 #include "../negotiation/wire.h"
 #include "../transport/point_to_point.h"
+#include "world_links.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,8 +172,9 @@ static void log_start(const struct background *background)
         liveness_heartbeat_spacing(&background->star.liveness), params->timeout_seconds);
     if (background->rank != 0)
         return;
-    char mpi[256];
-    transport_mpi_library(mpi, sizeof mpi);
+    char mpi[256] = "a world without MPI (its maker's links)";
+    if (background->context->links == NULL)
+        transport_mpi_library(mpi, sizeof mpi);
     LOG(LOG_INFO, "init", "chorus %s over %s", chorus_version(), mpi);
     LOG(LOG_INFO, "init",
         "fusion up to %zu bytes (tensors up to %zu), cycle %g ms%s, response cache %zu "
@@ -276,23 +278,88 @@ static chorus_status open_communicators(struct chorus_context *context, char *er
     return CHORUS_OK;
 }
 
-/* The communicators, then over the channel the parameters and tuning every rank agrees on,
- * over MPI the topology, then the parts, the abort notices and the host's segment. */
+/* Every rank's topology record to every rank, over the channel (a world without MPI): rank 0
+ * gathers them and sends the whole table back. */
+static void take_record(void *table, int rank, const uint8_t *bytes, size_t length)
+{
+    struct topology_record *records = table;
+    if (length == sizeof *records)
+        memcpy(&records[rank], bytes, sizeof *records);
+}
+
+static chorus_status topology_over_channel(struct chorus_context *context,
+                                           const struct agreement *agreement, const char *host,
+                                           char *error, size_t error_size)
+{
+    size_t table_bytes = (size_t)context->size * sizeof(struct topology_record);
+    struct topology_record *records = calloc((size_t)context->size, sizeof *records);
+    uint8_t *mine = malloc(sizeof *records);
+    if (records == NULL || mine == NULL) {
+        free(records);
+        free(mine);
+        snprintf(error, error_size, "out of memory for the topology of %d ranks", context->size);
+        return CHORUS_ERR_OUT_OF_MEMORY;
+    }
+    topology_own_record(context, host, &records[context->rank]);
+    memcpy(mine, &records[context->rank], sizeof *records);
+    chorus_status status = agreement_gather(agreement, mine, sizeof *records, take_record,
+                                            records, error, error_size);
+    uint8_t *table = context->rank == 0 ? (uint8_t *)records : NULL;
+    size_t length = table_bytes;
+    if (status == CHORUS_OK)
+        status = agreement_broadcast(agreement, &table, &length, error, error_size);
+    if (status == CHORUS_OK && length != table_bytes) {
+        snprintf(error, error_size, "rank 0 sent a topology of %zu bytes, not %zu", length,
+                 table_bytes);
+        status = CHORUS_ERR_PROTOCOL;
+    }
+    if (status == CHORUS_OK)
+        status = topology_from_records(context, (const struct topology_record *)table, error,
+                                       error_size);
+    if (table != (uint8_t *)records)
+        free(table);
+    free(records);
+    return status;
+}
+
+/* A world without MPI: the links its maker connected, in place of the communicators. */
+static void take_links(struct background *background)
+{
+    struct chorus_context *context = background->context;
+    struct world_links *links = context->links;
+    context->rank = links->rank;
+    context->size = links->size;
+    context->tag_upper_bound = 0; /* no chorus_send/recv */
+    background->channel = links->channel;
+    links->channel = (struct channel){0}; /* the background thread's now */
+    background->runner.executor.transport = links->transport;
+}
+
+/* The communicators (or a world's links), then over the channel the parameters and tuning
+ * every rank agrees on, the topology (over MPI, or over the channel), then the parts, the abort
+ * notices and the host's segment (over MPI only). */
 static chorus_status start(struct background *background, char *error, size_t error_size)
 {
     struct chorus_context *context = background->context;
-    chorus_status status = open_communicators(context, error, error_size);
+    struct world_links *links = context->links;
+    chorus_status status = CHORUS_OK;
+    if (links != NULL)
+        take_links(background);
+    else
+        status = open_communicators(context, error, error_size);
     if (status != CHORUS_OK)
         return status;
     background->rank = context->rank;
     background->size = context->size;
     log_set_rank(context->rank);
-    status = check_not_alone(context, error, error_size);
-    if (status != CHORUS_OK)
-        return status;
-    if (!channel_mpi_init(&background->channel, &context->control_comm)) {
-        snprintf(error, error_size, "out of memory");
-        return CHORUS_ERR_OUT_OF_MEMORY;
+    if (links == NULL) {
+        status = check_not_alone(context, error, error_size);
+        if (status != CHORUS_OK)
+            return status;
+        if (!channel_mpi_init(&background->channel, &context->control_comm)) {
+            snprintf(error, error_size, "out of memory");
+            return CHORUS_ERR_OUT_OF_MEMORY;
+        }
     }
     const struct agreement agreement = {
         .channel = &background->channel, .rank = background->rank, .size = background->size};
@@ -304,22 +371,30 @@ static chorus_status start(struct background *background, char *error, size_t er
         tuning_agree_on_file(&agreement, &context->params, &background->tuning, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    status = topology_discover(context, error, error_size);
+    status = links != NULL
+                 ? topology_over_channel(context, &agreement, links->host, error, error_size)
+                 : topology_discover(context, error, error_size);
     if (status != CHORUS_OK)
         return status;
     struct executor *executor = &background->runner.executor;
     executor->data_comm = context->data_comm;
-    transport_mpi_init(&executor->transport, &context->data_comm);
+    if (links == NULL)
+        transport_mpi_init(&executor->transport, &context->data_comm);
     status = coord_setup(background, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    if (!executor_watch_aborts(executor, context->control_comm)) {
+    if (links != NULL) {
+        /* No host segment yet: every algorithm that needs one declines. */
+        executor->local_ranks = 1;
+        executor_watch_aborts_through(executor, links->poll_abort, links->notify_abort,
+                                      links->abort_context);
+    } else if (!executor_watch_aborts(executor, context->control_comm)) {
         snprintf(error, error_size, "posting the receive for abort notices failed");
         return CHORUS_ERR_MPI;
     }
     /* Where the host's segment cannot be made (a small /dev/shm, say), algorithms over MPI
      * still work; those that need it try again, and fail, when first chosen. */
-    if (executor_prepare(executor, error, error_size) != CHORUS_OK) {
+    if (links == NULL && executor_prepare(executor, error, error_size) != CHORUS_OK) {
         LOG(LOG_WARNING, "node", "%s; shared-memory algorithms are tried again at first use",
             error);
         error[0] = '\0';
@@ -348,7 +423,8 @@ static chorus_status start(struct background *background, char *error, size_t er
             return CHORUS_ERR_OUT_OF_MEMORY;
         background->star.rounds_mode = background->rounds.on;
     }
-    runner_open_job_lane(&background->runner);
+    if (links == NULL)
+        runner_open_job_lane(&background->runner);
     liveness_batch_done(&background->star.liveness, clock_seconds());
     log_start(background);
     return CHORUS_OK;

@@ -36,6 +36,9 @@ struct chorus_context {
     int size;
     bool mpi_initialized_by_chorus;
     bool mpi_thread_multiple; /* user threads may call MPI beside the background thread */
+    /* A world without MPI (lib/coordinator/world_links.h; not owned), or NULL: the
+     * communicators below are then MPI_COMM_NULL. */
+    struct world_links *links;
     MPI_Comm user_comm;    /* the communicator given to init (not owned) */
     MPI_Comm control_comm; /* negotiation messages (owned by the background thread) */
     MPI_Comm data_comm;    /* collectives (owned by the background thread) */

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-int log_threshold = LOG_WARNING;
-static int log_rank = -1;
+_Atomic int log_threshold = LOG_WARNING;
+static _Atomic int log_rank = -1;
 static char log_host[64] = "?";
 
 static const char *const level_names[LOG_LEVEL_COUNT] = {"error", "warning", "info", "debug",
@@ -81,8 +81,9 @@ void log_write(enum log_level level, const char *module, const char *format, ...
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &utc);
     pthread_once(&host_once, learn_host);
     char where[96];
-    if (log_rank >= 0)
-        snprintf(where, sizeof where, "rank %d host %s", log_rank, log_host);
+    int rank = log_rank;
+    if (rank >= 0)
+        snprintf(where, sizeof where, "rank %d host %s", rank, log_host);
     else
         snprintf(where, sizeof where, "host %s", log_host);
     fprintf(stderr, "%s.%03ldZ chorus[%s] %s %s: %s\n", stamp, now.tv_nsec / 1000000, where,

@@ -10,7 +10,8 @@
 enum log_level { LOG_ERROR = 0, LOG_WARNING = 1, LOG_INFO = 2, LOG_DEBUG = 3, LOG_TRACE = 4 };
 #define LOG_LEVEL_COUNT 5
 
-extern int log_threshold;
+/* Atomic: ranks run as threads of one process in the unit tests, each setting it at start. */
+extern _Atomic int log_threshold;
 
 void log_set_rank(int rank);
 void log_set_level(enum log_level level);

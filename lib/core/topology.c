@@ -170,7 +170,8 @@ void topology_own_record(struct chorus_context *context, const char *host,
     char name[256] = "?";
     if (host == NULL && gethostname(name, sizeof name) != 0)
         snprintf(name, sizeof name, "?");
-    snprintf(mine->host, sizeof mine->host, "%s", host != NULL ? host : name);
+    snprintf(mine->host, sizeof mine->host, "%.*s", (int)sizeof mine->host - 1,
+             host != NULL ? host : name);
     mine->cache_domain = count_cpus(&context->topology, mine->binding);
     mine->pus = (uint32_t)context->topology.pus;
 }

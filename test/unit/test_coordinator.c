@@ -12,6 +12,7 @@
  */
 #include "../../lib/api/instance.h"
 #include "../../lib/coordinator/background.h"
+#include "../../lib/coordinator/world_links.h"
 #include "../../lib/core/handle.h"
 #include "../common/rank_links.h"
 #include "../common/check_runner.h"
@@ -88,6 +89,47 @@ static void start(int nranks, const char *overrides)
     }
     for (int r = 0; r < nranks; r++)
         ck_assert_int_eq(pthread_create(&runs[r].thread, NULL, run_loop, &runs[r]), 0);
+}
+
+/* Starts `nranks` ranks as chorus starts them, each on a thread in coord_thread_main, on a
+ * world without MPI: its links (rank_links.h) handed over in context->links, ranks alternating
+ * between two made-up hosts. Returns once every rank has started. */
+static struct world_links world_links[MAX_RANKS];
+static void start_world(int nranks)
+{
+    across_hosts = false;
+    struct rank_links *links = rank_links_create(nranks);
+    char *const no_environment[] = {NULL};
+    for (int r = 0; r < nranks; r++) {
+        struct rank_run *run = &runs[r];
+        *run = (struct rank_run){.rank = r, .nranks = nranks, .links = links};
+        run->context = context_create(MPI_COMM_NULL);
+        char message[256] = "";
+        ck_assert_msg(params_load(&run->context->params, no_environment, "", message,
+                                  sizeof message) == CHORUS_OK,
+                      "%s", message);
+        struct rank_abort_hooks aborts;
+        world_links[r] = (struct world_links){.rank = r, .size = nranks,
+                                              .host = r % 2 ? "host-b" : "host-a"};
+        rank_links_init(links, r, &world_links[r].channel, &world_links[r].transport, &aborts);
+        world_links[r].poll_abort = aborts.poll;
+        world_links[r].notify_abort = aborts.notify;
+        world_links[r].abort_context = aborts.context;
+        run->context->links = &world_links[r];
+    }
+    for (int r = 0; r < nranks; r++)
+        ck_assert_int_eq(pthread_create(&runs[r].thread, NULL, coord_thread_main,
+                                        runs[r].context),
+                         0);
+    for (int r = 0; r < nranks; r++) {
+        struct chorus_context *context = runs[r].context;
+        pthread_mutex_lock(&context->lock);
+        while (!context->startup_finished)
+            pthread_cond_wait(&context->started, &context->lock);
+        pthread_mutex_unlock(&context->lock);
+        ck_assert_msg(context->startup_status == CHORUS_OK, "%s, rank %d: %s", rank_links_kind(),
+                      r, context->startup_message);
+    }
 }
 
 /* Waits for every loop to end and frees the world. */
@@ -376,6 +418,57 @@ START_TEST(a_fatal_error_on_one_rank_stops_every_rank)
 }
 END_TEST
 
+/* A world without MPI, as an elastic job over UCX makes one: chorus starts on its links (the
+ * topology from the ranks' records: two made-up hosts), negotiates over its channel, runs
+ * allreduces and broadcasts over its transport against every rank's inputs, and shuts down. */
+START_TEST(a_world_without_mpi_starts_on_its_links_and_runs)
+{
+    int nranks = 1 + _i;
+    start_world(nranks);
+    for (int r = 0; r < nranks; r++) {
+        const chorus_topology *topology = &runs[r].context->topology;
+        ck_assert_int_eq(topology->size, nranks);
+        ck_assert_int_eq(topology->rank, r);
+        ck_assert_int_eq(topology->cross_size, nranks > 1 ? 2 : 1);
+        ck_assert_int_eq(topology->cross_rank, r % 2);
+        ck_assert_int_eq(topology->local_rank, r / 2);
+        ck_assert_str_eq(context_host_name(runs[r].context, nranks - 1),
+                         (nranks - 1) % 2 ? "host-b" : "host-a");
+    }
+    static float sums[MAX_RANKS][COUNT], broadcast[MAX_RANKS][COUNT];
+    for (int step = 0; step < 3; step++) {
+        chorus_handle *handles[MAX_RANKS][2];
+        for (int r = 0; r < nranks; r++) {
+            for (size_t i = 0; i < COUNT; i++) {
+                sums[r][i] = input_of(r, i, step);
+                broadcast[r][i] = -input_of(r, i, step);
+            }
+            handles[r][0] = submit(r, CHORUS_ALLREDUCE, "world.sum", sums[r], COUNT, 0);
+            handles[r][1] = submit(r, CHORUS_BROADCAST, "world.root", broadcast[r], COUNT,
+                                   nranks - 1);
+        }
+        for (int r = 0; r < nranks; r++) {
+            for (int t = 0; t < 2; t++) {
+                ck_assert_msg(chorus_wait(handles[r][t]) == CHORUS_OK, "%s, rank %d: %s",
+                              rank_links_kind(), r, chorus_handle_error(handles[r][t]));
+                chorus_handle_free(handles[r][t]);
+            }
+            for (size_t i = 0; i < COUNT; i++) {
+                double expected = 0;
+                for (int q = 0; q < nranks; q++)
+                    expected += input_of(q, i, step);
+                ck_assert_msg(fabs(sums[r][i] - expected) <= 1e-5 * fabs(expected),
+                              "step %d, rank %d, element %zu: %g, not %g", step, r, i,
+                              (double)sums[r][i], expected);
+                ck_assert(broadcast[r][i] == -input_of(nranks - 1, i, step));
+            }
+        }
+    }
+    request_shutdown(0);
+    finish(nranks);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("coordinator");
@@ -388,6 +481,7 @@ int main(void)
                         PROTOCOLS * (MAX_RANKS - 1));
     tcase_add_loop_test(tc, a_fatal_error_on_one_rank_stops_every_rank, 0,
                         PROTOCOLS * (MAX_RANKS - 1));
+    tcase_add_loop_test(tc, a_world_without_mpi_starts_on_its_links_and_runs, 0, MAX_RANKS);
     suite_add_tcase(suite, tc);
     return run_suite(suite);
 }
