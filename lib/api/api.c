@@ -58,7 +58,7 @@ chorus_status api_not_initialized(const char *call)
 }
 
 static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *options,
-                                    bool mpi_initialized_by_chorus)
+                                    bool mpi_initialized_by_chorus, struct world_links *links)
 {
     if (options != NULL && options->struct_size < sizeof(size_t))
         return status_set_last_error(CHORUS_ERR_INVALID_ARGUMENT,
@@ -73,8 +73,10 @@ static chorus_status start_instance(MPI_Comm comm, const chorus_init_options *op
     if (context == NULL)
         return status_set_last_error(CHORUS_ERR_OUT_OF_MEMORY, "chorus_init: out of memory");
     context->mpi_initialized_by_chorus = mpi_initialized_by_chorus;
+    context->links = links;
     int provided = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&provided);
+    if (links == NULL) /* MPI may not even be initialized in a world without it */
+        MPI_Query_thread(&provided);
     context->mpi_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
 
     /* A malformed parameter is not reported here yet: the background thread first tells every
@@ -201,7 +203,7 @@ static chorus_status init_on(MPI_Comm comm, const chorus_init_options *options, 
         }
         comm = merged;
     }
-    status = start_instance(comm, options, ours);
+    status = start_instance(comm, options, ours, NULL);
     if (status == CHORUS_OK && merged != MPI_COMM_NULL)
         reformed_comm = merged;
     else if (merged != MPI_COMM_NULL)
@@ -226,6 +228,17 @@ int chorus_nccl_version(void)
 chorus_status chorus_init(const chorus_init_options *options)
 {
     return init_on(MPI_COMM_WORLD, options, true);
+}
+
+chorus_status api_init_on_links(struct world_links *links, const chorus_init_options *options)
+{
+    pthread_rwlock_wrlock(&instance_lock);
+    chorus_status status =
+        instance != NULL ? status_set_last_error(CHORUS_ERR_ALREADY_INITIALIZED,
+                                                 "chorus_init: chorus is already initialized")
+                         : start_instance(MPI_COMM_NULL, options, false, links);
+    pthread_rwlock_unlock(&instance_lock);
+    return status;
 }
 
 chorus_status chorus_init_comm(MPI_Comm comm, const chorus_init_options *options)
@@ -286,7 +299,7 @@ static chorus_status start_on_new_world(MPI_Comm next, const chorus_init_options
 {
     free_reformed_comm();
     pthread_rwlock_wrlock(&instance_lock);
-    chorus_status status = start_instance(next, options, mpi_initialized_by_chorus);
+    chorus_status status = start_instance(next, options, mpi_initialized_by_chorus, NULL);
     pthread_rwlock_unlock(&instance_lock);
     if (status != CHORUS_OK) {
         MPI_Comm_free(&next);
@@ -294,6 +307,15 @@ static chorus_status start_on_new_world(MPI_Comm next, const chorus_init_options
     }
     reformed_comm = next;
     return CHORUS_OK;
+}
+
+/* A world without MPI (one over UCX) forms its next epoch through its maker, not by `call`. */
+static chorus_status world_without_mpi(const char *call)
+{
+    return status_set_last_error(CHORUS_ERR_NOT_SUPPORTED,
+                                 "%s: chorus runs on a world without MPI (over UCX); its next "
+                                 "world is formed by starting chorus on that world's links",
+                                 call);
 }
 
 /* Checks a reform's list of ranks against the world of `context`: in range, each once, and this
@@ -330,7 +352,9 @@ chorus_status chorus_reform(const int *ranks, int count, const chorus_init_optio
     struct chorus_context *running = api_instance_acquire();
     if (running == NULL)
         return api_not_initialized("chorus_reform");
-    chorus_status status = check_reform_ranks(running, ranks, count);
+    chorus_status status =
+        running->links != NULL ? world_without_mpi("chorus_reform")
+                               : check_reform_ranks(running, ranks, count);
     api_instance_release();
     if (status != CHORUS_OK)
         return status;
@@ -428,6 +452,12 @@ static MPI_Comm spawn_and_merge(MPI_Comm world, const chorus_grow_options *grow,
 chorus_status chorus_grow(const chorus_grow_options *grow, const chorus_init_options *options)
 {
     chorus_status status = check_grow_options(grow);
+    struct chorus_context *running = status == CHORUS_OK ? api_instance_acquire() : NULL;
+    if (running != NULL) {
+        if (running->links != NULL)
+            status = world_without_mpi("chorus_grow");
+        api_instance_release();
+    }
     if (status != CHORUS_OK)
         return status;
     struct chorus_context *context = stop_instance();
@@ -444,7 +474,7 @@ chorus_status chorus_grow(const chorus_grow_options *grow, const chorus_init_opt
         return start_on_new_world(next, options, ours);
     /* Nothing joined: chorus goes on over the world it had. */
     pthread_rwlock_wrlock(&instance_lock);
-    status = start_instance(world, options, ours);
+    status = start_instance(world, options, ours, NULL);
     pthread_rwlock_unlock(&instance_lock);
     if (status != CHORUS_OK)
         return status;

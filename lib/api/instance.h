@@ -14,6 +14,11 @@ struct chorus_context;
 struct request;
 struct chorus_handle;
 
+/* chorus_init on a world without MPI (lib/coordinator/world_links.h; it must outlive the
+ * instance): its links in place of MPI's communicators. */
+struct world_links;
+chorus_status api_init_on_links(struct world_links *links, const chorus_init_options *options);
+
 /* The current instance, held for reading until api_instance_release(); NULL (and nothing held) when
  * chorus is not initialized. */
 struct chorus_context *api_instance_acquire(void);

@@ -45,7 +45,7 @@ struct channel_ucx {
 static void report_failure(struct channel_ucx *channel, chorus_status status)
 {
     if (status != CHORUS_OK)
-        LOG(LOG_WARNING, "negotiation", "rank %d: %s", channel->rank, channel->error);
+        LOG(LOG_DEBUG, "negotiation", "rank %d: %s", channel->rank, channel->error);
 }
 
 /* Sends `bytes` to each of `destinations`; the buffer is freed once every send finished. */
@@ -216,6 +216,12 @@ static void release(void *state, bool failed)
     free(channel);
 }
 
+static const char *failure(void *state)
+{
+    struct channel_ucx *channel = state;
+    return channel->error;
+}
+
 bool channel_ucx_init(struct channel *channel, struct ucx_fabric *fabric)
 {
     struct channel_ucx *state = calloc(1, sizeof *state);
@@ -237,6 +243,7 @@ bool channel_ucx_init(struct channel *channel, struct ucx_fabric *fabric)
                                 .receive = receive,
                                 .round_post = round_post,
                                 .round_test = round_test,
-                                .release = release};
+                                .release = release,
+                                .failure = failure};
     return true;
 }

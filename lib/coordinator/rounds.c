@@ -378,9 +378,12 @@ static void send_part(struct rounds *rounds, struct star *star, struct coord_rep
     memcpy(bytes, line, SMALL_LINE_BYTES);
     memcpy(bytes + SMALL_LINE_BYTES, data + rounds->vector_offset, vector);
     memcpy(bytes + SMALL_LINE_BYTES + vector, data, payload);
-    if (star->channel->post(star->channel->state, bytes, SMALL_LINE_BYTES + vector + payload,
-                            rounds->peers, slots->local_size - 1, CHANNEL_ROUNDS) != CHORUS_OK)
-        report_fail(report, CHORUS_ERR_MPI, "posting a negotiation round failed");
+    chorus_status status =
+        star->channel->post(star->channel->state, bytes, SMALL_LINE_BYTES + vector + payload,
+                            rounds->peers, slots->local_size - 1, CHANNEL_ROUNDS);
+    if (status != CHORUS_OK)
+        report_fail(report, status, "posting a negotiation round failed: %s",
+                    channel_failure(star->channel, chorus_status_name(status)));
 }
 
 /* Across hosts: `rank`'s part of the posted round, from its message, into its copy of the
@@ -426,7 +429,8 @@ static void receive_parts(struct rounds *rounds, struct star *star, struct coord
         chorus_status status = star->channel->receive(star->channel->state, rank, CHANNEL_ROUNDS,
                                                       &bytes, &length, &sender);
         if (status != CHORUS_OK)
-            report_fail(report, status, "receiving a negotiation round from rank %d failed", rank);
+            report_fail(report, status, "receiving a negotiation round from rank %d failed: %s",
+                        rank, channel_failure(star->channel, chorus_status_name(status)));
         else if (bytes != NULL && !copy_part(rounds, rank, bytes, length))
             report_fail(
                 report, CHORUS_ERR_PROTOCOL,
@@ -452,10 +456,14 @@ static void post_round(struct rounds *rounds, struct star *star, double now,
         small_publish(&rounds->slots);
         if (rounds->copies)
             send_part(rounds, star, report);
-    } else if (star->channel->round_post(star->channel->state, rounds->mine, rounds->result,
-                                         words) != CHORUS_OK) {
-        report_fail(report, CHORUS_ERR_MPI, "posting a negotiation round failed");
-        return;
+    } else {
+        chorus_status status =
+            star->channel->round_post(star->channel->state, rounds->mine, rounds->result, words);
+        if (status != CHORUS_OK) {
+            report_fail(report, status, "posting a negotiation round failed: %s",
+                        channel_failure(star->channel, chorus_status_name(status)));
+            return;
+        }
     }
     rounds->posted = true;
     rounds->posted_count++;
@@ -521,9 +529,13 @@ bool rounds_progress(struct rounds *rounds, struct star *star, bool stopping, do
         }
         if (rounds->slots_ready) {
             done = slots_round_done(rounds);
-        } else if (star->channel->round_test(star->channel->state, &done) != CHORUS_OK) {
-            report_fail(report, CHORUS_ERR_MPI, "a negotiation round failed");
-            return true;
+        } else {
+            chorus_status status = star->channel->round_test(star->channel->state, &done);
+            if (status != CHORUS_OK) {
+                report_fail(report, status, "a negotiation round failed: %s",
+                            channel_failure(star->channel, chorus_status_name(status)));
+                return true;
+            }
         }
         double timeout = star->params->timeout_seconds;
         double limit = timeout + (star->rank == 0 ? 0 : FOLLOWER_ROUND_MARGIN);

@@ -83,8 +83,9 @@ static bool send_message(struct star *star, const struct wire_message *message,
     if (why == CHORUS_OK)
         return true;
     return report_fail(report, why, "%s",
-                       why == CHORUS_ERR_MPI ? "sending a negotiation message failed"
-                                             : "cannot encode a negotiation message");
+                       why == CHORUS_ERR_OUT_OF_MEMORY
+                           ? "cannot encode a negotiation message"
+                           : channel_failure(star->channel, "sending a negotiation message failed"));
 }
 
 void star_progress(struct star *star, bool wait, bool failed)
@@ -159,8 +160,10 @@ bool star_receive(struct star *star, int source, int tag, struct wire_message *m
         star->channel->receive(star->channel->state, source, tag, &bytes, &length, sender);
     if (status != CHORUS_OK)
         return report_fail(report, status, "%s",
-                           status == CHORUS_ERR_MPI ? "receiving a negotiation message failed"
-                                                    : "cannot receive a negotiation message");
+                           status == CHORUS_ERR_OUT_OF_MEMORY
+                               ? "cannot receive a negotiation message"
+                               : channel_failure(star->channel,
+                                                 "receiving a negotiation message failed"));
     if (bytes == NULL)
         return true;
     char reason[512];

@@ -51,7 +51,17 @@ struct channel {
     chorus_status (*round_test)(void *state, bool *done);
     /* Frees the channel. A round still posted after a fatal error is left to MPI. */
     void (*release)(void *state, bool failed);
+    /* Why the last call that failed did (a rank lost, say), or NULL where the channel says
+     * no more than its status (MPI's). */
+    const char *(*failure)(void *state);
 };
+
+/* The channel's reason for its last failure, else `otherwise`. */
+static inline const char *channel_failure(const struct channel *channel, const char *otherwise)
+{
+    const char *why = channel->failure != NULL ? channel->failure(channel->state) : NULL;
+    return why != NULL && why[0] != '\0' ? why : otherwise;
+}
 
 /* Every rank of `size` but `rank`, in order: the destinations of a message to all the others
  * (malloc'd; NULL when out of memory). */

@@ -121,6 +121,12 @@ static void spoiling_release(void *state, bool failed)
     channel->inner.release(channel->inner.state, failed);
 }
 
+static const char *spoiling_failure(void *state)
+{
+    struct spoiling_channel *channel = state;
+    return channel_failure(&channel->inner, NULL);
+}
+
 void rank_links_init(struct rank_links *links, int rank, struct channel *channel,
                      struct transport *transport, struct rank_abort_hooks *aborts)
 {
@@ -132,7 +138,8 @@ void rank_links_init(struct rank_links *links, int rank, struct channel *channel
                                 .receive = spoiling_receive,
                                 .round_post = spoiling_round_post,
                                 .round_test = spoiling_round_test,
-                                .release = spoiling_release};
+                                .release = spoiling_release,
+                                .failure = spoiling_failure};
     transport_ucx_init(transport, links->fabrics[rank][TRANSPORT_FABRIC]);
     *aborts = (struct rank_abort_hooks){abort_ucx_poll, abort_ucx_notify,
                                         links->fabrics[rank][CHANNEL_FABRIC]};

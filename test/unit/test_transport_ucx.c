@@ -12,9 +12,9 @@
 #include "../common/reference.h"
 
 #include "../common/check_runner.h"
+#include "../common/child_pipes.h"
 
 #include <check.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,37 +41,6 @@ struct address {
     size_t bytes;
     unsigned char data[MAX_ADDRESS];
 };
-
-static void write_all(int fd, const void *data, size_t bytes)
-{
-    const char *at = data;
-    while (bytes > 0) {
-        ssize_t written = write(fd, at, bytes);
-        if (written <= 0)
-            _exit(3);
-        at += written;
-        bytes -= (size_t)written;
-    }
-}
-
-/* Reads exactly `bytes`; false on end of file or after `seconds`. */
-static bool read_all(int fd, void *data, size_t bytes, double seconds)
-{
-    char *at = data;
-    double deadline = clock_seconds() + seconds;
-    while (bytes > 0) {
-        struct pollfd ready = {.fd = fd, .events = POLLIN};
-        int left_ms = (int)((deadline - clock_seconds()) * 1000);
-        if (left_ms <= 0 || poll(&ready, 1, left_ms) <= 0)
-            return false;
-        ssize_t got = read(fd, at, bytes);
-        if (got <= 0)
-            return false;
-        at += got;
-        bytes -= (size_t)got;
-    }
-    return true;
-}
 
 /* Every algorithm that uses point to point alone, on counts 0, 1, fewer than the ranks, primes
  * and one past a ring segment, summed; a failure or a wrong element is written to `report`. */
@@ -131,10 +100,10 @@ static void run_rank(int rank, int nranks, int in, int out)
     struct address mine = {0};
     const void *address = ucx_fabric_address(fabric, &mine.bytes);
     memcpy(mine.data, address, mine.bytes);
-    write_all(out, &mine, sizeof mine);
+    child_write_all(out, &mine, sizeof mine);
     static struct address all[MAX_RANKS];
     const void *addresses[MAX_RANKS];
-    if (!read_all(in, all, (size_t)nranks * sizeof all[0], 30))
+    if (!child_read_all(in, all, (size_t)nranks * sizeof all[0], 30))
         rank_failed(rank, error);
     for (int r = 0; r < nranks; r++)
         addresses[r] = all[r].data;
@@ -145,13 +114,13 @@ static void run_rank(int rank, int nranks, int in, int out)
 
     struct report report;
     allreduce_checked(&transport, 500, &report);
-    write_all(out, &report, sizeof report);
+    child_write_all(out, &report, sizeof report);
 
     /* Large allreduces until the parent's SIGKILL of one rank makes one fail. */
     float *large = calloc(LARGE_COUNT, sizeof *large);
     struct scratch scratch = {0};
     report = (struct report){.status = CHORUS_OK};
-    write_all(out, &report, sizeof report); /* started */
+    child_write_all(out, &report, sizeof report); /* started */
     for (int call = 0; call < 200 && report.status == CHORUS_OK; call++) {
         struct allreduce_args args = {.transport = &transport, .scratch = &scratch,
                                       .buffer = large, .count = LARGE_COUNT,
@@ -168,13 +137,13 @@ static void run_rank(int rank, int nranks, int in, int out)
         rank_failed(rank, error);
     address = ucx_fabric_address(next, &mine.bytes);
     memcpy(mine.data, address, mine.bytes);
-    write_all(out, &report, sizeof report);
-    write_all(out, &mine, sizeof mine);
+    child_write_all(out, &report, sizeof report);
+    child_write_all(out, &mine, sizeof mine);
 
     int survivors = 0, new_rank = -1;
-    if (!read_all(in, &survivors, sizeof survivors, 30) ||
-        !read_all(in, &new_rank, sizeof new_rank, 30) ||
-        !read_all(in, all, (size_t)survivors * sizeof all[0], 30))
+    if (!child_read_all(in, &survivors, sizeof survivors, 30) ||
+        !child_read_all(in, &new_rank, sizeof new_rank, 30) ||
+        !child_read_all(in, all, (size_t)survivors * sizeof all[0], 30))
         rank_failed(rank, error);
     for (int r = 0; r < survivors; r++)
         addresses[r] = all[r].data;
@@ -183,11 +152,11 @@ static void run_rank(int rank, int nranks, int in, int out)
         rank_failed(rank, error);
     transport_ucx_init(&transport, next);
     allreduce_checked(&transport, 900, &report);
-    write_all(out, &report, sizeof report);
+    child_write_all(out, &report, sizeof report);
     /* Closing a fabric fails the world on the ranks still in its last collective (a closed
      * connection is a lost rank), so every rank closes only when all have reported. */
     char go = 0;
-    if (!read_all(in, &go, sizeof go, 30))
+    if (!child_read_all(in, &go, sizeof go, 30))
         rank_failed(rank, error);
     ucx_fabric_destroy(fabric);
     ucx_fabric_destroy(next);
@@ -205,7 +174,7 @@ struct child {
 static void read_report(const struct child *child, int rank, struct report *report,
                         const char *phase)
 {
-    ck_assert_msg(read_all(child->in, report, sizeof *report, 60), "rank %d: no report %s", rank,
+    ck_assert_msg(child_read_all(child->in, report, sizeof *report, 60), "rank %d: no report %s", rank,
                   phase);
 }
 
@@ -230,10 +199,10 @@ START_TEST(ranks_survive_a_killed_rank_and_go_on_in_a_new_epoch)
     /* The driver's part: every rank's address to every rank. */
     static struct address all[MAX_RANKS];
     for (int r = 0; r < nranks; r++)
-        ck_assert_msg(read_all(children[r].in, &all[r], sizeof all[r], 30),
+        ck_assert_msg(child_read_all(children[r].in, &all[r], sizeof all[r], 30),
                       "rank %d sent no address", r);
     for (int r = 0; r < nranks; r++)
-        write_all(children[r].out, all, (size_t)nranks * sizeof all[0]);
+        child_write_all(children[r].out, all, (size_t)nranks * sizeof all[0]);
     struct report report;
     for (int r = 0; r < nranks; r++) {
         read_report(&children[r], r, &report, "of epoch 1");
@@ -262,15 +231,15 @@ START_TEST(ranks_survive_a_killed_rank_and_go_on_in_a_new_epoch)
                       "%d ranks, rank %d: %s: %s", nranks, r, chorus_status_name(report.status),
                       report.text);
         ck_assert_msg(seconds < DETECTION_BOUND_SECONDS, "rank %d took %.1f s", r, seconds);
-        ck_assert(read_all(children[r].in, &next[survivors++], sizeof next[0], 30));
+        ck_assert(child_read_all(children[r].in, &next[survivors++], sizeof next[0], 30));
     }
     /* The next epoch: the survivors in their order, each told its new rank. */
     for (int r = 0, new_rank = 0; r < nranks; r++) {
         if (r == victim)
             continue;
-        write_all(children[r].out, &survivors, sizeof survivors);
-        write_all(children[r].out, &new_rank, sizeof new_rank);
-        write_all(children[r].out, next, (size_t)survivors * sizeof next[0]);
+        child_write_all(children[r].out, &survivors, sizeof survivors);
+        child_write_all(children[r].out, &new_rank, sizeof new_rank);
+        child_write_all(children[r].out, next, (size_t)survivors * sizeof next[0]);
         new_rank++;
     }
     for (int r = 0; r < nranks; r++) {
@@ -283,7 +252,7 @@ START_TEST(ranks_survive_a_killed_rank_and_go_on_in_a_new_epoch)
     for (int r = 0; r < nranks; r++) {
         if (r == victim)
             continue;
-        write_all(children[r].out, "", 1); /* every rank reported: close */
+        child_write_all(children[r].out, "", 1); /* every rank reported: close */
         int status = 0;
         waitpid(children[r].pid, &status, 0);
         ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d ended badly", r);

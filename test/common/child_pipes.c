@@ -1,0 +1,39 @@
+/*
+ * child_pipes.c — see child_pipes.h.
+ */
+#include "child_pipes.h"
+
+#include "../../lib/core/common.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+void child_write_all(int fd, const void *data, size_t bytes)
+{
+    const char *at = data;
+    while (bytes > 0) {
+        ssize_t written = write(fd, at, bytes);
+        if (written <= 0)
+            _exit(3);
+        at += written;
+        bytes -= (size_t)written;
+    }
+}
+
+bool child_read_all(int fd, void *data, size_t bytes, double seconds)
+{
+    char *at = data;
+    double deadline = clock_seconds() + seconds;
+    while (bytes > 0) {
+        struct pollfd ready = {.fd = fd, .events = POLLIN};
+        int left_ms = (int)((deadline - clock_seconds()) * 1000);
+        if (left_ms <= 0 || poll(&ready, 1, left_ms) <= 0)
+            return false;
+        ssize_t got = read(fd, at, bytes);
+        if (got <= 0)
+            return false;
+        at += got;
+        bytes -= (size_t)got;
+    }
+    return true;
+}

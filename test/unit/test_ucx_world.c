@@ -1,0 +1,269 @@
+/*
+ * test_ucx_world.c — chorus on a world over UCX, as an elastic job runs it: 1 to 4 forked ranks
+ * hand their addresses to the parent through pipes (the driver's part), get the table back and
+ * start chorus on it (api_ucx_world_start), on two made-up hosts. They run allreduces in every
+ * op on odd counts and broadcasts through chorus's API, checked against the reference every
+ * rank computes from all ranks' inputs. Then the parent SIGKILLs the last rank: each
+ * survivor's next allreduce must fail at once (not after CHORUS_TIMEOUT_SECONDS) naming the
+ * lost rank, and the survivors, in their own processes, shut chorus down, start it on a new
+ * world of themselves and run the checks again.
+ */
+#include "../../lib/api/ucx_world.h"
+#include "../common/check_runner.h"
+#include "../common/child_pipes.h"
+#include "../common/reference.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_RANKS 4
+#define MAX_ADDRESS 8192
+/* A failure met later than this after the kill waited for the bound, not for UCX's notice. */
+#define DETECTION_BOUND_SECONDS 5.0
+
+struct address {
+    size_t bytes;
+    unsigned char data[MAX_ADDRESS];
+};
+
+struct report {
+    chorus_status status;
+    int rank, size; /* chorus_rank() and chorus_size() */
+    double seconds; /* the failed allreduce: when it returned */
+    char text[640];
+};
+
+static void checked(struct report *report, const char *what, chorus_status status)
+{
+    if (report->status == CHORUS_OK && status != CHORUS_OK) {
+        report->status = status;
+        snprintf(report->text, sizeof report->text, "%s: %s", what, chorus_last_error());
+    }
+}
+
+/* Allreduces of every op on counts 1, 7 and 1009 (float64), and a broadcast from the last rank,
+ * against the reference; the first failure into `report`. */
+static void run_checks(int rank, int size, uint64_t seed, struct report *report)
+{
+    static const size_t counts[] = {1, 7, 1009};
+    static const chorus_op ops[] = {CHORUS_SUM, CHORUS_MIN, CHORUS_MAX, CHORUS_PRODUCT};
+    static double input[1009], output[1009];
+    static unsigned char bytes[4099];
+    *report = (struct report){.status = CHORUS_OK, .rank = chorus_rank(), .size = chorus_size()};
+    for (size_t c = 0; c < ARRAY_LENGTH(counts); c++) {
+        for (size_t o = 0; o < ARRAY_LENGTH(ops); o++) {
+            char name[64];
+            snprintf(name, sizeof name, "world.%zu.%zu", c, o);
+            reference_fill(input, counts[c], CHORUS_FLOAT64, ops[o], seed + c, rank);
+            chorus_tensor tensor = {.data = input, .dtype = CHORUS_FLOAT64, .ndims = 1,
+                                    .shape = {(int64_t)counts[c]}};
+            checked(report, name, chorus_allreduce(name, &tensor, output, ops[o]));
+            char why[256] = "";
+            if (report->status == CHORUS_OK &&
+                reference_check_allreduce(output, counts[c], CHORUS_FLOAT64, ops[o], size, NULL,
+                                          seed + c, 1, 1, why, sizeof why) >= 0) {
+                report->status = CHORUS_ERR_INTERNAL;
+                snprintf(report->text, sizeof report->text, "%s: %s", name, why);
+            }
+        }
+    }
+    reference_fill_bytes(bytes, sizeof bytes, seed, rank);
+    chorus_tensor tensor = {.data = bytes, .dtype = CHORUS_UINT8, .ndims = 1,
+                            .shape = {(int64_t)sizeof bytes}};
+    checked(report, "world.broadcast", chorus_broadcast("world.broadcast", &tensor, size - 1));
+    if (report->status == CHORUS_OK &&
+        reference_check_bytes(bytes, sizeof bytes, seed, size - 1) >= 0) {
+        report->status = CHORUS_ERR_INTERNAL;
+        snprintf(report->text, sizeof report->text, "the broadcast's bytes differ");
+    }
+}
+
+/* Makes a world for `epoch`, sends its address up, takes the table and starts chorus as the
+ * rank the parent says, with the size it says. */
+static struct api_ucx_world *join_world(uint16_t epoch, int in, int out)
+{
+    struct api_ucx_world *world = NULL;
+    static struct address mine, all[MAX_RANKS];
+    if (api_ucx_world_create(epoch, &world) != CHORUS_OK)
+        _exit(4);
+    const void *address = api_ucx_world_address(world, &mine.bytes);
+    if (mine.bytes > MAX_ADDRESS)
+        _exit(5);
+    memcpy(mine.data, address, mine.bytes);
+    child_write_all(out, &mine, sizeof mine);
+    int numbering[2]; /* rank, size */
+    if (!child_read_all(in, numbering, sizeof numbering, 30) ||
+        !child_read_all(in, all, (size_t)numbering[1] * sizeof all[0], 30))
+        _exit(6);
+    const void *addresses[MAX_RANKS];
+    for (int r = 0; r < numbering[1]; r++)
+        addresses[r] = all[r].data;
+    struct report report = {.status = CHORUS_OK};
+    checked(&report, "api_ucx_world_start",
+            api_ucx_world_start(world, numbering[0], numbering[1],
+                                numbering[0] % 2 ? "host-b" : "host-a", addresses, NULL));
+    child_write_all(out, &report, sizeof report);
+    return world;
+}
+
+/* The parent's go-ahead between phases; none within 60 s ends the rank. */
+static void await_parent(int in)
+{
+    char go;
+    if (!child_read_all(in, &go, 1, 60))
+        _exit(7);
+}
+
+static void run_rank(int in, int out)
+{
+    alarm(90); /* a hang ends the process, and the parent sees its pipe close */
+    setenv("CHORUS_TIMEOUT_SECONDS", "30", 1);
+    struct api_ucx_world *first = join_world(1, in, out);
+    struct report report;
+    run_checks(chorus_rank(), chorus_size(), 100, &report);
+    child_write_all(out, &report, sizeof report);
+    await_parent(in); /* the last rank was killed, or this one is it and waits for the kill */
+    report = (struct report){.status = CHORUS_OK};
+    static double lone[64];
+    chorus_tensor tensor = {.data = lone, .dtype = CHORUS_FLOAT64, .ndims = 1, .shape = {64}};
+    checked(&report, "after the kill", chorus_allreduce("after.kill", &tensor, lone, CHORUS_SUM));
+    report.seconds = clock_seconds();
+    child_write_all(out, &report, sizeof report);
+    chorus_shutdown();
+    struct api_ucx_world *second = join_world(2, in, out);
+    run_checks(chorus_rank(), chorus_size(), 200, &report);
+    child_write_all(out, &report, sizeof report);
+    await_parent(in); /* every rank is done with the world: shut down, then close it */
+    chorus_shutdown();
+    child_write_all(out, &report, sizeof report);
+    await_parent(in);
+    api_ucx_world_destroy(second);
+    api_ucx_world_destroy(first);
+    _exit(0);
+}
+
+struct child {
+    pid_t pid;
+    int in, out; /* the parent's ends: reads `in`, writes `out` */
+};
+
+static struct report read_report(const struct child *child, int rank, const char *phase)
+{
+    struct report report;
+    ck_assert_msg(child_read_all(child->in, &report, sizeof report, 60), "rank %d: no report %s",
+                  rank, phase);
+    return report;
+}
+
+/* The driver's part: every listed rank's address, then to each its new rank, the size and the
+ * table; then each one's start must succeed. */
+static void form_world(struct child *children, const int *members, int size)
+{
+    static struct address all[MAX_RANKS];
+    for (int r = 0; r < size; r++)
+        ck_assert_msg(child_read_all(children[members[r]].in, &all[r], sizeof all[r], 30),
+                      "rank %d sent no address", members[r]);
+    for (int r = 0; r < size; r++) {
+        int numbering[2] = {r, size};
+        child_write_all(children[members[r]].out, numbering, sizeof numbering);
+        child_write_all(children[members[r]].out, all, (size_t)size * sizeof all[0]);
+    }
+    for (int r = 0; r < size; r++) {
+        struct report report = read_report(&children[members[r]], r, "of the start");
+        ck_assert_msg(report.status == CHORUS_OK, "%d ranks, rank %d: %s", size, r, report.text);
+    }
+}
+
+static void expect_checks(struct child *children, const int *members, int size, const char *when)
+{
+    for (int r = 0; r < size; r++) {
+        struct report report = read_report(&children[members[r]], r, when);
+        ck_assert_msg(report.status == CHORUS_OK, "%s, %d ranks, rank %d: %s: %s", when, size, r,
+                      chorus_status_name(report.status), report.text);
+        ck_assert_int_eq(report.rank, r);
+        ck_assert_int_eq(report.size, size);
+    }
+}
+
+static void tell(struct child *children, const int *members, int size)
+{
+    for (int r = 0; r < size; r++)
+        child_write_all(children[members[r]].out, "", 1);
+}
+
+START_TEST(a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors)
+{
+    int nranks = _i, victim = nranks - 1;
+    struct child children[MAX_RANKS] = {0};
+    int everyone[MAX_RANKS], survivors[MAX_RANKS];
+    for (int r = 0; r < nranks; r++) {
+        everyone[r] = r;
+        survivors[r] = r;
+        int down[2], up[2];
+        ck_assert(pipe(down) == 0 && pipe(up) == 0);
+        pid_t pid = fork();
+        ck_assert(pid >= 0);
+        if (pid == 0) {
+            close(down[1]);
+            close(up[0]);
+            run_rank(down[0], up[1]);
+        }
+        close(down[0]);
+        close(up[1]);
+        children[r] = (struct child){pid, up[0], down[1]};
+    }
+    form_world(children, everyone, nranks);
+    expect_checks(children, everyone, nranks, "epoch 1");
+    double killed = clock_seconds();
+    kill(children[victim].pid, SIGKILL);
+    waitpid(children[victim].pid, NULL, 0);
+    int left = nranks - 1;
+    tell(children, survivors, left);
+    char named[32];
+    snprintf(named, sizeof named, "rank %d lost", victim);
+    for (int r = 0; r < left; r++) {
+        struct report report = read_report(&children[r], r, "after the kill");
+        double seconds = report.seconds - killed;
+        printf("%d ranks: rank %d's allreduce failed %.3f s after rank %d was killed: %s\n",
+               nranks, r, seconds, victim, report.text);
+        ck_assert_msg(report.status < 0 && strstr(report.text, named) != NULL,
+                      "%d ranks, rank %d: %s: %s", nranks, r, chorus_status_name(report.status),
+                      report.text);
+        ck_assert_msg(seconds < DETECTION_BOUND_SECONDS, "rank %d took %.1f s", r, seconds);
+    }
+    if (left > 0) {
+        form_world(children, survivors, left);
+        expect_checks(children, survivors, left, "epoch 2");
+        tell(children, survivors, left);
+        for (int r = 0; r < left; r++)
+            read_report(&children[r], r, "of the shutdown");
+        tell(children, survivors, left);
+    }
+    for (int r = 0; r < left; r++) {
+        int status = 0;
+        waitpid(children[r].pid, &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d ended badly (%d)",
+                      r, status);
+    }
+    for (int r = 0; r < nranks; r++) {
+        close(children[r].in);
+        close(children[r].out);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("ucx_world");
+    TCase *processes = tcase_create("processes");
+    tcase_set_timeout(processes, 120);
+    tcase_add_loop_test(processes, a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors, 2,
+                        MAX_RANKS + 1);
+    suite_add_tcase(suite, processes);
+    return run_suite(suite);
+}
