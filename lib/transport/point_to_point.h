@@ -4,7 +4,7 @@
  * implementations exist: over chorus's MPI communicator (transport_mpi.c), over threads of one
  * process (transport_threads.c), which lets unit tests run every algorithm for 1-5 ranks
  * without mpirun, and over UCX (transport_ucx.h), whose worlds outlive a lost rank (not yet
- * used by chorus_init).
+ * used by chorus_init). A fourth reaches a group of another's ranks (transport_subset.c).
  */
 #ifndef CHORUS_POINT_TO_POINT_H
 #define CHORUS_POINT_TO_POINT_H
@@ -107,5 +107,18 @@ struct thread_fabric;
 struct thread_fabric *thread_fabric_create(int nranks);
 void thread_fabric_destroy(struct thread_fabric *fabric);
 void transport_threads_init(struct transport *transport, struct thread_fabric *fabric, int rank);
+
+/* A group of `parent`'s ranks (transport_subset.c): its rank r is the parent's rank
+ * members[r] (count of them, this rank among them), its tags 0 .. 65535, carried on the parent
+ * as group << 16 | tag, so that groups numbered differently (1 .. 32767) and the parent's own
+ * messages never match. Over MPI only where group << 16 | 65535 <= MPI_TAG_UB (else MPI_Isend
+ * fails). Arguments it cannot take (no such rank, this rank not a member, a group out of range)
+ * are written to `error`, leave `rank` -1 and make every call fail with
+ * CHORUS_ERR_INVALID_ARGUMENT. The parent must outlive the subset and be used by no other
+ * thread while the subset is. */
+void transport_subset_init(struct transport *subset, struct transport *parent,
+                           const int *members, int count, int group);
+/* Frees what transport_subset_init allocated; the parent is left as it is. */
+void transport_subset_release(struct transport *subset);
 
 #endif
