@@ -165,7 +165,9 @@ chorus_status ucx_fabric_connect(struct ucx_fabric *fabric, int rank, int nranks
             .err_handler = {.cb = endpoint_failed, .arg = &fabric->peers[r]}};
         ucs_status_t status = ucp_ep_create(fabric->worker, &params, &fabric->peers[r].endpoint);
         if (status != UCS_OK) {
-            snprintf(error, error_size, "UCX fabric: rank %d cannot reach rank %d: %s", rank, r,
+            fabric->lost_rank = r;
+            fabric->lost_status = status;
+            snprintf(error, error_size, "rank %d lost: rank %d cannot reach it (UCX: %s)", r, rank,
                      ucs_status_string(status));
             return CHORUS_ERR_TIMEOUT;
         }

@@ -42,8 +42,9 @@ chorus_status ucx_fabric_create(struct ucx_context *context, uint16_t epoch,
 const void *ucx_fabric_address(const struct ucx_fabric *fabric, size_t *bytes);
 /* Connects to the `nranks` ranks of the world (at most 65536), this one being `rank`:
  * addresses[r] is rank r's ucx_fabric_address (this rank's own included). Returns at once; the
- * connections finish during the first transfers. CHORUS_ERR_INVALID_ARGUMENT or
- * CHORUS_ERR_TIMEOUT (a rank cannot be reached) with the reason in `error`. Once. */
+ * connections finish during the first transfers. CHORUS_ERR_INVALID_ARGUMENT, or
+ * CHORUS_ERR_TIMEOUT when a rank cannot be reached (it is then the fabric's lost rank), with the
+ * reason in `error`. Once. */
 chorus_status ucx_fabric_connect(struct ucx_fabric *fabric, int rank, int nranks,
                                  const void *const *addresses, char *error, size_t error_size);
 /* The rank lost first (its connection failed: its process ended, its host was cut off), or -1.

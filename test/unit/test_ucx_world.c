@@ -84,8 +84,9 @@ static void run_checks(int rank, int size, uint64_t seed, struct report *report)
 }
 
 /* Makes a world for `epoch`, sends its address up, takes the table and starts chorus as the
- * rank the parent says, with the size it says. */
-static struct api_ucx_world *join_world(uint16_t epoch, int in, int out)
+ * rank the parent says, with the size it says; the start's report goes up too, and into
+ * `started` (NULL: not wanted). */
+static struct api_ucx_world *join_world(uint16_t epoch, int in, int out, struct report *started)
 {
     struct api_ucx_world *world = NULL;
     static struct address mine, all[MAX_RANKS];
@@ -107,7 +108,10 @@ static struct api_ucx_world *join_world(uint16_t epoch, int in, int out)
     checked(&report, "api_ucx_world_start",
             api_ucx_world_start(world, numbering[0], numbering[1],
                                 numbering[0] % 2 ? "host-b" : "host-a", addresses, NULL));
+    report.seconds = clock_seconds();
     child_write_all(out, &report, sizeof report);
+    if (started != NULL)
+        *started = report;
     return world;
 }
 
@@ -123,7 +127,7 @@ static void run_rank(int in, int out)
 {
     alarm(90); /* a hang ends the process, and the parent sees its pipe close */
     setenv("CHORUS_TIMEOUT_SECONDS", "30", 1);
-    struct api_ucx_world *first = join_world(1, in, out);
+    struct api_ucx_world *first = join_world(1, in, out, NULL);
     struct report report;
     run_checks(chorus_rank(), chorus_size(), 100, &report);
     child_write_all(out, &report, sizeof report);
@@ -135,7 +139,7 @@ static void run_rank(int in, int out)
     report.seconds = clock_seconds();
     child_write_all(out, &report, sizeof report);
     chorus_shutdown();
-    struct api_ucx_world *second = join_world(2, in, out);
+    struct api_ucx_world *second = join_world(2, in, out, NULL);
     run_checks(chorus_rank(), chorus_size(), 200, &report);
     child_write_all(out, &report, sizeof report);
     await_parent(in); /* every rank is done with the world: shut down, then close it */
@@ -144,6 +148,21 @@ static void run_rank(int in, int out)
     await_parent(in);
     api_ucx_world_destroy(second);
     api_ucx_world_destroy(first);
+    _exit(0);
+}
+
+/* A rank of a world whose last rank dies before it starts: the start fails, and the rank closes
+ * the world once the parent has seen every report. */
+static void run_rank_of_a_broken_start(int in, int out)
+{
+    alarm(90);
+    setenv("CHORUS_TIMEOUT_SECONDS", "30", 1);
+    struct report started;
+    struct api_ucx_world *world = join_world(1, in, out, &started);
+    await_parent(in);
+    if (started.status == CHORUS_OK)
+        chorus_shutdown();
+    api_ucx_world_destroy(world);
     _exit(0);
 }
 
@@ -160,14 +179,40 @@ static struct report read_report(const struct child *child, int rank, const char
     return report;
 }
 
+/* The driver's first part: every listed rank's address into `all`. */
+static void collect_addresses(struct child *children, const int *members, int size,
+                              struct address *all)
+{
+    for (int r = 0; r < size; r++)
+        ck_assert_msg(child_read_all(children[members[r]].in, &all[r], sizeof all[r], 30),
+                      "rank %d sent no address", members[r]);
+}
+
+/* Forks `nranks` ranks, each running `body` on its pipes. */
+static void fork_ranks(struct child *children, int nranks, void (*body)(int in, int out))
+{
+    for (int r = 0; r < nranks; r++) {
+        int down[2], up[2];
+        ck_assert(pipe(down) == 0 && pipe(up) == 0);
+        pid_t pid = fork();
+        ck_assert(pid >= 0);
+        if (pid == 0) {
+            close(down[1]);
+            close(up[0]);
+            body(down[0], up[1]);
+        }
+        close(down[0]);
+        close(up[1]);
+        children[r] = (struct child){pid, up[0], down[1]};
+    }
+}
+
 /* The driver's part: every listed rank's address, then to each its new rank, the size and the
  * table; then each one's start must succeed. */
 static void form_world(struct child *children, const int *members, int size)
 {
     static struct address all[MAX_RANKS];
-    for (int r = 0; r < size; r++)
-        ck_assert_msg(child_read_all(children[members[r]].in, &all[r], sizeof all[r], 30),
-                      "rank %d sent no address", members[r]);
+    collect_addresses(children, members, size, all);
     for (int r = 0; r < size; r++) {
         int numbering[2] = {r, size};
         child_write_all(children[members[r]].out, numbering, sizeof numbering);
@@ -201,22 +246,9 @@ START_TEST(a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors)
     int nranks = _i, victim = nranks - 1;
     struct child children[MAX_RANKS] = {0};
     int everyone[MAX_RANKS], survivors[MAX_RANKS];
-    for (int r = 0; r < nranks; r++) {
-        everyone[r] = r;
-        survivors[r] = r;
-        int down[2], up[2];
-        ck_assert(pipe(down) == 0 && pipe(up) == 0);
-        pid_t pid = fork();
-        ck_assert(pid >= 0);
-        if (pid == 0) {
-            close(down[1]);
-            close(up[0]);
-            run_rank(down[0], up[1]);
-        }
-        close(down[0]);
-        close(up[1]);
-        children[r] = (struct child){pid, up[0], down[1]};
-    }
+    for (int r = 0; r < nranks; r++)
+        everyone[r] = survivors[r] = r;
+    fork_ranks(children, nranks, run_rank);
     form_world(children, everyone, nranks);
     expect_checks(children, everyone, nranks, "epoch 1");
     double killed = clock_seconds();
@@ -257,12 +289,59 @@ START_TEST(a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors)
 }
 END_TEST
 
+/* The last rank dies after it gave its address, before the world starts (a death during a
+ * rebuild): every other rank's start fails within moments, naming it, rather than waiting. */
+START_TEST(a_rank_lost_while_the_world_forms_fails_every_start)
+{
+    int nranks = _i, victim = nranks - 1, everyone[MAX_RANKS];
+    struct child children[MAX_RANKS] = {0};
+    for (int r = 0; r < nranks; r++)
+        everyone[r] = r;
+    fork_ranks(children, nranks, run_rank_of_a_broken_start);
+    static struct address all[MAX_RANKS];
+    collect_addresses(children, everyone, nranks, all);
+    double killed = clock_seconds();
+    kill(children[victim].pid, SIGKILL);
+    waitpid(children[victim].pid, NULL, 0);
+    for (int r = 0; r < victim; r++) {
+        int numbering[2] = {r, nranks};
+        child_write_all(children[r].out, numbering, sizeof numbering);
+        child_write_all(children[r].out, all, (size_t)nranks * sizeof all[0]);
+    }
+    char named[32];
+    snprintf(named, sizeof named, "rank %d lost", victim);
+    for (int r = 0; r < victim; r++) {
+        struct report report = read_report(&children[r], r, "of the start");
+        double seconds = report.seconds - killed;
+        printf("%d ranks: rank %d's start failed %.3f s after rank %d was killed: %s\n", nranks,
+               r, seconds, victim, report.text);
+        ck_assert_msg(report.status < 0 && strstr(report.text, named) != NULL,
+                      "%d ranks, rank %d: %s: %s", nranks, r, chorus_status_name(report.status),
+                      report.text);
+        ck_assert_msg(seconds < DETECTION_BOUND_SECONDS, "rank %d took %.1f s", r, seconds);
+    }
+    tell(children, everyone, victim);
+    for (int r = 0; r < victim; r++) {
+        int status = 0;
+        waitpid(children[r].pid, &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d ended badly (%d)",
+                      r, status);
+    }
+    for (int r = 0; r < nranks; r++) {
+        close(children[r].in);
+        close(children[r].out);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("ucx_world");
     TCase *processes = tcase_create("processes");
     tcase_set_timeout(processes, 120);
     tcase_add_loop_test(processes, a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors, 2,
+                        MAX_RANKS + 1);
+    tcase_add_loop_test(processes, a_rank_lost_while_the_world_forms_fails_every_start, 2,
                         MAX_RANKS + 1);
     suite_add_tcase(suite, processes);
     return run_suite(suite);
