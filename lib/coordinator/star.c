@@ -82,10 +82,10 @@ static bool send_message(struct star *star, const struct wire_message *message,
     chorus_status why = post_message(star, message, destinations, destination_count, tag);
     if (why == CHORUS_OK)
         return true;
+    const char *failed = channel_failure(star->channel, "sending a negotiation message failed");
     return report_fail(report, why, "%s",
-                       why == CHORUS_ERR_OUT_OF_MEMORY
-                           ? "cannot encode a negotiation message"
-                           : channel_failure(star->channel, "sending a negotiation message failed"));
+                       why == CHORUS_ERR_OUT_OF_MEMORY ? "cannot encode a negotiation message"
+                                                       : failed);
 }
 
 void star_progress(struct star *star, bool wait, bool failed)

@@ -39,8 +39,8 @@ int topology_cache_domain(hwloc_topology_t hw, hwloc_const_cpuset_t cpus)
     return domain;
 }
 
-/* Counts what the binding allows, writes it as `binding` (TOPOLOGY_BINDING_WORDS words; all zero when
- * unknown), and returns its cache domain (topology_cache_domain). */
+/* Counts what the binding allows, writes it as `binding` (TOPOLOGY_BINDING_WORDS words; all
+ * zero when unknown), and returns its cache domain (topology_cache_domain). */
 static int count_cpus(chorus_topology *topology, unsigned long *binding)
 {
     int domain = -1;
@@ -141,8 +141,8 @@ chorus_status topology_discover(struct chorus_context *context, char *error, siz
     /* More ranks than processing units among all that the host's ranks may run on: each rank's
      * own count would say so of ranks bound to a core each (one PU each), which never take
      * turns. */
-    if (MPI_Allreduce(MPI_IN_PLACE, binding, TOPOLOGY_BINDING_WORDS, MPI_UNSIGNED_LONG, MPI_BOR, local) !=
-        MPI_SUCCESS)
+    if (MPI_Allreduce(MPI_IN_PLACE, binding, TOPOLOGY_BINDING_WORDS, MPI_UNSIGNED_LONG, MPI_BOR,
+                      local) != MPI_SUCCESS)
         goto out;
     size_t host_pus = 0;
     for (int w = 0; w < TOPOLOGY_BINDING_WORDS; w++)

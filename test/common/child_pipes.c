@@ -5,8 +5,29 @@
 
 #include "../../lib/core/common.h"
 
+#include <check.h>
 #include <poll.h>
 #include <unistd.h>
+
+void child_fork_all(struct child *children, int count,
+                    void (*body)(int rank, int count, int in, int out))
+{
+    for (int r = 0; r < count; r++) {
+        int down[2], up[2];
+        ck_assert(pipe(down) == 0 && pipe(up) == 0);
+        pid_t pid = fork();
+        ck_assert(pid >= 0);
+        if (pid == 0) {
+            close(down[1]);
+            close(up[0]);
+            body(r, count, down[0], up[1]);
+            _exit(9); /* a body that returned */
+        }
+        close(down[0]);
+        close(up[1]);
+        children[r] = (struct child){pid, up[0], down[1]};
+    }
+}
 
 void child_write_all(int fd, const void *data, size_t bytes)
 {

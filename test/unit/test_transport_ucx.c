@@ -166,36 +166,18 @@ static void run_rank(int rank, int nranks, int in, int out)
     _exit(0);
 }
 
-struct child {
-    pid_t pid;
-    int in, out; /* the parent's ends: reads `in`, writes `out` */
-};
-
 static void read_report(const struct child *child, int rank, struct report *report,
                         const char *phase)
 {
-    ck_assert_msg(child_read_all(child->in, report, sizeof *report, 60), "rank %d: no report %s", rank,
-                  phase);
+    ck_assert_msg(child_read_all(child->in, report, sizeof *report, 60), "rank %d: no report %s",
+                  rank, phase);
 }
 
 START_TEST(ranks_survive_a_killed_rank_and_go_on_in_a_new_epoch)
 {
     int nranks = _i, victim = nranks / 2;
     struct child children[MAX_RANKS] = {0};
-    for (int r = 0; r < nranks; r++) {
-        int down[2], up[2];
-        ck_assert(pipe(down) == 0 && pipe(up) == 0);
-        pid_t pid = fork();
-        ck_assert(pid >= 0);
-        if (pid == 0) {
-            close(down[1]);
-            close(up[0]);
-            run_rank(r, nranks, down[0], up[1]);
-        }
-        close(down[0]);
-        close(up[1]);
-        children[r] = (struct child){pid, up[0], down[1]};
-    }
+    child_fork_all(children, nranks, run_rank);
     /* The driver's part: every rank's address to every rank. */
     static struct address all[MAX_RANKS];
     for (int r = 0; r < nranks; r++)

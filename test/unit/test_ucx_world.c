@@ -123,8 +123,9 @@ static void await_parent(int in)
         _exit(7);
 }
 
-static void run_rank(int in, int out)
+static void run_rank(int rank, int count, int in, int out)
 {
+    (void)rank, (void)count; /* the parent numbers the worlds */
     alarm(90); /* a hang ends the process, and the parent sees its pipe close */
     setenv("CHORUS_TIMEOUT_SECONDS", "30", 1);
     struct api_ucx_world *first = join_world(1, in, out, NULL);
@@ -153,8 +154,9 @@ static void run_rank(int in, int out)
 
 /* A rank of a world whose last rank dies before it starts: the start fails, and the rank closes
  * the world once the parent has seen every report. */
-static void run_rank_of_a_broken_start(int in, int out)
+static void run_rank_of_a_broken_start(int rank, int count, int in, int out)
 {
+    (void)rank, (void)count;
     alarm(90);
     setenv("CHORUS_TIMEOUT_SECONDS", "30", 1);
     struct report started;
@@ -165,11 +167,6 @@ static void run_rank_of_a_broken_start(int in, int out)
     api_ucx_world_destroy(world);
     _exit(0);
 }
-
-struct child {
-    pid_t pid;
-    int in, out; /* the parent's ends: reads `in`, writes `out` */
-};
 
 static struct report read_report(const struct child *child, int rank, const char *phase)
 {
@@ -186,25 +183,6 @@ static void collect_addresses(struct child *children, const int *members, int si
     for (int r = 0; r < size; r++)
         ck_assert_msg(child_read_all(children[members[r]].in, &all[r], sizeof all[r], 30),
                       "rank %d sent no address", members[r]);
-}
-
-/* Forks `nranks` ranks, each running `body` on its pipes. */
-static void fork_ranks(struct child *children, int nranks, void (*body)(int in, int out))
-{
-    for (int r = 0; r < nranks; r++) {
-        int down[2], up[2];
-        ck_assert(pipe(down) == 0 && pipe(up) == 0);
-        pid_t pid = fork();
-        ck_assert(pid >= 0);
-        if (pid == 0) {
-            close(down[1]);
-            close(up[0]);
-            body(down[0], up[1]);
-        }
-        close(down[0]);
-        close(up[1]);
-        children[r] = (struct child){pid, up[0], down[1]};
-    }
 }
 
 /* The driver's part: every listed rank's address, then to each its new rank, the size and the
@@ -241,42 +219,10 @@ static void tell(struct child *children, const int *members, int size)
         child_write_all(children[members[r]].out, "", 1);
 }
 
-START_TEST(a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors)
+/* Waits for the first `alive` ranks to end well, and closes every rank's pipes. */
+static void reap_ranks(struct child *children, int alive, int nranks)
 {
-    int nranks = _i, victim = nranks - 1;
-    struct child children[MAX_RANKS] = {0};
-    int everyone[MAX_RANKS], survivors[MAX_RANKS];
-    for (int r = 0; r < nranks; r++)
-        everyone[r] = survivors[r] = r;
-    fork_ranks(children, nranks, run_rank);
-    form_world(children, everyone, nranks);
-    expect_checks(children, everyone, nranks, "epoch 1");
-    double killed = clock_seconds();
-    kill(children[victim].pid, SIGKILL);
-    waitpid(children[victim].pid, NULL, 0);
-    int left = nranks - 1;
-    tell(children, survivors, left);
-    char named[32];
-    snprintf(named, sizeof named, "rank %d lost", victim);
-    for (int r = 0; r < left; r++) {
-        struct report report = read_report(&children[r], r, "after the kill");
-        double seconds = report.seconds - killed;
-        printf("%d ranks: rank %d's allreduce failed %.3f s after rank %d was killed: %s\n",
-               nranks, r, seconds, victim, report.text);
-        ck_assert_msg(report.status < 0 && strstr(report.text, named) != NULL,
-                      "%d ranks, rank %d: %s: %s", nranks, r, chorus_status_name(report.status),
-                      report.text);
-        ck_assert_msg(seconds < DETECTION_BOUND_SECONDS, "rank %d took %.1f s", r, seconds);
-    }
-    if (left > 0) {
-        form_world(children, survivors, left);
-        expect_checks(children, survivors, left, "epoch 2");
-        tell(children, survivors, left);
-        for (int r = 0; r < left; r++)
-            read_report(&children[r], r, "of the shutdown");
-        tell(children, survivors, left);
-    }
-    for (int r = 0; r < left; r++) {
+    for (int r = 0; r < alive; r++) {
         int status = 0;
         waitpid(children[r].pid, &status, 0);
         ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d ended badly (%d)",
@@ -286,6 +232,52 @@ START_TEST(a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors)
         close(children[r].in);
         close(children[r].out);
     }
+}
+
+/* A survivor's report of a failure after `victim` was killed at `killed`: an error naming it,
+ * met within the bound. */
+static void expect_loss(const struct report *report, int nranks, int rank, int victim,
+                        double killed, const char *what)
+{
+    double seconds = report->seconds - killed;
+    printf("%d ranks: rank %d's %s failed %.3f s after rank %d was killed: %s\n", nranks, rank,
+           what, seconds, victim, report->text);
+    char named[32];
+    snprintf(named, sizeof named, "rank %d lost", victim);
+    ck_assert_msg(report->status < 0 && strstr(report->text, named) != NULL,
+                  "%d ranks, rank %d: %s: %s", nranks, rank, chorus_status_name(report->status),
+                  report->text);
+    ck_assert_msg(seconds < DETECTION_BOUND_SECONDS, "rank %d took %.1f s", rank, seconds);
+}
+
+START_TEST(a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors)
+{
+    int nranks = _i, victim = nranks - 1;
+    struct child children[MAX_RANKS] = {0};
+    int everyone[MAX_RANKS], survivors[MAX_RANKS];
+    for (int r = 0; r < nranks; r++)
+        everyone[r] = survivors[r] = r;
+    child_fork_all(children, nranks, run_rank);
+    form_world(children, everyone, nranks);
+    expect_checks(children, everyone, nranks, "epoch 1");
+    double killed = clock_seconds();
+    kill(children[victim].pid, SIGKILL);
+    waitpid(children[victim].pid, NULL, 0);
+    int left = nranks - 1;
+    tell(children, survivors, left);
+    for (int r = 0; r < left; r++) {
+        struct report report = read_report(&children[r], r, "after the kill");
+        expect_loss(&report, nranks, r, victim, killed, "allreduce");
+    }
+    if (left > 0) {
+        form_world(children, survivors, left);
+        expect_checks(children, survivors, left, "epoch 2");
+        tell(children, survivors, left);
+        for (int r = 0; r < left; r++)
+            read_report(&children[r], r, "of the shutdown");
+        tell(children, survivors, left);
+    }
+    reap_ranks(children, left, nranks);
 }
 END_TEST
 
@@ -297,7 +289,7 @@ START_TEST(a_rank_lost_while_the_world_forms_fails_every_start)
     struct child children[MAX_RANKS] = {0};
     for (int r = 0; r < nranks; r++)
         everyone[r] = r;
-    fork_ranks(children, nranks, run_rank_of_a_broken_start);
+    child_fork_all(children, nranks, run_rank_of_a_broken_start);
     static struct address all[MAX_RANKS];
     collect_addresses(children, everyone, nranks, all);
     double killed = clock_seconds();
@@ -308,29 +300,12 @@ START_TEST(a_rank_lost_while_the_world_forms_fails_every_start)
         child_write_all(children[r].out, numbering, sizeof numbering);
         child_write_all(children[r].out, all, (size_t)nranks * sizeof all[0]);
     }
-    char named[32];
-    snprintf(named, sizeof named, "rank %d lost", victim);
     for (int r = 0; r < victim; r++) {
         struct report report = read_report(&children[r], r, "of the start");
-        double seconds = report.seconds - killed;
-        printf("%d ranks: rank %d's start failed %.3f s after rank %d was killed: %s\n", nranks,
-               r, seconds, victim, report.text);
-        ck_assert_msg(report.status < 0 && strstr(report.text, named) != NULL,
-                      "%d ranks, rank %d: %s: %s", nranks, r, chorus_status_name(report.status),
-                      report.text);
-        ck_assert_msg(seconds < DETECTION_BOUND_SECONDS, "rank %d took %.1f s", r, seconds);
+        expect_loss(&report, nranks, r, victim, killed, "start");
     }
     tell(children, everyone, victim);
-    for (int r = 0; r < victim; r++) {
-        int status = 0;
-        waitpid(children[r].pid, &status, 0);
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d ended badly (%d)",
-                      r, status);
-    }
-    for (int r = 0; r < nranks; r++) {
-        close(children[r].in);
-        close(children[r].out);
-    }
+    reap_ranks(children, victim, nranks);
 }
 END_TEST
 
