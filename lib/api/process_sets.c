@@ -23,9 +23,16 @@ static chorus_status change_process_sets(const char *call, const int *ranks, int
         return api_not_initialized(call);
     char why[256];
     chorus_status status = CHORUS_OK;
-    if (ranks != NULL && !process_set_check_ranks(ranks, count, context->size, why, sizeof why))
+    /* Refused here, before every rank would run the change and fail on it (runner.c). */
+    if (context->links != NULL)
+        status = REJECT(CHORUS_ERR_NOT_SUPPORTED,
+                        "%s: process sets need MPI, and chorus runs on a world without it (over "
+                        "UCX)",
+                        call);
+    else if (ranks != NULL &&
+             !process_set_check_ranks(ranks, count, context->size, why, sizeof why))
         status = REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s: %s", call, why);
-    if (ranks == NULL) {
+    if (status == CHORUS_OK && ranks == NULL) {
         pthread_mutex_lock(&context->lock);
         bool exists = process_set_find(&context->process_sets, remove_id) != NULL;
         pthread_mutex_unlock(&context->lock);

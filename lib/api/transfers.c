@@ -21,6 +21,11 @@ static bool member_of(const struct process_set *set, int size, int rank)
 static chorus_status check_ends(struct chorus_context *context, const char *kind, int peer,
                                 int tag, int process_set)
 {
+    if (context->links != NULL)
+        return REJECT(CHORUS_ERR_NOT_SUPPORTED,
+                      "%s: chorus runs on a world without MPI (over UCX), which has no sends and "
+                      "receives yet",
+                      kind);
     if (tag < 0 || tag > context->tag_upper_bound)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT, "%s: tag %d is outside 0..%d (MPI_TAG_UB)",
                       kind, tag, context->tag_upper_bound);

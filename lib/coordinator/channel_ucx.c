@@ -9,7 +9,6 @@
 #include "../negotiation/channel.h"
 
 #include "../core/log.h"
-#include "../core/retained.h"
 #include "../transport/transport_ucx.h"
 
 #include <sched.h>
@@ -22,6 +21,8 @@
 /* After a fatal error, how long the last sends may take before they are given up (a peer that
  * stopped never receives them), as channel_mpi.c. */
 #define FAILED_DRAIN_SECONDS 1.0
+/* At release, otherwise: long enough for a live peer on a loaded machine. */
+#define RELEASE_DRAIN_SECONDS 10.0
 
 struct outgoing {
     uint8_t *bytes;
@@ -52,10 +53,12 @@ static void report_failure(struct channel_ucx *channel, chorus_status status)
 static chorus_status send_all(struct channel_ucx *channel, uint8_t *bytes, size_t length,
                               const int *destinations, int destination_count, int tag)
 {
+    channel->error[0] = '\0';
     struct outgoing *outgoing =
         calloc(1, sizeof *outgoing + (size_t)destination_count * sizeof(void *));
     if (outgoing == NULL) {
         free(bytes);
+        snprintf(channel->error, sizeof channel->error, "out of memory sending a message");
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
     *outgoing = (struct outgoing){.bytes = bytes, .next = channel->outgoing};
@@ -104,7 +107,7 @@ static bool reap_outgoing(struct channel_ucx *channel)
 }
 
 /* Gives up the sends still outgoing. UCX may read their bytes until the fabric is destroyed,
- * so they are retained (as channel_mpi.c's are until MPI is finalized). */
+ * so the fabric keeps them until then. */
 static void abandon_outgoing(struct channel_ucx *channel)
 {
     while (channel->outgoing != NULL) {
@@ -112,17 +115,18 @@ static void abandon_outgoing(struct channel_ucx *channel)
         channel->outgoing = outgoing->next;
         for (int i = 0; i < outgoing->count; i++)
             ucx_message_abandon(channel->fabric, outgoing->pending[i]);
-        retained_keep(outgoing->bytes);
+        ucx_message_keep(channel->fabric, outgoing->bytes);
         free(outgoing);
     }
 }
 
-static void progress(void *state, bool wait, bool failed)
+/* Completes what is outgoing, for at most `seconds` (negative: for as long as it takes), then
+ * gives up the rest. */
+static void drain(struct channel_ucx *channel, double seconds)
 {
-    struct channel_ucx *channel = state;
-    double give_up = clock_seconds() + FAILED_DRAIN_SECONDS;
-    while (!reap_outgoing(channel) && wait) {
-        if (failed && clock_seconds() > give_up) {
+    double give_up = clock_seconds() + seconds;
+    while (!reap_outgoing(channel)) {
+        if (seconds >= 0 && clock_seconds() > give_up) {
             abandon_outgoing(channel);
             return;
         }
@@ -130,10 +134,20 @@ static void progress(void *state, bool wait, bool failed)
     }
 }
 
+static void progress(void *state, bool wait, bool failed)
+{
+    struct channel_ucx *channel = state;
+    if (wait)
+        drain(channel, failed ? FAILED_DRAIN_SECONDS : -1);
+    else
+        reap_outgoing(channel);
+}
+
 static chorus_status receive(void *state, int source, int tag, uint8_t **bytes, size_t *length,
                              int *sender)
 {
     struct channel_ucx *channel = state;
+    channel->error[0] = '\0';
     chorus_status status = ucx_message_take(channel->fabric, source, tag, bytes, length, sender,
                                             channel->error, sizeof channel->error);
     report_failure(channel, status);
@@ -149,6 +163,7 @@ static chorus_status round_post(void *state, const uint64_t *mine, uint64_t *res
     if (copy == NULL || others == NULL) {
         free(copy);
         free(others);
+        snprintf(channel->error, sizeof channel->error, "out of memory posting a round");
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
     memcpy(copy, mine, bytes);
@@ -169,6 +184,7 @@ static chorus_status round_post(void *state, const uint64_t *mine, uint64_t *res
 static chorus_status round_test(void *state, bool *done)
 {
     struct channel_ucx *channel = state;
+    channel->error[0] = '\0';
     for (int r = 0; r < channel->nranks && channel->round_missing > 0; r++) {
         if (channel->round_heard[r])
             continue;
@@ -208,10 +224,12 @@ static chorus_status round_test(void *state, bool *done)
 static void release(void *state, bool failed)
 {
     struct channel_ucx *channel = state;
+    /* Bounded also without a failure: a start that failed releases the channel with sends its
+     * peers may never take. */
     if (failed)
         abandon_outgoing(channel);
     else
-        progress(channel, true, false);
+        drain(channel, RELEASE_DRAIN_SECONDS);
     free(channel->round_heard);
     free(channel);
 }

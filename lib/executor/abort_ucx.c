@@ -4,7 +4,6 @@
  */
 #include "abort.h"
 
-#include "../core/retained.h"
 #include "../transport/transport_ucx.h"
 
 #include <stdlib.h>
@@ -32,23 +31,10 @@ bool abort_ucx_poll(void *fabric, struct abort_notice *notice)
 
 void abort_ucx_notify(void *fabric, const struct abort_notice *notice)
 {
-    int nranks = 1;
-    int rank = ucx_fabric_rank(fabric, &nranks);
-    /* Nobody waits for these sends (a peer may have stopped already), and UCX may read the
-     * notice until each is delivered: it is retained. */
+    /* Also after a loss: the ranks that wait on this one, not on the lost one, must hear it. */
     struct abort_notice *copy = malloc(sizeof *copy);
-    if (copy == NULL || nranks == 1) {
-        free(copy);
+    if (copy == NULL)
         return;
-    }
     *copy = *notice;
-    retained_keep(copy);
-    char error[256];
-    for (int peer = 0; peer < nranks; peer++) {
-        void *pending = NULL;
-        if (peer != rank &&
-            ucx_message_send(fabric, peer, TAG_ABORT, copy, sizeof *copy, &pending, error,
-                             sizeof error) == CHORUS_OK)
-            ucx_message_abandon(fabric, pending);
-    }
+    ucx_message_notify(fabric, TAG_ABORT, copy, sizeof *copy);
 }

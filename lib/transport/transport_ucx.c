@@ -43,6 +43,9 @@ struct ucx_fabric {
     /* Held by the whole-message calls: a rank's abort notices are polled from whichever thread
      * waits, beside the background thread's channel on the same fabric. */
     pthread_mutex_t message_lock;
+    /* Memory UCX may still read or write (abandoned messages): freed after the worker. */
+    void **kept;
+    size_t kept_count, kept_capacity;
 };
 
 /* Polls without progress before a waiter starts yielding the processor between polls. */
@@ -50,6 +53,9 @@ struct ucx_fabric {
 
 /* How long an abandoned operation's matched receives may still take to finish (see abandon). */
 #define ABANDON_DRAIN_SECONDS 1.0
+
+/* How long the rest of a whole message that began to arrive may take (its sender may die). */
+#define MESSAGE_REST_SECONDS 10.0
 
 /* A message's UCX tag: | epoch: 16 bits | source rank: 16 bits | chorus tag: 32 bits |.
  * Receives match all 64 bits, so a message of another epoch never matches, and messages of one
@@ -209,6 +215,9 @@ void ucx_fabric_destroy(struct ucx_fabric *fabric)
             finish_request(fabric->worker, ucp_ep_close_nbx(fabric->peers[r].endpoint, &close));
     ucp_worker_release_address(fabric->worker, fabric->address);
     ucp_worker_destroy(fabric->worker);
+    for (size_t i = 0; i < fabric->kept_count; i++)
+        free(fabric->kept[i]);
+    free(fabric->kept);
     pthread_mutex_destroy(&fabric->message_lock);
     free(fabric->peers);
     free(fabric);
@@ -507,15 +516,42 @@ static chorus_status message_failed(struct ucx_fabric *fabric, int peer, ucs_sta
     return CHORUS_ERR_INTERNAL;
 }
 
+/* Keeps `memory` until the fabric is destroyed (message_lock held). If the list cannot grow,
+ * the memory is leaked rather than freed under UCX. */
+static void keep_locked(struct ucx_fabric *fabric, void *memory)
+{
+    if (memory == NULL)
+        return;
+    if (fabric->kept_count == fabric->kept_capacity) {
+        size_t capacity = fabric->kept_capacity ? 2 * fabric->kept_capacity : 8;
+        void **grown = realloc(fabric->kept, capacity * sizeof *grown);
+        if (grown == NULL)
+            return;
+        fabric->kept = grown;
+        fabric->kept_capacity = capacity;
+    }
+    fabric->kept[fabric->kept_count++] = memory;
+}
+
+void ucx_message_keep(struct ucx_fabric *fabric, void *memory)
+{
+    pthread_mutex_lock(&fabric->message_lock);
+    keep_locked(fabric, memory);
+    pthread_mutex_unlock(&fabric->message_lock);
+}
+
+/* `despite_loss`: also after the fabric lost a rank (to every other rank), as an abort notice
+ * must go out. */
 static chorus_status send_message(struct ucx_fabric *fabric, int peer, int tag, const void *bytes,
-                                  size_t length, void **pending, char *error, size_t error_size)
+                                  size_t length, bool despite_loss, void **pending, char *error,
+                                  size_t error_size)
 {
     *pending = NULL;
     if (peer < 0 || peer >= fabric->nranks || tag < 0) {
         snprintf(error, error_size, "UCX: no rank %d to send a message to", peer);
         return CHORUS_ERR_INTERNAL;
     }
-    if (fabric->lost_rank >= 0)
+    if (fabric->lost_rank >= 0 && (!despite_loss || peer == fabric->lost_rank))
         return message_lost(fabric, error, error_size);
     ucp_request_param_t param = {0};
     ucs_status_ptr_t posted = ucp_tag_send_nbx(
@@ -532,9 +568,25 @@ chorus_status ucx_message_send(struct ucx_fabric *fabric, int peer, int tag, con
 {
     pthread_mutex_lock(&fabric->message_lock);
     chorus_status status =
-        send_message(fabric, peer, tag, bytes, length, pending, error, error_size);
+        send_message(fabric, peer, tag, bytes, length, false, pending, error, error_size);
     pthread_mutex_unlock(&fabric->message_lock);
     return status;
+}
+
+void ucx_message_notify(struct ucx_fabric *fabric, int tag, void *bytes, size_t length)
+{
+    char error[256];
+    pthread_mutex_lock(&fabric->message_lock);
+    keep_locked(fabric, bytes);
+    for (int peer = 0; peer < fabric->nranks; peer++) {
+        void *pending = NULL;
+        if (peer != fabric->rank &&
+            send_message(fabric, peer, tag, bytes, length, true, &pending, error,
+                         sizeof error) == CHORUS_OK &&
+            pending != NULL)
+            ucp_request_free(pending); /* UCX finishes it unwatched */
+    }
+    pthread_mutex_unlock(&fabric->message_lock);
 }
 
 bool ucx_message_sent(struct ucx_fabric *fabric, void *pending)
@@ -574,18 +626,41 @@ static chorus_status take_message(struct ucx_fabric *fabric, int source, int tag
     if (message == NULL)
         return CHORUS_OK;
     int from = (int)(uint16_t)(info.sender_tag >> 32);
+    /* Taken even when there is no memory for it (into a byte, truncated), so that UCX lets go
+     * of its descriptor; the caller then fails. */
+    static uint8_t discard;
     uint8_t *received = malloc(info.length > 0 ? info.length : 1);
-    if (received == NULL)
-        return CHORUS_ERR_OUT_OF_MEMORY; /* the message is lost: the caller fails */
     ucp_request_param_t param = {0};
     ucs_status_ptr_t request =
-        ucp_tag_msg_recv_nbx(fabric->worker, received, info.length, message, &param);
+        ucp_tag_msg_recv_nbx(fabric->worker, received != NULL ? received : &discard,
+                             received != NULL ? info.length : 0, message, &param);
     ucs_status_t status = UCS_PTR_STATUS(request);
     if (!UCS_PTR_IS_ERR(request) && request != NULL) {
-        /* The message matched: its rest (a large one comes in pieces) follows at once. */
-        while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS)
+        /* The message matched: its rest (a large one comes in pieces) follows at once, unless
+         * its sender is lost meanwhile. Then the receive is cancelled, and a buffer UCX still
+         * holds is kept until the fabric goes. */
+        double give_up = clock_seconds() + MESSAGE_REST_SECONDS;
+        while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS &&
+               fabric->lost_rank < 0 && clock_seconds() < give_up)
             ucp_worker_progress(fabric->worker);
+        if (status == UCS_INPROGRESS) {
+            ucp_request_cancel(fabric->worker, request);
+            double drained = clock_seconds() + ABANDON_DRAIN_SECONDS;
+            while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS &&
+                   clock_seconds() < drained)
+                ucp_worker_progress(fabric->worker);
+            if (status == UCS_INPROGRESS) {
+                keep_locked(fabric, received);
+                received = NULL;
+            }
+            status = UCS_ERR_CANCELED;
+        }
         ucp_request_free(request);
+    }
+    if (received == NULL && status == UCS_OK) {
+        snprintf(error, error_size, "out of memory for a negotiation message of %zu bytes",
+                 info.length);
+        return CHORUS_ERR_OUT_OF_MEMORY;
     }
     if (status != UCS_OK) {
         free(received);

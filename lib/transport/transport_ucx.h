@@ -74,8 +74,13 @@ chorus_status ucx_message_send(struct ucx_fabric *fabric, int peer, int tag, con
  * included; frees it when so. Progresses the worker. */
 bool ucx_message_sent(struct ucx_fabric *fabric, void *pending);
 /* Lets a send go on unwatched (UCX frees it when it ends, or with the fabric): its bytes must
- * stay until the fabric is destroyed. */
+ * stay until the fabric is destroyed (ucx_message_keep). */
 void ucx_message_abandon(struct ucx_fabric *fabric, void *pending);
+/* Frees `memory` (from malloc) when the fabric is destroyed, when UCX can no longer touch it. */
+void ucx_message_keep(struct ucx_fabric *fabric, void *memory);
+/* Sends `bytes` (malloc'd; the fabric keeps them) to every other rank, unwatched, also after
+ * the fabric lost a rank (to all but that one): an abort notice. */
+void ucx_message_notify(struct ucx_fabric *fabric, int tag, void *bytes, size_t length);
 /* Takes one message of `tag` from `source` (-1: any rank) that has arrived, whole: *bytes
  * (malloc'd, also when empty; the caller frees), *length, *sender. *bytes NULL when none was
  * there. Messages from one rank with one tag are taken in the order they were sent. */

@@ -6,7 +6,8 @@
  * rank computes from all ranks' inputs. Then the parent SIGKILLs the last rank: each
  * survivor's next allreduce must fail at once (not after CHORUS_TIMEOUT_SECONDS) naming the
  * lost rank, and the survivors, in their own processes, shut chorus down, start it on a new
- * world of themselves and run the checks again.
+ * world of themselves, refuse what needs MPI (process sets, sends, reform) and run the checks
+ * again.
  */
 #include "../../lib/api/ucx_world.h"
 #include "../common/check_runner.h"
@@ -83,6 +84,35 @@ static void run_checks(int rank, int size, uint64_t seed, struct report *report)
     }
 }
 
+/* `call` must have been refused for needing MPI; if not, it goes into `report`. */
+static void expect_refused(struct report *report, const char *call, chorus_status status)
+{
+    if (report->status != CHORUS_OK)
+        return;
+    if (status != CHORUS_ERR_NOT_SUPPORTED || strstr(chorus_last_error(), "without") == NULL) {
+        report->status = status == CHORUS_OK ? CHORUS_ERR_INTERNAL : status;
+        snprintf(report->text, sizeof report->text, "%s was not refused: %s", call,
+                 chorus_last_error());
+    }
+}
+
+/* What needs MPI is refused on a world without it, and chorus goes on: a process set, a send,
+ * a reform. */
+static void refuse_what_needs_mpi(struct report *report)
+{
+    *report = (struct report){.status = CHORUS_OK};
+    int everyone[MAX_RANKS], set = -1;
+    for (int r = 0; r < chorus_size(); r++)
+        everyone[r] = r;
+    static float value;
+    chorus_tensor tensor = {.data = &value, .dtype = CHORUS_FLOAT32, .ndims = 1, .shape = {1}};
+    chorus_handle *handle = NULL;
+    expect_refused(report, "chorus_process_set_add",
+                   chorus_process_set_add(everyone, chorus_size(), &set));
+    expect_refused(report, "chorus_send_async", chorus_send_async(&tensor, 0, 1, 0, &handle));
+    expect_refused(report, "chorus_reform", chorus_reform(everyone, chorus_size(), NULL));
+}
+
 /* Makes a world for `epoch`, sends its address up, takes the table and starts chorus as the
  * rank the parent says, with the size it says; the start's report goes up too, and into
  * `started` (NULL: not wanted). */
@@ -141,7 +171,11 @@ static void run_rank(int rank, int count, int in, int out)
     child_write_all(out, &report, sizeof report);
     chorus_shutdown();
     struct api_ucx_world *second = join_world(2, in, out, NULL);
+    struct report refused;
+    refuse_what_needs_mpi(&refused);
     run_checks(chorus_rank(), chorus_size(), 200, &report);
+    if (refused.status != CHORUS_OK)
+        report = refused;
     child_write_all(out, &report, sizeof report);
     await_parent(in); /* every rank is done with the world: shut down, then close it */
     chorus_shutdown();
