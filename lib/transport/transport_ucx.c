@@ -137,14 +137,28 @@ const void *ucx_fabric_address(const struct ucx_fabric *fabric, size_t *bytes)
     return fabric->address;
 }
 
+/* Records `rank` as the fabric's lost rank, with the UCX status that said so, unless one was
+ * lost before: the first loss is the one every later failure names. */
+static void record_loss(struct ucx_fabric *fabric, int rank, ucs_status_t status)
+{
+    if (fabric->lost_rank < 0) {
+        fabric->lost_rank = rank;
+        fabric->lost_status = status;
+    }
+}
+
+/* The world's first loss, as every failure on the fabric words it: "rank N lost: ...". */
+static chorus_status message_lost(struct ucx_fabric *fabric, char *error, size_t error_size)
+{
+    snprintf(error, error_size, "rank %d lost: its connection failed (UCX: %s)",
+             fabric->lost_rank, ucs_status_string(fabric->lost_status));
+    return CHORUS_ERR_TIMEOUT;
+}
 static void endpoint_failed(void *argument, ucp_ep_h endpoint, ucs_status_t status)
 {
     (void)endpoint;
     struct ucx_peer *peer = argument;
-    if (peer->fabric->lost_rank < 0) {
-        peer->fabric->lost_rank = peer->rank;
-        peer->fabric->lost_status = status;
-    }
+    record_loss(peer->fabric, peer->rank, status);
 }
 
 chorus_status ucx_fabric_connect(struct ucx_fabric *fabric, int rank, int nranks,
@@ -171,8 +185,7 @@ chorus_status ucx_fabric_connect(struct ucx_fabric *fabric, int rank, int nranks
             .err_handler = {.cb = endpoint_failed, .arg = &fabric->peers[r]}};
         ucs_status_t status = ucp_ep_create(fabric->worker, &params, &fabric->peers[r].endpoint);
         if (status != UCS_OK) {
-            fabric->lost_rank = r;
-            fabric->lost_status = status;
+            record_loss(fabric, r, status);
             snprintf(error, error_size, "rank %d lost: rank %d cannot reach it (UCX: %s)", r, rank,
                      ucs_status_string(status));
             return CHORUS_ERR_TIMEOUT;
@@ -270,10 +283,11 @@ static bool connection_failed(ucs_status_t status)
 static chorus_status lost_rank_failure(struct transport *transport, bool receive, int peer)
 {
     struct ucx_fabric *fabric = transport->context;
-    snprintf(transport->error, sizeof transport->error,
-             "rank %d lost: its connection failed (UCX: %s) while rank %d waited to %s rank %d",
-             fabric->lost_rank, ucs_status_string(fabric->lost_status), fabric->rank,
-             receive ? "receive from" : "send to", peer);
+    char *error = transport->error;
+    message_lost(fabric, error, sizeof transport->error);
+    size_t used = strlen(error);
+    snprintf(error + used, sizeof transport->error - used, " while rank %d waited to %s rank %d",
+             fabric->rank, receive ? "receive from" : "send to", peer);
     return CHORUS_ERR_TIMEOUT;
 }
 
@@ -296,10 +310,8 @@ static chorus_status request_outcome(struct transport *transport,
                  expected, peer, tag, status == UCS_OK ? "fewer" : "more");
         return CHORUS_ERR_INTERNAL;
     }
-    if (connection_failed(status) && fabric->lost_rank < 0) {
-        fabric->lost_rank = peer;
-        fabric->lost_status = status;
-    }
+    if (connection_failed(status))
+        record_loss(fabric, peer, status);
     if (fabric->lost_rank >= 0)
         return lost_rank_failure(transport, receive, peer);
     snprintf(transport->error, sizeof transport->error, "UCX: %s with rank %d failed: %s",
@@ -494,21 +506,12 @@ void transport_ucx_init(struct transport *transport, struct ucx_fabric *fabric)
 /* Matches every bit but the source's. */
 #define ANY_SOURCE_MASK (~((uint64_t)0xffff << 32))
 
-static chorus_status message_lost(struct ucx_fabric *fabric, char *error, size_t error_size)
-{
-    snprintf(error, error_size, "rank %d lost: its connection failed (UCX: %s)",
-             fabric->lost_rank, ucs_status_string(fabric->lost_status));
-    return CHORUS_ERR_TIMEOUT;
-}
-
 /* The outcome of a message operation that failed with `status`, with `peer`. */
 static chorus_status message_failed(struct ucx_fabric *fabric, int peer, ucs_status_t status,
                                     char *error, size_t error_size)
 {
-    if (connection_failed(status) && fabric->lost_rank < 0 && peer >= 0) {
-        fabric->lost_rank = peer;
-        fabric->lost_status = status;
-    }
+    if (connection_failed(status) && peer >= 0)
+        record_loss(fabric, peer, status);
     if (fabric->lost_rank >= 0)
         return message_lost(fabric, error, error_size);
     snprintf(error, error_size, "UCX: a negotiation message with rank %d failed: %s", peer,
