@@ -7,6 +7,7 @@
 #include "background.h"
 #include "../tuning/tuning_agreement.h"
 
+#include "../collectives/startup_collectives.h"
 #include "../core/log.h"
 #include "../core/timeline.h"
 #include "../negotiation/wire.h"
@@ -278,46 +279,24 @@ static chorus_status open_communicators(struct chorus_context *context, char *er
     return CHORUS_OK;
 }
 
-/* Every rank's topology record to every rank, over the channel (a world without MPI): rank 0
- * gathers them and sends the whole table back. */
-static void take_record(void *table, int rank, const uint8_t *bytes, size_t length)
+/* Every rank's topology record to every rank, over the links' transport (a world without
+ * MPI). */
+static chorus_status topology_over_links(struct chorus_context *context,
+                                         struct transport *transport, const char *host,
+                                         char *error, size_t error_size)
 {
-    struct topology_record *records = table;
-    if (length == sizeof *records)
-        memcpy(&records[rank], bytes, sizeof *records);
-}
-
-static chorus_status topology_over_channel(struct chorus_context *context,
-                                           const struct agreement *agreement, const char *host,
-                                           char *error, size_t error_size)
-{
-    size_t table_bytes = (size_t)context->size * sizeof(struct topology_record);
     struct topology_record *records = calloc((size_t)context->size, sizeof *records);
-    uint8_t *mine = malloc(sizeof *records);
-    if (records == NULL || mine == NULL) {
-        free(records);
-        free(mine);
+    if (records == NULL) {
         snprintf(error, error_size, "out of memory for the topology of %d ranks", context->size);
         return CHORUS_ERR_OUT_OF_MEMORY;
     }
     topology_own_record(context, host, &records[context->rank]);
-    memcpy(mine, &records[context->rank], sizeof *records);
-    chorus_status status = agreement_gather(agreement, mine, sizeof *records, take_record,
-                                            records, error, error_size);
-    uint8_t *table = context->rank == 0 ? (uint8_t *)records : NULL;
-    size_t length = table_bytes;
-    if (status == CHORUS_OK)
-        status = agreement_broadcast(agreement, &table, &length, error, error_size);
-    if (status == CHORUS_OK && length != table_bytes) {
-        snprintf(error, error_size, "rank 0 sent a topology of %zu bytes, not %zu", length,
-                 table_bytes);
-        status = CHORUS_ERR_PROTOCOL;
-    }
-    if (status == CHORUS_OK)
-        status = topology_from_records(context, (const struct topology_record *)table, error,
-                                       error_size);
-    if (table != (uint8_t *)records)
-        free(table);
+    chorus_status status =
+        startup_allgather(transport, &records[context->rank], sizeof *records, records);
+    if (status != CHORUS_OK)
+        snprintf(error, error_size, "exchanging the topology failed: %s", transport->error);
+    else
+        status = topology_from_records(context, records, error, error_size);
     free(records);
     return status;
 }
@@ -336,7 +315,7 @@ static void take_links(struct background *background)
 }
 
 /* The communicators (or a world's links), then over the channel the parameters and tuning
- * every rank agrees on, the topology (over MPI, or over the channel), then the parts, the abort
+ * every rank agrees on, the topology (over MPI, or over the links' transport), then the parts, the abort
  * notices and the host's segment (over MPI only). */
 static chorus_status start(struct background *background, char *error, size_t error_size)
 {
@@ -371,12 +350,13 @@ static chorus_status start(struct background *background, char *error, size_t er
         tuning_agree_on_file(&agreement, &context->params, &background->tuning, error, error_size);
     if (status != CHORUS_OK)
         return status;
+    struct executor *executor = &background->runner.executor;
     status = links != NULL
-                 ? topology_over_channel(context, &agreement, links->host, error, error_size)
+                 ? topology_over_links(context, &executor->transport, links->host, error,
+                                       error_size)
                  : topology_discover(context, error, error_size);
     if (status != CHORUS_OK)
         return status;
-    struct executor *executor = &background->runner.executor;
     executor->data_comm = context->data_comm;
     if (links == NULL)
         transport_mpi_init(&executor->transport, &context->data_comm);

@@ -84,6 +84,20 @@ const char *context_host_name(const struct chorus_context *context, int rank)
     return context->host_names[rank];
 }
 
+/* Whether a host's `local_size` ranks outnumber the processing units their bindings allow
+ * together (`binding`: the OR of theirs; all zero when unknown, and then `own_pus`, this rank's
+ * own count, as before). Each rank's own count would say so of ranks bound to a core each (one
+ * PU each), which never take turns. */
+static bool ranks_outnumber_pus(const unsigned long *binding, size_t own_pus, int local_size)
+{
+    size_t host_pus = 0;
+    for (int w = 0; w < TOPOLOGY_BINDING_WORDS; w++)
+        host_pus += (size_t)__builtin_popcountl(binding[w]);
+    if (host_pus == 0)
+        host_pus = own_pus;
+    return host_pus > 0 && (size_t)local_size > host_pus;
+}
+
 /* Every rank learns every rank's host name (64 bytes a rank: 64 KiB at 1,024 ranks). */
 static bool gather_host_names(struct chorus_context *context)
 {
@@ -138,18 +152,12 @@ chorus_status topology_discover(struct chorus_context *context, char *error, siz
     if (MPI_Allreduce(MPI_IN_PLACE, domains, 2, MPI_INT, MPI_MAX, local) != MPI_SUCCESS)
         goto out;
     context->local_ranks_share_cache = domains[0] == -domains[1] && domains[0] >= 0;
-    /* More ranks than processing units among all that the host's ranks may run on: each rank's
-     * own count would say so of ranks bound to a core each (one PU each), which never take
-     * turns. */
+    /* More ranks than processing units among all that the host's ranks may run on. */
     if (MPI_Allreduce(MPI_IN_PLACE, binding, TOPOLOGY_BINDING_WORDS, MPI_UNSIGNED_LONG, MPI_BOR,
                       local) != MPI_SUCCESS)
         goto out;
-    size_t host_pus = 0;
-    for (int w = 0; w < TOPOLOGY_BINDING_WORDS; w++)
-        host_pus += (size_t)__builtin_popcountl(binding[w]);
-    if (host_pus == 0) /* unknown: each rank's own count, as before */
-        host_pus = topology->pus;
-    context->local_ranks_share_cores = host_pus > 0 && (size_t)topology->local_size > host_pus;
+    context->local_ranks_share_cores =
+        ranks_outnumber_pus(binding, topology->pus, topology->local_size);
     if (!gather_host_names(context))
         goto out;
     status = CHORUS_OK;
@@ -177,8 +185,7 @@ void topology_own_record(struct chorus_context *context, const char *host,
 }
 
 /* What the ranks on `host` (host_of[r] == host) share: one last-level cache when every one may
- * run only under the same one; more ranks than the processing units their bindings allow
- * together (each rank's own count when no binding is known). */
+ * run only under the same one; fewer processing units than ranks (ranks_outnumber_pus). */
 static void fold_host(struct chorus_context *context, const struct topology_record *records,
                       const int *host_of, int host)
 {
@@ -195,13 +202,8 @@ static void fold_host(struct chorus_context *context, const struct topology_reco
             binding[w] |= records[r].binding[w];
     }
     context->local_ranks_share_cache = one_domain && first_domain >= 0;
-    size_t host_pus = 0;
-    for (int w = 0; w < TOPOLOGY_BINDING_WORDS; w++)
-        host_pus += (size_t)__builtin_popcountl(binding[w]);
-    if (host_pus == 0)
-        host_pus = records[context->rank].pus;
-    context->local_ranks_share_cores =
-        host_pus > 0 && (size_t)context->topology.local_size > host_pus;
+    context->local_ranks_share_cores = ranks_outnumber_pus(binding, records[context->rank].pus,
+                                                           context->topology.local_size);
 }
 
 chorus_status topology_from_records(struct chorus_context *context,
