@@ -8,25 +8,16 @@
 #ifndef CHORUS_TEST_RANK_LINKS_H
 #define CHORUS_TEST_RANK_LINKS_H
 
-#include "../../lib/executor/abort.h"
-#include "../../lib/negotiation/channel.h"
-#include "../../lib/transport/point_to_point.h"
+#include "../../lib/coordinator/world_links.h"
 
 struct rank_links;
-
-/* How a rank's abort notices travel (executor_watch_aborts_through's arguments). */
-struct rank_abort_hooks {
-    bool (*poll)(void *context, struct abort_notice *notice);
-    void (*notify)(void *context, const struct abort_notice *notice);
-    void *context;
-};
 
 struct rank_links *rank_links_create(int nranks);
 /* After every rank's loop ended. */
 void rank_links_destroy(struct rank_links *links);
-/* Rank `rank`'s channel, transport and abort notices. */
-void rank_links_init(struct rank_links *links, int rank, struct channel *channel,
-                     struct transport *transport, struct rank_abort_hooks *aborts);
+/* Rank `rank`'s links, as a world's maker hands them to chorus: its rank and the size, its
+ * channel, transport and abort hooks (the host is the caller's to set; NULL). */
+void rank_links_init(struct rank_links *links, int rank, struct world_links *world);
 /* The next message `rank` receives on its channel is replaced by bytes that do not decode. */
 void rank_links_corrupt_next(struct rank_links *links, int rank);
 /* "threads" or "ucx", for messages. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 struct rank_links {
+    int nranks;
     struct channel_world *world;
     struct thread_fabric *fabric;
 };
@@ -15,6 +16,7 @@ struct rank_links {
 struct rank_links *rank_links_create(int nranks)
 {
     struct rank_links *links = calloc(1, sizeof *links);
+    links->nranks = nranks;
     links->world = channel_world_create(nranks);
     links->fabric = thread_fabric_create(nranks);
     return links;
@@ -27,13 +29,15 @@ void rank_links_destroy(struct rank_links *links)
     free(links);
 }
 
-void rank_links_init(struct rank_links *links, int rank, struct channel *channel,
-                     struct transport *transport, struct rank_abort_hooks *aborts)
+void rank_links_init(struct rank_links *links, int rank, struct world_links *world)
 {
-    channel_threads_init(channel, links->world, rank);
-    transport_threads_init(transport, links->fabric, rank);
-    *aborts = (struct rank_abort_hooks){channel_threads_poll_abort, channel_threads_notify_abort,
-                                        channel->state};
+    *world = (struct world_links){.rank = rank,
+                                  .size = links->nranks,
+                                  .poll_abort = channel_threads_poll_abort,
+                                  .notify_abort = channel_threads_notify_abort};
+    channel_threads_init(&world->channel, links->world, rank);
+    transport_threads_init(&world->transport, links->fabric, rank);
+    world->abort_context = world->channel.state;
 }
 
 void rank_links_corrupt_next(struct rank_links *links, int rank)

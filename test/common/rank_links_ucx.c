@@ -127,12 +127,16 @@ static const char *spoiling_failure(void *state)
     return channel_failure(&channel->inner, NULL);
 }
 
-void rank_links_init(struct rank_links *links, int rank, struct channel *channel,
-                     struct transport *transport, struct rank_abort_hooks *aborts)
+void rank_links_init(struct rank_links *links, int rank, struct world_links *world)
 {
     struct spoiling_channel *spoiling = &links->channels[rank];
     ck_assert(channel_ucx_init(&spoiling->inner, links->fabrics[rank][CHANNEL_FABRIC]));
-    *channel = (struct channel){.state = spoiling,
+    *world = (struct world_links){.rank = rank,
+                                  .size = links->nranks,
+                                  .poll_abort = abort_ucx_poll,
+                                  .notify_abort = abort_ucx_notify,
+                                  .abort_context = links->fabrics[rank][CHANNEL_FABRIC]};
+    world->channel = (struct channel){.state = spoiling,
                                 .post = spoiling_post,
                                 .progress = spoiling_progress,
                                 .receive = spoiling_receive,
@@ -140,9 +144,7 @@ void rank_links_init(struct rank_links *links, int rank, struct channel *channel
                                 .round_test = spoiling_round_test,
                                 .release = spoiling_release,
                                 .failure = spoiling_failure};
-    transport_ucx_init(transport, links->fabrics[rank][TRANSPORT_FABRIC]);
-    *aborts = (struct rank_abort_hooks){abort_ucx_poll, abort_ucx_notify,
-                                        links->fabrics[rank][CHANNEL_FABRIC]};
+    transport_ucx_init(&world->transport, links->fabrics[rank][TRANSPORT_FABRIC]);
 }
 
 void rank_links_corrupt_next(struct rank_links *links, int rank)

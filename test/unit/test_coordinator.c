@@ -46,9 +46,10 @@ static void *run_loop(void *argument)
     background->context = run->context;
     background->rank = run->rank;
     background->size = run->nranks;
-    struct rank_abort_hooks aborts;
-    rank_links_init(run->links, run->rank, &background->channel,
-                    &background->runner.executor.transport, &aborts);
+    struct world_links links;
+    rank_links_init(run->links, run->rank, &links);
+    background->channel = links.channel;
+    background->runner.executor.transport = links.transport;
     chorus_status status = coord_setup(background, run->error, sizeof run->error);
     if (status == CHORUS_OK && across_hosts) {
         ck_assert(rounds_open_copies(&background->rounds, &run->context->params.values, run->rank,
@@ -57,12 +58,24 @@ static void *run_loop(void *argument)
         background->star.rounds_mode = background->rounds.on;
     }
     if (status == CHORUS_OK) {
-        executor_watch_aborts_through(&background->runner.executor, aborts.poll, aborts.notify,
-                                      aborts.context);
+        executor_watch_aborts_through(&background->runner.executor, links.poll_abort,
+                                      links.notify_abort, links.abort_context);
         coord_loop(background);
     }
     coord_teardown(background);
     return NULL;
+}
+
+/* A rank's context with the parameters `overrides` ("NAME=VALUE;..."), no environment. */
+static struct chorus_context *rank_context(const char *overrides)
+{
+    char *const no_environment[] = {NULL};
+    struct chorus_context *context = context_create(MPI_COMM_NULL);
+    char message[256] = "";
+    ck_assert_msg(params_load(&context->params, no_environment, overrides, message,
+                              sizeof message) == CHORUS_OK,
+                  "%s", message);
+    return context;
 }
 
 /* Starts `nranks` loops with the parameters `overrides` ("NAME=VALUE;..."), or with
@@ -74,18 +87,12 @@ static void start(int nranks, const char *overrides)
     if (across_hosts)
         overrides = "";
     struct rank_links *links = rank_links_create(nranks);
-    char *const no_environment[] = {NULL};
     for (int r = 0; r < nranks; r++) {
         struct rank_run *run = &runs[r];
         *run = (struct rank_run){.rank = r, .nranks = nranks, .links = links};
-        struct chorus_context *context = context_create(MPI_COMM_NULL);
-        run->context = context;
-        context->rank = r;
-        context->size = nranks;
-        char message[256] = "";
-        ck_assert_msg(params_load(&context->params, no_environment, overrides, message,
-                                  sizeof message) == CHORUS_OK,
-                      "%s", message);
+        run->context = rank_context(overrides);
+        run->context->rank = r;
+        run->context->size = nranks;
     }
     for (int r = 0; r < nranks; r++)
         ck_assert_int_eq(pthread_create(&runs[r].thread, NULL, run_loop, &runs[r]), 0);
@@ -99,22 +106,12 @@ static void start_world(int nranks)
 {
     across_hosts = false;
     struct rank_links *links = rank_links_create(nranks);
-    char *const no_environment[] = {NULL};
     for (int r = 0; r < nranks; r++) {
         struct rank_run *run = &runs[r];
         *run = (struct rank_run){.rank = r, .nranks = nranks, .links = links};
-        run->context = context_create(MPI_COMM_NULL);
-        char message[256] = "";
-        ck_assert_msg(params_load(&run->context->params, no_environment, "", message,
-                                  sizeof message) == CHORUS_OK,
-                      "%s", message);
-        struct rank_abort_hooks aborts;
-        world_links[r] = (struct world_links){.rank = r, .size = nranks,
-                                              .host = r % 2 ? "host-b" : "host-a"};
-        rank_links_init(links, r, &world_links[r].channel, &world_links[r].transport, &aborts);
-        world_links[r].poll_abort = aborts.poll;
-        world_links[r].notify_abort = aborts.notify;
-        world_links[r].abort_context = aborts.context;
+        run->context = rank_context("");
+        rank_links_init(links, r, &world_links[r]);
+        world_links[r].host = r % 2 ? "host-b" : "host-a";
         run->context->links = &world_links[r];
     }
     for (int r = 0; r < nranks; r++)
