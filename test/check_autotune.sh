@@ -1,16 +1,18 @@
 #!/bin/sh
 # CHORUS_AUTOTUNE under the build's launcher, with mpi_autotune (every allreduce of every step
 # checked against a reference, so settings that differed between ranks would fail it):
-#   - at 2, 3 (a process set beside the job's tensors) and 4 ranks: every rank logs that it
-#     settled, once, on the same settings after the same number of trials; rank 0's CSV log has
-#     a row per trial, numbered from 1, and a settled row with those settings;
+#   - at each count of RANKS (by default 2, 3 and 4; from 3 a process set beside the job's
+#     tensors): every rank logs that it settled, once, on the same settings after the same number
+#     of trials; rank 0's CSV log has a row per trial, numbered from 1, and a settled row with
+#     those settings;
 #   - CHORUS_FUSION_THRESHOLD set by the user: never varied, and said so; set to 0 (fusion
 #     off), the tensor limit is not tried either;
 #   - tensor names that never repeat: no steps to tune on, a warning, the starting settings kept.
-# Usage: check_autotune.sh "LAUNCHER [OPTIONS]" MPI_AUTOTUNE
+# Usage: check_autotune.sh "LAUNCHER [OPTIONS]" MPI_AUTOTUNE [RANKS]
 set -u
 launch=$1
 program=$2
+rank_counts=${3:-2 3 4}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 CHORUS_TIMEOUT_SECONDS=30
 export CHORUS_AUTOTUNE=on CHORUS_AUTOTUNE_STEPS_PER_TRIAL=1 CHORUS_LOG_LEVEL=info
 work=$(mktemp -d)
@@ -28,7 +30,7 @@ run() {
   CHORUS_AUTOTUNE_LOG="$work/log.csv" timeout 200 $launch -np "$np" "$program" "$@" 2>&1
 }
 
-for np in 2 3 4; do
+for np in $rank_counts; do
   out=$(run "$np" 60)
   status=$?
   settled=$(printf '%s\n' "$out" | grep 'autotune: settled after' | sed 's/.*autotune: //')
