@@ -131,6 +131,14 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
                          args->collective == CHORUS_ALLTOALL;
     request->output = args->output != NULL && !handle_output ? args->output : tensor->data;
     request->count = chorus_tensor_count(tensor);
+    /* chorus.h lets an empty tensor's data be NULL (an empty torch tensor's is), but the
+     * executor takes a NULL buffer for a failed allocation: an empty tensor's points here, as a
+     * caller's own empty buffer would. */
+    static max_align_t empty_tensor_data;
+    if (request->count == 0 && request->input == NULL)
+        request->input = &empty_tensor_data;
+    if (request->count == 0 && request->output == NULL)
+        request->output = &empty_tensor_data;
     request->error_feedback = error_feedback_used(args, &request->desc);
     request->timeout_seconds = api_op_timeout(args);
     request->handle = handle;

@@ -1,9 +1,9 @@
 /*
- * ucx_world.c — see ucx_world.h. A rank's address is both fabrics' addresses, each after its
- * length (4 bytes, this machine's order: the ranks of a job run one build).
+ * ucx_world.c — chorus_world_open, chorus_init_world and the rest (chorus.h): a world over UCX.
+ * Each rank's side of it is UCX's context and two fabrics, control (the negotiation channel and
+ * abort notices) and data (collectives). A rank's address is both fabrics' addresses, each after
+ * its length (4 bytes, this machine's order: the ranks of a job run one build).
  */
-#include "ucx_world.h"
-
 #include "../coordinator/world_links.h"
 #include "../transport/transport_ucx.h"
 #include "instance.h"
@@ -13,7 +13,7 @@
 
 enum { CONTROL, DATA, FABRICS };
 
-struct api_ucx_world {
+struct chorus_world {
     struct ucx_context *context;
     struct ucx_fabric *fabrics[FABRICS];
     uint8_t *address;
@@ -21,8 +21,13 @@ struct api_ucx_world {
     struct world_links links; /* the instance's, until chorus_shutdown */
 };
 
-chorus_status api_ucx_world_create(uint16_t epoch, struct api_ucx_world **world)
+chorus_status chorus_world_open(int number, chorus_world **world)
 {
+    if (world == NULL || number < 0 || number > UINT16_MAX)
+        return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
+                      "chorus_world_open: world number %d is not within 0 .. %d", number,
+                      UINT16_MAX);
+    uint16_t epoch = (uint16_t)number;
     char error[512] = "";
     *world = calloc(1, sizeof **world);
     if (*world == NULL)
@@ -40,7 +45,7 @@ chorus_status api_ucx_world_create(uint16_t epoch, struct api_ucx_world **world)
     if (status == CHORUS_OK && ((*world)->address = malloc(total)) == NULL)
         status = CHORUS_ERR_OUT_OF_MEMORY;
     if (status != CHORUS_OK) {
-        api_ucx_world_destroy(*world);
+        chorus_world_close(*world);
         *world = NULL;
         return REJECT(status, "chorus over UCX: %s", error[0] ? error : "out of memory");
     }
@@ -55,10 +60,10 @@ chorus_status api_ucx_world_create(uint16_t epoch, struct api_ucx_world **world)
     return CHORUS_OK;
 }
 
-const void *api_ucx_world_address(const struct api_ucx_world *world, size_t *bytes)
+void chorus_world_address(const chorus_world *world, const void **address, size_t *bytes)
 {
     *bytes = world->address_bytes;
-    return world->address;
+    *address = world->address;
 }
 
 /* Rank `rank`'s address of fabric `which` inside its whole address (no bounds are known: the
@@ -74,11 +79,10 @@ static const void *fabric_address(const void *whole, int which)
     return at + sizeof(uint32_t);
 }
 
-chorus_status api_ucx_world_start(struct api_ucx_world *world, int rank, int size,
-                                  const char *host, const void *const *addresses,
-                                  const chorus_init_options *options)
+chorus_status chorus_init_world(chorus_world *world, int rank, int size, const char *host,
+                                const void *const *addresses, const chorus_init_options *options)
 {
-    if (size < 1 || rank < 0 || rank >= size || addresses == NULL)
+    if (world == NULL || size < 1 || rank < 0 || rank >= size || addresses == NULL)
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "chorus over UCX: rank %d of %d ranks cannot start", rank, size);
     const void **parts = calloc((size_t)size, sizeof *parts);
@@ -111,7 +115,7 @@ chorus_status api_ucx_world_start(struct api_ucx_world *world, int rank, int siz
     return status;
 }
 
-void api_ucx_world_destroy(struct api_ucx_world *world)
+void chorus_world_close(chorus_world *world)
 {
     if (world == NULL)
         return;

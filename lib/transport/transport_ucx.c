@@ -12,11 +12,17 @@
  */
 #include "transport_ucx.h"
 
+#include "ucx_library.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
+
+/* UCX's functions: set by every context's creation (to the same table; atomic, since ranks
+ * that are threads create theirs at once), before anything else here can run. */
+static const struct ucx_library *_Atomic ucp;
 
 struct ucx_context {
     ucp_context_h context;
@@ -68,27 +74,31 @@ static ucp_tag_t message_tag(uint16_t epoch, int source, int tag)
 
 chorus_status ucx_context_create(struct ucx_context **context, char *error, size_t error_size)
 {
+    *context = NULL;
+    if ((ucp = ucx_library_load(error, error_size)) == NULL)
+        return CHORUS_ERR_NOT_SUPPORTED;
     *context = calloc(1, sizeof **context);
     if (*context == NULL)
         return CHORUS_ERR_OUT_OF_MEMORY;
     ucp_config_t *config = NULL;
-    ucs_status_t status = ucp_config_read(NULL, NULL, &config);
+    ucs_status_t status = ucp->config_read(NULL, NULL, &config);
     /* Copies, never zero-copy sends: UCX 1.13's tcp transport fails an assertion and aborts the
      * process (uct_iface.h: comp->count > 0) when a peer dies during a zero-copy send, in 1 of 6
      * runs of test_transport_ucx at 2 ranks; 0 of 11 with copies. */
     if (status == UCS_OK)
-        status = ucp_config_modify(config, "ZCOPY_THRESH", "inf");
+        status = ucp->config_modify(config, "ZCOPY_THRESH", "inf");
     if (status == UCS_OK) {
         /* Workers of one context may run on different threads (unit tests run ranks as threads). */
         ucp_params_t params = {
             .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
             .features = UCP_FEATURE_TAG,
             .mt_workers_shared = 1};
-        status = ucp_init(&params, config, &(*context)->context);
-        ucp_config_release(config);
+        status = ucp->init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config,
+                                   &(*context)->context);
+        ucp->config_release(config);
     }
     if (status != UCS_OK) {
-        snprintf(error, error_size, "UCX could not start: %s", ucs_status_string(status));
+        snprintf(error, error_size, "UCX could not start: %s", ucp->status_string(status));
         free(*context);
         *context = NULL;
         return CHORUS_ERR_NOT_SUPPORTED;
@@ -100,7 +110,7 @@ void ucx_context_destroy(struct ucx_context *context)
 {
     if (context == NULL)
         return;
-    ucp_cleanup(context->context);
+    ucp->cleanup(context->context);
     free(context);
 }
 
@@ -115,15 +125,15 @@ chorus_status ucx_fabric_create(struct ucx_context *context, uint16_t epoch,
     pthread_mutex_init(&(*fabric)->message_lock, NULL);
     ucp_worker_params_t params = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                                   .thread_mode = UCS_THREAD_MODE_SERIALIZED};
-    ucs_status_t status = ucp_worker_create(context->context, &params, &(*fabric)->worker);
+    ucs_status_t status = ucp->worker_create(context->context, &params, &(*fabric)->worker);
     if (status == UCS_OK) {
-        status = ucp_worker_get_address((*fabric)->worker, &(*fabric)->address,
+        status = ucp->worker_get_address((*fabric)->worker, &(*fabric)->address,
                                         &(*fabric)->address_bytes);
         if (status != UCS_OK)
-            ucp_worker_destroy((*fabric)->worker);
+            ucp->worker_destroy((*fabric)->worker);
     }
     if (status != UCS_OK) {
-        snprintf(error, error_size, "UCX could not make a worker: %s", ucs_status_string(status));
+        snprintf(error, error_size, "UCX could not make a worker: %s", ucp->status_string(status));
         free(*fabric);
         *fabric = NULL;
         return CHORUS_ERR_NOT_SUPPORTED;
@@ -151,7 +161,7 @@ static void record_loss(struct ucx_fabric *fabric, int rank, ucs_status_t status
 static chorus_status message_lost(struct ucx_fabric *fabric, char *error, size_t error_size)
 {
     snprintf(error, error_size, "rank %d lost: its connection failed (UCX: %s)",
-             fabric->lost_rank, ucs_status_string(fabric->lost_status));
+             fabric->lost_rank, ucp->status_string(fabric->lost_status));
     return CHORUS_ERR_TIMEOUT;
 }
 static void endpoint_failed(void *argument, ucp_ep_h endpoint, ucs_status_t status)
@@ -183,11 +193,11 @@ chorus_status ucx_fabric_connect(struct ucx_fabric *fabric, int rank, int nranks
             .address = addresses[r],
             .err_mode = UCP_ERR_HANDLING_MODE_PEER,
             .err_handler = {.cb = endpoint_failed, .arg = &fabric->peers[r]}};
-        ucs_status_t status = ucp_ep_create(fabric->worker, &params, &fabric->peers[r].endpoint);
+        ucs_status_t status = ucp->ep_create(fabric->worker, &params, &fabric->peers[r].endpoint);
         if (status != UCS_OK) {
             record_loss(fabric, r, status);
             snprintf(error, error_size, "rank %d lost: rank %d cannot reach it (UCX: %s)", r, rank,
-                     ucs_status_string(status));
+                     ucp->status_string(status));
             return CHORUS_ERR_TIMEOUT;
         }
     }
@@ -210,9 +220,9 @@ static void finish_request(ucp_worker_h worker, ucs_status_ptr_t request)
 {
     if (request == NULL || UCS_PTR_IS_ERR(request))
         return;
-    while (ucp_request_check_status(request) == UCS_INPROGRESS)
-        ucp_worker_progress(worker);
-    ucp_request_free(request);
+    while (ucp->request_check_status(request) == UCS_INPROGRESS)
+        ucp->worker_progress(worker);
+    ucp->request_free(request);
 }
 
 void ucx_fabric_destroy(struct ucx_fabric *fabric)
@@ -225,9 +235,9 @@ void ucx_fabric_destroy(struct ucx_fabric *fabric)
                                  .flags = UCP_EP_CLOSE_FLAG_FORCE};
     for (int r = 0; fabric->peers != NULL && r < fabric->nranks; r++)
         if (fabric->peers[r].endpoint != NULL)
-            finish_request(fabric->worker, ucp_ep_close_nbx(fabric->peers[r].endpoint, &close));
-    ucp_worker_release_address(fabric->worker, fabric->address);
-    ucp_worker_destroy(fabric->worker);
+            finish_request(fabric->worker, ucp->ep_close_nbx(fabric->peers[r].endpoint, &close));
+    ucp->worker_release_address(fabric->worker, fabric->address);
+    ucp->worker_destroy(fabric->worker);
     for (size_t i = 0; i < fabric->kept_count; i++)
         free(fabric->kept[i]);
     free(fabric->kept);
@@ -239,7 +249,7 @@ void ucx_fabric_destroy(struct ucx_fabric *fabric)
 void ucx_fabric_describe(struct ucx_fabric *fabric, int peer, FILE *out)
 {
     if (fabric->peers != NULL && peer >= 0 && peer < fabric->nranks)
-        ucp_ep_print_info(fabric->peers[peer].endpoint, out);
+        ucp->ep_print_info(fabric->peers[peer].endpoint, out);
 }
 
 /* A request's slots: the UCX request (NULL once finished), the peer with the direction and
@@ -315,7 +325,7 @@ static chorus_status request_outcome(struct transport *transport,
     if (fabric->lost_rank >= 0)
         return lost_rank_failure(transport, receive, peer);
     snprintf(transport->error, sizeof transport->error, "UCX: %s with rank %d failed: %s",
-             receive ? "receive" : "send", peer, ucs_status_string(status));
+             receive ? "receive" : "send", peer, ucp->status_string(status));
     return CHORUS_ERR_INTERNAL;
 }
 
@@ -345,7 +355,7 @@ static chorus_status ucx_isend(struct transport *transport, const void *buffer, 
         return status;
     ucp_request_param_t param = {0};
     ucs_status_ptr_t posted =
-        ucp_tag_send_nbx(fabric->peers[peer].endpoint, buffer, bytes,
+        ucp->tag_send_nbx(fabric->peers[peer].endpoint, buffer, bytes,
                          message_tag(fabric->epoch, fabric->rank, tag), &param);
     if (UCS_PTR_IS_ERR(posted))
         return request_outcome(transport, request, UCS_PTR_STATUS(posted), 0);
@@ -365,7 +375,7 @@ static chorus_status post_receive(struct transport *transport, void *buffer, siz
      * (UCX 1.13's recv_info gave wrong lengths for messages matched at once). */
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL};
     ucs_status_ptr_t posted =
-        ucp_tag_recv_nbx(fabric->worker, buffer, bytes, message_tag(fabric->epoch, peer, tag),
+        ucp->tag_recv_nbx(fabric->worker, buffer, bytes, message_tag(fabric->epoch, peer, tag),
                          UINT64_MAX, &param);
     if (UCS_PTR_IS_ERR(posted))
         return request_outcome(transport, request, UCS_PTR_STATUS(posted), 0);
@@ -396,13 +406,13 @@ static ucs_status_t request_test(struct transport_request *request, size_t *rece
         return UCS_OK;
     if (request_is_receive(request)) {
         ucp_tag_recv_info_t info = {0};
-        status = ucp_tag_recv_request_test(ucx, &info);
+        status = ucp->tag_recv_request_test(ucx, &info);
         *received = info.length;
     } else {
-        status = ucp_request_check_status(ucx);
+        status = ucp->request_check_status(ucx);
     }
     if (status != UCS_INPROGRESS) {
-        ucp_request_free(ucx);
+        ucp->request_free(ucx);
         request->slots[SLOT_UCX] = NULL;
     }
     return status;
@@ -419,17 +429,17 @@ static void abandon(struct ucx_fabric *fabric, struct transport_request *request
 {
     for (size_t i = 0; i < count; i++)
         if (requests[i].slots[SLOT_UCX] != NULL && request_is_receive(&requests[i]))
-            ucp_request_cancel(fabric->worker, requests[i].slots[SLOT_UCX]);
+            ucp->request_cancel(fabric->worker, requests[i].slots[SLOT_UCX]);
     double give_up = clock_seconds() + ABANDON_DRAIN_SECONDS;
     for (size_t i = 0; i < count; i++) {
         size_t received;
         while (requests[i].slots[SLOT_UCX] != NULL && request_is_receive(&requests[i]) &&
                request_test(&requests[i], &received) == UCS_INPROGRESS &&
                clock_seconds() < give_up)
-            if (ucp_worker_progress(fabric->worker) == 0)
+            if (ucp->worker_progress(fabric->worker) == 0)
                 sched_yield();
         if (requests[i].slots[SLOT_UCX] != NULL)
-            ucp_request_free(requests[i].slots[SLOT_UCX]);
+            ucp->request_free(requests[i].slots[SLOT_UCX]);
         requests[i].slots[SLOT_UCX] = NULL;
     }
 }
@@ -448,7 +458,7 @@ static chorus_status wait_one(struct transport *transport, struct transport_requ
         if (fabric->lost_rank >= 0)
             return lost_rank_failure(transport, request_is_receive(request),
                                      request_peer(request));
-        if (ucp_worker_progress(fabric->worker) != 0) {
+        if (ucp->worker_progress(fabric->worker) != 0) {
             idle_polls = 0;
             continue;
         }
@@ -515,7 +525,7 @@ static chorus_status message_failed(struct ucx_fabric *fabric, int peer, ucs_sta
     if (fabric->lost_rank >= 0)
         return message_lost(fabric, error, error_size);
     snprintf(error, error_size, "UCX: a negotiation message with rank %d failed: %s", peer,
-             ucs_status_string(status));
+             ucp->status_string(status));
     return CHORUS_ERR_INTERNAL;
 }
 
@@ -557,7 +567,7 @@ static chorus_status send_message(struct ucx_fabric *fabric, int peer, int tag, 
     if (fabric->lost_rank >= 0 && (!despite_loss || peer == fabric->lost_rank))
         return message_lost(fabric, error, error_size);
     ucp_request_param_t param = {0};
-    ucs_status_ptr_t posted = ucp_tag_send_nbx(
+    ucs_status_ptr_t posted = ucp->tag_send_nbx(
         fabric->peers[peer].endpoint, bytes, length,
         message_tag(fabric->epoch, fabric->rank, (int)((uint32_t)tag | MESSAGE_TAG_BIT)), &param);
     if (UCS_PTR_IS_ERR(posted))
@@ -587,7 +597,7 @@ void ucx_message_notify(struct ucx_fabric *fabric, int tag, void *bytes, size_t 
             send_message(fabric, peer, tag, bytes, length, true, &pending, error,
                          sizeof error) == CHORUS_OK &&
             pending != NULL)
-            ucp_request_free(pending); /* UCX finishes it unwatched */
+            ucp->request_free(pending); /* UCX finishes it unwatched */
     }
     pthread_mutex_unlock(&fabric->message_lock);
 }
@@ -597,10 +607,10 @@ bool ucx_message_sent(struct ucx_fabric *fabric, void *pending)
     if (pending == NULL)
         return true;
     pthread_mutex_lock(&fabric->message_lock);
-    ucp_worker_progress(fabric->worker);
-    bool done = ucp_request_check_status(pending) != UCS_INPROGRESS;
+    ucp->worker_progress(fabric->worker);
+    bool done = ucp->request_check_status(pending) != UCS_INPROGRESS;
     if (done)
-        ucp_request_free(pending); /* a failed send: the peer's loss is seen by the receives */
+        ucp->request_free(pending); /* a failed send: the peer's loss is seen by the receives */
     pthread_mutex_unlock(&fabric->message_lock);
     return done;
 }
@@ -610,7 +620,7 @@ void ucx_message_abandon(struct ucx_fabric *fabric, void *pending)
     if (pending == NULL)
         return;
     pthread_mutex_lock(&fabric->message_lock);
-    ucp_request_free(pending);
+    ucp->request_free(pending);
     pthread_mutex_unlock(&fabric->message_lock);
 }
 
@@ -618,13 +628,13 @@ static chorus_status take_message(struct ucx_fabric *fabric, int source, int tag
                                   size_t *length, int *sender, char *error, size_t error_size)
 {
     *bytes = NULL;
-    ucp_worker_progress(fabric->worker);
+    ucp->worker_progress(fabric->worker);
     if (fabric->lost_rank >= 0)
         return message_lost(fabric, error, error_size);
     ucp_tag_recv_info_t info = {0};
     ucp_tag_t wanted = message_tag(fabric->epoch, source < 0 ? 0 : source,
                                    (int)((uint32_t)tag | MESSAGE_TAG_BIT));
-    ucp_tag_message_h message = ucp_tag_probe_nb(
+    ucp_tag_message_h message = ucp->tag_probe_nb(
         fabric->worker, wanted, source < 0 ? ANY_SOURCE_MASK : UINT64_MAX, 1, &info);
     if (message == NULL)
         return CHORUS_OK;
@@ -635,7 +645,7 @@ static chorus_status take_message(struct ucx_fabric *fabric, int source, int tag
     uint8_t *received = malloc(info.length > 0 ? info.length : 1);
     ucp_request_param_t param = {0};
     ucs_status_ptr_t request =
-        ucp_tag_msg_recv_nbx(fabric->worker, received != NULL ? received : &discard,
+        ucp->tag_msg_recv_nbx(fabric->worker, received != NULL ? received : &discard,
                              received != NULL ? info.length : 0, message, &param);
     ucs_status_t status = UCS_PTR_STATUS(request);
     if (!UCS_PTR_IS_ERR(request) && request != NULL) {
@@ -643,22 +653,22 @@ static chorus_status take_message(struct ucx_fabric *fabric, int source, int tag
          * its sender is lost meanwhile. Then the receive is cancelled, and a buffer UCX still
          * holds is kept until the fabric goes. */
         double give_up = clock_seconds() + MESSAGE_REST_SECONDS;
-        while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS &&
+        while ((status = ucp->request_check_status(request)) == UCS_INPROGRESS &&
                fabric->lost_rank < 0 && clock_seconds() < give_up)
-            ucp_worker_progress(fabric->worker);
+            ucp->worker_progress(fabric->worker);
         if (status == UCS_INPROGRESS) {
-            ucp_request_cancel(fabric->worker, request);
+            ucp->request_cancel(fabric->worker, request);
             double drained = clock_seconds() + ABANDON_DRAIN_SECONDS;
-            while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS &&
+            while ((status = ucp->request_check_status(request)) == UCS_INPROGRESS &&
                    clock_seconds() < drained)
-                ucp_worker_progress(fabric->worker);
+                ucp->worker_progress(fabric->worker);
             if (status == UCS_INPROGRESS) {
                 keep_locked(fabric, received);
                 received = NULL;
             }
             status = UCS_ERR_CANCELED;
         }
-        ucp_request_free(request);
+        ucp->request_free(request);
     }
     if (received == NULL && status == UCS_OK) {
         snprintf(error, error_size, "out of memory for a negotiation message of %zu bytes",

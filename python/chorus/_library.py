@@ -111,6 +111,12 @@ _declare("chorus_reform", ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_i
          ctypes.POINTER(InitOptions))
 _declare("chorus_grow", ctypes.c_int, ctypes.POINTER(GrowOptions), ctypes.POINTER(InitOptions))
 _declare("chorus_is_initialized", ctypes.c_bool)
+_declare("chorus_world_open", ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+_declare("chorus_world_address", None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+         ctypes.POINTER(ctypes.c_size_t))
+_declare("chorus_init_world", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+         ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(InitOptions))
+_declare("chorus_world_close", None, ctypes.c_void_p)
 for _name in ("rank", "size", "local_rank", "local_size", "cross_rank", "cross_size"):
     _declare("chorus_" + _name, ctypes.c_int)
 _declare("chorus_get_topology", ctypes.c_int, ctypes.POINTER(Topology))

@@ -72,26 +72,71 @@ def init(parameters=None):
     "NAME=VALUE;..." string of CHORUS_* settings that take precedence over the environment.
     As in Horovod, a second call while initialized does nothing, and chorus shuts down at exit
     if the script did not (else mpirun reports the job as ended improperly)."""
-    global _exit_hook_registered
     if is_initialized():
         return
+    check(c.lib.chorus_init(ctypes.byref(_starting(parameters))))
+
+
+def _starting(parameters):
+    """Before an init: shuts chorus down at exit, keeps `parameters` for reform() and grow(),
+    and returns them as chorus_init_options."""
+    global _exit_hook_registered, _parameters
     if not _exit_hook_registered:
         atexit.register(_shutdown_at_exit)
         _exit_hook_registered = True
-    global _parameters
     if isinstance(parameters, dict):
         parameters = ";".join(f"{k}={v}" for k, v in parameters.items())
     _parameters = parameters
-    check(c.lib.chorus_init(ctypes.byref(_init_options(parameters))))
+    return _init_options(parameters)
 
 
-# The parameters of the last init, which reform() uses again.
+# The parameters of the last init, which reform() and grow() use again.
 _parameters = None
 
 
 def _init_options(parameters):
     return c.InitOptions(ctypes.sizeof(c.InitOptions),
                          parameters.encode() if parameters else None)
+
+
+class World:
+    """This rank's side of world `number` without MPI, whose ranks outlive a lost peer or host
+    (chorus over UCX: chorus_world_open). Whoever drives the job collects every rank's `address`
+    and hands all of them to every rank, which then calls init_world. Close it only once every
+    rank is done with it (a closed world looks like a lost rank to the others that still wait
+    on it): after chorus shut down, and after the next world runs where one follows."""
+
+    def __init__(self, number):
+        handle = ctypes.c_void_p()
+        check(c.lib.chorus_world_open(int(number), ctypes.byref(handle)))
+        self.number = int(number)
+        self._handle = handle
+
+    @property
+    def address(self):
+        """This rank's address in the world (bytes)."""
+        pointer, length = ctypes.c_void_p(), ctypes.c_size_t()
+        c.lib.chorus_world_address(self._handle, ctypes.byref(pointer), ctypes.byref(length))
+        return ctypes.string_at(pointer, length.value)
+
+    def close(self):
+        if self._handle:
+            c.lib.chorus_world_close(self._handle)
+            self._handle = None
+
+
+def init_world(world, rank, size, addresses, host=None, parameters=None):
+    """Initializes chorus on `world` (a World) as rank `rank` of `size`: `addresses[r]` is rank
+    r's World.address, this rank's own included; ranks with one `host` name share a host (None:
+    this machine's name). Every rank of the world calls it. `parameters` as for init()."""
+    if len(addresses) != size:
+        raise ValueError(f"init_world: {len(addresses)} addresses for {size} ranks")
+    options = _starting(parameters)
+    buffers = [ctypes.create_string_buffer(bytes(a), len(a)) for a in addresses]
+    table = (ctypes.c_void_p * size)(*[ctypes.cast(b, ctypes.c_void_p) for b in buffers])
+    check(c.lib.chorus_init_world(world._handle, int(rank), int(size),
+                                  host.encode() if host else None, table,
+                                  ctypes.byref(options)))
 
 
 def peer_lost(rank, how=None):

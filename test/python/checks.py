@@ -1,5 +1,5 @@
 """The checks of the Python tests: each counts as passed or failed, and a failure is printed
-with the rank. The scripts add up the counts over ranks at the end."""
+with the rank (where chorus runs). The scripts add up the counts over ranks at the end."""
 import sys
 
 import chorus
@@ -12,7 +12,8 @@ def check(condition, what):
         counts["passed"] += 1
     else:
         counts["failed"] += 1
-        print(f"rank {chorus.rank()}: FAILED: {what}", file=sys.stderr, flush=True)
+        who = f"rank {chorus.rank()}: " if chorus.is_initialized() else ""
+        print(f"{who}FAILED: {what}", file=sys.stderr, flush=True)
 
 
 def raises(kind, call, what):

@@ -241,6 +241,27 @@ def sparse(rank, size):
           f"{embedding.weight.grad.to_dense().tolist()}")
 
 
+def empty_tensors(rank, size):
+    """Empty tensors, whose data pointer torch leaves NULL, in every collective (an allreduce
+    of one failed with CHORUS_ERR_OUT_OF_MEMORY until chorus gave them a buffer of its own)."""
+    empty = torch.zeros(0, 5, dtype=torch.float64)
+    check(hvd.allreduce(empty, name="x.empty.allreduce").shape == (0, 5), "allreduce of 0 x 5")
+    pair = hvd.grouped_allreduce([torch.zeros(0), torch.ones(3)], op=hvd.Sum,
+                                 name="x.empty.grouped")
+    check(pair[0].shape == (0,) and torch.equal(pair[1], torch.full((3,), float(size))),
+          f"grouped allreduce of an empty tensor and another: {pair}")
+    check(hvd.broadcast(torch.zeros(0), root_rank=size - 1, name="x.empty.broadcast").shape ==
+          (0,), "broadcast of an empty tensor")
+    gathered = hvd.allgather(torch.full((rank % 2, 2), float(rank)), name="x.empty.allgather")
+    check(torch.equal(gathered, torch.cat([torch.full((r % 2, 2), float(r))
+                                           for r in range(size)])),
+          f"allgather where even ranks give no rows: {gathered.tolist()}")
+    check(hvd.alltoall(torch.zeros(0), name="x.empty.alltoall").shape == (0,),
+          "alltoall of an empty tensor")
+    check(hvd.reducescatter(torch.zeros(0), name="x.empty.reducescatter").shape == (0,),
+          "reducescatter of an empty tensor")
+
+
 def collectives(rank, size):
     t = torch.full((3,), float(rank + 1))
     total = sum(range(1, size + 1))
@@ -764,6 +785,7 @@ def main():
     optimizer_errors_and_options()
     adasum_optimizer(rank, size)
     collectives(rank, size)
+    empty_tensors(rank, size)
     topk_compression(rank, size)
     sparse(rank, size)
     timeline(rank)

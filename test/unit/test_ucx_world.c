@@ -1,7 +1,7 @@
 /*
  * test_ucx_world.c — chorus on a world over UCX, as an elastic job runs it: 1 to 4 forked ranks
  * hand their addresses to the parent through pipes (the driver's part), get the table back and
- * start chorus on it (api_ucx_world_start), on two made-up hosts. They run allreduces in every
+ * start chorus on it (chorus_init_world), on two made-up hosts. They run allreduces in every
  * op on odd counts and broadcasts through chorus's API, checked against the reference every
  * rank computes from all ranks' inputs. Then the parent SIGKILLs the last rank: each
  * survivor's next allreduce must fail at once (not after CHORUS_TIMEOUT_SECONDS) naming the
@@ -9,7 +9,7 @@
  * world of themselves, refuse what needs MPI (process sets, sends, reform) and run the checks
  * again.
  */
-#include "../../lib/api/ucx_world.h"
+#include "../../lib/core/common.h"
 #include "../common/check_runner.h"
 #include "../common/child_pipes.h"
 #include "../common/reference.h"
@@ -116,13 +116,14 @@ static void refuse_what_needs_mpi(struct report *report)
 /* Makes a world for `epoch`, sends its address up, takes the table and starts chorus as the
  * rank the parent says, with the size it says; the start's report goes up too, and into
  * `started` (NULL: not wanted). */
-static struct api_ucx_world *join_world(uint16_t epoch, int in, int out, struct report *started)
+static chorus_world *join_world(uint16_t epoch, int in, int out, struct report *started)
 {
-    struct api_ucx_world *world = NULL;
+    chorus_world *world = NULL;
     static struct address mine, all[MAX_RANKS];
-    if (api_ucx_world_create(epoch, &world) != CHORUS_OK)
+    if (chorus_world_open(epoch, &world) != CHORUS_OK)
         _exit(4);
-    const void *address = api_ucx_world_address(world, &mine.bytes);
+    const void *address;
+    chorus_world_address(world, &address, &mine.bytes);
     if (mine.bytes > MAX_ADDRESS)
         _exit(5);
     memcpy(mine.data, address, mine.bytes);
@@ -135,8 +136,8 @@ static struct api_ucx_world *join_world(uint16_t epoch, int in, int out, struct 
     for (int r = 0; r < numbering[1]; r++)
         addresses[r] = all[r].data;
     struct report report = {.status = CHORUS_OK};
-    checked(&report, "api_ucx_world_start",
-            api_ucx_world_start(world, numbering[0], numbering[1],
+    checked(&report, "chorus_init_world",
+            chorus_init_world(world, numbering[0], numbering[1],
                                 numbering[0] % 2 ? "host-b" : "host-a", addresses, NULL));
     report.seconds = clock_seconds();
     child_write_all(out, &report, sizeof report);
@@ -158,7 +159,7 @@ static void run_rank(int rank, int count, int in, int out)
     (void)rank, (void)count; /* the parent numbers the worlds */
     alarm(90); /* a hang ends the process, and the parent sees its pipe close */
     setenv("CHORUS_TIMEOUT_SECONDS", "30", 1);
-    struct api_ucx_world *first = join_world(1, in, out, NULL);
+    chorus_world *first = join_world(1, in, out, NULL);
     struct report report;
     run_checks(chorus_rank(), chorus_size(), 100, &report);
     child_write_all(out, &report, sizeof report);
@@ -170,7 +171,7 @@ static void run_rank(int rank, int count, int in, int out)
     report.seconds = clock_seconds();
     child_write_all(out, &report, sizeof report);
     chorus_shutdown();
-    struct api_ucx_world *second = join_world(2, in, out, NULL);
+    chorus_world *second = join_world(2, in, out, NULL);
     struct report refused;
     refuse_what_needs_mpi(&refused);
     run_checks(chorus_rank(), chorus_size(), 200, &report);
@@ -181,8 +182,8 @@ static void run_rank(int rank, int count, int in, int out)
     chorus_shutdown();
     child_write_all(out, &report, sizeof report);
     await_parent(in);
-    api_ucx_world_destroy(second);
-    api_ucx_world_destroy(first);
+    chorus_world_close(second);
+    chorus_world_close(first);
     _exit(0);
 }
 
@@ -194,11 +195,11 @@ static void run_rank_of_a_broken_start(int rank, int count, int in, int out)
     alarm(90);
     setenv("CHORUS_TIMEOUT_SECONDS", "30", 1);
     struct report started;
-    struct api_ucx_world *world = join_world(1, in, out, &started);
+    chorus_world *world = join_world(1, in, out, &started);
     await_parent(in);
     if (started.status == CHORUS_OK)
         chorus_shutdown();
-    api_ucx_world_destroy(world);
+    chorus_world_close(world);
     _exit(0);
 }
 
