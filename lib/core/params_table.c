@@ -257,6 +257,16 @@ const struct param_elsewhere param_elsewhere_table[] = {
      "set by `chorusrun --elastic`: where ranks keep committed state between restarts"},
     {"CHORUS_ELASTIC_GENERATION", "chorus.elastic",
      "set by `chorusrun --elastic`: how many times the job has restarted (0 at first)"},
+    {"CHORUS_ELASTIC_WORLDS", "chorus.elastic",
+     "set by the elastic driver (`ucx`) for ranks it starts on worlds without MPI: "
+     "`hvd.init()` joins the world the driver forms"},
+    {"CHORUS_ELASTIC_HOST", "chorus.elastic",
+     "set with CHORUS_ELASTIC_WORLDS: the host the driver started the rank on (ranks of one "
+     "name share a host)"},
+    {"CHORUS_ELASTIC_RANK", "chorus.elastic",
+     "set with CHORUS_ELASTIC_WORLDS: the rank the driver means the rank to have"},
+    {"CHORUS_ELASTIC_SIZE", "chorus.elastic",
+     "set with CHORUS_ELASTIC_WORLDS: the size of the world the rank first joins"},
     {"CHORUS_ELASTIC_GROWN", "chorus.elastic",
      "set by `hvd.elastic.run` for the ranks it adds in place (`1`): they take the running "
      "ranks' state instead of the commit store's"},

@@ -68,11 +68,17 @@ def _shutdown_at_exit():
 
 
 def init(parameters=None):
-    """Initializes chorus (and MPI, if needed). `parameters` is an optional dict or
-    "NAME=VALUE;..." string of CHORUS_* settings that take precedence over the environment.
+    """Initializes chorus (and MPI, if needed; under chorusrun's elastic driver with
+    CHORUS_ELASTIC_WORLDS=ucx, on the world without MPI it forms instead). `parameters` is an
+    optional dict or "NAME=VALUE;..." string of CHORUS_* settings that take precedence over the
+    environment.
     As in Horovod, a second call while initialized does nothing, and chorus shuts down at exit
     if the script did not (else mpirun reports the job as ended improperly)."""
     if is_initialized():
+        return
+    from .elastic import worlds  # the elastic layer builds on this module
+    if worlds.enabled():  # a rank chorusrun's elastic driver started on a world without MPI
+        worlds.join_first(parameters)
         return
     check(c.lib.chorus_init(ctypes.byref(_starting(parameters))))
 

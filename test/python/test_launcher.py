@@ -15,6 +15,7 @@ import launcher.elastic as driver_module  # noqa: E402 (the package alone, as ch
 import launcher.hosts as hosts  # noqa: E402
 import launcher.options as options  # noqa: E402
 import launcher.protocol as protocol  # noqa: E402
+import launcher.worlds as worlds  # noqa: E402
 
 passed = failed = 0
 
@@ -50,14 +51,20 @@ for line, kind, fields in [
          ["in-place", "failure CHORUS_ERR_TIMEOUT: x"]),
         (protocol.reform([2, 0, 3]), "reform", ["2,0,3"]),
         (protocol.leave(), "leave", []),
-        (protocol.peer_lost(1, 4), "peer-lost", ["1", "4"])]:
+        (protocol.peer_lost(1, 4), "peer-lost", ["1", "4"]),
+        (protocol.address(2, "00ff"), "address", ["2", "00ff"]),
+        (protocol.shut(), "shut", []),
+        (protocol.open_world(3), "open", ["3"]),
+        (protocol.world_table(3, 1, ["aa", "bb"]), "world", ["3", "1", "2", "aa,bb"]),
+        (protocol.close(4), "close", ["4"])]:
     check(line.endswith("\n") and line.count("\n") == 1, f"one line: {line!r}")
     message = protocol.parse(line)
     check(message is not None and message.kind == kind and message.fields == fields,
           f"{line!r} parsed as {message}")
 for junk in ["", "hello tok 3", "hello tok x 8 h 1", "commit", "commit soon", "bye",
              "GET / HTTP/1.1", "hosts-updated 1", "reform", "reform 1,x", "leave now",
-             "peer-lost 1", "peer-lost one 2"]:
+             "peer-lost 1", "peer-lost one 2", "address 1", "address x 00", "open", "close a",
+             "world 1 2 2 aa,bb", "world 1 0 3 aa,bb", "shut now"]:
     check(protocol.parse(junk) is None, f"{junk!r} is not a message")
 check(protocol.split_driver_address(protocol.driver_address("t0k", "10.0.0.1:555")) ==
       ("t0k", "10.0.0.1", 555), "the driver's address round-trips")
@@ -66,6 +73,19 @@ try:
     check(False, "a malformed CHORUS_ELASTIC_DRIVER was taken")
 except ValueError as e:
     check("TOKEN@ADDRESS:PORT" in str(e), str(e))
+
+# Worlds without MPI: the next world's order, and a world formed from its members' addresses.
+check(worlds.member_order([(3, "d"), (0, "a"), (2, "c")], ["new"]) == ["a", "c", "d", "new"],
+      "survivors in their old order, the lowest first, then the ranks that join")
+forming = worlds.WorldForming(5, ["x", "y"])
+check(forming.opening() == "open 5\n", "the word to open world 5")
+check(not forming.address("x", 4, "aa") and not forming.address("z", 5, "aa"),
+      "an address of another world, or of a rank that is not a member, is not taken")
+check(forming.address("y", 5, "bb") and not forming.complete() and forming.missing() == ["x"],
+      "a world is not complete while a member's address is missing")
+check(forming.address("x", 5, "aa") and forming.complete(), "complete with every address")
+check(forming.tables() == [("x", "world 5 0 2 aa,bb\n"), ("y", "world 5 1 2 aa,bb\n")],
+      f"each member's table: its rank, every address in rank order: {forming.tables()}")
 
 # Host lists and files.
 check(hosts.parse_list("a:2,b,a:1") == {"a": 3, "b": 1}, "-H merges a host named twice")

@@ -2,14 +2,19 @@
 protocol is chorus.launcher.protocol's, which the driver speaks too. Updates the driver sends
 (hosts-updated NUMBER KIND, grow NUMBER COUNT HOSTS) queue up in `updates` as (NUMBER, KIND) and
 (NUMBER, "grow", [host, ...]); State.check_host_updates reads them. Its word
-after a failed collective (reform RANKS, or leave) goes to `lost`, which waits for it."""
+after a failed collective (reform RANKS, open WORLD, or leave) goes to `lost`, which waits for
+it; with worlds without MPI, `opened` waits for its first open, `table` for a world's addresses
+and `closed` for the word that every rank is done. One link per process (`from_environment`)."""
 import os
 import queue
 import socket
 import sys
 import threading
+import time
 
 from ..launcher import protocol
+
+_shared = None  # the process's link, once made
 
 
 class DriverLink:
@@ -19,20 +24,30 @@ class DriverLink:
         self._socket.settimeout(None)
         self._lock = threading.Lock()
         self.updates = queue.Queue()
-        self._verdicts = queue.Queue()  # the driver's word after `lost`: a rank list, or None
+        # The driver's word after `lost`: a rank list, ("open", WORLD), or None.
+        self._verdicts = queue.Queue()
+        self._tables = queue.Queue()  # (WORLD, RANK, [hex address, ...]) of worlds without MPI
+        self._closed = threading.Condition()
+        self.closed_before = 0  # the worlds before this number are done on every rank
         self._epoch = 0  # how many times the world was formed again in place
+        self._said_hello = False
         self._reader = threading.Thread(target=self._read, name="chorus-elastic-driver",
                                         daemon=True)
         self._reader.start()
 
     @classmethod
     def from_environment(cls):
-        """The link to the driver that started this rank, or None without one."""
+        """The link to the driver that started this rank (made once per process), or None
+        without one."""
+        global _shared
         address = os.environ.get(protocol.ENVIRONMENT)
         if not address:
             return None
+        if _shared is not None:
+            return _shared
         try:
-            return cls(address)
+            _shared = cls(address)
+            return _shared
         except (OSError, ValueError) as e:
             print(f"chorus.elastic: cannot reach the elastic driver at {address}: {e}; going on "
                   "without it (no host updates)", file=sys.stderr, flush=True)
@@ -47,6 +62,8 @@ class DriverLink:
                 data = b""
             if not data:
                 self._verdicts.put(None)  # no word will come now
+                self._tables.put(None)
+                self._close_through(1 << 30)
                 return
             buffered += data
             while b"\n" in buffered:
@@ -66,6 +83,14 @@ class DriverLink:
                     self._peer_lost(int(message.fields[1]))
                 elif message.kind == "leave":
                     self._verdicts.put(None)
+                elif message.kind == "open":
+                    self._epoch = int(message.fields[0])
+                    self._verdicts.put(("open", int(message.fields[0])))
+                elif message.kind == "world":
+                    self._tables.put((int(message.fields[0]), int(message.fields[1]),
+                                      message.fields[3].split(",")))
+                elif message.kind == "close":
+                    self._close_through(int(message.fields[0]))
 
     @staticmethod
     def _peer_lost(rank):
@@ -77,6 +102,11 @@ class DriverLink:
         except Exception:  # noqa: BLE001 - chorus's own bound still catches it
             pass
 
+    def _close_through(self, number):
+        with self._closed:
+            self.closed_before = max(self.closed_before, number)
+            self._closed.notify_all()
+
     def _send(self, line):
         with self._lock:
             try:
@@ -85,7 +115,11 @@ class DriverLink:
                 pass  # the driver is gone or unreachable: nothing to tell it then
 
     def hello(self, rank, size):
-        self._send(protocol.hello(self._token, rank, size, socket.gethostname(), os.getpid()))
+        """The first word, once per process."""
+        if not self._said_hello:
+            self._said_hello = True
+            self._send(protocol.hello(self._token, rank, size, socket.gethostname(),
+                                      os.getpid()))
 
     def commit(self, number):
         self._send(protocol.commit(number))
@@ -108,6 +142,39 @@ class DriverLink:
             return self._verdicts.get(timeout=wait_seconds)
         except queue.Empty:
             return None
+
+    def opened(self, wait_seconds):
+        """The world the driver says to open first (worlds without MPI), or None."""
+        try:
+            verdict = self._verdicts.get(timeout=wait_seconds)
+        except queue.Empty:
+            return None
+        return verdict[1] if isinstance(verdict, tuple) else None
+
+    def address(self, world, hex_address):
+        self._send(protocol.address(world, hex_address))
+
+    def shut(self):
+        self._send(protocol.shut())
+
+    def table(self, world, wait_seconds):
+        """(rank, [hex address, ...]) of world `world` once the driver sends it, or None."""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                table = self._tables.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                return None
+            if table is None:
+                return None
+            if table[0] == world:
+                return table[1], table[2]
+
+    def closed(self, world, wait_seconds):
+        """Waits until every rank is done with world `world` (the driver's close); False when
+        the word did not come in time."""
+        with self._closed:
+            return self._closed.wait_for(lambda: self.closed_before > world, wait_seconds)
 
     def leave(self, how, text=""):
         """Says how this rank leaves ('done', 'restart' with the reason, 'failed' with the

@@ -17,6 +17,12 @@ mpirun; hosts new to the launch; --restart-on-failure) a reset is a restart: eve
 hosts, and the decorator, entered again by the restarted script, loads the newest commit on
 every rank and calls the reset callbacks before the training function goes on.
 
+On worlds without MPI (CHORUS_ELASTIC_WORLDS=ucx: the driver starts the ranks and forms each
+world, chorus.elastic.worlds) the same happens without MPI's help: after a failed collective the
+driver names the next world, the survivors open it in their own processes beside the ranks of
+added hosts (whose hvd.init() joins it, and whose decorator takes rank 0's state), and training
+goes on from the last commit.
+
 Without the driver (plain mpirun) the decorator syncs the state, runs the function, and on a
 failure restores the last commit and raises the error again."""
 import functools
@@ -24,8 +30,10 @@ import os
 import shutil
 import sys
 
+from .. import core
 from ..core import (ChorusInternalError, HostsUpdatedInterrupt, grow, rank, reform, shutdown,
                     size)
+from . import worlds
 from .driver_link import DriverLink
 from .state import GrowInterrupt
 
@@ -43,9 +51,10 @@ VERDICT_WAIT_S = 30.0
 
 
 def _can_go_on_in_place():
-    """Whether this process can outlive a dead peer: Open MPI's mpirun with recovery on (chorusrun
-    --elastic sets it) keeps it running; Hydra ends it."""
-    return os.environ.get("OMPI_MCA_orte_enable_recovery", "").lower() in ("1", "true", "yes")
+    """Whether this process can outlive a dead peer: on a world without MPI it does; Open MPI's
+    mpirun with recovery on (chorusrun --elastic sets it) keeps it running; Hydra ends it."""
+    return worlds.enabled() or \
+        os.environ.get("OMPI_MCA_orte_enable_recovery", "").lower() in ("1", "true", "yes")
 
 
 def _leave(link, reason, clean):
@@ -70,10 +79,14 @@ def _go_on_in_place(link, state, reason):
     Returns False when this rank must leave instead."""
     old_rank = rank()
     in_place = _can_go_on_in_place()
-    ranks = link.lost(reason, in_place, VERDICT_WAIT_S)
-    if ranks is None or not in_place:
+    verdict = link.lost(reason, in_place, VERDICT_WAIT_S)
+    if verdict is None or not in_place:
         return False
-    reform(ranks)
+    if isinstance(verdict, tuple):  # ("open", WORLD): the next world without MPI
+        shutdown()
+        worlds.join(link, verdict[1], core._parameters)
+    else:
+        reform(verdict)
     number = state._resume_in_place()
     print(f"chorus.elastic: rank {old_rank}: {reason}; going on in this process as rank "
           f"{rank()} of {size()}, from commit {number}", file=sys.stderr, flush=True)
@@ -134,7 +147,8 @@ def run_fn(func, state_type_check=None):
         if link is not None:
             link.hello(rank(), size())
         try:
-            if link is not None and os.environ.get(GROWN_ENVIRONMENT) == "1":
+            if link is not None and (os.environ.get(GROWN_ENVIRONMENT) == "1" or
+                                     (worlds.first_world or 0) > 0):
                 # Added in place by the running ranks (_grow_in_place): their state, not the
                 # store's.
                 state._join_grown()

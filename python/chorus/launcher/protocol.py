@@ -16,6 +16,10 @@ field of `bye` and of `failed` may hold spaces. A rank sends:
     bye failed TEXT                  or an error of the training script
     lost HOW REASON                  a collective failed and this rank waits for the driver's
                                      word (HOW: in-place, it can go on in this process; restart)
+    address WORLD HEX                worlds without MPI (CHORUS_ELASTIC_WORLDS=ucx): this rank's
+                                     address in world WORLD, once the driver said `open WORLD`
+    shut                             worlds without MPI, as the process ends: chorus shut down
+                                     here; the rank waits for `close` before closing its worlds
 
 and the driver sends:
 
@@ -28,6 +32,12 @@ and the driver sends:
     leave                            to a rank that said lost: leave, for a restart
     peer-lost EPOCH RANK             rank RANK of the world formed EPOCH times in place (0: the
                                      first) is gone: fail what waits for it now
+    open WORLD                       worlds without MPI: to a rank that said hello or lost, go
+                                     on in this process in world WORLD: open it, send its address
+    world WORLD RANK SIZE HEX,...    world WORLD's ranks' addresses: start chorus on it as rank
+                                     RANK of SIZE
+    close WORLD                      every rank is done with the worlds before WORLD (all of them
+                                     once every rank said shut): close them
 
 A rank that disappears without a bye has failed: that is how the driver tells the host that
 failed from the hosts whose ranks it stopped. Standard library only: the launcher imports this
@@ -41,7 +51,8 @@ Message = collections.namedtuple("Message", "kind fields")
 
 # kind -> the number of fields; the last takes the rest of the line where marked with '+'.
 _SHAPES = {"hello": 5, "commit": 1, "resumed": 1, "growing": 1, "grown": 2, "bye": "1+", "lost": "1+",
-           "hosts-updated": 2, "grow": 3, "reform": 1, "leave": 0, "peer-lost": 2}
+           "hosts-updated": 2, "grow": 3, "reform": 1, "leave": 0, "peer-lost": 2,
+           "address": 2, "shut": 0, "open": 1, "world": 4, "close": 1}
 
 
 def driver_address(token, address):
@@ -113,6 +124,27 @@ def peer_lost(epoch, rank):
     return _line("peer-lost", epoch, rank)
 
 
+def address(world, hex_address):
+    return _line("address", world, hex_address)
+
+
+def shut():
+    return _line("shut")
+
+
+def open_world(world):
+    return _line("open", world)
+
+
+def world_table(world, rank, hex_addresses):
+    """World `world`'s table for rank `rank`: every rank's address, in rank order."""
+    return _line("world", world, rank, len(hex_addresses), ",".join(hex_addresses))
+
+
+def close(world):
+    return _line("close", world)
+
+
 def parse(line):
     """The Message of one line (without its newline), or None when it is not one: a peer that
     speaks otherwise is not one of the job's."""
@@ -132,8 +164,8 @@ def parse(line):
         return Message(kind, fields)
     if len(rest) != shape:
         return None
-    if kind in ("commit", "resumed", "growing", "hosts-updated") and \
-            not rest[0].lstrip("-").isdigit():
+    numbered = ("commit", "resumed", "growing", "hosts-updated", "address", "open", "close")
+    if kind in numbered and not rest[0].lstrip("-").isdigit():
         return None
     if kind == "grown" and not (rest[0].lstrip("-").isdigit() and rest[1].isdigit()):
         return None
@@ -145,5 +177,8 @@ def parse(line):
     if kind == "hello" and not (rest[1].isdigit() and rest[2].isdigit()):
         return None
     if kind == "reform" and not all(r.isdigit() for r in rest[0].split(",")):
+        return None
+    if kind == "world" and not (rest[0].isdigit() and rest[1].isdigit() and rest[2].isdigit() and
+                                len(rest[3].split(",")) == int(rest[2]) > int(rest[1])):
         return None
     return Message(kind, rest)
