@@ -21,6 +21,9 @@
 #      cooldown (5 s) joins in place (chorus_grow): the survivors' processes unchanged, the
 #      grown world resumes from the commit it grew at, every sample once, the model identical
 #      on 3 ranks; prints the time from the host's return to the first step on 3 hosts
+#   i. as a, with --worlds ucx (the driver starts the ranks and forms their worlds over UCX, no
+#      MPI launcher): every process of host 1 killed at once
+#   j. as b, with --worlds ucx
 #   g. (by hand: CASES=g, FAULTS=20 by default) faults in a row in one job: a host's ranks
 #      killed and a host's network cut, in turn, each going on in place; the host is left out
 #      for 1 s, then added back. Every resume from the loss committed, every epoch's samples
@@ -63,7 +66,7 @@ export CHORUS_TIMEOUT_SECONDS="${CHORUS_TIMEOUT_SECONDS:-3}"
 bound=$CHORUS_TIMEOUT_SECONDS
 passed=0 failed=0
 now() { date +%s.%N; }
-wanted() { case ${CASES:-abcdefh} in *$1*) return 0 ;; esac; return 1; }
+wanted() { case ${CASES:-abcdefhij} in *$1*) return 0 ;; esac; return 1; }
 extra="" # the training script's options of the case at hand
 cooldown=600 # how long a failed host is left out
 
@@ -152,30 +155,33 @@ check() {
   fi
 }
 
-# a. SIGKILL every rank of host 1, rank 0's
-if wanted a; then
+# host_fault CASE NAME KILL|CUT ELASTIC_OPTIONS...: a job on 3 hosts that goes on in place on
+# 2 after, at step 25, KILL (a command that kills what runs on host 1) or the network of host 3
+# cut
+host_fault() {
+  letter=$1 name=$2 fault_kind=$3
+  shift 3
   hosts_file 1 2 3
-  start_job "$work/a.log" --min-np 2 --max-np 3
-  wait_for_step "$work/a.log" 25 || echo "elastic: case a never reached step 25"
+  start_job "$work/$letter.log" --min-np 2 --max-np 3 "$@"
+  wait_for_step "$work/$letter.log" 25 || echo "elastic: case $letter never reached step 25"
   fault=$(now)
-  rank_pids 1 | xargs -r kill -9
-  wait $job
-  check "$work/a.log" "a. ranks of host 1 (rank 0) killed" 2 "$fault" $? in-place
-fi
-
-# b. the network of host 3 cut
-if wanted b; then
-  hosts_file 1 2 3
-  start_job "$work/b.log" --min-np 2 --max-np 3
-  wait_for_step "$work/b.log" 25 || echo "elastic: case b never reached step 25"
-  fault=$(now)
-  ip link set "veth-${prefix}3" down
+  if [ "$fault_kind" = cut ]; then
+    ip link set "veth-${prefix}3" down
+  else
+    $fault_kind | xargs -r kill -9
+  fi
   wait $job
   status=$?
   ip link set "veth-${prefix}3" up
-  check "$work/b.log" "b. network of host 3 cut (bound ${bound} s)" 2 "$fault" $status in-place
+  check "$work/$letter.log" "$letter. $name" 2 "$fault" $status in-place
   ip netns pids "${prefix}3" | xargs -r kill -9 2>/dev/null
-fi
+}
+
+# a. SIGKILL every rank of host 1, rank 0's
+if wanted a; then host_fault a "ranks of host 1 (rank 0) killed" "rank_pids 1"; fi
+
+# b. the network of host 3 cut
+if wanted b; then host_fault b "network of host 3 cut (bound ${bound} s)" cut; fi
 
 # c. host 3 added while the job runs on hosts 1 and 2
 if wanted c; then
@@ -291,6 +297,20 @@ if wanted h; then
       "epoch's samples once; final model identical on 3 ranks"
     grep '^chorusrun:' "$work/h.log" | sed 's/^/    /'
   fi
+fi
+
+# i, j. worlds without MPI (--worlds ucx: the driver starts the ranks through the agent and
+# forms their worlds over UCX): a and b again, with every process of host 1 killed at once in i
+# (no launcher's daemon there to take the job down)
+if wanted i || wanted j; then
+  export UCX_NET_DEVICES=eth0 UCX_LOG_LEVEL=error
+fi
+if wanted i; then
+  host_fault i "--worlds ucx: every process of host 1 (rank 0's) killed" \
+    "ip netns pids ${prefix}1" --worlds ucx
+fi
+if wanted j; then
+  host_fault j "--worlds ucx: network of host 3 cut (bound ${bound} s)" cut --worlds ucx
 fi
 
 # g. faults in a row

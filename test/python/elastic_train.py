@@ -78,8 +78,9 @@ def first_generation():
     return os.environ.get("CHORUS_ELASTIC_GENERATION") == "0"
 
 
-def die(where):
-    print(f"rank {hvd.rank()} dies {where} at {time.time():.3f}", flush=True)
+def die(where, rank=None):
+    rank = hvd.rank() if rank is None else rank
+    print(f"rank {rank} dies {where} at {time.time():.3f}", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -153,10 +154,12 @@ def on_reset():
 if args.crash_in_rebuild == hvd.rank() and first_generation():
     import chorus.elastic.run as elastic_run  # where hvd.elastic.run forms chorus again
 
-    def reform_and_die(ranks):
-        die("as chorus is formed again")
+    def reform_and_die(*_):
+        # (on worlds without MPI chorus is shut down by now)
+        die("as chorus is formed again", args.crash_in_rebuild)
 
-    elastic_run.reform = reform_and_die
+    elastic_run.reform = reform_and_die  # over MPI
+    elastic_run.worlds.join = reform_and_die  # on worlds without MPI (--worlds ucx)
 
 state = hvd.elastic.TorchState(model, optimizer, sampler=sampler, epoch=0, steps=0,
                                counts=torch.zeros(args.samples))

@@ -118,8 +118,9 @@ class DriverLink:
         """The first word, once per process."""
         if not self._said_hello:
             self._said_hello = True
-            self._send(protocol.hello(self._token, rank, size, socket.gethostname(),
-                                      os.getpid()))
+            # The host the driver started this rank on where it says (--worlds ucx).
+            host = os.environ.get("CHORUS_ELASTIC_HOST") or socket.gethostname()
+            self._send(protocol.hello(self._token, rank, size, host, os.getpid()))
 
     def commit(self, number):
         self._send(protocol.commit(number))

@@ -23,8 +23,10 @@ removed.
 - Fewer than --min-np slots for --elastic-timeout seconds: the job ends, saying so. More than
   --reset-limit restarts: the job ends. An exception of the training script (not a failed
   collective) ends the job at once, naming the rank.
-Open MPI's mpirun runs with orte_enable_recovery, so that ranks on healthy hosts outlive a failed
-one until the driver ends the generation; under Hydra (MPICH), whose mpiexec ends the job when a
+With --worlds ucx a generation has no MPI launcher: the driver starts every rank itself and forms
+their worlds over UCX (elastic_worlds.py), so that a lost host's daemon or a cut host cannot
+take the job down. Open MPI's mpirun runs with orte_enable_recovery, so that ranks on healthy
+hosts outlive a failed one until the driver ends the generation; under Hydra (MPICH), whose mpiexec ends the job when a
 process dies, the host whose ranks disconnected first is taken as the failed one. Standard
 library only."""
 import os
@@ -88,6 +90,8 @@ class Rank:
         self.retired = False     # told to leave after the job went on without its host
         self.reason = ""
         self.closed_at = None    # when its connection ended
+        self.launch = None       # --worlds ucx: the index the driver started it with
+        self.shut = False        # --worlds ucx: chorus shut down there as its process ends
 
 
 def advertised_address(options, hosts):
@@ -106,6 +110,10 @@ def advertised_address(options, hosts):
 
 class Generation:
     """One run of the job on a fixed set of hosts, watched until it ends."""
+
+    # Why a death while the ranks form chorus again ends the generation.
+    rebuild_broken = ("the others wait for it in MPI (MPI_Comm_create_group, or MPI_Comm_spawn "
+                      "growing) and cannot be told")
 
     def __init__(self, driver, number, placement):
         self.driver = driver
@@ -388,9 +396,7 @@ class Generation:
         if self.process.poll() is not None:
             return "the launcher ended"
         if self.rebuilding:
-            return (f"{self.cause}: the others wait for it in MPI (MPI_Comm_create_group, or "
-                    "MPI_Comm_spawn growing) and "
-                    "cannot be told")
+            return f"{self.cause}: {self.rebuild_broken}"
         heard, gone, others, kept = self.split_after_failure()
         if len(heard) < self.np:
             return f"only {len(heard)} of {self.np} ranks had started"
@@ -432,7 +438,7 @@ class Generation:
                 self.daemons_alive.add(host)
             else:
                 self.daemons_alive.discard(host)
-        line = protocol.reform([r.rank for r in kept])
+        line = self.verdict(kept)
         # The silent are told to leave too, should they hear.
         for r in others + [r for r in gone if r.closed_at is None]:
             if r in kept:
@@ -440,6 +446,7 @@ class Generation:
             else:
                 r.retired = True
                 self.send(r, protocol.leave())
+                self.retire(r)
         say(f"generation {self.number} goes on in the surviving processes: {len(kept)} ranks "
             f"(were {', '.join(str(r.rank) for r in kept)} of {self.np}) on "
             f"{', '.join(sorted({r.host for r in kept}))}, after {self.cause}")
@@ -454,6 +461,15 @@ class Generation:
         self.in_place_resets += 1
         self.rebuilding = True
         return True
+
+    @staticmethod
+    def verdict(kept):
+        """The word to the ranks that go on in place (`kept`, in their new order)."""
+        return protocol.reform([r.rank for r in kept])
+
+    def retire(self, rank):
+        """A rank told to leave after its host failed: under mpirun, the generation's end ends
+        it."""
 
     def watch(self):
         """Runs until the generation ends; returns the ranks as they left."""
@@ -623,7 +639,11 @@ class Driver:
                                 f"{self.listener.getsockname()[1]}")
                 if self.options.verbose:
                     say(f"ranks reach this driver at {self.address}")
-            generation = Generation(self, number, placement)
+            if self.options.worlds == "ucx":
+                from .elastic_worlds import WorldsGeneration  # it builds on this module
+                generation = WorldsGeneration(self, number, placement)
+            else:
+                generation = Generation(self, number, placement)
             say(f"generation {number}: {generation.np} ranks on "
                 f"{', '.join(f'{h}:{s}' for h, s in placement.items())}")
             self.current = generation

@@ -149,6 +149,11 @@ SECTIONS = [
         Option(("--restart-on-failure",), "after a failure, restart every rank from the "
                "commit store (default under Open MPI: the surviving processes go on)",
                store="restart_on_failure", jobs=(ELASTIC,)),
+        Option(("--worlds",), "ucx: the driver starts every rank itself (through "
+               "OMPI_MCA_plm_rsh_agent or ssh on other hosts) and forms worlds without MPI, so "
+               "that the surviving processes go on after a lost or cut-off host (default mpi: "
+               "each generation under the MPI launcher)", "KIND", (_choice("mpi", "ucx"),),
+               store="worlds", jobs=(ELASTIC,)),
         Option(("--elastic-timeout",), "end the job after this long with fewer than --min-np "
                "slots (default 600)", "S", (_seconds,), store="elastic_timeout",
                jobs=(ELASTIC,)),
@@ -193,6 +198,7 @@ class Options:
         self.settings = []     # (NAME, VALUE) the options set, for every rank
         self.dry_run = self.verbose = self.help = self.elastic = False
         self.restart_on_failure = False
+        self.worlds = "mpi"
         self.min_np = self.max_np = self.discovery = self.slots_per_host = None
         self.reset_limit = self.store = self.driver_address = None
         self.elastic_timeout = 600.0
