@@ -24,6 +24,8 @@
 #   i. as a, with --worlds ucx (the driver starts the ranks and forms their worlds over UCX, no
 #      MPI launcher): every process of host 1 killed at once
 #   j. as b, with --worlds ucx
+#   k. as h, with --worlds ucx: the driver starts the host's rank again, and the running ranks
+#      open the next world with it at their next commit
 #   g. (by hand: CASES=g, FAULTS=20 by default) faults in a row in one job: a host's ranks
 #      killed and a host's network cut, in turn, each going on in place; the host is left out
 #      for 1 s, then added back. Every resume from the loss committed, every epoch's samples
@@ -66,7 +68,7 @@ export CHORUS_TIMEOUT_SECONDS="${CHORUS_TIMEOUT_SECONDS:-3}"
 bound=$CHORUS_TIMEOUT_SECONDS
 passed=0 failed=0
 now() { date +%s.%N; }
-wanted() { case ${CASES:-abcdefhij} in *$1*) return 0 ;; esac; return 1; }
+wanted() { case ${CASES:-abcdefhijk} in *$1*) return 0 ;; esac; return 1; }
 extra="" # the training script's options of the case at hand
 cooldown=600 # how long a failed host is left out
 
@@ -93,7 +95,9 @@ wait_for_step() { # wait_for_step LOG N: until rank 0 has done N steps (60 s at 
 
 rank_pids() { # the training processes in host INDEX's namespace
   for pid in $(ip netns pids "$prefix$1"); do
-    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "$script" && echo "$pid"
+    # (the training process itself, not a shell of the agent's around it)
+    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "^$python .*$script" &&
+      echo "$pid"
   done
 }
 
@@ -248,61 +252,65 @@ if wanted f; then
 fi
 
 # h. host 2's ranks killed; back after its cooldown, the host joins the running ranks in place
-if wanted h; then
+# grow_back CASE ELASTIC_OPTIONS...: the case, run with those options
+grow_back() {
+  letter=$1
+  shift
   hosts_file 1 2 3
-  cooldown=5 extra="--epochs 100000 --stop-file $work/stop-h"
-  start_job "$work/h.log" --min-np 2 --max-np 3
+  cooldown=5 extra="--epochs 100000 --stop-file $work/stop-$letter"
+  start_job "$work/$letter.log" --min-np 2 --max-np 3 "$@"
   cooldown=600 extra=""
-  wait_for_step "$work/h.log" 25 || echo "elastic: case h never reached step 25"
+  wait_for_step "$work/$letter.log" 25 || echo "elastic: case $letter never reached step 25"
   survivors="$(rank_pids 1) $(rank_pids 3)"
   rank_pids 2 | xargs -r kill -9
   back=""
   for _ in $(seq 1 600); do # the driver asks for ranks on host 2 once its cooldown ends
-    if [ -z "$back" ] && grep -q "in place at their next commit" "$work/h.log"; then
+    if [ -z "$back" ] && grep -q "in place at their next commit" "$work/$letter.log"; then
       back=$(now)
     fi
-    [ -n "$back" ] && [ "$(awk '/grown [0-9]+ size 3 /{g=1} g && /^step .* size 3 /' "$work/h.log" |
+    [ -n "$back" ] && [ "$(awk '/grown [0-9]+ size 3 /{g=1} g && /^step .* size 3 /' "$work/$letter.log" |
                            wc -l)" -ge 10 ] && break
     sleep 0.1
   done
-  touch "$work/stop-h"
+  touch "$work/stop-$letter"
   wait $job
   status=$?
   problems=""
-  job_verdicts "$work/h.log" 3 "$status"
-  grep -q "grew in place to 3 ranks" "$work/h.log" || problems="$problems; did not grow in place"
-  grep -q "generation 1" "$work/h.log" && problems="$problems; the job restarted"
-  grown=$(grep -o 'grown [0-9]* size 3 eval=[0-9.e-]*' "$work/h.log" | head -n 1)
+  job_verdicts "$work/$letter.log" 3 "$status"
+  grep -q "grew in place to 3 ranks" "$work/$letter.log" || problems="$problems; did not grow in place"
+  grep -q "generation 1" "$work/$letter.log" && problems="$problems; the job restarted"
+  grown=$(grep -o 'grown [0-9]* size 3 eval=[0-9.e-]*' "$work/$letter.log" | head -n 1)
   number=$(echo "$grown" | awk '{print $2}') loss=${grown##*eval=}
-  committed=$(grep -o "commit $number eval=[0-9.e-]*" "$work/h.log" | head -n 1 | sed 's/.*eval=//')
+  committed=$(grep -o "commit $number eval=[0-9.e-]*" "$work/$letter.log" | head -n 1 | sed 's/.*eval=//')
   [ -n "$grown" ] && [ "$committed" = "$loss" ] ||
     problems="$problems; grown from commit $number with loss $loss, committed $committed"
-  final=$(grep -o 'pids [0-9,]*' "$work/h.log" | tail -n 1 | sed 's/pids //; s/,/ /g')
+  final=$(grep -o 'pids [0-9,]*' "$work/$letter.log" | tail -n 1 | sed 's/pids //; s/,/ /g')
   for pid in $survivors; do
     case " $final " in *" $pid "*) ;; *) problems="$problems; survivor pid $pid not in the final ranks ($final)" ;; esac
   done
   # "grown" may run into another rank's line: found anywhere in a line, as above
-  first=$(awk '/grown [0-9]+ size 3 /{g=1} g && /^step .* size 3 /{print $NF; exit}' "$work/h.log")
+  first=$(awk '/grown [0-9]+ size 3 /{g=1} g && /^step .* size 3 /{print $NF; exit}' "$work/$letter.log")
   [ -n "$back" ] || problems="$problems; the driver never asked for ranks on host 2 again"
   [ -n "$first" ] || problems="$problems; no step on 3 ranks after the grow"
   if [ -n "$problems" ]; then
     failed=$((failed + 1))
-    echo "FAILED: h. host back from its cooldown${problems}"
-    grep -v '^step\|^commit' "$work/h.log" | tail -n 40
+    echo "FAILED: $letter. host back from its cooldown${problems}"
+    grep -v '^step\|^commit' "$work/$letter.log" | tail -n 40
   else
     passed=$((passed + 1))
-    echo "ok: h. host 2 back from its cooldown joined in place: first step on 3 ranks" \
+    echo "ok: $letter. host 2 back from its cooldown joined in place: first step on 3 ranks" \
       "$(echo "$first - $back" | bc) s after the driver saw it back; the survivors'" \
       "processes unchanged; grown from commit $number (loss $loss, as committed); every" \
       "epoch's samples once; final model identical on 3 ranks"
-    grep '^chorusrun:' "$work/h.log" | sed 's/^/    /'
+    grep '^chorusrun:' "$work/$letter.log" | sed 's/^/    /'
   fi
-fi
+}
+if wanted h; then grow_back h; fi
 
 # i, j. worlds without MPI (--worlds ucx: the driver starts the ranks through the agent and
 # forms their worlds over UCX): a and b again, with every process of host 1 killed at once in i
 # (no launcher's daemon there to take the job down)
-if wanted i || wanted j; then
+if wanted i || wanted j || wanted k; then
   export UCX_NET_DEVICES=eth0 UCX_LOG_LEVEL=error
 fi
 if wanted i; then
@@ -312,6 +320,8 @@ fi
 if wanted j; then
   host_fault j "--worlds ucx: network of host 3 cut (bound ${bound} s)" cut --worlds ucx
 fi
+# k. h with --worlds ucx: the driver starts host 2's rank again, the others add it at a commit
+if wanted k; then grow_back k --worlds ucx; fi
 
 # g. faults in a row
 full_steps() { grep -c '^step .* size 3 ' "$1"; }

@@ -108,17 +108,27 @@ def _grown_command():
 
 
 def _grow_in_place(link, state, hosts):
-    """At a commit, every rank alike: adds a rank on each of `hosts` (chorus_grow), then the
-    grown world takes rank 0's state. A failed spawn leaves for a restart (rank 0 alone hears
+    """At a commit, every rank alike: adds a rank on each of `hosts` (chorus_grow; on worlds
+    without MPI, the next world with the ranks the driver started there), then the grown world
+    takes rank 0's state. A failed spawn leaves for a restart (rank 0 alone hears
     of it; the driver ends the others)."""
     old_size = size()
     if rank() == 0:
         link.growing(state._commits)
-    command, arguments = _grown_command()
-    try:
-        grow(command, arguments, len(hosts), ",".join(hosts))
-    except ChorusInternalError as e:
-        _leave_after_failure(link, e)
+    if worlds.enabled():
+        # The driver started the added ranks, which wait: every rank opens the next world.
+        shutdown()
+        number = link.opened(VERDICT_WAIT_S)
+        if number is None:
+            raise core.error(core.c.ERR_TIMEOUT, "growing: the elastic driver named no world "
+                             f"within {VERDICT_WAIT_S:g} s")
+        worlds.join(link, number, core._parameters)
+    else:
+        command, arguments = _grown_command()
+        try:
+            grow(command, arguments, len(hosts), ",".join(hosts))
+        except ChorusInternalError as e:
+            _leave_after_failure(link, e)
     # The reset callbacks first, as Horovod's surviving workers run them before the sync: what
     # they set (a learning rate scaled by the size, say) then reaches the new ranks with rank
     # 0's state, and the new ranks run none.

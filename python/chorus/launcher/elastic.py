@@ -90,7 +90,7 @@ class Rank:
         self.retired = False     # told to leave after the job went on without its host
         self.reason = ""
         self.closed_at = None    # when its connection ended
-        self.launch = None       # --worlds ucx: the index the driver started it with
+        self.process = None      # --worlds ucx: the process the driver started for it
         self.shut = False        # --worlds ucx: chorus shut down there as its process ends
 
 

@@ -4,7 +4,8 @@ OMPI_MCA_plm_rsh_agent, else ssh), and whose worlds it forms without MPI (chorus
 chorus.launcher.worlds): no launcher's daemons hold the job together, so a lost host, its
 daemon included, or a cut one, is only lost ranks. After a failure the survivors open the next
 world in their own processes; the failed host's ranks are killed where the driver can reach
-them. Standard library only."""
+them. A host added (or back from its cooldown): the driver starts its ranks, which wait, and the
+running ranks open the next world with them at their next commit. Standard library only."""
 import os
 import shlex
 import signal
@@ -22,14 +23,22 @@ class RankProcesses:
     once every process of a rank that goes on has ended."""
 
     def __init__(self):
-        self.started = {}  # launch index (the rank it first had) -> (host, Popen)
-        self.members = None  # the launch indices of the ranks that go on; None: all
+        self.started = []  # [host, the rank it was started as, Popen, claimed by a hello]
+        self.members = None  # the Popen of the ranks that go on; None: all
         self.pid = None
         self.returncode = None
 
+    def claim(self, host, rank):
+        """The process started on `host` as `rank` that said hello now, or None."""
+        for entry in self.started:
+            if entry[:2] == [host, rank] and not entry[3]:
+                entry[3] = True
+                return entry[2]
+        return None
+
     def poll(self):
-        watched = [p for index, (_, p) in self.started.items()
-                   if self.members is None or index in self.members]
+        watched = [p for _, _, p, _ in self.started
+                   if self.members is None or p in self.members]
         if any(p.poll() is None for p in watched):
             return None
         codes = [p.returncode for p in watched]
@@ -49,39 +58,49 @@ class WorldsGeneration(Generation):
         self.process = RankProcesses()
         self.forming = None  # the world being formed (WorldForming), until its tables are sent
         self.world = 0
+        self.joining = {}  # the processes of added hosts' ranks -> their Rank once they said hello
 
     def launch(self):
-        options = self.driver.options
-        agent = shlex.split(os.environ.get("OMPI_MCA_plm_rsh_agent") or "ssh")
-        local = {"localhost", "127.0.0.1", socket.gethostname(),
-                 socket.gethostname().split(".")[0]}
         rank = 0
         for host, slots in self.placement.items():
             for _ in range(slots):
-                settings = dict(self.settings())
-                settings.update(options.settings)
-                settings.update({"CHORUS_ELASTIC_WORLDS": "ucx", "CHORUS_ELASTIC_HOST": host,
-                                 "CHORUS_ELASTIC_RANK": str(rank),
-                                 "CHORUS_ELASTIC_SIZE": str(self.np)})
-                for forward in options.forwards:
-                    name, _, value = forward.partition("=")
-                    if value or name in os.environ:
-                        settings[name] = value or os.environ[name]
-                if host in local:
-                    command = options.program
-                    environment = dict(os.environ, **settings)
-                else:
-                    passed = {n: os.environ[n] for n in environment_forwards()}
-                    passed.update(settings)
-                    command = agent + [host] + [shlex.quote(w) for w in
-                                                ["env"] + [f"{n}={v}" for n, v in passed.items()]
-                                                + options.program]
-                    environment = None
-                if options.verbose:
-                    say(f"rank {rank} on {host}: {' '.join(command)}")
-                process = subprocess.Popen(command, env=environment, start_new_session=True)
-                self.process.started[rank] = (host, process)
+                self.start(host, rank, self.np)
                 rank += 1
+
+    def start(self, host, rank, size):
+        """Starts the program on `host` as a rank meant to be `rank` of `size`."""
+        options = self.driver.options
+        settings = dict(self.settings())
+        settings.update(options.settings)
+        settings.update({"CHORUS_ELASTIC_WORLDS": "ucx", "CHORUS_ELASTIC_HOST": host,
+                         "CHORUS_ELASTIC_RANK": str(rank), "CHORUS_ELASTIC_SIZE": str(size)})
+        for forward in options.forwards:
+            name, _, value = forward.partition("=")
+            if value or name in os.environ:
+                settings[name] = value or os.environ[name]
+        if host in {"localhost", "127.0.0.1", socket.gethostname(),
+                    socket.gethostname().split(".")[0]}:
+            command = options.program
+            environment = dict(os.environ, **settings)
+        else:
+            agent = shlex.split(os.environ.get("OMPI_MCA_plm_rsh_agent") or "ssh")
+            passed = {n: os.environ[n] for n in environment_forwards()}
+            passed.update(settings)
+            command = agent + [host] + [shlex.quote(w) for w in
+                                        ["env"] + [f"{n}={v}" for n, v in passed.items()]
+                                        + options.program]
+            environment = None
+        if options.verbose:
+            say(f"rank {rank} on {host}: {' '.join(command)}")
+        process = subprocess.Popen(command, env=environment, start_new_session=True)
+        self.process.started.append([host, rank, process, False])
+        if self.process.members is not None:
+            self.process.members.add(process)
+
+    @staticmethod
+    def host_of(hostname, connection):
+        """A rank reports the host the driver started it on (CHORUS_ELASTIC_HOST)."""
+        return hostname
 
     def message(self, rank, line):
         known = rank.rank is not None
@@ -90,14 +109,22 @@ class WorldsGeneration(Generation):
             return
         message = protocol.parse(line)
         if not known and rank.rank is not None:
-            # Its hello's rank is its launch index, and its host the one it was started on.
-            rank.launch = rank.rank
-            launched = self.process.started.get(rank.launch)
-            if launched is not None:
-                rank.host = launched[0]
+            # Its hello names the host it was started on and the rank it was started as.
+            rank.process = self.process.claim(rank.host, rank.rank)
+            if rank.process in self.joining:
+                self.joining[rank.process] = rank
+                if all(self.joining.values()):  # every added rank waits: the others may grow
+                    self.ask_to_grow()
+                return
             heard = [r for r in self.ranks if r.rank is not None]
             if len(heard) == self.np and self.forming is None and self.world == 0:
                 self.form(0, sorted(heard, key=lambda r: r.rank))
+        elif message is not None and message.kind == "growing" and self.joining:
+            added = list(self.joining.values())
+            current = sorted((r for r in self.ranks if r.rank is not None and r not in added),
+                             key=lambda r: r.rank)
+            self.joining = {}
+            self.form(self.world + 1, current + added)
         elif message is not None and message.kind == "address" and self.forming is not None:
             self.forming.address(rank, int(message.fields[0]), message.fields[1])
             if self.forming.complete():
@@ -111,13 +138,42 @@ class WorldsGeneration(Generation):
                 for r in living:  # every rank is done with every world
                     self.send(r, protocol.close(self.world + 1))
 
-    def hosts_to_grow_onto(self, available):
-        """Hosts added while ranks run: not yet in place on worlds without MPI (the driver
-        would start their ranks and form the next world at a commit); the ranks leave at their
-        next commit and the job starts again with them."""
-        if any(h not in self.placement for h in available):
-            say("hosts added: on worlds without MPI they join by a restart (in place: not yet)")
+    def notify_hosts(self, available):
+        """Hosts added while the ranks run (and none removed): the driver starts their ranks,
+        which wait for the next world; once all said hello the others are told to grow at their
+        next commit. Anything else as Generation does (the ranks leave, the job restarts)."""
+        removed = [h for h in self.placement if h not in available]
+        added = {h: s for h, s in available.items() if h not in self.placement}
+        limit = self.driver.options.max_np
+        if removed or not added or not self.in_place:
+            return super().notify_hosts(available)
+        if self.joining or self.rebuilding or self.grow_hosts is not None or \
+                (limit is not None and self.np >= limit):
+            return None
+        hosts = [h for h in sorted(added) for _ in range(added[h])]
+        hosts = hosts[:max(limit - self.np, 0)] if limit is not None else hosts
+        before = len(self.process.started)
+        for i, host in enumerate(hosts):
+            self.start(host, self.np + i, self.np + len(hosts))
+        self.joining = {p: None for _, _, p, _ in self.process.started[before:]}
+        self.grow_hosts = hosts
+        self.grow_asked = time.monotonic()
+        say(f"hosts added ({', '.join(sorted(set(hosts)))}): their {len(hosts)} rank(s) start, "
+            "and the ranks add them in place at their next commit")
         return None
+
+    @staticmethod
+    def hosts_to_grow_onto(available):
+        """Generation's grow onto its launch's hosts (Open MPI's spawn): never here; more slots
+        on hosts the job runs on join by a restart."""
+        return None
+
+    def ask_to_grow(self):
+        self.driver.updates += 1
+        self.update_line = protocol.grow(self.driver.updates, self.grow_hosts)
+        for rank in self.ranks:
+            if rank.rank is not None and rank.process not in self.joining:
+                self.send(rank, self.update_line)
 
     def form(self, number, members):
         self.world = number
@@ -129,19 +185,18 @@ class WorldsGeneration(Generation):
         """Going on in place: the ranks that go on open the next world (Generation sends it)."""
         self.forming = worlds.WorldForming(self.world + 1, kept)
         self.world += 1
-        self.process.members = {r.launch for r in kept}
+        self.process.members = {r.process for r in kept}
         return self.forming.opening()
 
     def retire(self, rank):
         """A rank left out (its host failed): its process is ended where the driver reaches it,
         so that it cannot come back into a world it is no longer in."""
-        launched = self.process.started.get(rank.launch)
-        if launched is not None:
-            _kill(launched[1], signal.SIGKILL)
+        if rank.process is not None:
+            _kill(rank.process, signal.SIGKILL)
 
     def stop(self):
         self.stopped_at = time.monotonic()
-        processes = [p for _, p in self.process.started.values()]
+        processes = [p for _, _, p, _ in self.process.started]
         for process in processes:
             _kill(process, signal.SIGTERM)
         deadline = time.monotonic() + KILL_GRACE_S
