@@ -17,6 +17,11 @@ from ..launcher import protocol
 _shared = None  # the process's link, once made
 
 
+def shared():
+    """The process's link to the driver if one was made, else None."""
+    return _shared
+
+
 class DriverLink:
     def __init__(self, address):
         self._token, host, port = protocol.split_driver_address(address)

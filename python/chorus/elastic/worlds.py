@@ -10,6 +10,7 @@ import os
 
 from .. import _library as c
 from .. import core
+from . import driver_link
 from .driver_link import DriverLink
 
 ENVIRONMENT = "CHORUS_ELASTIC_WORLDS"  # "ucx": the driver forms worlds without MPI
@@ -78,7 +79,7 @@ def _finish():
     CLOSE_WAIT_S): a rank that closed a world while others still ran collectives on it would
     look lost to them. Training may end long before the process does; until the process ends,
     its worlds stay open for collectives after hvd.elastic.run."""
-    link = DriverLink.from_environment()
+    link = driver_link.shared()  # (never a new connection now)
     if core.is_initialized():
         core.shutdown()
     if link is not None and _held:

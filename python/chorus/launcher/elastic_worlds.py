@@ -14,7 +14,7 @@ import subprocess
 import time
 
 from . import protocol, worlds
-from .elastic import KILL_GRACE_S, Generation, say
+from .elastic import GROW_DEADLINE_S, KILL_GRACE_S, Generation, say
 from .options import environment_forwards
 
 
@@ -59,6 +59,7 @@ class WorldsGeneration(Generation):
         self.forming = None  # the world being formed (WorldForming), until its tables are sent
         self.world = 0
         self.joining = {}  # the processes of added hosts' ranks -> their Rank once they said hello
+        self.grow_told = False  # the running ranks were told to add the joining ones
 
     def launch(self):
         rank = 0
@@ -97,6 +98,20 @@ class WorldsGeneration(Generation):
         if self.process.members is not None:
             self.process.members.add(process)
 
+    def read(self, rank):
+        """An added rank whose connection ends before it joined is dropped, not a failure of
+        the running ranks."""
+        if rank.process in self.joining:
+            try:
+                ended = rank.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                ended = True
+            if ended:
+                self.drop_joiner(rank.process, f"the rank started on {rank.host} ended before "
+                                 "it joined")
+                return
+        super().read(rank)
+
     @staticmethod
     def host_of(hostname, connection):
         """A rank reports the host the driver started it on (CHORUS_ELASTIC_HOST)."""
@@ -113,8 +128,8 @@ class WorldsGeneration(Generation):
             rank.process = self.process.claim(rank.host, rank.rank)
             if rank.process in self.joining:
                 self.joining[rank.process] = rank
-                if all(self.joining.values()):  # every added rank waits: the others may grow
-                    self.ask_to_grow()
+                if all(self.joining.values()) and not self.grow_told:
+                    self.ask_to_grow()  # every added rank waits: the others may grow
                 return
             heard = [r for r in self.ranks if r.rank is not None]
             if len(heard) == self.np and self.forming is None and self.world == 0:
@@ -124,6 +139,7 @@ class WorldsGeneration(Generation):
             current = sorted((r for r in self.ranks if r.rank is not None and r not in added),
                              key=lambda r: r.rank)
             self.joining = {}
+            self.grow_told = False
             self.form(self.world + 1, current + added)
         elif message is not None and message.kind == "address" and self.forming is not None:
             self.forming.address(rank, int(message.fields[0]), message.fields[1])
@@ -131,6 +147,13 @@ class WorldsGeneration(Generation):
                 for member, table in self.forming.tables():
                     self.send(member, table)
                 self.forming = None
+        elif message is not None and message.kind == "bye" and self.joining:
+            waiting = list(self.joining.values())
+            if all(r.said == "done" for r in self.ranks if r.rank is not None and
+                   r not in waiting):
+                # Training ended before the added ranks could join: they are not needed.
+                for process in list(self.joining):
+                    self.drop_joiner(process, None)
         elif message is not None and message.kind == "shut":
             rank.shut = True
             living = [r for r in self.ranks if r.closed_at is None]
@@ -142,6 +165,8 @@ class WorldsGeneration(Generation):
         """Hosts added while the ranks run (and none removed): the driver starts their ranks,
         which wait for the next world; once all said hello the others are told to grow at their
         next commit. Anything else as Generation does (the ranks leave, the job restarts)."""
+        if self.joining:
+            self.drop_lost_joiners()
         removed = [h for h in self.placement if h not in available]
         added = {h: s for h, s in available.items() if h not in self.placement}
         limit = self.driver.options.max_np
@@ -168,7 +193,42 @@ class WorldsGeneration(Generation):
         on hosts the job runs on join by a restart."""
         return None
 
+    def drop_lost_joiners(self):
+        """Added ranks that ended, or said nothing within GROW_DEADLINE_S, before the others
+        were asked to grow (their host unreachable, say): their hosts are left out for a
+        cooldown, and the ranks that said hello join without them."""
+        late = time.monotonic() - self.grow_asked > GROW_DEADLINE_S
+        hosts = {p: h for h, _, p, _ in self.process.started}
+        for process, rank in list(self.joining.items()):
+            if rank is None and (process.poll() is not None or late):
+                seconds = self.driver.blacklist.add(hosts[process])
+                self.drop_joiner(process, f"the rank started on {hosts[process]} never reached "
+                                 f"the driver: the host is left out for {seconds:g} s")
+        if not self.joining:
+            self.grow_hosts = self.notified = None
+        elif all(self.joining.values()) and not self.grow_told:
+            self.grow_hosts = [r.host for r in self.joining.values()]
+            self.ask_to_grow()
+
+    def drop_joiner(self, process, why):
+        """An added rank that will not join: ended, and no longer watched or waited for."""
+        _kill(process, signal.SIGKILL)
+        rank = self.joining.pop(process)
+        if rank is not None:
+            rank.retired = True
+            self.ranks.remove(rank)
+            if rank.closed_at is None:
+                self.driver.selector.unregister(rank.connection)
+                rank.connection.close()
+                rank.closed_at = time.monotonic()
+        if self.process.members is None:
+            self.process.members = {p for _, _, p, _ in self.process.started}
+        self.process.members.discard(process)
+        if why:
+            say(why)
+
     def ask_to_grow(self):
+        self.grow_told = True
         self.driver.updates += 1
         self.update_line = protocol.grow(self.driver.updates, self.grow_hosts)
         for rank in self.ranks:
