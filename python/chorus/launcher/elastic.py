@@ -26,9 +26,9 @@ removed.
 With --worlds ucx a generation has no MPI launcher: the driver starts every rank itself and forms
 their worlds over UCX (elastic_worlds.py), so that a lost host's daemon or a cut host cannot
 take the job down. Open MPI's mpirun runs with orte_enable_recovery, so that ranks on healthy
-hosts outlive a failed one until the driver ends the generation; under Hydra (MPICH), whose mpiexec ends the job when a
-process dies, the host whose ranks disconnected first is taken as the failed one. Standard
-library only."""
+hosts outlive a failed one until the driver ends the generation; under Hydra (MPICH), whose
+mpiexec ends the job when a process dies, the host whose ranks disconnected first is taken as
+the failed one. Standard library only."""
 import os
 import selectors
 import shutil
