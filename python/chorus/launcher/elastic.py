@@ -177,9 +177,7 @@ class Generation:
         except OSError:
             data = b""
         if not data:
-            self.driver.selector.unregister(rank.connection)
-            rank.connection.close()
-            rank.closed_at = time.monotonic()
+            self.close(rank)
             if rank.said is None and rank.rank is not None and not rank.retired:
                 if self.failure_at is None:
                     self.failure_at = rank.closed_at
@@ -513,24 +511,20 @@ class Generation:
 
     def stop(self):
         self.stopped_at = time.monotonic()
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.process.wait(KILL_GRACE_S)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.process.wait()
+        self.end_launched()
         for rank in self.ranks:
             if rank.closed_at is None:
-                self.driver.selector.unregister(rank.connection)
-                rank.connection.close()
-                rank.closed_at = time.monotonic()
+                self.close(rank)
+
+    def end_launched(self):
+        """Ends what this generation launched: the MPI launcher, with its ranks."""
+        end_processes([self.process])
+
+    def close(self, rank):
+        """Closes the driver's end of a rank's connection, noting when."""
+        self.driver.selector.unregister(rank.connection)
+        rank.connection.close()
+        rank.closed_at = time.monotonic()
 
     def failed_hosts(self):
         """The hosts to leave out after this generation, and why."""
@@ -551,6 +545,28 @@ class Generation:
                 "left out")
             return {}
         return {h: r for h, r in failed.items() if h in heard_hosts}
+
+
+def kill_group(process, signum):
+    """Sends `signum` to the process group a started process leads, while it runs."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def end_processes(processes):
+    """SIGTERM to each process's group; SIGKILL to those still running KILL_GRACE_S later."""
+    for process in processes:
+        kill_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_S
+    for process in processes:
+        try:
+            process.wait(max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            kill_group(process, signal.SIGKILL)
+            process.wait()
 
 
 class Driver:

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 from . import protocol, worlds
-from .elastic import GROW_DEADLINE_S, KILL_GRACE_S, Generation, say
+from .elastic import GROW_DEADLINE_S, Generation, end_processes, kill_group, say
 from .options import environment_forwards
 
 
@@ -212,15 +212,13 @@ class WorldsGeneration(Generation):
 
     def drop_joiner(self, process, why):
         """An added rank that will not join: ended, and no longer watched or waited for."""
-        _kill(process, signal.SIGKILL)
+        kill_group(process, signal.SIGKILL)
         rank = self.joining.pop(process)
         if rank is not None:
             rank.retired = True
             self.ranks.remove(rank)
             if rank.closed_at is None:
-                self.driver.selector.unregister(rank.connection)
-                rank.connection.close()
-                rank.closed_at = time.monotonic()
+                self.close(rank)
         if self.process.members is None:
             self.process.members = {p for _, _, p, _ in self.process.started}
         self.process.members.discard(process)
@@ -252,31 +250,8 @@ class WorldsGeneration(Generation):
         """A rank left out (its host failed): its process is ended where the driver reaches it,
         so that it cannot come back into a world it is no longer in."""
         if rank.process is not None:
-            _kill(rank.process, signal.SIGKILL)
+            kill_group(rank.process, signal.SIGKILL)
 
-    def stop(self):
-        self.stopped_at = time.monotonic()
-        processes = [p for _, _, p, _ in self.process.started]
-        for process in processes:
-            _kill(process, signal.SIGTERM)
-        deadline = time.monotonic() + KILL_GRACE_S
-        for process in processes:
-            try:
-                process.wait(max(deadline - time.monotonic(), 0.0))
-            except subprocess.TimeoutExpired:
-                _kill(process, signal.SIGKILL)
-                process.wait()
+    def end_launched(self):
+        end_processes([p for _, _, p, _ in self.process.started])
         self.process.poll()
-        for rank in self.ranks:
-            if rank.closed_at is None:
-                self.driver.selector.unregister(rank.connection)
-                rank.connection.close()
-                rank.closed_at = time.monotonic()
-
-
-def _kill(process, signum):
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signum)
-        except ProcessLookupError:
-            pass
