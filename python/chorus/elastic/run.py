@@ -30,7 +30,6 @@ import os
 import shutil
 import sys
 
-from .. import core
 from ..core import (ChorusInternalError, HostsUpdatedInterrupt, grow, rank, reform, shutdown,
                     size)
 from . import worlds
@@ -83,8 +82,7 @@ def _go_on_in_place(link, state, reason):
     if verdict is None or not in_place:
         return False
     if isinstance(verdict, tuple):  # ("open", WORLD): the next world without MPI
-        shutdown()
-        worlds.join(link, verdict[1], core._parameters)
+        worlds.rejoin(link, verdict[1])
     else:
         reform(verdict)
     number = state._resume_in_place()
@@ -117,12 +115,7 @@ def _grow_in_place(link, state, hosts):
         link.growing(state._commits)
     if worlds.enabled():
         # The driver started the added ranks, which wait: every rank opens the next world.
-        shutdown()
-        number = link.opened(VERDICT_WAIT_S)
-        if number is None:
-            raise core.error(core.c.ERR_TIMEOUT, "growing: the elastic driver named no world "
-                             f"within {VERDICT_WAIT_S:g} s")
-        worlds.join(link, number, core._parameters)
+        worlds.rejoin(link, wait_seconds=VERDICT_WAIT_S)
     else:
         command, arguments = _grown_command()
         try:

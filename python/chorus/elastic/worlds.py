@@ -66,11 +66,23 @@ def join_first(parameters=None):
                       "chorusrun --elastic), and it cannot be reached")
     link.hello(int(os.environ.get(RANK_ENVIRONMENT, "0")),
                int(os.environ.get(SIZE_ENVIRONMENT, "1")))
-    number = link.opened(OPEN_WAIT_S)
+    first_world = named(link, OPEN_WAIT_S)
+    join(link, first_world, parameters)
+
+
+def named(link, wait_seconds):
+    """The world the driver names next (`open N`); ChorusInternalError when none comes."""
+    number = link.opened(wait_seconds)
     if number is None:
-        raise _failed(f"the elastic driver named no world to join within {OPEN_WAIT_S:.0f} s")
-    first_world = number
-    join(link, number, parameters)
+        raise _failed(f"the elastic driver named no world to join within {wait_seconds:g} s")
+    return number
+
+
+def rejoin(link, number=None, wait_seconds=None):
+    """Going on in this process: shuts chorus down here and joins world `number` (None: the one
+    the driver names within `wait_seconds`) with the parameters of the last init."""
+    core.shutdown()
+    join(link, named(link, wait_seconds) if number is None else number, core._parameters)
 
 
 def _finish():
