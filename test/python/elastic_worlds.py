@@ -22,14 +22,11 @@ import sys
 import time
 
 from checks import check, counts
+from rank_lines import heard, say
 
 STEPS = 10
 KILLED_AFTER = 5  # the step after whose commit host-a's ranks are killed
 TOKEN = "elastic-worlds-test"
-
-
-def say(*words):
-    print("@", *words, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,13 +82,7 @@ class Member:
 
     def output(self, kind):
         """The words after '@ KIND' on the rank's standard output, or None if it ended."""
-        while True:
-            line = self.process.stdout.readline()
-            if not line:
-                return None
-            words = line.split()
-            if words[:2] == ["@", kind]:
-                return words[2:]
+        return heard(self.process, kind)
 
     def message(self, kind, timeout=60.0):
         """The next driver message of `kind` from this rank, or None."""

@@ -21,6 +21,7 @@ import sys
 import time
 
 from checks import check, counts
+from rank_lines import heard, say
 
 COUNTS = (0, 1, 3, 7, 1013)
 LOST = "host-a"  # the host whose ranks the parent kills: rank 0's
@@ -33,9 +34,6 @@ def inputs(seed, count):
 
 # ---------------------------------------------------------------------------------------------
 # A rank: its lines to the parent start with "@" (anything else on stdout is the library's).
-
-def say(*words):
-    print("@", *words, flush=True)
 
 
 def hear():
@@ -140,13 +138,7 @@ class Rank:
 
     def hear(self, kind):
         """The rank's next line of kind `kind` (its words after it), or None if it ended."""
-        while True:
-            line = self.process.stdout.readline()
-            if not line:
-                return None
-            words = line.split()
-            if words[:1] == ["@"] and words[1:2] == [kind]:
-                return words[2:]
+        return heard(self.process, kind)
 
     def say(self, *words):
         self.process.stdin.write(" ".join(str(w) for w in words) + "\n")
