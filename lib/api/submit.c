@@ -10,6 +10,7 @@
 #include "../core/context.h"
 #include "../core/log.h"
 #include "../core/output_pool.h"
+#include "../gpu/gpu.h"
 #include "../lane/lane.h"
 #include "../transport/shared_heap.h"
 
@@ -144,6 +145,22 @@ static struct request *request_create(const chorus_op_args *args, const char *gr
     request->handle = handle;
     request->submitted_at = clock_seconds();
     return request;
+}
+
+/* A CUDA tensor's ready event on the stream that produces it (gpu_ready_record), which the
+ * background thread waits for before it reads the tensor. */
+static chorus_status record_ready(struct request *request, const chorus_op_args *args)
+{
+    if (args->input.memory != CHORUS_MEMORY_CUDA || request->count == 0)
+        return CHORUS_OK;
+    char error[256];
+    chorus_status status = gpu_ready_record(args->input.device, api_op_cuda_stream(args),
+                                            &request->ready, error, sizeof error);
+    if (status != CHORUS_OK)
+        return REJECT(status, "%s \"%s\": %s", chorus_collective_name(args->collective),
+                      args->name, error);
+    request->release_ready = gpu_ready_release;
+    return CHORUS_OK;
 }
 
 /* An alltoall's rows per rank: the caller's splits, or the rows split evenly. */
@@ -367,6 +384,14 @@ static chorus_status submit_on_lane(struct chorus_context *context, struct lane 
         free(message);
         return REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
     }
+    chorus_status recorded = record_ready(request, args);
+    if (recorded != CHORUS_OK) {
+        /* Likewise: the members agreed on an operation this rank cannot run. */
+        ordered_agreement_free(result.agreed);
+        context_report_failure(context, recorded, chorus_last_error());
+        request_free(request);
+        return recorded;
+    }
     request->ordered = true;
     request->agreed = result.agreed;
     chorus_status status = api_enqueue_ordered(context, request);
@@ -526,6 +551,9 @@ static chorus_status submit(const chorus_op_args *args, size_t count, chorus_han
             status = REJECT(CHORUS_ERR_OUT_OF_MEMORY, "chorus_submit: out of memory");
             goto out;
         }
+        status = record_ready(requests[i], &args[i]);
+        if (status != CHORUS_OK)
+            goto out;
     }
     status = ordered ? api_enqueue_ordered(context, requests[0])
                      : api_enqueue_requests(context, requests, count, !waits);

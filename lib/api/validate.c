@@ -193,7 +193,8 @@ static bool op_args_size_released(size_t struct_size)
         offsetof(chorus_op_args, flags),       /* with process_set */
         offsetof(chorus_op_args, timeout_seconds), /* with flags */
         offsetof(chorus_op_args, error_feedback),  /* with timeout_seconds */
-        sizeof(chorus_op_args), /* with error_feedback and compression_ratio */
+        offsetof(chorus_op_args, cuda_stream), /* with error_feedback and compression_ratio */
+        sizeof(chorus_op_args),                /* with cuda_stream */
     };
     for (size_t i = 0; i < ARRAY_LENGTH(released); i++)
         if (struct_size == released[i])
@@ -228,6 +229,13 @@ double api_op_compression_ratio(const chorus_op_args *args)
                                     sizeof args->compression_ratio
                ? args->compression_ratio
                : 0.0;
+}
+
+void *api_op_cuda_stream(const chorus_op_args *args)
+{
+    return args->struct_size >= offsetof(chorus_op_args, cuda_stream) + sizeof args->cuda_stream
+               ? args->cuda_stream
+               : NULL;
 }
 
 double api_op_timeout(const chorus_op_args *args)
@@ -286,10 +294,11 @@ chorus_status api_validate_op(const chorus_op_args *args, int nranks)
     if (!op_args_size_released(args->struct_size))
         return REJECT(CHORUS_ERR_INVALID_ARGUMENT,
                       "chorus_submit: args.struct_size is %zu, which no released chorus_op_args "
-                      "has (%zu now, %zu before error_feedback, %zu before timeout_seconds, %zu "
-                      "before flags, %zu before process sets); initialize args with "
-                      "CHORUS_OP_ARGS_INIT",
-                      args->struct_size, sizeof *args, offsetof(chorus_op_args, error_feedback),
+                      "has (%zu now, %zu before cuda_stream, %zu before error_feedback, %zu "
+                      "before timeout_seconds, %zu before flags, %zu before process sets); "
+                      "initialize args with CHORUS_OP_ARGS_INIT",
+                      args->struct_size, sizeof *args, offsetof(chorus_op_args, cuda_stream),
+                      offsetof(chorus_op_args, error_feedback),
                       offsetof(chorus_op_args, timeout_seconds),
                       offsetof(chorus_op_args, flags), offsetof(chorus_op_args, process_set));
     if ((api_op_flags(args) & ~CHORUS_OP_ORDERED) != 0)

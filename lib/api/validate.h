@@ -24,6 +24,8 @@ uint64_t api_op_flags(const chorus_op_args *args);
 /* The caller's error_feedback and compression_ratio (NULL and 0 in a struct from before them). */
 void *api_op_error_feedback(const chorus_op_args *args);
 double api_op_compression_ratio(const chorus_op_args *args);
+/* The caller's cuda_stream (NULL, the legacy default stream, in a struct from before it). */
+void *api_op_cuda_stream(const chorus_op_args *args);
 /* The caller's timeout_seconds (0 in a struct from before it). */
 double api_op_timeout(const chorus_op_args *args);
 

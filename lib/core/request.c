@@ -93,6 +93,8 @@ void request_free(struct request *request)
     wire_request_free(&request->desc);
     free(request->splits);
     ordered_agreement_free(request->agreed);
+    if (request->release_ready != NULL)
+        request->release_ready(request->ready);
     free(request);
 }
 

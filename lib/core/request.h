@@ -146,6 +146,10 @@ struct request {
     struct ordered_agreement *agreed; /* ordered, checked by its lane; else NULL */
     struct transfer_args transfer; /* REQUEST_TRANSFER's */
     double submitted_at;
+    /* A CUDA tensor's ready event on its producer's stream (lib/gpu's gpu_ready_record), and
+     * what lets it go when the request is freed; NULL for host tensors. */
+    void *ready;
+    void (*release_ready)(void *ready);
     struct request *next;
     bool strings_inline; /* desc.name and desc.group lie in `strings`, not on their own */
     char strings[];

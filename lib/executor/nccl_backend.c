@@ -51,12 +51,32 @@ static chorus_status ensure_gpu(struct executor *executor, int device, char *err
                               executor->settings->params->timeout_seconds, error, error_size);
 }
 
-/* Whether NCCL cannot run this response's reduction (see gpu_reduce_on_host.c). */
-static bool response_reduces_on_host(const struct wire_response *response)
+/* The communicator (ensure_gpu), then the batch's tensors once the work that produces them has
+ * run on their streams (their ready events): chorus's stream waits for no other. */
+static chorus_status prepare_gpu(struct executor *executor, struct request **requests,
+                                 size_t count, char *error, size_t error_size)
 {
-    return executor_gpu_reduces_on_host((chorus_dtype)response->request.dtype,
-                               (chorus_op)response->request.op, response->request.prescale,
-                               response->request.postscale);
+    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    for (size_t m = 0; status == CHORUS_OK && m < count; m++)
+        if (requests[m] != NULL)
+            status = gpu_ready_wait(executor->gpu, requests[m]->ready, error, error_size);
+    return status;
+}
+
+/* Whether NCCL cannot run this response's reduction (see gpu_reduce_on_host.c). Nor, on one
+ * rank, a scaled sum: NCCL runs a one-rank collective with a kernel of its own
+ * (ncclLaunchOneRank), whose pre-multiplied sum left the last elements of a buffer unscaled on
+ * an H200 with NCCL 2.28.9 (gpu_collectives, 2026-11-30). One rank has nothing to exchange,
+ * so host memory costs two copies there. */
+static bool response_reduces_on_host(const struct executor *executor,
+                                     const struct wire_response *response)
+{
+    const struct wire_request *request = &response->request;
+    double scale = request->prescale * executor_output_factor(response);
+    bool summing = request->op == CHORUS_SUM || request->op == CHORUS_AVERAGE;
+    return executor_gpu_reduces_on_host((chorus_dtype)request->dtype, (chorus_op)request->op,
+                                        request->prescale, request->postscale) ||
+           (executor->nranks == 1 && summing && scale != 1.0);
 }
 
 /* A batch of allreduces of GPU tensors: one NCCL call, through the device's fusion buffer when
@@ -69,7 +89,7 @@ static chorus_status execute_gpu_allreduce(struct executor *executor,
                                            size_t error_size)
 {
     const struct wire_response *first = &responses[members[0]];
-    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    chorus_status status = prepare_gpu(executor, requests, member_count, error, error_size);
     struct gpu_piece *pieces = scratch_reserve(&executor->pieces, member_count * sizeof *pieces);
     if (status != CHORUS_OK)
         return status;
@@ -82,7 +102,7 @@ static chorus_status execute_gpu_allreduce(struct executor *executor,
         pieces[m] = (struct gpu_piece){.input = requests[m]->input,
                                        .output = requests[m]->output,
                                        .count = requests[m]->count};
-    if (response_reduces_on_host(first))
+    if (response_reduces_on_host(executor, first))
         return executor_gpu_allreduce_on_host(executor, pieces, member_count,
                                      (chorus_dtype)first->request.dtype,
                                      (chorus_op)first->request.op, first->request.prescale,
@@ -111,7 +131,7 @@ static chorus_status execute_gpu_broadcast(struct executor *executor,
                                            size_t error_size)
 {
     int root = responses[members[0]].request.root;
-    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    chorus_status status = prepare_gpu(executor, requests, member_count, error, error_size);
     void **buffers = calloc(member_count, sizeof *buffers);
     size_t *bytes = calloc(member_count, sizeof *bytes);
     if (status == CHORUS_OK && (buffers == NULL || bytes == NULL))
@@ -139,7 +159,7 @@ static chorus_status execute_gpu_allgather(struct executor *executor,
                                            size_t error_size)
 {
     size_t p = (size_t)executor->nranks;
-    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    chorus_status status = prepare_gpu(executor, requests, member_count, error, error_size);
     struct gpu_gather *gathers = calloc(member_count, sizeof *gathers);
     size_t *layout = calloc(2 * p * member_count, sizeof *layout);
     size_t *capacities = calloc(member_count, sizeof *capacities);
@@ -177,7 +197,7 @@ static chorus_status execute_gpu_reducescatter(struct executor *executor,
 {
     const struct wire_response *first_response = &responses[members[0]];
     const struct wire_request *desc = &first_response->request;
-    chorus_status status = ensure_gpu(executor, requests[0]->desc.device, error, error_size);
+    chorus_status status = prepare_gpu(executor, requests, member_count, error, error_size);
     if (status != CHORUS_OK)
         return status;
     size_t p = (size_t)executor->nranks, me = (size_t)executor->rank;
@@ -197,7 +217,7 @@ static chorus_status execute_gpu_reducescatter(struct executor *executor,
             status = CHORUS_ERR_OUT_OF_MEMORY;
         scatters[m] = (struct gpu_scatter){requests[m]->input, output, rows, row_elements};
     }
-    if (status == CHORUS_OK && response_reduces_on_host(first_response))
+    if (status == CHORUS_OK && response_reduces_on_host(executor, first_response))
         status = executor_gpu_reducescatter_on_host(executor, scatters, member_count, dtype,
                                            (chorus_op)desc->op, desc->prescale,
                                            executor_output_factor(first_response), error, error_size);
@@ -223,10 +243,9 @@ static chorus_status execute_gpu_alltoall(struct executor *executor,
                                           struct request **requests, char *error,
                                           size_t error_size)
 {
-    (void)member_count; /* never fused */
     const struct wire_response *response = &responses[members[0]];
     struct request *request = requests[0];
-    chorus_status status = ensure_gpu(executor, request->desc.device, error, error_size);
+    chorus_status status = prepare_gpu(executor, requests, member_count, error, error_size);
     if (status != CHORUS_OK)
         return status;
     struct alltoall_plan plan;

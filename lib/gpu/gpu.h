@@ -111,10 +111,26 @@ struct gpu_exchange {
 chorus_status gpu_alltoall(struct gpu_context *context, const struct gpu_exchange *exchange,
                            char *error, size_t error_size);
 
+/* Ordering with the work that produces a tensor. A CUDA program enqueues that work on its own
+ * stream and submits without waiting for it; chorus's stream waits for no other. So the
+ * submitting thread records a ready event on the producer's `stream` (a cudaStream_t; NULL: the
+ * legacy default stream) on `device`, leaving the thread's current device as it was, and the
+ * background thread waits for it (gpu_ready_wait) before it reads the tensor. *ready is NULL
+ * where there is nothing to wait for. Any thread. */
+chorus_status gpu_ready_record(int device, void *stream, void **ready, char *error,
+                               size_t error_size);
+/* Waits, as for the stream's work (bounded, interruptible), until `ready` (NULL: at once) has
+ * passed on the device. */
+chorus_status gpu_ready_wait(struct gpu_context *context, void *ready, char *error,
+                             size_t error_size);
+/* Lets a ready event go (NULL: nothing); its wait, if any, need not have happened. Any thread. */
+void gpu_ready_release(void *ready);
+
 /* Device memory on `device`; NULL on failure. */
 void *gpu_malloc(size_t bytes, int device);
 void gpu_free(void *pointer);
-/* Copies between host and device memory (direction from the pointers). */
+/* Copies between host and device memory (direction from the pointers); the data is in place
+ * when it returns. */
 chorus_status gpu_copy(void *destination, const void *source, size_t bytes);
 /* Which device a pointer belongs to; -1 for host memory or when unknown. */
 int gpu_pointer_device(const void *pointer);

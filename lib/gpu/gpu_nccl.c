@@ -123,11 +123,12 @@ chorus_status gpu_usable(const struct gpu_context *context, char *error, size_t 
  * lost) and chorus, through the interrupt, whether a rank has sent notice that it failed; either
  * aborts the communicator, as does the timeout. The communicator is non-blocking, so work it
  * enqueues is on the stream only once NCCL no longer reports ncclInProgress. */
-chorus_status gpu_wait_for(struct gpu_context *context, enum wait_kind kind, char *error,
-                              size_t error_size)
+static chorus_status wait_polling(struct gpu_context *context, enum wait_kind kind,
+                                  cudaEvent_t ready, char *error, size_t error_size)
 {
-    const char *what = kind == WAIT_SETUP ? "setting up the NCCL communicator"
-                                          : "a collective on the NCCL communicator";
+    const char *what = kind == WAIT_SETUP   ? "setting up the NCCL communicator"
+                       : kind == WAIT_READY ? "the work that produces a GPU tensor (its stream)"
+                                            : "a collective on the NCCL communicator";
     if (context->comm == NULL) /* aborted while the work was enqueued */
         return gpu_usable(context, error, error_size);
     double started = clock_seconds(), yield_until = 0;
@@ -141,11 +142,16 @@ chorus_status gpu_wait_for(struct gpu_context *context, enum wait_kind kind, cha
             return gpu_nccl_failure(code, what, error, error_size);
         }
         if (state == ncclSuccess) {
-            cudaError_t cuda = kind == WAIT_SETUP ? cudaSuccess : cudaStreamQuery(context->stream);
+            cudaError_t cuda = kind == WAIT_SETUP   ? cudaSuccess
+                               : kind == WAIT_READY ? cudaEventQuery(ready)
+                                                    : cudaStreamQuery(context->stream);
             if (cuda == cudaSuccess)
                 return CHORUS_OK;
             if (cuda != cudaErrorNotReady)
-                return gpu_cuda_failure(cuda, "waiting for the GPU stream", error, error_size);
+                return gpu_cuda_failure(cuda,
+                                        kind == WAIT_READY ? "waiting for a GPU tensor's producer"
+                                                           : "waiting for the GPU stream",
+                                        error, error_size);
         }
         if (polls < POLL_SPINS)
             continue;
@@ -173,6 +179,12 @@ chorus_status gpu_wait_for(struct gpu_context *context, enum wait_kind kind, cha
         else
             nanosleep(&(struct timespec){.tv_nsec = POLL_SLEEP_NANOSECONDS}, NULL);
     }
+}
+
+chorus_status gpu_wait_for(struct gpu_context *context, enum wait_kind kind, char *error,
+                           size_t error_size)
+{
+    return wait_polling(context, kind, NULL, error, error_size);
 }
 
 chorus_status gpu_context_create(struct gpu_context **context, int rank, int nranks, int device,
@@ -234,6 +246,45 @@ void gpu_context_destroy(struct gpu_context *context, bool abandon)
     free(context);
 }
 
+chorus_status gpu_ready_record(int device, void *stream, void **ready, char *error,
+                               size_t error_size)
+{
+    *ready = NULL;
+    int current = -1;
+    cudaError_t cuda = cudaGetDevice(&current);
+    if (cuda == cudaSuccess && current != device)
+        cuda = cudaSetDevice(device);
+    cudaEvent_t event = NULL;
+    if (cuda == cudaSuccess)
+        cuda = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    if (cuda == cudaSuccess) {
+        cuda = cudaEventRecord(event, (cudaStream_t)stream);
+        if (cuda != cudaSuccess)
+            cudaEventDestroy(event);
+    }
+    if (current >= 0 && current != device)
+        cudaSetDevice(current);
+    if (cuda != cudaSuccess)
+        return gpu_cuda_failure(cuda, "recording the producer stream's ready event", error,
+                                error_size);
+    *ready = event;
+    return CHORUS_OK;
+}
+
+chorus_status gpu_ready_wait(struct gpu_context *context, void *ready, char *error,
+                             size_t error_size)
+{
+    if (ready == NULL || cudaEventQuery((cudaEvent_t)ready) == cudaSuccess)
+        return CHORUS_OK;
+    return wait_polling(context, WAIT_READY, (cudaEvent_t)ready, error, error_size);
+}
+
+void gpu_ready_release(void *ready)
+{
+    if (ready != NULL)
+        cudaEventDestroy((cudaEvent_t)ready);
+}
+
 void *gpu_malloc(size_t bytes, int device)
 {
     void *pointer = NULL;
@@ -252,7 +303,10 @@ void gpu_free(void *pointer)
 
 chorus_status gpu_copy(void *destination, const void *source, size_t bytes)
 {
-    return cudaMemcpy(destination, source, bytes, cudaMemcpyDefault) == cudaSuccess
+    /* cudaMemcpy from pageable host memory may return before the data has landed on the device;
+     * the legacy stream it runs on has it in place once it is idle. */
+    return cudaMemcpy(destination, source, bytes, cudaMemcpyDefault) == cudaSuccess &&
+                   cudaStreamSynchronize(cudaStreamLegacy) == cudaSuccess
                ? CHORUS_OK
                : CHORUS_ERR_GPU;
 }

@@ -28,6 +28,7 @@ struct gpu_context {
 enum wait_kind {
     WAIT_SETUP,  /* for every rank to join the communicator */
     WAIT_STREAM, /* for the work enqueued on the stream */
+    WAIT_READY,  /* for a producer's ready event (gpu_ready_wait) */
 };
 
 /* CHORUS_ERR_GPU, "<what> failed: <CUDA's or NCCL's text>" in `error`. */

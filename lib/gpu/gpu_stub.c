@@ -91,6 +91,26 @@ chorus_status gpu_alltoall(struct gpu_context *context, const struct gpu_exchang
     return not_built(error, error_size);
 }
 
+chorus_status gpu_ready_record(int device, void *stream, void **ready, char *error,
+                               size_t error_size)
+{
+    (void)device, (void)stream;
+    *ready = NULL;
+    return not_built(error, error_size);
+}
+
+chorus_status gpu_ready_wait(struct gpu_context *context, void *ready, char *error,
+                             size_t error_size)
+{
+    (void)context, (void)ready;
+    return not_built(error, error_size);
+}
+
+void gpu_ready_release(void *ready)
+{
+    (void)ready;
+}
+
 void *gpu_malloc(size_t bytes, int device)
 {
     (void)bytes, (void)device;

@@ -45,7 +45,8 @@ class OpArgs(ctypes.Structure):
                 ("postscale_factor", ctypes.c_double), ("compression", ctypes.c_int),
                 ("splits", ctypes.POINTER(ctypes.c_int64)), ("process_set", ctypes.c_int),
                 ("flags", ctypes.c_uint64), ("timeout_seconds", ctypes.c_double),
-                ("error_feedback", ctypes.c_void_p), ("compression_ratio", ctypes.c_double)]
+                ("error_feedback", ctypes.c_void_p), ("compression_ratio", ctypes.c_double),
+                ("cuda_stream", ctypes.c_void_p)]
 
 
 class Topology(ctypes.Structure):

@@ -408,6 +408,11 @@ def describe(data_pointer, dtype, shape, memory=c.MEMORY_HOST, device=0):
     return tensor
 
 
+# The stream whose work produces a CUDA tensor, as an address (0: the legacy default stream):
+# set by the framework binding (chorus.torch: torch's current stream on the tensor's device).
+cuda_stream_of = None
+
+
 def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.0,
             postscale=1.0, compression=c.COMPRESSION_DEFAULT, splits=None, process_set=0,
             error_feedback=None, compression_ratio=0.0):
@@ -427,6 +432,8 @@ def op_args(collective, name, tensor, output=None, op=c.SUM, root=0, prescale=1.
     args.compression_ratio = compression_ratio
     args.process_set = process_set
     args.error_feedback = error_feedback
+    if tensor.memory == c.MEMORY_CUDA and cuda_stream_of is not None:
+        args.cuda_stream = cuda_stream_of(tensor.device) or None
     if splits is not None:
         # The library copies the splits at submit; the array only has to outlive that call.
         args._splits = (ctypes.c_int64 * len(splits))(*splits)

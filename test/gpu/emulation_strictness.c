@@ -60,6 +60,53 @@ START_TEST(stream_work_is_done_only_when_the_stream_says_so)
 }
 END_TEST
 
+/* A copy from host memory on the legacy stream may land after cudaMemcpy returns, as from
+ * pageable memory on a GPU: a blocking stream sees it, a non-blocking stream only after waiting
+ * for an event recorded behind it. */
+START_TEST(copies_from_the_host_land_late_unless_waited_for)
+{
+    cudaStream_t own, blocking;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreate(&blocking), cudaSuccess);
+    float host[4] = {1, 2, 3, 4}, back[4] = {0};
+    void *device = NULL, *seen_by_own = NULL, *seen_by_blocking = NULL;
+    ck_assert_int_eq(cudaMalloc(&device, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&seen_by_own, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&seen_by_blocking, sizeof host), cudaSuccess);
+    setenv("GPU_EMU_STREAM_DELAY_US", "100000", 1); /* the legacy stream starts at its first use */
+    ck_assert_int_eq(cudaMemcpy(device, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+    unsetenv("GPU_EMU_STREAM_DELAY_US");
+    cudaEvent_t landed;
+    ck_assert_int_eq(cudaEventCreate(&landed), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecord(landed, cudaStreamLegacy), cudaSuccess);
+    ck_assert_int_eq(cudaEventQuery(landed), cudaErrorNotReady);
+    ck_assert_int_eq(cudaMemcpyAsync(seen_by_own, device, sizeof host, cudaMemcpyDeviceToDevice,
+                                     own), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(own), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(back, seen_by_own, sizeof back, cudaMemcpyDefault), cudaSuccess);
+    ck_assert_msg(memcmp(back, host, sizeof host) != 0, "a non-blocking stream waited");
+    ck_assert_int_eq(cudaMemcpyAsync(seen_by_blocking, device, sizeof host,
+                                     cudaMemcpyDeviceToDevice, blocking), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(blocking), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(back, seen_by_blocking, sizeof back, cudaMemcpyDefault),
+                     cudaSuccess);
+    ck_assert_mem_eq(back, host, sizeof host);
+    ck_assert_int_eq(cudaStreamWaitEvent(own, landed, 0), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(seen_by_own, device, sizeof host, cudaMemcpyDeviceToDevice,
+                                     own), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(own), cudaSuccess);
+    ck_assert_int_eq(cudaEventQuery(landed), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(back, seen_by_own, sizeof back, cudaMemcpyDefault), cudaSuccess);
+    ck_assert_mem_eq(back, host, sizeof host);
+    ck_assert_int_eq(cudaEventDestroy(landed), cudaSuccess);
+    cudaFree(device);
+    cudaFree(seen_by_own);
+    cudaFree(seen_by_blocking);
+    cudaStreamDestroy(own);
+    cudaStreamDestroy(blocking);
+}
+END_TEST
+
 /* A communicator of this one process, and a stream for its work. */
 static ncclComm_t one_rank(cudaStream_t *stream)
 {
@@ -232,6 +279,7 @@ int main(void)
     tcase_set_timeout(cases, 30);
     tcase_add_test(cases, host_reads_of_device_memory_crash);
     tcase_add_test(cases, stream_work_is_done_only_when_the_stream_says_so);
+    tcase_add_test(cases, copies_from_the_host_land_late_unless_waited_for);
     tcase_add_test(cases, nccl_refuses_host_buffers_and_ranges_past_an_allocation);
     tcase_add_test(cases, one_rank_reduces_with_a_premultiplied_sum);
     tcase_add_test(cases, unmatched_sends_and_receives_are_errors);

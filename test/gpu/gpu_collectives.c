@@ -4,7 +4,9 @@
  * averages of floats, a postscale on integer sums; 16-bit integers, integer averages and scaled
  * integers through host memory), 500 small tensors fused in the device's fusion
  * buffer, host and device tensors in one step, broadcasts from every root, allgathers of uneven
- * rows (alone and fused) and of even rows (ncclAllGather, fused with the others). Runs on a real GPU and, in CI, on the emulated CUDA runtime and NCCL
+ * rows (alone and fused) and of even rows (ncclAllGather, fused with the others); inputs whose
+ * producing copies are still queued, on the default stream or the caller's, when they are
+ * submitted. Runs on a real GPU and, in CI, on the emulated CUDA runtime and NCCL
  * (test/gpu/emulation). Exits 77 (meson: SKIP) when chorus was built without CUDA, when no
  * device is visible, or when there are fewer devices than ranks on this host.
  */
@@ -13,6 +15,9 @@
 #include "../mpi/mpi_test.h"
 
 #include <math.h>
+#ifdef CHORUS_TEST_CUDA
+#include <cuda_runtime.h>
+#endif
 
 static void *to_device(const void *host, size_t bytes, int device)
 {
@@ -360,6 +365,73 @@ static void check_fused_broadcasts_and_allgathers(int device)
     }
 }
 
+#ifdef CHORUS_TEST_CUDA
+/* Inputs whose producing work is still queued on the producer's stream when they are
+ * submitted: copied from the host behind a long device-to-device copy, on the legacy default
+ * stream (cuda_stream NULL) and then on a non-blocking stream of the caller's own (named in
+ * cuda_stream). chorus must read them only once that work has run; a read before it sees
+ * whatever cudaMalloc left there. One tensor alone (NCCL on the input), then a fused batch. */
+static void check_late_producers(int device)
+{
+    test_step = "late producers";
+    enum { TENSORS = 33 };
+    const size_t busy_bytes = (size_t)64 << 20;
+    cudaStream_t own = NULL;
+    EXPECT(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking) == cudaSuccess,
+           "cudaStreamCreateWithFlags failed");
+    void *busy_from = gpu_malloc(busy_bytes, device), *busy_to = gpu_malloc(busy_bytes, device);
+    EXPECT(busy_from != NULL && busy_to != NULL, "no device memory for the busy copies");
+    for (int round = 0; round < 4 && busy_from != NULL && busy_to != NULL; round++) {
+        bool legacy = round < 2, alone = round % 2 == 0;
+        cudaStream_t stream = legacy ? cudaStreamLegacy : own;
+        size_t tensors = alone ? 1 : TENSORS;
+        float *hosts[TENSORS];
+        void *inputs[TENSORS];
+        size_t counts[TENSORS];
+        chorus_handle *handles[TENSORS];
+        for (int copy = 0; copy < 8; copy++)
+            cudaMemcpyAsync(busy_to, busy_from, busy_bytes, cudaMemcpyDeviceToDevice, stream);
+        for (size_t t = 0; t < tensors; t++) {
+            counts[t] = alone ? 100003 : t * 97 % 1031 + 1;
+            hosts[t] = malloc(counts[t] * sizeof(float));
+            reference_fill(hosts[t], counts[t], CHORUS_FLOAT32, CHORUS_SUM, 300 + 50 * round + t,
+                           test_rank);
+            inputs[t] = gpu_malloc(counts[t] * sizeof(float), device);
+            cudaMemcpyAsync(inputs[t], hosts[t], counts[t] * sizeof(float),
+                            cudaMemcpyHostToDevice, stream);
+            chorus_op_args args = CHORUS_OP_ARGS_INIT;
+            char name[48];
+            snprintf(name, sizeof name, "gpu.late.%d.%zu", round, t);
+            args.name = name;
+            args.input = (chorus_tensor){.data = inputs[t], .dtype = CHORUS_FLOAT32, .ndims = 1,
+                                         .shape = {(int64_t)counts[t]},
+                                         .memory = CHORUS_MEMORY_CUDA, .device = device};
+            args.op = CHORUS_SUM;
+            args.postscale_factor = 2.0;
+            args.cuda_stream = legacy ? NULL : (void *)own;
+            EXPECT_STATUS(chorus_submit(&args, &handles[t]), CHORUS_OK);
+        }
+        for (size_t t = 0; t < tensors; t++) {
+            EXPECT_STATUS(chorus_wait(handles[t]), CHORUS_OK);
+            chorus_handle_free(handles[t]);
+            gpu_copy(hosts[t], inputs[t], counts[t] * sizeof(float));
+            char why[256];
+            EXPECT(reference_check_allreduce(hosts[t], counts[t], CHORUS_FLOAT32, CHORUS_SUM,
+                                             test_size, NULL, 300 + 50 * round + t, 1.0, 2.0,
+                                             why, sizeof why) < 0,
+                   "%s stream, %s, tensor %zu: %s", legacy ? "default" : "own",
+                   alone ? "alone" : "fused", t, why);
+            gpu_free(inputs[t]);
+            free(hosts[t]);
+        }
+    }
+    gpu_free(busy_from);
+    gpu_free(busy_to);
+    if (own != NULL)
+        cudaStreamDestroy(own);
+}
+#endif
+
 int main(int argc, char **argv)
 {
     if (!gpu_compiled() || gpu_device_count() == 0) {
@@ -397,6 +469,9 @@ int main(int argc, char **argv)
     check_lossy_compression(device);
     check_mixed_host_and_device(device);
     check_fused_batch(device);
+#ifdef CHORUS_TEST_CUDA
+    check_late_producers(device);
+#endif
     check_adasum(device);
     check_fused_broadcasts_and_allgathers(device);
 

@@ -45,6 +45,7 @@ int main(void)
     FIELD("OpArgs", chorus_op_args, timeout_seconds);
     FIELD("OpArgs", chorus_op_args, error_feedback);
     FIELD("OpArgs", chorus_op_args, compression_ratio);
+    FIELD("OpArgs", chorus_op_args, cuda_stream);
 
     STRUCT("Topology", chorus_topology);
     FIELD("Topology", chorus_topology, struct_size);

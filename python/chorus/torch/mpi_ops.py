@@ -17,6 +17,7 @@ from .builds import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled,
 from .compression import Compression, _ratio, _residual_address, _residuals, _wire
 
 from .. import _library as c
+from .. import core as _core
 from ..core import check
 from ..core import (ChorusInternalError, default_name, describe, op_args, rank, submit,
                    submit_group)
@@ -28,6 +29,15 @@ from .process_sets import ProcessSet, _set_id, _set_rank, _set_size, add_process
 Sum, Average, Min, Max, Product = c.SUM, c.AVERAGE, c.MIN, c.MAX, c.PRODUCT
 _OPS = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product",
         c.ADASUM: "Adasum"}
+
+
+def _current_stream(device):
+    """A CUDA tensor's producer: torch's current stream on its device (chorus waits for the
+    work queued there before it reads the tensor)."""
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+_core.cuda_stream_of = _current_stream
 
 
 # Horovod's adaptive summation (see chorus.h): allreduce of float32 and float64 CPU tensors.

@@ -270,6 +270,8 @@ struct CUstream_st {
     struct emulation_operation *head, *tail;
     bool stopping;
     long delay_us; /* GPU_EMU_STREAM_DELAY_US when the stream was made */
+    bool blocking; /* made without cudaStreamNonBlocking: in step with the legacy stream */
+    bool legacy;   /* the legacy default stream itself */
     pthread_t thread;
     struct CUstream_st *next_stream; /* in the list of live streams */
 };
@@ -310,12 +312,33 @@ static bool is_default_stream(cudaStream_t stream)
     return stream == NULL || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
 }
 
-void emulation_enqueue(struct CUstream_st *stream, void (*run)(void *context), void *context)
+/* The legacy default stream (also standing in for the per-thread one): a stream like any
+ * other here, made at its first use, so that work a program leaves on it (a copy from pageable
+ * memory, a kernel) runs late too. As on a GPU, work on it waits for the work enqueued before on
+ * every blocking stream, and work on a blocking stream for the work enqueued before on it;
+ * non-blocking streams (chorus's) wait for neither. */
+static struct CUstream_st *legacy_stream;
+static pthread_once_t legacy_once = PTHREAD_ONCE_INIT;
+
+static void make_legacy_stream(void)
 {
-    if (is_default_stream(stream)) {
-        run(context);
-        return;
-    }
+    if (cudaStreamCreateWithFlags(&legacy_stream, cudaStreamDefault) != cudaSuccess)
+        legacy_stream = NULL;
+    else
+        legacy_stream->legacy = true, legacy_stream->blocking = false;
+}
+
+static struct CUstream_st *resolve_stream(cudaStream_t stream)
+{
+    if (!is_default_stream(stream))
+        return stream;
+    pthread_once(&legacy_once, make_legacy_stream);
+    return legacy_stream;
+}
+
+static void enqueue_in_order(struct CUstream_st *stream, void (*run)(void *context),
+                             void *context)
+{
     struct emulation_operation *operation = calloc(1, sizeof *operation);
     if (operation == NULL) {
         run(context); /* out of memory: at least in order */
@@ -333,15 +356,36 @@ void emulation_enqueue(struct CUstream_st *stream, void (*run)(void *context), v
     pthread_mutex_unlock(&stream->lock);
 }
 
+static void order_after(struct CUstream_st *waiter, struct CUstream_st *waited);
+
+void emulation_enqueue(struct CUstream_st *stream, void (*run)(void *context), void *context)
+{
+    stream = resolve_stream(stream);
+    if (stream == NULL) { /* the legacy stream could not be made: at least in order */
+        run(context);
+        return;
+    }
+    if (stream->legacy) {
+        pthread_mutex_lock(&streams_lock);
+        for (struct CUstream_st *other = streams; other != NULL; other = other->next_stream)
+            if (other->blocking)
+                order_after(stream, other);
+        pthread_mutex_unlock(&streams_lock);
+    } else if (stream->blocking && legacy_stream != NULL) {
+        order_after(stream, legacy_stream);
+    }
+    enqueue_in_order(stream, run, context);
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *created, unsigned int flags)
 {
-    (void)flags;
     struct CUstream_st *stream = calloc(1, sizeof *stream);
     if (stream == NULL)
         return fail(cudaErrorMemoryAllocation);
     pthread_mutex_init(&stream->lock, NULL);
     pthread_cond_init(&stream->changed, NULL);
     stream->delay_us = emulation_fault_setting("GPU_EMU_STREAM_DELAY_US");
+    stream->blocking = (flags & cudaStreamNonBlocking) == 0;
     if (pthread_create(&stream->thread, NULL, stream_main, stream) != 0) {
         free(stream);
         return fail(cudaErrorMemoryAllocation);
@@ -361,7 +405,8 @@ cudaError_t cudaStreamCreate(cudaStream_t *created)
 
 cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
-    if (is_default_stream(stream))
+    stream = resolve_stream(stream);
+    if (stream == NULL)
         return cudaSuccess;
     pthread_mutex_lock(&stream->lock);
     bool idle = stream->head == NULL;
@@ -371,7 +416,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
-    if (is_default_stream(stream))
+    stream = resolve_stream(stream);
+    if (stream == NULL)
         return cudaSuccess;
     pthread_mutex_lock(&stream->lock);
     while (stream->head != NULL)
@@ -419,6 +465,168 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
     pthread_mutex_destroy(&stream->lock);
     pthread_cond_destroy(&stream->changed);
     free(stream);
+    return cudaSuccess;
+}
+
+/* ----- events ------------------------------------------------------------------------------- */
+
+/* An event counts its records and how far its stream has got: it has passed once the last
+ * record's marker has run. Markers and waits on streams hold references, so that a program may
+ * destroy an event while they are pending, as CUDA allows. */
+struct CUevent_st {
+    pthread_mutex_t lock;
+    pthread_cond_t passed;
+    uint64_t recorded, reached;
+    int references;
+};
+
+struct event_step {
+    struct CUevent_st *event;
+    uint64_t target;
+};
+
+static void event_release(struct CUevent_st *event)
+{
+    pthread_mutex_lock(&event->lock);
+    bool last = --event->references == 0;
+    pthread_mutex_unlock(&event->lock);
+    if (!last)
+        return;
+    pthread_mutex_destroy(&event->lock);
+    pthread_cond_destroy(&event->passed);
+    free(event);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *created, unsigned int flags)
+{
+    (void)flags; /* no timing either way */
+    struct CUevent_st *event = calloc(1, sizeof *event);
+    if (event == NULL)
+        return fail(cudaErrorMemoryAllocation);
+    pthread_mutex_init(&event->lock, NULL);
+    pthread_cond_init(&event->passed, NULL);
+    event->references = 1;
+    *created = event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *created)
+{
+    return cudaEventCreateWithFlags(created, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    if (event == NULL)
+        return fail(cudaErrorInvalidResourceHandle);
+    event_release(event);
+    return cudaSuccess;
+}
+
+/* An enqueued step of an event: `target` records; NULL when out of memory. */
+static struct event_step *event_step(struct CUevent_st *event, bool record)
+{
+    struct event_step *step = malloc(sizeof *step);
+    if (step == NULL)
+        return NULL;
+    pthread_mutex_lock(&event->lock);
+    if (record)
+        event->recorded++;
+    step->event = event;
+    step->target = event->recorded;
+    event->references++;
+    pthread_mutex_unlock(&event->lock);
+    return step;
+}
+
+static void run_marker(void *context)
+{
+    struct event_step *step = context;
+    pthread_mutex_lock(&step->event->lock);
+    if (step->event->reached < step->target)
+        step->event->reached = step->target;
+    pthread_cond_broadcast(&step->event->passed);
+    pthread_mutex_unlock(&step->event->lock);
+    event_release(step->event);
+    free(step);
+}
+
+static void run_event_wait(void *context)
+{
+    struct event_step *step = context;
+    pthread_mutex_lock(&step->event->lock);
+    while (step->event->reached < step->target)
+        pthread_cond_wait(&step->event->passed, &step->event->lock);
+    pthread_mutex_unlock(&step->event->lock);
+    event_release(step->event);
+    free(step);
+}
+
+/* `waiter` runs nothing more until the work enqueued so far on `waited` has run (nothing to do
+ * where `waited` is idle). */
+static void order_after(struct CUstream_st *waiter, struct CUstream_st *waited)
+{
+    pthread_mutex_lock(&waited->lock);
+    bool idle = waited->head == NULL;
+    pthread_mutex_unlock(&waited->lock);
+    struct CUevent_st *event = NULL;
+    if (idle || cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess)
+        return;
+    struct event_step *mark = event_step(event, true), *wait = event_step(event, false);
+    if (mark != NULL && wait != NULL) {
+        enqueue_in_order(waited, run_marker, mark);
+        enqueue_in_order(waiter, run_event_wait, wait);
+    } else { /* out of memory: unordered rather than stuck */
+        if (mark != NULL)
+            event_release(event), free(mark);
+        if (wait != NULL)
+            event_release(event), free(wait);
+    }
+    event_release(event);
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    if (event == NULL)
+        return fail(cudaErrorInvalidResourceHandle);
+    struct event_step *step = event_step(event, true);
+    if (step == NULL)
+        return fail(cudaErrorMemoryAllocation);
+    emulation_enqueue(stream, run_marker, step);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    if (event == NULL)
+        return fail(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&event->lock);
+    bool passed = event->reached >= event->recorded;
+    pthread_mutex_unlock(&event->lock);
+    return passed ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    if (event == NULL)
+        return fail(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&event->lock);
+    uint64_t target = event->recorded;
+    while (event->reached < target)
+        pthread_cond_wait(&event->passed, &event->lock);
+    pthread_mutex_unlock(&event->lock);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    (void)flags;
+    if (event == NULL)
+        return fail(cudaErrorInvalidResourceHandle);
+    struct event_step *step = event_step(event, false);
+    if (step == NULL)
+        return fail(cudaErrorMemoryAllocation);
+    emulation_enqueue(stream, run_event_wait, step);
     return cudaSuccess;
 }
 
@@ -502,7 +710,40 @@ cudaError_t cudaMemcpy2DAsync(void *to, size_t to_pitch, const void *from, size_
     return cudaSuccess;
 }
 
+/* A copy from host memory whose source was taken at the call (staged), as CUDA stages pageable
+ * memory. */
+struct staged_copy {
+    unsigned char *to;
+    size_t bytes;
+    unsigned char from[];
+};
+
+static void run_staged_copy(void *context)
+{
+    struct staged_copy *copy = context;
+    memcpy(copy->to, copy->from, copy->bytes);
+    free(copy);
+}
+
+/* On the legacy stream, after its earlier work. As on a GPU, a copy from host memory to the
+ * device returns once the source is staged, possibly before the data lands on the device (a
+ * later copy or kernel on the legacy stream sees it; another stream must wait for it); other
+ * copies return once done. */
 cudaError_t cudaMemcpy(void *to, const void *from, size_t bytes, enum cudaMemcpyKind kind)
 {
-    return cudaMemcpyAsync(to, from, bytes, kind, NULL);
+    if (bytes > 0 && emulation_is_device(to) && !emulation_is_device(from)) {
+        unsigned char *to_view = emulation_host_view(to, bytes);
+        if (to_view == NULL || from == NULL)
+            return fail(cudaErrorInvalidValue);
+        struct staged_copy *copy = malloc(sizeof *copy + bytes);
+        if (copy == NULL)
+            return fail(cudaErrorMemoryAllocation);
+        copy->to = to_view;
+        copy->bytes = bytes;
+        memcpy(copy->from, from, bytes);
+        emulation_enqueue(NULL, run_staged_copy, copy);
+        return cudaSuccess;
+    }
+    cudaError_t code = cudaMemcpyAsync(to, from, bytes, kind, NULL);
+    return code == cudaSuccess ? cudaStreamSynchronize(NULL) : code;
 }

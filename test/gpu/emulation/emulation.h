@@ -9,7 +9,11 @@
  * - Streams run later. Work enqueued on a stream runs on a thread of its own, in stream order,
  *   after GPU_EMU_STREAM_DELAY_US (default 0) per operation; cudaStreamQuery answers
  *   cudaErrorNotReady until it has run, so code that reads a result without waiting sees stale
- *   data.
+ *   data. The legacy default stream is such a stream too, and cudaMemcpy from host memory to
+ *   the device returns before the data lands, as from pageable memory on a GPU. Blocking
+ *   streams keep step with the legacy stream; non-blocking ones (chorus's) wait for other
+ *   streams only through events (cudaEventRecord, cudaStreamWaitEvent, cudaEventQuery), so a
+ *   tensor read before its producer's work has run is stale here as on a GPU.
  * - NCCL communicators span the processes of one host through shared memory named by the unique
  *   id. ncclCommInitRank blocks until every rank has arrived; collectives run on the stream and
  *   wait there for every rank's data.
