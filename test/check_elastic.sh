@@ -332,16 +332,17 @@ if wanted g && [ "${CASES:-}" != "" ]; then
   start_job "$work/g.log" --min-np 2 --max-np 3
   cooldown=600 extra=""
   seen=0
-  while [ $done_faults -lt "$faults" ]; do
-    # 10 steps on all 3 hosts since the last fault (2 minutes at most)
+  # 10 steps on all 3 hosts since the last fault (2 minutes at most)
+  ten_full_steps() {
     for _ in $(seq 1 1200); do
-      [ "$(full_steps "$work/g.log")" -ge $((seen + 10)) ] && break
+      [ "$(full_steps "$work/g.log")" -ge $((seen + 10)) ] && return 0
       sleep 0.1
     done
-    if [ "$(full_steps "$work/g.log")" -lt $((seen + 10)) ]; then
-      problems="$problems; no 10 steps on 3 hosts after fault $done_faults"
-      break
-    fi
+    problems="$problems; no 10 steps on 3 hosts after fault $done_faults"
+    return 1
+  }
+  while [ $done_faults -lt "$faults" ]; do
+    ten_full_steps || break
     done_faults=$((done_faults + 1))
     host=$(( done_faults % 3 + 1 ))
     before=$(grep -c "goes on in the surviving processes" "$work/g.log")
@@ -361,6 +362,8 @@ if wanted g && [ "${CASES:-}" != "" ]; then
       in_place=$((in_place + 1))
     seen=$(full_steps "$work/g.log")
   done
+  # the last fault's host back too before the job ends
+  [ -n "$problems" ] || ten_full_steps
   touch "$work/stop"
   wait $job
   status=$?

@@ -17,6 +17,23 @@ from . import protocol, worlds
 from .elastic import GROW_DEADLINE_S, Generation, end_processes, kill_group, say
 from .options import environment_forwards
 
+# Before the driver starts ranks on an added host (or one back from its cooldown), a probe
+# started there the same way must reach the driver within PROBE_S: a host whose network is
+# still cut would otherwise take a rank that waits for the driver until GROW_DEADLINE_S.
+PROBE_S = 5.0
+PROBE_QUICK_S = 0.5
+PROBE = ("import socket, sys; c = socket.create_connection((sys.argv[1], int(sys.argv[2])), "
+         "float(sys.argv[3])); c.sendall(b'probe\\n'); c.close()")
+
+
+def end_now(process):
+    """Kills a started process's group and reaps it."""
+    kill_group(process, signal.SIGKILL)
+    try:
+        process.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        pass
+
 
 class RankProcesses:
     """The generation's rank processes, seen as one launcher process by the watch: it has ended
@@ -60,6 +77,7 @@ class WorldsGeneration(Generation):
         self.world = 0
         self.joining = {}  # the processes of added hosts' ranks -> their Rank once they said hello
         self.grow_told = False  # the running ranks were told to add the joining ones
+        self.probes = {}  # added host -> (its probe's Popen, when it started): see reachable
 
     def launch(self):
         rank = 0
@@ -67,6 +85,28 @@ class WorldsGeneration(Generation):
             for _ in range(slots):
                 self.start(host, rank, self.np)
                 rank += 1
+
+    @staticmethod
+    def local(host):
+        return host in {"localhost", "127.0.0.1", socket.gethostname(),
+                        socket.gethostname().split(".")[0]}
+
+    def run_on(self, host, words, settings):
+        """Starts `words` on `host` with `settings` in its environment: directly on this
+        machine, else through the rsh agent."""
+        if self.local(host):
+            command, environment = words, dict(os.environ, **settings)
+        else:
+            agent = shlex.split(os.environ.get("OMPI_MCA_plm_rsh_agent") or "ssh")
+            passed = {n: os.environ[n] for n in environment_forwards()}
+            passed.update(settings)
+            command = agent + [host] + [shlex.quote(w) for w in
+                                        ["env"] + [f"{n}={v}" for n, v in passed.items()]
+                                        + words]
+            environment = None
+        if self.driver.options.verbose:
+            say(f"on {host}: {' '.join(command)}")
+        return subprocess.Popen(command, env=environment, start_new_session=True)
 
     def start(self, host, rank, size):
         """Starts the program on `host` as a rank meant to be `rank` of `size`."""
@@ -79,21 +119,7 @@ class WorldsGeneration(Generation):
             name, _, value = forward.partition("=")
             if value or name in os.environ:
                 settings[name] = value or os.environ[name]
-        if host in {"localhost", "127.0.0.1", socket.gethostname(),
-                    socket.gethostname().split(".")[0]}:
-            command = options.program
-            environment = dict(os.environ, **settings)
-        else:
-            agent = shlex.split(os.environ.get("OMPI_MCA_plm_rsh_agent") or "ssh")
-            passed = {n: os.environ[n] for n in environment_forwards()}
-            passed.update(settings)
-            command = agent + [host] + [shlex.quote(w) for w in
-                                        ["env"] + [f"{n}={v}" for n, v in passed.items()]
-                                        + options.program]
-            environment = None
-        if options.verbose:
-            say(f"rank {rank} on {host}: {' '.join(command)}")
-        process = subprocess.Popen(command, env=environment, start_new_session=True)
+        process = self.run_on(host, options.program, settings)
         self.process.started.append([host, rank, process, False])
         if self.process.members is not None:
             self.process.members.add(process)
@@ -166,7 +192,9 @@ class WorldsGeneration(Generation):
         which wait for the next world; once all said hello the others are told to grow at their
         next commit. Anything else as Generation does (the ranks leave, the job restarts)."""
         if self.joining:
-            self.drop_lost_joiners()
+            self.drop_lost_joiners()  # which may leave their hosts out: ask the blacklist again
+            available = {h: s for h, s in available.items()
+                         if not self.driver.blacklist.blocked(h)}
         removed = [h for h in self.placement if h not in available]
         added = {h: s for h, s in available.items() if h not in self.placement}
         limit = self.driver.options.max_np
@@ -174,6 +202,9 @@ class WorldsGeneration(Generation):
             return super().notify_hosts(available)
         if self.joining or self.rebuilding or self.grow_hosts is not None or \
                 (limit is not None and self.np >= limit):
+            return None
+        added = self.reachable(added)
+        if not added:
             return None
         hosts = [h for h in sorted(added) for _ in range(added[h])]
         hosts = hosts[:max(limit - self.np, 0)] if limit is not None else hosts
@@ -186,6 +217,43 @@ class WorldsGeneration(Generation):
         say(f"hosts added ({', '.join(sorted(set(hosts)))}): their {len(hosts)} rank(s) start, "
             "and the ranks add them in place at their next commit")
         return None
+
+    def reachable(self, added):
+        """The added hosts whose probe reached the driver, once every added host's probe has
+        ended; {} meanwhile. A host whose probe failed or took over PROBE_S is left out for a
+        cooldown (which doubles with each failure), as a host whose ranks failed."""
+        _, driver_host, port = protocol.split_driver_address(
+            protocol.driver_address(self.driver.token, self.driver.address))
+        now = time.monotonic()
+        new = [h for h in added if h not in self.probes and not self.local(h)]
+        for host in new:
+            words = ["python3", "-c", PROBE, driver_host, str(port), str(PROBE_S)]
+            self.probes[host] = (self.run_on(host, words, {}), now)
+        # A reachable host answers in a fraction of a second: wait that long for new probes
+        # rather than a discovery interval.
+        while new and time.monotonic() - now < PROBE_QUICK_S and \
+                any(self.probes[h][0].poll() is None for h in new):
+            time.sleep(0.01)
+        now = time.monotonic()
+        reached = {}
+        for host in added:
+            process, started = self.probes.get(host, (None, now))
+            if process is None:
+                reached[host] = added[host]
+            elif process.poll() is None and now - started < PROBE_S:
+                return {}
+        for host in added:
+            process, _ = self.probes.pop(host, (None, now))
+            if process is None:
+                continue
+            if process.poll() == 0:
+                reached[host] = added[host]
+                continue
+            end_now(process)
+            seconds = self.driver.blacklist.add(host)
+            say(f"host {host} is available but does not reach the driver yet (a probe started "
+                f"there did not connect within {PROBE_S:g} s): left out for {seconds:g} s")
+        return reached
 
     @staticmethod
     def hosts_to_grow_onto(available):
@@ -212,7 +280,7 @@ class WorldsGeneration(Generation):
 
     def drop_joiner(self, process, why):
         """An added rank that will not join: ended, and no longer watched or waited for."""
-        kill_group(process, signal.SIGKILL)
+        end_now(process)
         rank = self.joining.pop(process)
         if rank is not None:
             rank.retired = True
@@ -222,6 +290,9 @@ class WorldsGeneration(Generation):
         if self.process.members is None:
             self.process.members = {p for _, _, p, _ in self.process.started}
         self.process.members.discard(process)
+        # Forgotten, so that a rank started later on the same host as the same rank cannot be
+        # taken for this one when it says hello (claim).
+        self.process.started = [e for e in self.process.started if e[2] is not process]
         if why:
             say(why)
 
