@@ -154,7 +154,8 @@ static chorus_status record_ready(struct request *request, const chorus_op_args 
     if (args->input.memory != CHORUS_MEMORY_CUDA || request->count == 0)
         return CHORUS_OK;
     char error[256];
-    chorus_status status = gpu_ready_record(args->input.device, api_op_cuda_stream(args),
+    request->cuda_stream = api_op_cuda_stream(args);
+    chorus_status status = gpu_ready_record(args->input.device, request->cuda_stream,
                                             &request->ready, error, sizeof error);
     if (status != CHORUS_OK)
         return REJECT(status, "%s \"%s\": %s", chorus_collective_name(args->collective),

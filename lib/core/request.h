@@ -150,6 +150,7 @@ struct request {
      * what lets it go when the request is freed; NULL for host tensors. */
     void *ready;
     void (*release_ready)(void *ready);
+    void *cuda_stream; /* a CUDA tensor's chorus_op_args.cuda_stream: where its output is read */
     struct request *next;
     bool strings_inline; /* desc.name and desc.group lie in `strings`, not on their own */
     char strings[];

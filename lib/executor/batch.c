@@ -68,7 +68,7 @@ void *executor_gathered_output(struct executor *executor, const struct wire_resp
     *capacity = bytes;
     void *output = request == NULL ? executor_stand_in_buffer(executor, bytes)
                    : response->request.device != DEVICE_HOST
-                       ? gpu_malloc(bytes, request->desc.device)
+                       ? gpu_output_alloc(executor->gpu, bytes, request->cuda_stream)
                        : output_pool_take(bytes, capacity);
     if (output == NULL)
         snprintf(error, error_size, "%s \"%s\": cannot allocate %zu bytes of output",
@@ -82,7 +82,7 @@ void *executor_gathered_output(struct executor *executor, const struct wire_resp
 static void release_device_output(void *data, size_t capacity)
 {
     (void)capacity;
-    gpu_free(data);
+    gpu_output_free(data);
 }
 
 static void deliver_output(const struct wire_response *response, struct request *request,
@@ -111,7 +111,7 @@ void executor_settle_output(const struct wire_response *response, struct request
     if (status == CHORUS_OK)
         deliver_output(response, request, output, capacity, rows);
     else if (response->request.device != DEVICE_HOST)
-        gpu_free(output);
+        gpu_output_free(output);
     else
         output_pool_give(output, capacity);
 }

@@ -126,6 +126,15 @@ chorus_status gpu_ready_wait(struct gpu_context *context, void *ready, char *err
 /* Lets a ready event go (NULL: nothing); its wait, if any, need not have happened. Any thread. */
 void gpu_ready_release(void *ready);
 
+/* Device memory for an output that a handle will own (an allgather's, reducescatter's or
+ * alltoall's): taken in order on the context's stream from chorus's memory pool on the device
+ * (cudaMallocFromPoolAsync: no device-wide synchronization, and memory freed before is reused),
+ * and given back by gpu_output_free in order on `consumer`, the stream its caller reads it on
+ * (the request's cuda_stream; NULL: the legacy default stream), so that the pool reuses it
+ * only after the work queued there before the handle was freed. NULL on failure. */
+void *gpu_output_alloc(struct gpu_context *context, size_t bytes, void *consumer);
+void gpu_output_free(void *pointer);
+
 /* Device memory on `device`; NULL on failure. */
 void *gpu_malloc(size_t bytes, int device);
 void gpu_free(void *pointer);

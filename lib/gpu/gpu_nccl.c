@@ -12,6 +12,7 @@
 
 #include "../core/dtype.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,7 +244,89 @@ void gpu_context_destroy(struct gpu_context *context, bool abandon)
         ncclCommDestroy(context->comm);
     cudaStreamDestroy(context->stream);
     cudaFree(context->fusion);
+    if (context->outputs != NULL) /* outputs handles still own keep it until they are freed */
+        cudaMemPoolDestroy(context->outputs);
     free(context);
+}
+
+/* The outputs handles own, with the stream each is freed on (gpu_output_free): few at a time. */
+struct owned_output {
+    void *pointer;
+    cudaStream_t consumer;
+};
+static pthread_mutex_t owned_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct owned_output *owned;
+static size_t owned_count, owned_capacity;
+
+static bool own_output(void *pointer, cudaStream_t consumer)
+{
+    pthread_mutex_lock(&owned_lock);
+    if (owned_count == owned_capacity) {
+        size_t capacity = owned_capacity ? 2 * owned_capacity : 64;
+        struct owned_output *grown = realloc(owned, capacity * sizeof *grown);
+        if (grown == NULL) {
+            pthread_mutex_unlock(&owned_lock);
+            return false;
+        }
+        owned = grown;
+        owned_capacity = capacity;
+    }
+    owned[owned_count++] = (struct owned_output){pointer, consumer};
+    pthread_mutex_unlock(&owned_lock);
+    return true;
+}
+
+void *gpu_output_alloc(struct gpu_context *context, size_t bytes, void *consumer)
+{
+    if (context == NULL)
+        return NULL;
+    cudaSetDevice(context->device);
+    if (context->outputs == NULL) {
+        struct cudaMemPoolProps properties = {0};
+        properties.allocType = cudaMemAllocationTypePinned;
+        properties.location.type = cudaMemLocationTypeDevice;
+        properties.location.id = context->device;
+        if (cudaMemPoolCreate(&context->outputs, &properties) != cudaSuccess) {
+            cudaGetLastError();
+            context->outputs = NULL;
+            return NULL;
+        }
+        /* Kept for reuse until chorus shuts down, as a framework's caching allocator does:
+         * giving memory back at each synchronization would cost a cudaMalloc per call again. */
+        uint64_t keep = UINT64_MAX;
+        cudaMemPoolSetAttribute(context->outputs, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    void *pointer = NULL;
+    if (cudaMallocFromPoolAsync(&pointer, bytes ? bytes : 1, context->outputs,
+                                context->stream) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    if (!own_output(pointer, consumer != NULL ? (cudaStream_t)consumer : cudaStreamLegacy)) {
+        cudaFreeAsync(pointer, context->stream);
+        return NULL;
+    }
+    return pointer;
+}
+
+void gpu_output_free(void *pointer)
+{
+    if (pointer == NULL)
+        return;
+    cudaStream_t consumer = NULL;
+    bool found = false;
+    pthread_mutex_lock(&owned_lock);
+    for (size_t i = owned_count; i-- > 0 && !found;)
+        if (owned[i].pointer == pointer) {
+            consumer = owned[i].consumer;
+            owned[i] = owned[--owned_count];
+            found = true;
+        }
+    pthread_mutex_unlock(&owned_lock);
+    if (found)
+        cudaFreeAsync(pointer, consumer);
+    else
+        cudaFree(pointer);
 }
 
 chorus_status gpu_ready_record(int device, void *stream, void **ready, char *error,

@@ -21,6 +21,7 @@ struct gpu_context {
     int nranks;
     void *fusion; /* the fusion buffer on `device`; NULL until a fused batch needs one */
     size_t fusion_bytes;
+    cudaMemPool_t outputs; /* the handles' outputs (gpu_output_alloc); NULL until first use */
     struct gpu_interrupt interrupt;
     double timeout_seconds; /* 0: wait as long as it takes */
 };

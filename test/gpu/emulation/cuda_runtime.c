@@ -223,12 +223,68 @@ cudaError_t cudaMalloc(void **pointer, size_t bytes)
 
 static cudaError_t synchronize_all_streams(void);
 
+static cudaError_t release_allocation(void *pointer);
+
 cudaError_t cudaFree(void *pointer)
 {
     if (pointer == NULL)
         return cudaSuccess;
     /* As on a GPU, freeing waits for the work that may still use the memory. */
     synchronize_all_streams();
+    return release_allocation(pointer);
+}
+
+/* ----- stream-ordered memory: one pool's memory is any allocation here, unmapped in stream
+ * order, so that work that still uses it on another stream, unordered, faults. ---------------- */
+
+struct CUmemPoolHandle_st {
+    int device;
+};
+
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *properties)
+{
+    *pool = calloc(1, sizeof **pool);
+    if (*pool == NULL)
+        return fail(cudaErrorMemoryAllocation);
+    (*pool)->device = properties->location.id;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attribute,
+                                    void *value)
+{
+    (void)attribute, (void)value;
+    return pool != NULL ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool)
+{
+    free(pool); /* its allocations stay valid until freed, as CUDA allows */
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocFromPoolAsync(void **pointer, size_t bytes, cudaMemPool_t pool,
+                                    cudaStream_t stream)
+{
+    (void)stream; /* mapped at once: earlier than on a GPU, never later */
+    return pool != NULL ? cudaMalloc(pointer, bytes) : fail(cudaErrorInvalidValue);
+}
+
+static void run_release(void *pointer)
+{
+    release_allocation(pointer);
+}
+
+cudaError_t cudaFreeAsync(void *pointer, cudaStream_t stream)
+{
+    if (pointer == NULL)
+        return cudaSuccess;
+    emulation_enqueue(stream, run_release, pointer);
+    return cudaSuccess;
+}
+
+static cudaError_t release_allocation(void *pointer)
+{
     pthread_mutex_lock(&allocations_lock);
     struct allocation *allocation = find_allocation(pointer);
     if (allocation == NULL || allocation->device != pointer) {
