@@ -10,6 +10,7 @@
 
 #include <chorus_query.h>
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -309,6 +310,12 @@ double measure_sweep_size(const struct measure_sweep *sweep, enum measure_path p
         run.displacements[r] = r * run.counts[r];
     }
     run.buffer = buffer_alloc(sweep, bytes);
+    if (run.buffer == NULL) {
+        fprintf(stderr, "rank %d: cannot allocate %zu bytes of %s%s\n", run.rank, bytes,
+                sweep->device ? "memory on CUDA device " : "host memory",
+                sweep->device ? "(is one visible to this rank?)" : "");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     run.gather_out = calloc(1, bytes ? bytes : 1);
     int iterations = sweep->iterations;
     if (iterations <= 0) {
