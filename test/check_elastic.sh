@@ -26,6 +26,8 @@
 #   j. as b, with --worlds ucx
 #   k. as h, with --worlds ucx: the driver starts the host's rank again, and the running ranks
 #      open the next world with it at their next commit
+#   l. --worlds ucx: host 3 removed from the discovery script's list: the driver ends its rank,
+#      and the others go on in their processes
 #   g. (by hand: CASES=g, FAULTS=20 by default) faults in a row in one job: a host's ranks
 #      killed and a host's network cut, in turn, each going on in place; the host is left out
 #      for 1 s, then added back. Every resume from the loss committed, every epoch's samples
@@ -68,7 +70,7 @@ export CHORUS_TIMEOUT_SECONDS="${CHORUS_TIMEOUT_SECONDS:-3}"
 bound=$CHORUS_TIMEOUT_SECONDS
 passed=0 failed=0
 now() { date +%s.%N; }
-wanted() { case ${CASES:-abcdefhijk} in *$1*) return 0 ;; esac; return 1; }
+wanted() { case ${CASES:-abcdefhijkl} in *$1*) return 0 ;; esac; return 1; }
 extra="" # the training script's options of the case at hand
 cooldown=600 # how long a failed host is left out
 
@@ -310,7 +312,7 @@ if wanted h; then grow_back h; fi
 # i, j. worlds without MPI (--worlds ucx: the driver starts the ranks through the agent and
 # forms their worlds over UCX): a and b again, with every process of host 1 killed at once in i
 # (no launcher's daemon there to take the job down)
-if wanted i || wanted j || wanted k; then
+if wanted i || wanted j || wanted k || wanted l; then
   export UCX_NET_DEVICES=eth0 UCX_LOG_LEVEL=error
 fi
 if wanted i; then
@@ -322,6 +324,12 @@ if wanted j; then
 fi
 # k. h with --worlds ucx: the driver starts host 2's rank again, the others add it at a commit
 if wanted k; then grow_back k --worlds ucx; fi
+# l. --worlds ucx: host 3 removed from the discovery script's list: the driver ends its rank,
+# the others go on in their processes
+remove_host_3() { hosts_file 1 2; }
+if wanted l; then
+  host_fault l "--worlds ucx: host 3 removed by the discovery script" remove_host_3 --worlds ucx
+fi
 
 # g. faults in a row
 full_steps() { grep -c '^step .* size 3 ' "$1"; }

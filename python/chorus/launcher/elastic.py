@@ -141,6 +141,7 @@ class Generation:
         # gone whole may not have one: it comes back by a restart).
         self.allocation = dict(placement)
         self.daemons_alive = set()
+        self.removing = set()  # hosts whose ranks the driver ended on purpose (removed hosts)
         self.grow_hosts = None   # the hosts of the grow asked for, a host once per rank
         self.grow_started = None  # rank 0's word that the ranks began growing
 
@@ -428,6 +429,10 @@ class Generation:
         driver.resets += 1
         driver.failure_noticed_at = self.failure_at
         for host, why in failed.items():
+            if host in self.removing:  # not a failure: the discovery script dropped it
+                self.removing.discard(host)
+                say(f"host {host} removed: its ranks ended")
+                continue
             seconds = driver.blacklist.add(host)
             say(f"host {host} failed ({', '.join(why)}): left out for {seconds:g} s")
             # Its ranks killed, its daemon may live on: back from its cooldown, it can take

@@ -5,7 +5,9 @@ chorus.launcher.worlds): no launcher's daemons hold the job together, so a lost 
 daemon included, or a cut one, is only lost ranks. After a failure the survivors open the next
 world in their own processes; the failed host's ranks are killed where the driver can reach
 them. A host added (or back from its cooldown): the driver starts its ranks, which wait, and the
-running ranks open the next world with them at their next commit. Standard library only."""
+running ranks open the next world with them at their next commit. A host removed from the
+discovery script's list: the driver ends its ranks and the others go on as after a loss.
+Standard library only."""
 import os
 import shlex
 import signal
@@ -198,6 +200,8 @@ class WorldsGeneration(Generation):
         removed = [h for h in self.placement if h not in available]
         added = {h: s for h, s in available.items() if h not in self.placement}
         limit = self.driver.options.max_np
+        if removed and self.remove_in_place(removed):
+            return None
         if removed or not added or not self.in_place:
             return super().notify_hosts(available)
         if self.joining or self.rebuilding or self.grow_hosts is not None or \
@@ -217,6 +221,27 @@ class WorldsGeneration(Generation):
         say(f"hosts added ({', '.join(sorted(set(hosts)))}): their {len(hosts)} rank(s) start, "
             "and the ranks add them in place at their next commit")
         return None
+
+    def remove_in_place(self, removed):
+        """Hosts the discovery script no longer lists: the driver ends their ranks, and the
+        others meet that as a lost host and go on in their processes (go_on_in_place), as after a
+        failure. False where they cannot: a failure, a forming world or added ranks under way,
+        or fewer than --min-np ranks left."""
+        if not self.in_place or self.rebuilding or self.joining or self.probes or \
+                self.close_at is not None or self.grow_hosts is not None:
+            return False
+        leaving = [r for r in self.ranks if r.rank is not None and r.host in removed]
+        staying = [r for r in self.ranks if r.rank is not None and r not in leaving]
+        if len(staying) < self.driver.options.min_np:
+            return False
+        fresh = set(removed) - self.removing
+        if fresh:
+            self.removing |= fresh
+            say(f"hosts removed ({', '.join(sorted(fresh))}): their {len(leaving)} rank(s) end, "
+                "and the others go on in their processes")
+            for rank in leaving:
+                self.retire(rank)
+        return True
 
     def reachable(self, added):
         """The added hosts whose probe reached the driver, once every added host's probe has
