@@ -35,6 +35,7 @@ struct options {
     const char *compare;       /* --compare PARAMS: a second chorus configuration */
     const char *step_timeline; /* --step-timeline FILE */
     bool autotune; /* --autotune: with --workload, CHORUS_AUTOTUNE=on against the defaults */
+    bool world;    /* --world: the sweep's chorus on a world over UCX (measure_init_world) */
 };
 
 /* This process's rank and the job's size in MPI_COMM_WORLD. */

@@ -9,6 +9,7 @@
  *   chorus-bench [-c allreduce|broadcast|allgather|reducescatter|alltoall] [-b 8] [-e 256M]
  *                [-f 2] [-n iters]
  *                [-w warmup] [-d float32|...] [--csv FILE]
+ *   chorus-bench --world [sweep options]   (chorus on a world over UCX, as elastic jobs run)
  *   chorus-bench --device cuda [sweep options]   (built with CUDA and NCCL: buffers on the GPU; no MPI
  *                                column; chorus-bench-emulated runs it over the emulated CUDA
  *                                runtime and NCCL and says so: logic, never GPU speed)
@@ -60,6 +61,12 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return parsed;
     }
+    if (o.world && (o.link || o.latency || o.workload != NULL || o.cycle_tensors > 0)) {
+        if (bench_rank == 0)
+            fprintf(stderr, "chorus-bench: --world runs the sweeps only\n");
+        MPI_Finalize();
+        return 2;
+    }
     if (o.link) {
         link_benchmark();
         MPI_Finalize();
@@ -72,8 +79,9 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return status;
     }
-    if (chorus_init(NULL) != CHORUS_OK) {
-        fprintf(stderr, "chorus_init: %s\n", chorus_last_error());
+    if ((o.world ? measure_init_world(0) : chorus_init(NULL)) != CHORUS_OK) {
+        fprintf(stderr, "%s: %s\n", o.world ? "chorus_init_world" : "chorus_init",
+                chorus_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (o.sweep.device && (o.workload != NULL || o.cycle_tensors > 0)) {

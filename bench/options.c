@@ -23,6 +23,8 @@ static const char usage_text[] =
     "  -d, --dtype NAME       float32 (default), float64 or int32\n"
     "      --csv FILE         also write the table as CSV\n"
     "      --device cuda      buffers on the GPU (chorus built with CUDA and NCCL)\n"
+    "      --world            chorus on a world over UCX (chorus_init_world, MPI handing the\n"
+    "                         addresses round), as elastic jobs run, instead of on MPI\n"
     "Other measurements:\n"
     "      --workload MODEL   a training step: resnet50, bert, or a file of gradient sizes\n"
     "      --steps N          steps of the workload (default 20; 15 with --overlap)\n"
@@ -107,6 +109,7 @@ int parse_options(int argc, char **argv, struct options *o)
         {"rounds", required_argument, NULL, 'N'},
         {"autotune", no_argument, NULL, 'A'},
         {"shared-heap", no_argument, NULL, 'H'},
+        {"world", no_argument, NULL, 'X'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     static const char *const collectives[] = {"allreduce", "broadcast", "allgather",
@@ -171,6 +174,9 @@ int parse_options(int argc, char **argv, struct options *o)
             break;
         case 'H':
             measure_shared_heap = true;
+            break;
+        case 'X':
+            o->world = true;
             break;
         case 'D':
             ok = strcmp(value, "cuda") == 0;

@@ -105,6 +105,12 @@ void measure_host_free(void *buffer);
 /* The program's name for the library's messages: "chorus-bench" unless its main sets another. */
 extern const char *measure_program;
 
+/* Starts chorus on a world over UCX instead of on MPI (world.c): chorus_init_world with the
+ * ranks' addresses handed round over MPI_COMM_WORLD; the ranks on `hosts` made-up hosts (rank %
+ * hosts), or on this machine's where `hosts` is 0. The world is closed as the process ends.
+ * Returns as chorus_init_world. */
+chorus_status measure_init_world(int hosts);
+
 double measure_now(void); /* CLOCK_MONOTONIC seconds, the clock chorus_timeline_mark takes */
 int measure_compare_doubles(const void *a, const void *b); /* for qsort */
 /* Sorts `values`; with an even count, the mean of the middle two. */

@@ -28,6 +28,9 @@
 #      open the next world with it at their next commit
 #   l. --worlds ucx: host 3 removed from the discovery script's list: the driver ends its rank,
 #      and the others go on in their processes
+#   m. as f, with --worlds ucx: the rank that dies as the survivors form the next world is met
+#      as a failure like the first (the world it does not join cannot form; the one left
+#      reports that), and the rank left goes on alone in its process
 #   g. (by hand: CASES=g, FAULTS=20 by default) faults in a row in one job: a host's ranks
 #      killed and a host's network cut, in turn, each going on in place; the host is left out
 #      for 1 s, then added back. Every resume from the loss committed, every epoch's samples
@@ -70,7 +73,7 @@ export CHORUS_TIMEOUT_SECONDS="${CHORUS_TIMEOUT_SECONDS:-3}"
 bound=$CHORUS_TIMEOUT_SECONDS
 passed=0 failed=0
 now() { date +%s.%N; }
-wanted() { case ${CASES:-abcdefhijkl} in *$1*) return 0 ;; esac; return 1; }
+wanted() { case ${CASES:-abcdefhijklm} in *$1*) return 0 ;; esac; return 1; }
 extra="" # the training script's options of the case at hand
 cooldown=600 # how long a failed host is left out
 
@@ -222,12 +225,15 @@ if wanted d; then
   fi
 fi
 
-# scripted_fault CASE MIN_NP SCRIPT_OPTIONS: a job on 3 hosts whose training script makes the
-# fault itself (in a commit, in the rebuild), where no outside timing could; sets $status
+# scripted_fault CASE MIN_NP SCRIPT_OPTIONS [ELASTIC_OPTIONS...]: a job on 3 hosts whose
+# training script makes the fault itself (in a commit, in the rebuild), where no outside timing
+# could; sets $status
 scripted_fault() {
   hosts_file 1 2 3
   extra=$3
-  start_job "$work/$1.log" --min-np "$2" --max-np 3
+  letter=$1 min_np=$2
+  shift 3
+  start_job "$work/$letter.log" --min-np "$min_np" --max-np 3 "$@"
   wait $job
   status=$?
   extra=""
@@ -312,7 +318,7 @@ if wanted h; then grow_back h; fi
 # i, j. worlds without MPI (--worlds ucx: the driver starts the ranks through the agent and
 # forms their worlds over UCX): a and b again, with every process of host 1 killed at once in i
 # (no launcher's daemon there to take the job down)
-if wanted i || wanted j || wanted k || wanted l; then
+if wanted i || wanted j || wanted k || wanted l || wanted m; then
   export UCX_NET_DEVICES=eth0 UCX_LOG_LEVEL=error
 fi
 if wanted i; then
@@ -329,6 +335,20 @@ if wanted k; then grow_back k --worlds ucx; fi
 remove_host_3() { hosts_file 1 2; }
 if wanted l; then
   host_fault l "--worlds ucx: host 3 removed by the discovery script" remove_host_3 --worlds ucx
+fi
+
+# m. f with --worlds ucx: both deaths met in place, the rank left going on alone
+if wanted m; then
+  scripted_fault m 1 "--crash-at-step 25 --fail-rank 1 --crash-in-rebuild 2" --worlds ucx
+  fault=$(grep -o 'dies at step 25 at [0-9.]*' "$work/m.log" | sed 's/.* at //')
+  if grep -q "dies as chorus is formed again" "$work/m.log"; then
+    check "$work/m.log" "m. --worlds ucx: a rank killed, another as the next world forms" 1 \
+      "${fault:-0}" $status in-place
+  else
+    failed=$((failed + 1))
+    echo "FAILED: m. nobody died as the next world formed"
+    tail -n 40 "$work/m.log"
+  fi
 fi
 
 # g. faults in a row

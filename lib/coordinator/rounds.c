@@ -74,14 +74,21 @@ static size_t lay_out_slots(struct rounds *rounds, const struct chorus_params *p
 }
 
 bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params, int size,
-                       const void *node_comm, bool oversubscribed, char *error,
+                       const void *node_comm, const struct host_exchange *exchange,
+                       const struct node_segment *host, bool oversubscribed, char *error,
                        size_t error_size)
 {
+    rounds->host = host;
     if (params->negotiation == NEGOTIATION_STAR || size < 2)
         return false;
     size_t bytes = lay_out_slots(rounds, params, params->small_limit);
-    if (small_segment_create_mpi(&rounds->slots, node_comm, bytes, oversubscribed, error,
-                                 error_size) != CHORUS_OK)
+    chorus_status made =
+        exchange != NULL
+            ? small_segment_create_links(&rounds->slots, exchange, bytes, oversubscribed, error,
+                                         error_size)
+            : small_segment_create_mpi(&rounds->slots, node_comm, bytes, oversubscribed, error,
+                                       error_size);
+    if (made != CHORUS_OK)
         return false;
     rounds->slots_ready = true;
     if (!rounds->on && !rounds_start(rounds, params)) {
@@ -133,10 +140,8 @@ void rounds_release(struct rounds *rounds, bool failed)
     bool held_by_mpi = rounds->posted && !rounds->slots_ready;
     if (rounds->copies)
         small_segment_destroy_copies(&rounds->slots);
-    else if (rounds->slots_ready && failed)
-        small_segment_retain_mpi(&rounds->slots);
     else if (rounds->slots_ready)
-        small_segment_destroy_mpi(&rounds->slots);
+        small_segment_release(&rounds->slots, failed);
     rounds->slots_ready = rounds->copies = false;
     free(rounds->peers);
     rounds->peers = NULL;
@@ -515,6 +520,31 @@ static void round_timed_out(struct rounds *rounds, struct star *star, double now
                 now - rounds->posted_at, who);
 }
 
+/* Through the host's slots, a round waiting for a rank whose process ended fails at once (every
+ * NODE_PROCESS_LOOK_SECONDS, once the round waited that long): on one host, local rank r is
+ * rank r. */
+static bool round_lost_a_rank(struct rounds *rounds, struct star *star, double now,
+                              struct coord_report *report)
+{
+    if (!rounds->slots_ready || rounds->copies || rounds->host == NULL ||
+        now - rounds->posted_at < NODE_PROCESS_LOOK_SECONDS || now < rounds->next_process_look)
+        return false;
+    rounds->next_process_look = now + NODE_PROCESS_LOOK_SECONDS;
+    /* Every rank that has not posted: the first may be alive and stopped for another reason. */
+    int absent = -1;
+    for (int r = 0; r < rounds->slots.local_size && absent < 0; r++) {
+        if (!small_published(&rounds->slots, r) && node_segment_ended(rounds->host, r))
+            absent = r;
+    }
+    if (absent < 0)
+        return false;
+    report_fail(report, CHORUS_ERR_TIMEOUT,
+                "a negotiation round cannot complete: rank %d (host %s) lost: its process "
+                "(pid %d) ended",
+                absent, context_host_name(star->context, absent), rounds->host->pids[absent]);
+    return true;
+}
+
 bool rounds_progress(struct rounds *rounds, struct star *star, bool stopping, double now,
                      struct coord_report *report)
 {
@@ -543,6 +573,8 @@ bool rounds_progress(struct rounds *rounds, struct star *star, bool stopping, do
             round_timed_out(rounds, star, now, report);
             return true;
         }
+        if (!done && round_lost_a_rank(rounds, star, now, report))
+            return true;
         if (!done)
             return false;
         rounds->posted = false;

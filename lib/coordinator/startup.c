@@ -316,7 +316,7 @@ static void take_links(struct background *background)
 
 /* The communicators (or a world's links), then over the channel the parameters and tuning
  * every rank agrees on, the topology (over MPI, or over the links' transport), then the parts, the abort
- * notices and the host's segment (over MPI only). */
+ * notices and the host's segment. */
 static chorus_status start(struct background *background, char *error, size_t error_size)
 {
     struct chorus_context *context = background->context;
@@ -358,14 +358,13 @@ static chorus_status start(struct background *background, char *error, size_t er
     if (status != CHORUS_OK)
         return status;
     executor->data_comm = context->data_comm;
+    executor->host_names = context->host_names;
     if (links == NULL)
         transport_mpi_init(&executor->transport, &context->data_comm);
     status = coord_setup(background, error, error_size);
     if (status != CHORUS_OK)
         return status;
     if (links != NULL) {
-        /* No host segment yet: every algorithm that needs one declines. */
-        executor->local_ranks = 1;
         executor_watch_aborts_through(executor, links->poll_abort, links->notify_abort,
                                       links->abort_context);
     } else if (!executor_watch_aborts(executor, context->control_comm)) {
@@ -373,10 +372,17 @@ static chorus_status start(struct background *background, char *error, size_t er
         return CHORUS_ERR_MPI;
     }
     /* Where the host's segment cannot be made (a small /dev/shm, say), algorithms over MPI
-     * still work; those that need it try again, and fail, when first chosen. */
-    if (links == NULL && executor_prepare(executor, error, error_size) != CHORUS_OK) {
-        LOG(LOG_WARNING, "node", "%s; shared-memory algorithms are tried again at first use",
-            error);
+     * still work; those that need it try again, and fail, when first chosen. In a world
+     * without MPI they go point to point instead. */
+    status = links != NULL
+                 ? executor_prepare_on_links(executor, context->host_names, error, error_size)
+                 : executor_prepare(executor, error, error_size);
+    if (status == CHORUS_ERR_OUT_OF_MEMORY && links != NULL)
+        return status;
+    if (status != CHORUS_OK) {
+        LOG(LOG_WARNING, "node", "%s; %s", error,
+            links != NULL ? "collectives on this host go through the world's transport"
+                          : "shared-memory algorithms are tried again at first use");
         error[0] = '\0';
     }
     /* Every rank on this host: negotiation rounds through the host's slots (rounds.h). Whether
@@ -389,7 +395,8 @@ static chorus_status start(struct background *background, char *error, size_t er
         return status;
     if (one_host) {
         if (!rounds_open_slots(&background->rounds, &context->params.values, background->size,
-                               &executor->node_comm, background->settings.oversubscribed, error,
+                               &executor->node_comm, executor_host_exchange(executor),
+                               &executor->node, background->settings.oversubscribed, error,
                                error_size) &&
             error[0] != '\0')
             LOG(LOG_WARNING, "negotiation", "%s; negotiating through rank 0 alone", error);

@@ -3,9 +3,10 @@
  * of a communicator (context->links). The maker (a world over UCX, whose ranks outlive a lost
  * host; the unit tests' ranks as threads) has connected every rank and numbered them; chorus
  * negotiates over the channel, runs collectives over the transport and tells of a fatal error
- * through the abort hooks. Such a world has no host segment yet: collectives go point to point,
- * and negotiation rounds go by copies (rounds.h). Lanes, process sets and chorus_send/recv need
- * MPI and are refused.
+ * through the abort hooks. The ranks of one host share its segment and slots as over MPI, made
+ * of memory files (lib/executor/world_segments.c); negotiation rounds go through the slots where
+ * every rank shares one host, else by copies (rounds.h). Lanes, process sets and
+ * chorus_send/recv need MPI and are refused.
  */
 #ifndef CHORUS_WORLD_LINKS_H
 #define CHORUS_WORLD_LINKS_H

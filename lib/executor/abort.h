@@ -19,9 +19,12 @@ enum { TAG_ABORT = 3 };
 
 struct abort_notice {
     int32_t status;
-    int32_t rank;
+    int32_t rank; /* who stopped, or ABORT_RANK_TRANSPORT */
     char reason[504];
 };
+/* A notice no rank sent: the transport's own news of a lost rank (abort_ucx_poll), its reason
+ * the transport's message. */
+#define ABORT_RANK_TRANSPORT (-1)
 
 struct abort_watch {
     bool started;

@@ -6,6 +6,7 @@
 
 #include "../transport/transport_ucx.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,10 +16,18 @@ bool abort_ucx_poll(void *fabric, struct abort_notice *notice)
     size_t length = 0;
     int sender = -1;
     char error[256];
-    /* A lost rank is the transport's to report, with its own message: no notice then. */
-    if (ucx_message_take(fabric, -1, TAG_ABORT, &bytes, &length, &sender, error, sizeof error) !=
-            CHORUS_OK ||
-        bytes == NULL)
+    /* A lost rank fails the take with the transport's own message, which is the news then: a
+     * rank that waits on the others through the host's memory alone (negotiation rounds through
+     * the slots) makes no call on the fabric that would fail, and would wait out the timeout
+     * for a loss its fabric already knows. */
+    chorus_status taken =
+        ucx_message_take(fabric, -1, TAG_ABORT, &bytes, &length, &sender, error, sizeof error);
+    if (taken != CHORUS_OK && ucx_fabric_lost_rank(fabric) >= 0) {
+        *notice = (struct abort_notice){.status = taken, .rank = ABORT_RANK_TRANSPORT};
+        snprintf(notice->reason, sizeof notice->reason, "%s", error);
+        return true;
+    }
+    if (taken != CHORUS_OK || bytes == NULL)
         return false;
     bool whole = length == sizeof *notice;
     if (whole) {

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Creates the host's shared segment: collective over the data communicator. */
 static void executor_waiting(void *context)
 {
     struct executor *executor = context;
@@ -24,6 +23,19 @@ static void executor_waiting(void *context)
         executor->waiting(executor->owner);
 }
 
+void executor_adopt_node(struct executor *executor, bool made)
+{
+    executor->node_ready = made;
+    executor->node.timeout_seconds = executor_timeout(executor);
+    executor->node.waiting = executor_waiting;
+    executor->node.waiting_context = executor;
+    if (executor->node_ready && executor->node.cross != NULL) {
+        executor->node.cross->interrupted = executor->transport.interrupted;
+        executor->node.cross->interrupt_context = executor->transport.interrupt_context;
+    }
+}
+
+/* Creates the host's shared segment: collective over the data communicator. */
 static chorus_status create_node(struct executor *executor, char *error, size_t error_size)
 {
     if (MPI_Comm_split_type(executor->data_comm, MPI_COMM_TYPE_SHARED, executor->rank,
@@ -47,14 +59,7 @@ static chorus_status create_node(struct executor *executor, char *error, size_t 
         hosts > 1 ? params->cross_host_chunk : params->segment_chunk,
         (unsigned)params->staging_areas, settings->staging_streaming, settings->oversubscribed,
         error, error_size);
-    executor->node_ready = status == CHORUS_OK;
-    executor->node.timeout_seconds = executor_timeout(executor);
-    executor->node.waiting = executor_waiting;
-    executor->node.waiting_context = executor;
-    if (executor->node_ready && executor->node.cross != NULL) {
-        executor->node.cross->interrupted = executor->transport.interrupted;
-        executor->node.cross->interrupt_context = executor->transport.interrupt_context;
-    }
+    executor_adopt_node(executor, status == CHORUS_OK);
     /* Every rank on this host: the small-slots algorithms' slots (agreed on every rank; without
      * them those algorithms decline). */
     if (status == CHORUS_OK && hosts == 1) {
@@ -118,6 +123,35 @@ const char *executor_timeout_origin(const struct executor *executor)
     return executor->own_timeout > 0 ? "the operation's timeout" : "CHORUS_TIMEOUT_SECONDS";
 }
 
+void executor_local_rank_ended(const struct executor *executor, int local, char *error,
+                               size_t error_size)
+{
+    int rank = executor_rank_of_local(executor, local);
+    int pid = executor->node.pids[local];
+    if (executor->host_names != NULL && rank >= 0)
+        snprintf(error, error_size, "rank %d (host %s) lost: its process (pid %d) ended", rank,
+                 executor->host_names[rank], pid);
+    else
+        snprintf(error, error_size, "local rank %d of this host lost: its process (pid %d) ended",
+                 local, pid);
+}
+
+int executor_rank_of_local(const struct executor *executor, int local)
+{
+    if (executor->world_group != NULL)
+        return executor_world_member(executor, local);
+    MPI_Group node = MPI_GROUP_NULL, data = MPI_GROUP_NULL;
+    int rank = MPI_UNDEFINED;
+    if (MPI_Comm_group(executor->node_comm, &node) == MPI_SUCCESS &&
+        MPI_Comm_group(executor->data_comm, &data) == MPI_SUCCESS)
+        MPI_Group_translate_ranks(node, 1, &local, data, &rank);
+    if (data != MPI_GROUP_NULL)
+        MPI_Group_free(&data);
+    if (node != MPI_GROUP_NULL)
+        MPI_Group_free(&node);
+    return rank == MPI_UNDEFINED ? -1 : rank;
+}
+
 chorus_status executor_interrupt_check(void *context, char *error, size_t error_size)
 {
     struct executor *executor = context;
@@ -126,7 +160,17 @@ chorus_status executor_interrupt_check(void *context, char *error, size_t error_
     chorus_status status = executor_peer_failure(executor, error, error_size);
     if (status != CHORUS_OK || timeout <= 0 || executor->batch_started == 0)
         return status;
-    if (clock_seconds() - executor->batch_started <= timeout)
+    double now = clock_seconds();
+    int ended = -1;
+    if (executor->node_ready && now > executor->next_process_look) {
+        executor->next_process_look = now + NODE_PROCESS_LOOK_SECONDS;
+        ended = node_segment_first_ended(&executor->node);
+    }
+    if (ended >= 0) {
+        executor_local_rank_ended(executor, ended, error, error_size);
+        return CHORUS_ERR_TIMEOUT;
+    }
+    if (now - executor->batch_started <= timeout)
         return CHORUS_OK;
     snprintf(error, error_size,
              "did not complete within the timeout of %g s (%s): another rank is stopped, dead, "
@@ -477,8 +521,11 @@ chorus_status executor_peer_failure(struct executor *executor, char *error, size
     if (!abort_watch_poll(&executor->abort))
         return CHORUS_OK;
     const struct abort_notice *notice = &executor->abort.notice;
-    snprintf(error, error_size, "stopped because rank %d failed: %.440s", (int)notice->rank,
-             notice->reason);
+    if (notice->rank == ABORT_RANK_TRANSPORT)
+        snprintf(error, error_size, "%.500s", notice->reason);
+    else
+        snprintf(error, error_size, "stopped because rank %d failed: %.440s", (int)notice->rank,
+                 notice->reason);
     chorus_status status = (chorus_status)notice->status;
     return status < 0 ? status : CHORUS_ERR_INTERNAL;
 }
@@ -578,17 +625,15 @@ void executor_release(struct executor *executor)
     executor->gpu = NULL;
     timeline_close(executor->timeline);
     executor->timeline = NULL;
-    if (executor->small_ready && in_use)
-        small_segment_retain_mpi(&executor->small);
-    else if (executor->small_ready)
-        small_segment_destroy_mpi(&executor->small);
+    if (executor->small_ready)
+        small_segment_release(&executor->small, in_use);
     executor->small_ready = false;
-    if (executor->node_ready && in_use)
-        node_segment_retain_mpi(&executor->node);
-    if (executor->node_ready && !in_use) {
-        node_segment_destroy_mpi(&executor->node);
+    if (executor->node_ready)
+        node_segment_release(&executor->node, in_use);
+    if (executor->node_ready && !in_use && !executor->on_links) {
         MPI_Comm_free(&executor->node_comm);
         MPI_Comm_free(&executor->cross_comm);
-        executor->node_ready = false;
     }
+    executor->node_ready = false;
+    executor_release_world_group(executor);
 }

@@ -48,6 +48,9 @@ struct executor {
     const struct executor_settings *settings; /* the instance's; a set's executor shares it */
     double batch_started;   /* when the running batch started, for the timeout */
     double own_timeout;     /* the running ordered operation's timeout_seconds; 0: none given */
+    double next_process_look; /* when a wait next asks whether the local ranks still run */
+    /* Every rank's host name, for messages (the job's executor; NULL for a process set's). */
+    const char (*host_names)[CHORUS_HOST_NAME_SIZE];
     struct gpu_context *gpu;
     int local_ranks;     /* ranks per host when equal on every host, else 1 */
     bool node_ready;     /* the segment below exists */
@@ -63,6 +66,11 @@ struct executor {
     const struct small_segment *staged;
     size_t staged_bytes;
     MPI_Comm node_comm, cross_comm;
+    /* A world without MPI (lib/coordinator/world_links.h): its segments are made over the
+     * world's transport (world_segments.c), and this group of the host's ranks stays for the
+     * negotiation's slots. */
+    bool on_links;
+    struct executor_world_group *world_group;
     bool joined;                /* this rank has joined: it has no tensors for new names */
     struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */
     const char *last_algorithm; /* that ran the last collective, for the timeline */
@@ -97,6 +105,26 @@ struct executor {
  * where ranks share hosts, rather than at the first collective that uses it, so that no rank
  * can be left inside that creation by a rank that failed before reaching it. */
 chorus_status executor_prepare(struct executor *executor, char *error, size_t error_size);
+/* The same in a world without MPI (world_segments.c), collective over the executor's transport
+ * (the world's), the hosts told by `host_names` (every rank's; ranks of one name share a host).
+ * The segments are memory files (host_parts.h). */
+chorus_status executor_prepare_on_links(struct executor *executor,
+                                        const char (*host_names)[CHORUS_HOST_NAME_SIZE],
+                                        char *error, size_t error_size);
+/* Over links after executor_prepare_on_links, the host's ranks as the negotiation's slots are
+ * made over them; NULL over MPI, or where ranks do not share hosts. */
+const struct host_exchange *executor_host_exchange(const struct executor *executor);
+/* The executor's rank of local rank `local` of its host's segment (-1 if unknown), and in a
+ * world without MPI the world rank of the host's member `local` (world_segments.c). */
+int executor_rank_of_local(const struct executor *executor, int local);
+/* The failure of local rank `local` whose process ended, naming its rank and host where known. */
+void executor_local_rank_ended(const struct executor *executor, int local, char *error,
+                               size_t error_size);
+int executor_world_member(const struct executor *executor, int local);
+/* A segment just made (or not: `made`): the executor's hooks into its waits. */
+void executor_adopt_node(struct executor *executor, bool made);
+/* Frees what executor_prepare_on_links kept (executor_release calls it). */
+void executor_release_world_group(struct executor *executor);
 
 /* Runs `count` responses in the fusion plan's order. This rank's request of each response is
  * taken by its name (take_request), or, where `taken` is not NULL, is taken[i]: an ordered

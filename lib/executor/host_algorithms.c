@@ -60,6 +60,10 @@ static chorus_status run_selected(struct executor *executor, chorus_collective c
     if (poisoned >= 0) {
         status = local_peer_failed(executor, poisoned, executor->transport.error,
                                    sizeof executor->transport.error);
+    } else if (stuck >= 0 && node->stuck_ended) {
+        executor_local_rank_ended(executor, stuck, executor->transport.error,
+                                  sizeof executor->transport.error);
+        status = CHORUS_ERR_TIMEOUT;
     } else if (stuck >= 0) {
         snprintf(executor->transport.error, sizeof executor->transport.error,
                  "local rank %d of this host did not reach a barrier within the timeout of %g "

@@ -218,10 +218,8 @@ void lane_destroy(struct lane *lane, bool failed)
     } else if (lane->executor_comm != MPI_COMM_NULL) {
         MPI_Comm_free(&lane->executor_comm);
     }
-    if (lane->segment_mpi && failed)
-        small_segment_retain_mpi(&lane->segment);
-    else if (lane->segment_mpi)
-        small_segment_destroy_mpi(&lane->segment);
+    if (lane->segment_mpi)
+        small_segment_release(&lane->segment, failed);
     small_segments_destroy_local(lane->local);
     pthread_mutex_destroy(&lane->turn);
     free(lane->members.ranks);

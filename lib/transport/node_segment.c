@@ -37,7 +37,7 @@ void node_segment_barrier(struct node_segment *segment)
         streaming_copy_fence();
     uint64_t target = ++segment->sequence;
     atomic_store_explicit(segment->progress[segment->local_rank], target, memory_order_release);
-    double deadline = 0;
+    double deadline = 0, next_look = 0;
     for (int r = 0; r < segment->local_size && segment->stuck_rank < 0; r++) {
         unsigned polls = 0;
         while (atomic_load_explicit(segment->progress[r], memory_order_acquire) < target) {
@@ -52,11 +52,19 @@ void node_segment_barrier(struct node_segment *segment)
             if (segment->waiting != NULL)
                 segment->waiting(segment->waiting_context);
             double now = clock_seconds();
-            if (deadline == 0)
+            if (deadline == 0) {
                 deadline = now + segment->timeout_seconds;
-            else if (now > deadline) {
+                next_look = now + NODE_PROCESS_LOOK_SECONDS;
+            } else if (now > deadline) {
                 segment->stuck_rank = r;
                 break;
+            } else if (now > next_look) {
+                next_look = now + NODE_PROCESS_LOOK_SECONDS;
+                if (node_segment_ended(segment, r)) {
+                    segment->stuck_rank = r;
+                    segment->stuck_ended = true;
+                    break;
+                }
             }
         }
     }
@@ -270,4 +278,84 @@ void node_segment_set_staging(struct node_segment *segment, unsigned areas, bool
     segment->staging_areas = areas;
     segment->areas_in_use = areas;
     segment->streaming = streaming;
+}
+
+uint64_t node_process_start(int pid)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *file = fopen(path, "re");
+    if (file == NULL)
+        return 0;
+    size_t length = fread(text, 1, sizeof text - 1, file);
+    fclose(file);
+    text[length] = '\0';
+    /* "pid (name) state ppid ...": the name may hold anything, so fields count from the last
+     * ')'; the state is field 3, the start time field 22. */
+    const char *field = strrchr(text, ')');
+    if (field == NULL || field[1] != ' ' || field[2] == 'Z' || field[2] == 'X')
+        return 0;
+    field += 2;
+    for (int number = 3; number < 22 && field != NULL; number++) {
+        field = strchr(field, ' ');
+        if (field != NULL)
+            field++;
+    }
+    return field != NULL ? strtoull(field, NULL, 10) : 0;
+}
+
+bool node_segment_ended(const struct node_segment *segment, int rank)
+{
+    return segment->watch_processes && rank != segment->local_rank &&
+           node_process_start(segment->pids[rank]) != segment->starts[rank];
+}
+
+int node_segment_first_ended(const struct node_segment *segment)
+{
+    for (int r = 0; r < segment->local_size; r++)
+        if (node_segment_ended(segment, r))
+            return r;
+    return -1;
+}
+
+void node_segment_probe_peers(struct node_segment *segment, const struct host_exchange *exchange)
+{
+    int heap_file = -1;
+    size_t heap_bytes = 0;
+    char ignored[256];
+    if (!shared_heap_open(&heap_file, &heap_bytes, ignored, sizeof ignored))
+        heap_file = -1;
+    int pid = (int)getpid();
+    uint64_t word = node_probe_value(pid);
+    enum { WORDS = 5 };
+    uint64_t mine[WORDS] = {(uint64_t)pid, (uint64_t)(uintptr_t)&word,
+                            (uint64_t)(int64_t)heap_file, heap_bytes, node_process_start(pid)};
+    uint64_t all[WORDS * NODE_MAX_LOCAL_RANKS], words[NODE_MAX_LOCAL_RANKS];
+    int heap_files[NODE_MAX_LOCAL_RANKS];
+    size_t heap_reserved[NODE_MAX_LOCAL_RANKS];
+    uint64_t works[3] = {0, 0, 0}; /* single copy, shared heap, processes watched */
+    if (exchange->allgather(exchange->context, mine, sizeof mine, all)) {
+        works[2] = 1;
+        for (int r = 0; r < segment->local_size; r++) {
+            const uint64_t *theirs = &all[WORDS * r];
+            segment->pids[r] = (int)theirs[0];
+            words[r] = theirs[1];
+            heap_files[r] = (int)(int64_t)theirs[2];
+            heap_reserved[r] = (size_t)theirs[3];
+            segment->starts[r] = theirs[4];
+            /* Seen from here as it sees itself: the same process, in the same pid namespace. */
+            works[2] &= theirs[4] != 0 && node_process_start(segment->pids[r]) == theirs[4];
+        }
+        works[0] = node_probe_peers(segment, words);
+        works[1] = node_heap_open_peers(segment, heap_files, heap_reserved);
+    }
+    /* Every rank must see the same answers; the exchange also keeps each rank's probe word
+     * alive until everyone has read it. */
+    if (!exchange->minimum(exchange->context, works, 3))
+        works[0] = works[1] = works[2] = 0;
+    segment->single_copy = works[0] == 1;
+    segment->shared_heap = works[1] == 1;
+    segment->watch_processes = works[2] == 1;
+    if (!segment->shared_heap)
+        node_heap_close_peers(segment);
 }

@@ -30,6 +30,7 @@
 #define CHORUS_NODE_SEGMENT_H
 
 #include "../core/scratch.h"
+#include "host_parts.h"
 #include "point_to_point.h"
 #include "streaming_copy.h"
 
@@ -92,11 +93,18 @@ struct node_segment {
     bool yield_while_waiting;                       /* more ranks than cores on this host */
     double timeout_seconds; /* a barrier gives up on a peer after this long (0: never) */
     int stuck_rank;         /* the local rank a barrier gave up on, or -1 */
+    bool stuck_ended;       /* ... because its process ended (node_segment_ended) */
+    /* Every rank sees every other's process in /proc (one pid namespace): a wait asks whether
+     * the rank it waits for still runs (node_segment_ended), every NODE_PROCESS_LOOK_SECONDS
+     * once it waited that long, instead of waiting out the timeout for a dead one. */
+    bool watch_processes;
+    uint64_t starts[NODE_MAX_LOCAL_RANKS]; /* local rank r's process's start time */
     void (*waiting)(void *context); /* called now and then while a barrier waits (may be NULL) */
     void *waiting_context;
     struct transport *cross;  /* the ranks of the same local rank on the other hosts, or NULL */
     struct scratch cross_scratch;
-    void *owner;              /* what to free: the MPI window, or the local allocation */
+    void *owner; /* what to free: the MPI window, the parts' files, or the local allocation */
+    bool over_links; /* made by node_segment_create_links */
 };
 
 /* The algorithms use the staging areas in turn, chunk after chunk and across calls: a peer
@@ -139,9 +147,10 @@ static inline size_t node_chunk_length(size_t total, size_t chunk_bytes, size_t 
 /* Waits until every local rank has reached the same barrier. With streaming stores it first
  * orders them before the barrier (they are weakly ordered), so that what a rank staged is there
  * for the peers that pass it. A peer that does not arrive within `timeout_seconds` (stopped,
- * or dead where nothing noticed) is given up on: stuck_rank names it, and this and every later
- * barrier return at once, so that the algorithm ends (on data that means nothing) and the
- * caller reports it (node_segment_stuck). */
+ * or dead where nothing noticed), or whose process ended (stuck_ended: seen within
+ * NODE_PROCESS_LOOK_SECONDS where processes are watched), is given up on: stuck_rank names
+ * it, and this and every later barrier return at once, so that the algorithm ends (on data that
+ * means nothing) and the caller reports it (node_segment_stuck). */
 void node_segment_barrier(struct node_segment *segment);
 /* The local rank a barrier gave up on, or -1. */
 static inline int node_segment_stuck(const struct node_segment *segment)
@@ -210,6 +219,24 @@ int node_segment_first_failed(struct node_segment *segment, bool succeeded);
 /* The largest of every local rank's `value`, the same on all of them (one barrier). */
 uint64_t node_segment_largest(struct node_segment *segment, uint64_t value);
 
+/* Learns every local rank's process, whether each may copy from every other, and whether each
+ * may map every other's shared heap (sets pids, single_copy, shared_heap), collective over
+ * `exchange`. Container seccomp profiles and Yama's ptrace_scope >= 1 forbid the copies, and
+ * then the algorithms stage through the segment instead; a heap that cannot be created or
+ * opened leaves tensors in it to the staged algorithms too. Every rank sees the same answers. */
+void node_segment_probe_peers(struct node_segment *segment, const struct host_exchange *exchange);
+
+/* How often a wait on a peer asks whether its process still runs: 10 ms, a small part of the
+ * 15-35 ms in which UCX reports a lost peer, at one read of /proc per look. */
+#define NODE_PROCESS_LOOK_SECONDS 0.01
+/* The start time of process `pid` (/proc/<pid>/stat's field 22), or 0 where there is no such
+ * process or it has ended (a zombie not yet reaped). */
+uint64_t node_process_start(int pid);
+/* Whether local rank `rank`'s process has ended (or its pid now names another process); false
+ * where processes are not watched. node_segment_first_ended: the first such rank, or -1. */
+bool node_segment_ended(const struct node_segment *segment, int rank);
+int node_segment_first_ended(const struct node_segment *segment);
+
 /* Whether every rank of the host may copy from every other (decides `single_copy`): each rank
  * reads a known word of every peer. `words[r]` is the address of local rank r's word, whose
  * value must be node_probe_value(pid of r). */
@@ -249,5 +276,23 @@ void node_segment_destroy_mpi(struct node_segment *segment);
 /* After a fatal error, when the window cannot be freed (that takes every local rank): keeps what
  * MPI may still touch until MPI is finalized (retained.h). */
 void node_segment_retain_mpi(struct node_segment *segment);
+
+/* In a world without MPI (lib/coordinator/world_links.h): collective over `exchange` (the
+ * ranks of this host) and, where `hosts` > 1, over `world`, whose ranks `cross_members` (one per
+ * host, this rank among them) become the segment's cross transport. The parts are memory files
+ * (host_parts.h). `world` must outlive the segment. */
+chorus_status node_segment_create_links(struct node_segment *segment,
+                                        const struct host_exchange *exchange,
+                                        struct transport *world, const int *cross_members,
+                                        int hosts, size_t chunk_bytes, unsigned staging_areas,
+                                        bool streaming, bool yield_while_waiting, char *error,
+                                        size_t error_size);
+void node_segment_destroy_links(struct node_segment *segment);
+/* After a fatal error: keeps what a transfer may still touch (retained.h). */
+void node_segment_retain_links(struct node_segment *segment);
+
+/* The segment's release by its maker's kind (MPI or links): freed, or, after a fatal error
+ * (`in_use`), kept as the retain functions say. */
+void node_segment_release(struct node_segment *segment, bool in_use);
 
 #endif

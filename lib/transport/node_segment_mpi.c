@@ -6,7 +6,6 @@
  */
 #include "node_segment.h"
 #include "../core/retained.h"
-#include "shared_heap.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -19,42 +18,17 @@ struct mpi_owner {
     struct transport cross;
 };
 
-/* Learns every local rank's process, whether each may copy from every other, and whether each
- * may map every other's shared heap. Container seccomp profiles and Yama's ptrace_scope >= 1
- * forbid the copies, and then the algorithms stage through the segment instead; a heap that
- * cannot be created or opened leaves tensors in it to the staged algorithms too. Every rank
- * must see the same answers, hence the MPI_Allreduce; it also keeps each rank's probe word alive
- * until everyone has read it. */
-static void probe_peers(struct node_segment *segment, MPI_Comm node_comm)
+/* The host's ranks exchange over `node_comm` (node_segment_probe_peers). */
+static bool node_allgather(void *context, const void *mine, size_t bytes, void *all)
 {
-    int pid = (int)getpid(), heap_file = -1;
-    size_t heap_bytes = 0;
-    char ignored[256];
-    if (!shared_heap_open(&heap_file, &heap_bytes, ignored, sizeof ignored))
-        heap_file = -1;
-    uint64_t word = node_probe_value(pid);
-    uint64_t mine[4] = {(uint64_t)pid, (uint64_t)(uintptr_t)&word, (uint64_t)(int64_t)heap_file,
-                        heap_bytes};
-    uint64_t all[4 * NODE_MAX_LOCAL_RANKS], words[NODE_MAX_LOCAL_RANKS];
-    int heap_files[NODE_MAX_LOCAL_RANKS];
-    size_t heap_reserved[NODE_MAX_LOCAL_RANKS];
-    int works[2] = {0, 0}; /* single copy, shared heap */
-    if (MPI_Allgather(mine, 4, MPI_UINT64_T, all, 4, MPI_UINT64_T, node_comm) == MPI_SUCCESS) {
-        for (int r = 0; r < segment->local_size; r++) {
-            segment->pids[r] = (int)all[4 * r];
-            words[r] = all[4 * r + 1];
-            heap_files[r] = (int)(int64_t)all[4 * r + 2];
-            heap_reserved[r] = (size_t)all[4 * r + 3];
-        }
-        works[0] = node_probe_peers(segment, words);
-        works[1] = node_heap_open_peers(segment, heap_files, heap_reserved);
-    }
-    if (MPI_Allreduce(MPI_IN_PLACE, works, 2, MPI_INT, MPI_MIN, node_comm) != MPI_SUCCESS)
-        works[0] = works[1] = 0;
-    segment->single_copy = works[0] == 1;
-    segment->shared_heap = works[1] == 1;
-    if (!segment->shared_heap)
-        node_heap_close_peers(segment);
+    return MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE,
+                         *(MPI_Comm *)context) == MPI_SUCCESS;
+}
+
+static bool node_minimum(void *context, uint64_t *words, size_t count)
+{
+    return MPI_Allreduce(MPI_IN_PLACE, words, (int)count, MPI_UINT64_T, MPI_MIN,
+                         *(MPI_Comm *)context) == MPI_SUCCESS;
 }
 
 chorus_status node_segment_create_mpi(struct node_segment *segment, const void *node_comm_pointer,
@@ -113,7 +87,12 @@ chorus_status node_segment_create_mpi(struct node_segment *segment, const void *
         segment->cross = &owner->cross;
     }
     segment->owner = owner;
-    probe_peers(segment, node_comm);
+    struct host_exchange exchange = {.local_rank = segment->local_rank,
+                                     .local_size = segment->local_size,
+                                     .allgather = node_allgather,
+                                     .minimum = node_minimum,
+                                     .context = &node_comm};
+    node_segment_probe_peers(segment, &exchange);
     /* Everyone's counters are zero before anyone waits on them. */
     MPI_Barrier(node_comm);
     return CHORUS_OK;

@@ -23,6 +23,11 @@ static bool published(const struct small_segment *segment, int rank)
            segment->phase;
 }
 
+bool small_published(const struct small_segment *segment, int rank)
+{
+    return published(segment, rank);
+}
+
 int small_first_unpublished(const struct small_segment *segment)
 {
     for (int r = 0; r < segment->local_size; r++)

@@ -54,7 +54,8 @@ struct small_segment {
     /* Waiting: spin first unless the host has more ranks than cores (then yield at once). */
     bool oversubscribed;
     int late_rank; /* after a wait that gave up: the first local rank that had not published */
-    void *owner;   /* what to free: the MPI window, or the local allocation */
+    void *owner;   /* what to free: the MPI window, the parts' files, or the local allocation */
+    bool over_links; /* made by small_segment_create_links */
 };
 
 /* The slot this rank writes in its next phase, and local rank `rank`'s slot of the current
@@ -98,6 +99,8 @@ bool small_all_published(const struct small_segment *segment);
 /* The first local rank that has not published the current phase, or -1: whom a timed-out
  * wait names. */
 int small_first_unpublished(const struct small_segment *segment);
+/* Whether local rank `rank` has published the current phase. */
+bool small_published(const struct small_segment *segment, int rank);
 
 /* Publishes this rank's next slot (written through small_next_*): its phase number last. */
 void small_publish(struct small_segment *segment);
@@ -141,5 +144,18 @@ void small_segment_destroy_mpi(struct small_segment *segment);
 /* After a fatal error, when the window cannot be freed (that takes every local rank): keeps
  * what peers may still read until MPI is finalized (retained.h). */
 void small_segment_retain_mpi(struct small_segment *segment);
+
+/* In a world without MPI (lib/coordinator/world_links.h): collective over `exchange` (the
+ * ranks of this host), the parts memory files (host_parts.h). Every rank learns whether every
+ * rank succeeded, as over MPI. */
+chorus_status small_segment_create_links(struct small_segment *segment,
+                                         const struct host_exchange *exchange, size_t capacity,
+                                         bool oversubscribed, char *error, size_t error_size);
+void small_segment_destroy_links(struct small_segment *segment);
+void small_segment_retain_links(struct small_segment *segment);
+
+/* The segment's release by its maker's kind (MPI or links): freed, or, after a fatal error
+ * (`in_use`), kept as the retain functions say. */
+void small_segment_release(struct small_segment *segment, bool in_use);
 
 #endif

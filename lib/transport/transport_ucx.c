@@ -60,6 +60,9 @@ struct ucx_fabric {
 /* How long an abandoned operation's matched receives may still take to finish (see abandon). */
 #define ABANDON_DRAIN_SECONDS 1.0
 
+/* How long an abort notice may take to leave (see ucx_message_notify). */
+#define NOTIFY_DRAIN_SECONDS 1.0
+
 /* How long the rest of a whole message that began to arrive may take (its sender may die). */
 #define MESSAGE_REST_SECONDS 10.0
 
@@ -591,14 +594,34 @@ void ucx_message_notify(struct ucx_fabric *fabric, int tag, void *bytes, size_t 
     char error[256];
     pthread_mutex_lock(&fabric->message_lock);
     keep_locked(fabric, bytes);
+    void **pending = calloc((size_t)fabric->nranks, sizeof *pending);
     for (int peer = 0; peer < fabric->nranks; peer++) {
-        void *pending = NULL;
+        void *sending = NULL;
         if (peer != fabric->rank &&
-            send_message(fabric, peer, tag, bytes, length, true, &pending, error,
+            send_message(fabric, peer, tag, bytes, length, true, &sending, error,
                          sizeof error) == CHORUS_OK &&
-            pending != NULL)
-            ucp->request_free(pending); /* UCX finishes it unwatched */
+            sending != NULL) {
+            if (pending != NULL)
+                pending[peer] = sending;
+            else
+                ucp->request_free(sending); /* UCX finishes it unwatched */
+        }
     }
+    /* The sender stops progressing this worker once it has told: a notice left queued (a
+     * connection never used before, on a host whose ranks met only through their shared slots)
+     * would never leave. So it is pushed out here, for a moment at most: a lost peer's send
+     * ends with an error. */
+    double give_up = clock_seconds() + NOTIFY_DRAIN_SECONDS;
+    for (int peer = 0; pending != NULL && peer < fabric->nranks; peer++) {
+        while (pending[peer] != NULL &&
+               ucp->request_check_status(pending[peer]) == UCS_INPROGRESS &&
+               clock_seconds() < give_up)
+            if (ucp->worker_progress(fabric->worker) == 0)
+                sched_yield();
+        if (pending[peer] != NULL)
+            ucp->request_free(pending[peer]);
+    }
+    free(pending);
     pthread_mutex_unlock(&fabric->message_lock);
 }
 

@@ -1,7 +1,8 @@
 /*
  * test_ucx_world.c — chorus on a world over UCX, as an elastic job runs it: 1 to 4 forked ranks
  * hand their addresses to the parent through pipes (the driver's part), get the table back and
- * start chorus on it (chorus_init_world), on two made-up hosts. They run allreduces in every
+ * start chorus on it (chorus_init_world), on two made-up hosts, or all on this one (where the
+ * host's segment and slots are memory files the ranks share). They run allreduces in every
  * op on odd counts and broadcasts through chorus's API, checked against the reference every
  * rank computes from all ranks' inputs. Then the parent SIGKILLs the last rank: each
  * survivor's next allreduce must fail at once (not after CHORUS_TIMEOUT_SECONDS) naming the
@@ -26,6 +27,9 @@
 #define MAX_ADDRESS 8192
 /* A failure met later than this after the kill waited for the bound, not for UCX's notice. */
 #define DETECTION_BOUND_SECONDS 5.0
+
+/* Every rank on one host (set before the ranks are forked), else ranks alternate between two. */
+static bool on_one_host;
 
 struct address {
     size_t bytes;
@@ -138,7 +142,8 @@ static chorus_world *join_world(uint16_t epoch, int in, int out, struct report *
     struct report report = {.status = CHORUS_OK};
     checked(&report, "chorus_init_world",
             chorus_init_world(world, numbering[0], numbering[1],
-                                numbering[0] % 2 ? "host-b" : "host-a", addresses, NULL));
+                                numbering[0] % 2 && !on_one_host ? "host-b" : "host-a",
+                                addresses, NULL));
     report.seconds = clock_seconds();
     child_write_all(out, &report, sizeof report);
     if (started != NULL)
@@ -277,17 +282,22 @@ static void expect_loss(const struct report *report, int nranks, int rank, int v
     double seconds = report->seconds - killed;
     printf("%d ranks: rank %d's %s failed %.3f s after rank %d was killed: %s\n", nranks, rank,
            what, seconds, victim, report->text);
-    char named[32];
+    /* UCX words it "rank N lost", the host's watch on its processes "rank N (host X) lost". */
+    char named[32], with_host[32];
     snprintf(named, sizeof named, "rank %d lost", victim);
-    ck_assert_msg(report->status < 0 && strstr(report->text, named) != NULL,
+    snprintf(with_host, sizeof with_host, "rank %d (host ", victim);
+    ck_assert_msg(report->status < 0 && (strstr(report->text, named) != NULL ||
+                                         (strstr(report->text, with_host) != NULL &&
+                                          strstr(report->text, ") lost") != NULL)),
                   "%d ranks, rank %d: %s: %s", nranks, rank, chorus_status_name(report->status),
                   report->text);
     ck_assert_msg(seconds < DETECTION_BOUND_SECONDS, "rank %d took %.1f s", rank, seconds);
 }
 
-START_TEST(a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors)
+/* The body of the two tests below. */
+static void lose_a_rank_and_go_on(int nranks)
 {
-    int nranks = _i, victim = nranks - 1;
+    int victim = nranks - 1;
     struct child children[MAX_RANKS] = {0};
     int everyone[MAX_RANKS], survivors[MAX_RANKS];
     for (int r = 0; r < nranks; r++)
@@ -313,6 +323,21 @@ START_TEST(a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors)
         tell(children, survivors, left);
     }
     reap_ranks(children, left, nranks);
+}
+
+START_TEST(a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors)
+{
+    lose_a_rank_and_go_on(_i);
+}
+END_TEST
+
+/* The same with every rank on one host: the host's segment and slots carry the collectives and
+ * the negotiation, and a lost rank is still met at once. */
+START_TEST(a_world_on_one_host_loses_a_rank_and_goes_on_in_its_survivors)
+{
+    on_one_host = true;
+    lose_a_rank_and_go_on(_i);
+    on_one_host = false;
 }
 END_TEST
 
@@ -351,6 +376,8 @@ int main(void)
     tcase_set_timeout(processes, 120);
     tcase_add_loop_test(processes, a_world_over_ucx_loses_a_rank_and_goes_on_in_its_survivors, 2,
                         MAX_RANKS + 1);
+    tcase_add_loop_test(processes, a_world_on_one_host_loses_a_rank_and_goes_on_in_its_survivors,
+                        2, MAX_RANKS + 1);
     tcase_add_loop_test(processes, a_rank_lost_while_the_world_forms_fails_every_start, 2,
                         MAX_RANKS + 1);
     suite_add_tcase(suite, processes);

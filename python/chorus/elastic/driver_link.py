@@ -32,6 +32,11 @@ class DriverLink:
         # The driver's word after `lost`: a rank list, ("open", WORLD), or None.
         self._verdicts = queue.Queue()
         self._tables = queue.Queue()  # (WORLD, RANK, [hex address, ...]) of worlds without MPI
+        # From `open WORLD` to that world's table: a member's loss that the driver reports
+        # means the world cannot form, and ends the wait for its table, as ("lost", RANK,
+        # WORLD) in _tables.
+        self._forming = None
+        self.lost_while_forming = None  # the rank whose loss ended the last wait, or None
         self._closed = threading.Condition()
         self.closed_before = 0  # the worlds before this number are done on every rank
         self._epoch = 0  # how many times the world was formed again in place
@@ -84,14 +89,19 @@ class DriverLink:
                 elif message.kind == "reform":
                     self._epoch += 1
                     self._verdicts.put([int(r) for r in message.fields[0].split(",")])
-                elif message.kind == "peer-lost" and int(message.fields[0]) == self._epoch:
-                    self._peer_lost(int(message.fields[1]))
+                elif message.kind == "peer-lost":
+                    if self._forming is not None:
+                        self._tables.put(("lost", int(message.fields[1]), self._forming))
+                    elif int(message.fields[0]) == self._epoch:
+                        self._peer_lost(int(message.fields[1]))
                 elif message.kind == "leave":
                     self._verdicts.put(None)
                 elif message.kind == "open":
-                    self._epoch = int(message.fields[0])
+                    self._epoch = self._forming = int(message.fields[0])
                     self._verdicts.put(("open", int(message.fields[0])))
                 elif message.kind == "world":
+                    if int(message.fields[0]) == self._forming:
+                        self._forming = None
                     self._tables.put((int(message.fields[0]), int(message.fields[1]),
                                       message.fields[3].split(",")))
                 elif message.kind == "close":
@@ -164,14 +174,19 @@ class DriverLink:
         self._send(protocol.shut())
 
     def table(self, world, wait_seconds):
-        """(rank, [hex address, ...]) of world `world` once the driver sends it, or None."""
+        """(rank, [hex address, ...]) of world `world` once the driver sends it, or None: none
+        in time, or a member was lost first (lost_while_forming then names it)."""
         deadline = time.monotonic() + wait_seconds
+        self.lost_while_forming = None
         while True:
             try:
                 table = self._tables.get(timeout=max(deadline - time.monotonic(), 0.0))
             except queue.Empty:
                 return None
             if table is None:
+                return None
+            if table[0] == "lost" and table[2] == world:
+                self.lost_while_forming = table[1]
                 return None
             if table[0] == world:
                 return table[1], table[2]

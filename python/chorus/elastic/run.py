@@ -30,8 +30,8 @@ import os
 import shutil
 import sys
 
-from ..core import (ChorusInternalError, HostsUpdatedInterrupt, grow, rank, reform, shutdown,
-                    size)
+from ..core import (ChorusError, ChorusInternalError, HostsUpdatedInterrupt, grow, rank, reform,
+                    shutdown, size)
 from . import worlds
 from .driver_link import DriverLink
 from .state import GrowInterrupt
@@ -78,14 +78,35 @@ def _go_on_in_place(link, state, reason):
     Returns False when this rank must leave instead."""
     old_rank = rank()
     in_place = _can_go_on_in_place()
+    own_commit = state._commits
+    again = False
     verdict = link.lost(reason, in_place, VERDICT_WAIT_S)
-    if verdict is None or not in_place:
-        return False
-    if isinstance(verdict, tuple):  # ("open", WORLD): the next world without MPI
-        worlds.rejoin(link, verdict[1])
-    else:
-        reform(verdict)
-    number = state._resume_in_place()
+    while True:
+        if verdict is None or not in_place:
+            return False
+        try:
+            if isinstance(verdict, tuple):  # ("open", WORLD): the next world without MPI
+                worlds.rejoin(link, verdict[1])
+            else:
+                reform(verdict)
+            if again:
+                # The attempt before may have stopped halfway through the state going round:
+                # back to this rank's own commit (now that chorus runs: a sampler asks its size).
+                state._commits = own_commit
+                state.restore()
+            number = state._resume_in_place()
+            break
+        except ChorusInternalError as e:
+            if not worlds.enabled():
+                raise  # over MPI the others wait in MPI for the lost rank: a restart
+            # On a world without MPI a member lost while the world formed, or while the new
+            # rank 0's commit went round, is a failure like the first: told to the driver, which
+            # names the next world without that member.
+            again = True
+            reason = "failure " + str(e).splitlines()[0][:400]
+            print(f"chorus.elastic: rank {old_rank}: {reason}; asking the elastic driver again",
+                  file=sys.stderr, flush=True)
+            verdict = link.lost(reason, True, VERDICT_WAIT_S)
     print(f"chorus.elastic: rank {old_rank}: {reason}; going on in this process as rank "
           f"{rank()} of {size()}, from commit {number}", file=sys.stderr, flush=True)
     if rank() == 0:
@@ -135,7 +156,11 @@ def _grow_in_place(link, state, hosts):
 
 def _leave_after_failure(link, error):
     first_line = str(error).splitlines()[0]
-    print(f"chorus.elastic: rank {rank()}: {first_line}; leaving so that the driver restarts "
+    try:
+        who = f"rank {rank()}"
+    except ChorusError:  # chorus shut down, forming the next world
+        who = "a rank between worlds"
+    print(f"chorus.elastic: {who}: {first_line}; leaving so that the driver restarts "
           "the job from the last commit", file=sys.stderr, flush=True)
     _leave(link, "failure " + first_line[:400], clean=False)
 

@@ -47,6 +47,9 @@ def join(link, number, parameters=None):
     _held[number] = world
     link.address(number, world.address.hex())
     table = link.table(number, TABLE_WAIT_S)
+    if table is None and link.lost_while_forming is not None:
+        raise _failed(f"world {number}: rank {link.lost_while_forming} lost before the world "
+                      "formed (the elastic driver saw its process end)")
     if table is None:
         raise _failed(f"world {number}: the elastic driver sent no table of addresses within "
                       f"{TABLE_WAIT_S:.0f} s")

@@ -115,6 +115,11 @@ class Generation:
     rebuild_broken = ("the others wait for it in MPI (MPI_Comm_create_group, or MPI_Comm_spawn "
                       "growing) and cannot be told")
 
+    def rebuild_survivable(self):
+        """Whether a death while the ranks form chorus again after a failure can be met as a
+        failure like any other (the ranks that go on report it and form again without it)."""
+        return False
+
     def __init__(self, driver, number, placement):
         self.driver = driver
         self.number = number
@@ -183,7 +188,7 @@ class Generation:
                 if self.failure_at is None:
                     self.failure_at = rank.closed_at
                     self.failure_kind = "disconnected"
-                    if self.rebuilding:
+                    if self.rebuilding and not self.rebuild_survivable():
                         # The others wait for it in MPI_Comm_create_group, deaf to any word:
                         # nothing to wait for, the job starts again.
                         self.cause = (f"rank {rank.rank} on {rank.host} disconnected while the "
@@ -394,7 +399,7 @@ class Generation:
             return "Hydra (MPICH) ends every rank when one dies"
         if self.process.poll() is not None:
             return "the launcher ended"
-        if self.rebuilding:
+        if self.rebuilding and not self.rebuild_survivable():
             return f"{self.cause}: {self.rebuild_broken}"
         heard, gone, others, kept = self.split_after_failure()
         if len(heard) < self.np:

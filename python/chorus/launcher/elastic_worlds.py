@@ -68,8 +68,15 @@ class RankProcesses:
 class WorldsGeneration(Generation):
     """A Generation (elastic.py) whose launch, stop and going on in place are its own."""
 
-    rebuild_broken = ("the world the others open cannot form without it (forming another "
-                      "instead: not yet)")
+    rebuild_broken = ("the world the added ranks open cannot form without it, and they "
+                      "cannot yet report that")
+
+    def rebuild_survivable(self):
+        """A world formed after a failure that loses a member meets it as a failure: the
+        members that go on fail to form it (their tables never come, or chorus_init_world names
+        the lost rank), report it, and open the next one without it. Not a world formed to add
+        ranks: the added ranks are still in hvd.init, which cannot report."""
+        return self.in_place and self.grow_started is None
 
     def __init__(self, driver, number, placement):
         super().__init__(driver, number, placement)
