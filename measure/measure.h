@@ -110,6 +110,11 @@ extern const char *measure_program;
  * hosts), or on this machine's where `hosts` is 0. The world is closed as the process ends.
  * Returns as chorus_init_world. */
 chorus_status measure_init_world(int hosts);
+/* The same for world `number` (chorus_world_open's; each world once), this process taking rank
+ * `as_rank` (every rank of MPI_COMM_WORLD a different one): as an elastic job's survivors form
+ * their next world after chorus_shutdown. The host a process is on stays the one its rank in
+ * MPI_COMM_WORLD gave it. */
+chorus_status measure_join_world(int number, int hosts, int as_rank);
 
 double measure_now(void); /* CLOCK_MONOTONIC seconds, the clock chorus_timeline_mark takes */
 int measure_compare_doubles(const void *a, const void *b); /* for qsort */

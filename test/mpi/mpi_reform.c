@@ -8,6 +8,10 @@
  * must be the reversed ones, and refusals leave chorus running: a list without this rank, a
  * rank twice, a rank out of range. Run under ThreadSanitizer too (suite tsan): the reform's
  * switch of instance against submits and waits on other threads.
+ *
+ * On a world over UCX (TEST_WORLD=ucx), which has no reform, the main thread does what an
+ * elastic job's survivors do instead: chorus_shutdown, then the next world with the ranks
+ * reversed (measure_join_world), while the threads submit.
  */
 #include "../common/reference.h"
 #include "mpi_test.h"
@@ -59,6 +63,24 @@ static void *submit_all(void *argument)
     return NULL;
 }
 
+/* Reforms chorus refuses, leaving it running: a rank listed twice, one out of range, none, a
+ * list without this rank. */
+static void check_refused_reforms(void)
+{
+    test_step = "refused reforms";
+    int twice[2] = {test_rank, test_rank}, outside = test_size;
+    EXPECT_STATUS(chorus_reform(twice, 2, NULL), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(chorus_last_error(), test_size > 1 ? "listed twice" : "of a world of 1") !=
+               NULL,
+           "message: %s", chorus_last_error());
+    EXPECT_STATUS(chorus_reform(&outside, 1, NULL), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(chorus_reform(NULL, 0, NULL), CHORUS_ERR_INVALID_ARGUMENT);
+    if (test_size > 1) {
+        int other = (chorus_rank() + 1) % test_size;
+        EXPECT_STATUS(chorus_reform(&other, 1, NULL), CHORUS_ERR_INVALID_ARGUMENT);
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_start(&argc, &argv, 120);
@@ -72,28 +94,26 @@ int main(int argc, char **argv)
     }
     usleep(2000);
     test_step = "the reform while threads submit";
+    const char *world = getenv("TEST_WORLD"), *hosts = getenv("TEST_WORLD_HOSTS");
+    bool on_world = world != NULL && strcmp(world, "ucx") == 0;
     int reversed[64];
     for (int r = 0; r < test_size; r++)
         reversed[r] = test_size - 1 - r;
-    EXPECT_STATUS(chorus_reform(reversed, test_size, NULL), CHORUS_OK);
+    if (on_world) {
+        EXPECT_STATUS(chorus_shutdown(), CHORUS_OK);
+        EXPECT_STATUS(measure_join_world(2, hosts != NULL ? atoi(hosts) : 0,
+                                         test_size - 1 - test_rank),
+                      CHORUS_OK);
+    } else {
+        EXPECT_STATUS(chorus_reform(reversed, test_size, NULL), CHORUS_OK);
+    }
     for (int t = 0; t < THREADS; t++)
         pthread_join(threads[t], NULL);
     EXPECT(chorus_rank() == test_size - 1 - test_rank && chorus_size() == test_size,
            "rank %d of %d after the reform, expected %d of %d", chorus_rank(), chorus_size(),
            test_size - 1 - test_rank, test_size);
-
-    test_step = "refused reforms";
-    int twice[2] = {test_rank, test_rank}, outside = test_size;
-    EXPECT_STATUS(chorus_reform(twice, 2, NULL), CHORUS_ERR_INVALID_ARGUMENT);
-    EXPECT(strstr(chorus_last_error(), test_size > 1 ? "listed twice" : "of a world of 1") !=
-               NULL,
-           "message: %s", chorus_last_error());
-    EXPECT_STATUS(chorus_reform(&outside, 1, NULL), CHORUS_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(chorus_reform(NULL, 0, NULL), CHORUS_ERR_INVALID_ARGUMENT);
-    if (test_size > 1) {
-        int other = (chorus_rank() + 1) % test_size;
-        EXPECT_STATUS(chorus_reform(&other, 1, NULL), CHORUS_ERR_INVALID_ARGUMENT);
-    }
+    if (!on_world) /* a world has no reform: chorus_reform is refused there for that */
+        check_refused_reforms();
     float after[COUNT];
     reference_fill(after, COUNT, CHORUS_FLOAT32, CHORUS_SUM, 99, test_rank);
     chorus_tensor tensor = floats(after, COUNT);
