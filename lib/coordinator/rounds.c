@@ -75,10 +75,8 @@ static size_t lay_out_slots(struct rounds *rounds, const struct chorus_params *p
 
 bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params, int size,
                        const void *node_comm, const struct host_exchange *exchange,
-                       const struct node_segment *host, bool oversubscribed, char *error,
-                       size_t error_size)
+                       bool oversubscribed, char *error, size_t error_size)
 {
-    rounds->host = host;
     if (params->negotiation == NEGOTIATION_STAR || size < 2)
         return false;
     size_t bytes = lay_out_slots(rounds, params, params->small_limit);
@@ -526,22 +524,23 @@ static void round_timed_out(struct rounds *rounds, struct star *star, double now
 static bool round_lost_a_rank(struct rounds *rounds, struct star *star, double now,
                               struct coord_report *report)
 {
-    if (!rounds->slots_ready || rounds->copies || rounds->host == NULL ||
+    struct executor *executor = &star->runner->executor;
+    const struct node_segment *host = executor->node_ready ? &executor->node : NULL;
+    if (!rounds->slots_ready || rounds->copies || host == NULL ||
         now - rounds->posted_at < NODE_PROCESS_LOOK_SECONDS || now < rounds->next_process_look)
         return false;
     rounds->next_process_look = now + NODE_PROCESS_LOOK_SECONDS;
     /* Every rank that has not posted: the first may be alive and stopped for another reason. */
     int absent = -1;
     for (int r = 0; r < rounds->slots.local_size && absent < 0; r++) {
-        if (!small_published(&rounds->slots, r) && node_segment_ended(rounds->host, r))
+        if (!small_published(&rounds->slots, r) && node_segment_ended(host, r))
             absent = r;
     }
     if (absent < 0)
         return false;
-    report_fail(report, CHORUS_ERR_TIMEOUT,
-                "a negotiation round cannot complete: rank %d (host %s) lost: its process "
-                "(pid %d) ended",
-                absent, context_host_name(star->context, absent), rounds->host->pids[absent]);
+    char lost[256];
+    executor_local_rank_ended(executor, absent, lost, sizeof lost);
+    report_fail(report, CHORUS_ERR_TIMEOUT, "a negotiation round cannot complete: %s", lost);
     return true;
 }
 

@@ -30,10 +30,7 @@ struct rounds {
      * each ANDs them all. No message, no rank 0 between the ranks. */
     struct small_segment slots;
     bool slots_ready;
-    /* The host's segment, whose processes a round waits on through the slots asks after
-     * (node_segment_ended); NULL where there is none. */
-    const struct node_segment *host;
-    double next_process_look;
+    double next_process_look; /* when a round through the slots next asks after processes */
     /* A lone small allreduce rides with the round: each slot's data area holds up to
      * `payload_capacity` bytes of it first (rounds.c), then the vector at `vector_offset`. */
     size_t payload_capacity;
@@ -51,7 +48,7 @@ bool rounds_init(struct rounds *rounds, const struct chorus_params *params, int 
 /* Where every rank of the job shares this host: rounds go through slots of the host's shared
  * memory (collective over `node_comm`, an MPI_Comm by pointer, the job's ranks in job order; or,
  * in a world without MPI, over `exchange`, node_comm then unused; a rank whose process ended,
- * seen through `host`, the host's segment, fails the round at once),
+ * seen through the executor's host segment, fails the round at once),
  * and under CHORUS_NEGOTIATION=auto the job negotiates by rounds from 2 ranks: tensors seen
  * before are then agreed without a message. A rank whose only waiting tensor is a host
  * allreduce of at most CHORUS_SMALL_LIMIT bytes stages it beside its vector; when the round
@@ -60,8 +57,7 @@ bool rounds_init(struct rounds *rounds, const struct chorus_params *params, int 
  * in `error` where the slots could not be made). At start-up, after rounds_init. */
 bool rounds_open_slots(struct rounds *rounds, const struct chorus_params *params, int size,
                        const void *node_comm, const struct host_exchange *exchange,
-                       const struct node_segment *host, bool oversubscribed, char *error,
-                       size_t error_size);
+                       bool oversubscribed, char *error, size_t error_size);
 /* Where the job spans hosts: under CHORUS_NEGOTIATION=auto or rounds, a job of 2 to
  * NEGOTIATION_ROUND_COPIES_UP_TO ranks negotiates by rounds whose parts travel as messages, each
  * rank's to every other (CHANNEL_ROUNDS), into a copy of the slots above in each rank's own memory;

@@ -375,7 +375,7 @@ static chorus_status start(struct background *background, char *error, size_t er
      * still work; those that need it try again, and fail, when first chosen. In a world
      * without MPI they go point to point instead. */
     status = links != NULL
-                 ? executor_prepare_on_links(executor, context->host_names, error, error_size)
+                 ? executor_prepare_on_links(executor, error, error_size)
                  : executor_prepare(executor, error, error_size);
     if (status == CHORUS_ERR_OUT_OF_MEMORY && links != NULL)
         return status;
@@ -396,8 +396,7 @@ static chorus_status start(struct background *background, char *error, size_t er
     if (one_host) {
         if (!rounds_open_slots(&background->rounds, &context->params.values, background->size,
                                &executor->node_comm, executor_host_exchange(executor),
-                               &executor->node, background->settings.oversubscribed, error,
-                               error_size) &&
+                               background->settings.oversubscribed, error, error_size) &&
             error[0] != '\0')
             LOG(LOG_WARNING, "negotiation", "%s; negotiating through rank 0 alone", error);
         error[0] = '\0';

@@ -630,7 +630,7 @@ void executor_release(struct executor *executor)
     executor->small_ready = false;
     if (executor->node_ready)
         node_segment_release(&executor->node, in_use);
-    if (executor->node_ready && !in_use && !executor->on_links) {
+    if (executor->node_ready && !in_use && executor->world_group == NULL) {
         MPI_Comm_free(&executor->node_comm);
         MPI_Comm_free(&executor->cross_comm);
     }

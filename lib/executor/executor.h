@@ -66,10 +66,9 @@ struct executor {
     const struct small_segment *staged;
     size_t staged_bytes;
     MPI_Comm node_comm, cross_comm;
-    /* A world without MPI (lib/coordinator/world_links.h): its segments are made over the
-     * world's transport (world_segments.c), and this group of the host's ranks stays for the
-     * negotiation's slots. */
-    bool on_links;
+    /* A world without MPI (lib/coordinator/world_links.h) whose ranks share hosts: the group of
+     * the host's ranks its segments were made over (world_segments.c), which stays for the
+     * negotiation's slots; NULL over MPI (node_comm and cross_comm then hold the host). */
     struct executor_world_group *world_group;
     bool joined;                /* this rank has joined: it has no tensors for new names */
     struct timeline *timeline;  /* rank 0 with CHORUS_TIMELINE, else NULL */
@@ -106,11 +105,10 @@ struct executor {
  * can be left inside that creation by a rank that failed before reaching it. */
 chorus_status executor_prepare(struct executor *executor, char *error, size_t error_size);
 /* The same in a world without MPI (world_segments.c), collective over the executor's transport
- * (the world's), the hosts told by `host_names` (every rank's; ranks of one name share a host).
- * The segments are memory files (host_parts.h). */
-chorus_status executor_prepare_on_links(struct executor *executor,
-                                        const char (*host_names)[CHORUS_HOST_NAME_SIZE],
-                                        char *error, size_t error_size);
+ * (the world's), the hosts told by its host_names (ranks of one name share a host). The
+ * segments are memory files (host_parts.h). */
+chorus_status executor_prepare_on_links(struct executor *executor, char *error,
+                                        size_t error_size);
 /* Over links after executor_prepare_on_links, the host's ranks as the negotiation's slots are
  * made over them; NULL over MPI, or where ranks do not share hosts. */
 const struct host_exchange *executor_host_exchange(const struct executor *executor);

@@ -89,16 +89,14 @@ static void free_group(struct executor_world_group *group)
     free(group);
 }
 
-chorus_status executor_prepare_on_links(struct executor *executor,
-                                        const char (*host_names)[CHORUS_HOST_NAME_SIZE],
-                                        char *error, size_t error_size)
+chorus_status executor_prepare_on_links(struct executor *executor, char *error,
+                                        size_t error_size)
 {
-    executor->on_links = true;
     if (executor->local_ranks <= 1)
         return CHORUS_OK;
     struct executor_world_group *group = calloc(1, sizeof *group);
     if (group == NULL ||
-        !find_members(group, executor->rank, executor->nranks, host_names)) {
+        !find_members(group, executor->rank, executor->nranks, executor->host_names)) {
         free_group(group);
         /* The others still make the segment: a rank without memory for this cannot go on. */
         snprintf(error, error_size, "out of memory for the host's ranks");
